@@ -1,0 +1,44 @@
+# Set-up and checks. `make demo` and `make test` work on a fresh clone: they create .venv if missing.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+BIN := $(VENV)/bin
+
+.PHONY: demo test lint typecheck pytest docs docs-serve bench clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+
+# Stamp files re-run the install only when pyproject.toml changes.
+$(VENV)/.demo-installed: pyproject.toml | $(PY)
+	$(PY) -m pip install --quiet -e '.[gym]'
+	touch $@
+
+$(VENV)/.dev-installed: pyproject.toml | $(PY)
+	$(PY) -m pip install --quiet -e '.[dev,docs,gym,numba]'
+	touch $@ $(VENV)/.demo-installed
+
+demo: $(VENV)/.demo-installed
+	$(PY) examples/demo.py
+
+lint: $(VENV)/.dev-installed
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: $(VENV)/.dev-installed
+	$(BIN)/mypy
+
+pytest: $(VENV)/.dev-installed
+	$(BIN)/pytest
+
+docs: $(VENV)/.dev-installed
+	$(BIN)/mkdocs build --strict
+
+test: lint typecheck pytest docs
+
+bench: $(VENV)/.dev-installed
+	$(PY) benchmarks/run.py
+
+clean:
+	rm -rf site .mypy_cache .ruff_cache .pytest_cache .hypothesis

@@ -1,0 +1,34 @@
+"""Errors that are part of trajkit's API. Every one subclasses `ValueError`."""
+
+from __future__ import annotations
+
+__all__ = ["RolloutFileError"]
+
+
+class RolloutFileError(ValueError):
+    """A recorded rollout file was refused.
+
+    Raised by [`trajkit.load`][trajkit.load] and friends for every failure to read a file: a
+    damaged or truncated zip, a missing or unexpected member, an object (pickled) member, a shape
+    or dtype that disagrees with the metadata, a size over the limit, or data that fails
+    `Rollout` validation. It never lets `KeyError`, `zipfile.BadZipFile`, `EOFError` or
+    `MemoryError` escape.
+
+    Attributes:
+        path: The file that was refused.
+        member: The member of the archive at fault, or `None` when the whole file is at fault.
+
+    Example:
+        >>> err = RolloutFileError("truncated file", path="run.npz", member="rews.npy")
+        >>> str(err)
+        'run.npz: member rews.npy: truncated file'
+        >>> isinstance(err, ValueError)
+        True
+    """
+
+    def __init__(self, message: str, *, path: str, member: str | None = None) -> None:
+        self.path = path
+        self.member = member
+        self.reason = message
+        where = f"{path}: member {member}" if member is not None else path
+        super().__init__(f"{where}: {message}")
