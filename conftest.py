@@ -1,4 +1,4 @@
-"""Shared test configuration: Hypothesis profiles.
+"""Shared test configuration (tests and doctests in src): Hypothesis profiles.
 
 CI sets `CI`; its profile is derandomized and has no deadline, so shared, noisy machines cannot
 make a property test flake.

@@ -1,0 +1,54 @@
+"""trajkit: typed, validated reinforcement-learning rollouts.
+
+The public API, by layer (each layer imports only the ones above it):
+
+- **Base**: array aliases and errors: `RolloutFileError`.
+- **Core** (pure NumPy): `gae`, `lambda_returns`, `normalize_advantages`, `gae_backend`,
+  `minibatch_indices`, `index_batches`, `index_stream`, `gather`,
+  `sequence_minibatch_indices`, `gather_sequences`.
+- **Models** (pydantic): `Rollout`, `ModelOutputs`, `StepOutputs`, `FIELD_DIMS`,
+  `MODEL_OUTPUT_DIMS`.
+
+`trajkit.testing` holds Hypothesis strategies and is imported on its own.
+
+Example:
+    >>> import trajkit
+    >>> from trajkit.testing import example_rollout
+    >>> r = example_rollout(num_steps=16, num_envs=4)
+    >>> trajkit.gae(r.rews, r.value_predictions(), r.dones, 0.99, 0.95).shape
+    (16, 4)
+"""
+
+from trajkit._base.errors import RolloutFileError
+from trajkit._base.version import __version__
+from trajkit._core.gae import gae, gae_backend, lambda_returns, normalize_advantages
+from trajkit._core.minibatch import (
+    gather,
+    gather_sequences,
+    index_batches,
+    index_stream,
+    minibatch_indices,
+    sequence_minibatch_indices,
+)
+from trajkit._models.model_outputs import ModelOutputs, StepOutputs
+from trajkit._models.rollout import FIELD_DIMS, MODEL_OUTPUT_DIMS, Rollout
+
+__all__ = [
+    "FIELD_DIMS",
+    "MODEL_OUTPUT_DIMS",
+    "ModelOutputs",
+    "Rollout",
+    "RolloutFileError",
+    "StepOutputs",
+    "__version__",
+    "gae",
+    "gae_backend",
+    "gather",
+    "gather_sequences",
+    "index_batches",
+    "index_stream",
+    "lambda_returns",
+    "minibatch_indices",
+    "normalize_advantages",
+    "sequence_minibatch_indices",
+]

@@ -1,0 +1,160 @@
+"""Per-field array coercion and value checks, raising `ValueError` with field-naming messages.
+
+These run inside pydantic validators, which turn each `ValueError` into a `ValidationError`.
+Each check is a constant number of vectorised NumPy operations; positions are only searched for
+once a check has failed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from trajkit._base.types import AnyArray, Float32Array, Int32Array
+
+__all__ = [
+    "as_float32",
+    "as_int32",
+    "as_numeric",
+    "check_binary",
+    "check_finite",
+    "fmt_index",
+]
+
+_KIND_NAMES = {
+    "b": "bool",
+    "i": "integer",
+    "u": "unsigned integer",
+    "f": "float",
+    "c": "complex",
+    "O": "object",
+    "U": "string",
+    "S": "bytes",
+    "V": "void/structured",
+    "M": "datetime",
+    "m": "timedelta",
+}
+
+
+def kind_name(dtype: np.dtype[Any]) -> str:
+    """A readable name for a dtype's kind (`float`, `integer`, `string`, ...)."""
+    return _KIND_NAMES.get(dtype.kind, dtype.kind)
+
+
+def fmt_index(index: tuple[Any, ...], names: str = "tb") -> str:
+    """Format a position as `(t=3, b=1)`, naming as many axes as `names` has letters."""
+    parts = [f"{names[i]}={int(v)}" if i < len(names) else str(int(v)) for i, v in enumerate(index)]
+    return "(" + ", ".join(parts) + ")"
+
+
+def as_numeric(
+    value: Any, name: str, *, copy: bool, allow_bool: bool = True, min_ndim: int = 1
+) -> AnyArray:
+    """Convert `value` to a real-valued NumPy array, refusing anything that is not one.
+
+    Refuses ragged nested lists, strings, objects, complex numbers and arrays with fewer than
+    `min_ndim` dimensions (scalars in particular), each with a message naming `name`.
+
+    Args:
+        value: An array or nested list.
+        name: The field name to put in messages.
+        copy: Whether to copy when `value` is already an array of a suitable dtype.
+        allow_bool: Whether a boolean array is acceptable.
+        min_ndim: The fewest dimensions accepted.
+
+    Returns:
+        The array (a copy when `copy`).
+
+    Raises:
+        ValueError: If `value` is not such an array.
+    """
+    if isinstance(value, str | bytes):
+        raise ValueError(f"{name} must be an array, got a {type(value).__name__} {value!r:.40}")
+    try:
+        array = np.array(value, copy=True) if copy else np.asarray(value)
+    except (ValueError, TypeError) as exc:
+        raise ValueError(
+            f"{name} must be a rectangular numeric array (ragged nested lists are refused): {exc}"
+        ) from None
+    kinds = "biuf" if allow_bool else "iuf"
+    if array.dtype.kind not in kinds:
+        hint = " (ragged nested lists become object arrays)" if array.dtype.kind == "O" else ""
+        raise ValueError(
+            f"{name} must hold real numbers, got dtype {array.dtype} "
+            f"({kind_name(array.dtype)}){hint}"
+        )
+    if array.ndim < min_ndim:
+        got = "a scalar" if array.ndim == 0 else f"{array.ndim} dimension(s)"
+        raise ValueError(
+            f"{name} must be an array with at least {min_ndim} dimension(s), "
+            f"got {got} (shape {array.shape})"
+        )
+    return array
+
+
+def as_float32(value: Any, name: str, *, copy: bool, min_ndim: int = 1) -> Float32Array:
+    """Like `as_numeric`, then cast to float32 (as the seed does for rewards, dones and states)."""
+    array = as_numeric(value, name, copy=copy, min_ndim=min_ndim)
+    return array.astype(np.float32, copy=False)
+
+
+def as_int32(value: Any, name: str, *, copy: bool, min_ndim: int = 1) -> Int32Array:
+    """Convert integer-valued input (ints, or floats with integral values) to int32.
+
+    Raises:
+        ValueError: If a value is not an integer or is outside the int32 range; the message
+            names the first offending position.
+    """
+    array = as_numeric(value, name, copy=copy, allow_bool=False, min_ndim=min_ndim)
+    if array.dtype.kind == "f":
+        check_finite(array, name)
+        bad = array != np.round(array)
+        if bad.any():
+            pos = np.unravel_index(int(np.argmax(bad)), array.shape)
+            raise ValueError(
+                f"{name} must be integer-valued, got {array[pos].item()!r} at {fmt_index(pos)}"
+            )
+    info = np.iinfo(np.int32)
+    if array.size and array.dtype != np.int32:
+        low, high = array.min(), array.max()
+        if low < info.min or high > info.max:
+            bad = (array < info.min) | (array > info.max)
+            pos = np.unravel_index(int(np.argmax(bad)), array.shape)
+            raise ValueError(
+                f"{name} must fit in int32, got {array[pos].item()!r} at {fmt_index(pos)}"
+            )
+    return array.astype(np.int32, copy=False)
+
+
+def check_finite(array: AnyArray, name: str, axes: str = "tb") -> None:
+    """Refuse NaN and ±inf, naming the first offending (t, b) in time-major order.
+
+    Args:
+        array: The array to check.
+        name: The field name for the message.
+        axes: One letter per axis to name in the position, e.g. `"tba"` for logits.
+
+    Raises:
+        ValueError: If any element is not finite.
+    """
+    finite = np.isfinite(array)
+    if not finite.all():
+        pos = np.unravel_index(int(np.argmin(finite)), array.shape)
+        raise ValueError(
+            f"{name} must be finite, got {array[pos].item()} at {fmt_index(pos, axes)}"
+        )
+
+
+def check_binary(array: AnyArray, name: str) -> None:
+    """Refuse values other than 0 and 1, naming the first offending (t, b).
+
+    Raises:
+        ValueError: If any element is not 0 or 1.
+    """
+    ok = (array == 0) | (array == 1)
+    if not ok.all():
+        pos = np.unravel_index(int(np.argmin(ok)), array.shape)
+        raise ValueError(
+            f"{name} must hold only 0 and 1, got {array[pos].item()} at {fmt_index(pos)}"
+        )

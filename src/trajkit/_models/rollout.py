@@ -1,0 +1,735 @@
+"""`Rollout`: a validated batch of trajectory segments, faithful to the obs-tower2 seed."""
+
+from __future__ import annotations
+
+import copy as _copy
+from collections.abc import Iterator, Mapping, Sequence
+from types import MappingProxyType
+from typing import Annotated, Any, ClassVar
+
+import numpy as np
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    PlainValidator,
+    ValidationError,
+    ValidationInfo,
+    model_validator,
+)
+from typing_extensions import Self
+
+from trajkit._base.types import AnyArray, ArrayLike, Float32Array, Int32Array
+from trajkit._core import gae as _gae
+from trajkit._core import minibatch as _mb
+from trajkit._models.arrays import (
+    as_float32,
+    as_numeric,
+    check_binary,
+    check_finite,
+    fmt_index,
+)
+from trajkit._models.dims import DimSpec, Shape, bind_dims
+from trajkit._models.model_outputs import ModelOutputs, coerce_model_outs
+
+__all__ = ["FIELD_DIMS", "MODEL_OUTPUT_DIMS", "Rollout"]
+
+FIELD_DIMS: Mapping[str, str] = MappingProxyType(
+    {
+        "dones": "T+1 B",
+        "obses": "T+1 B ...",
+        "states": "T+1 B ...",
+        "rews": "T B",
+        "infos": "T B",
+        "truncated": "T B",
+        "final_values": "T B",
+    }
+)
+"""The declared dimensions of every field. All shape rules are derived from this table."""
+
+MODEL_OUTPUT_DIMS: Mapping[str, str] = MappingProxyType(
+    {
+        "critic": "T+1 B",
+        "log_probs": "T+1 B",
+        "actor": "T+1 B A",
+        "actions": "T+1 B",
+        "*": "T+1 B ...",
+    }
+)
+"""The declared dimensions of model outputs; `*` applies to keys with no entry of their own."""
+
+_SPECS = {name: DimSpec.parse(text) for name, text in FIELD_DIMS.items()}
+_OUT_SPECS = {name: DimSpec.parse(text) for name, text in MODEL_OUTPUT_DIMS.items()}
+_ROWS_ONLY = DimSpec.parse("T+1")
+
+InfoRows = list[list[dict[str, Any]]]
+
+
+def _copying(info: ValidationInfo) -> bool:
+    return bool(info.context.get("copy", True)) if isinstance(info.context, dict) else True
+
+
+def _v_states(value: Any, info: ValidationInfo) -> Float32Array:
+    return as_float32(value, "states", copy=_copying(info), min_ndim=2)
+
+
+def _v_obses(value: Any, info: ValidationInfo) -> AnyArray:
+    return as_numeric(value, "obses", copy=_copying(info), min_ndim=1)
+
+
+def _v_rews(value: Any, info: ValidationInfo) -> Float32Array:
+    rews = as_float32(value, "rews", copy=_copying(info))
+    check_finite(rews, "rews")
+    return rews
+
+
+def _v_dones(value: Any, info: ValidationInfo) -> Float32Array:
+    dones = as_float32(value, "dones", copy=_copying(info))
+    check_binary(dones, "dones")
+    return dones
+
+
+def _v_truncated(value: Any, info: ValidationInfo) -> Float32Array | None:
+    if value is None:
+        return None
+    truncated = as_float32(value, "truncated", copy=_copying(info))
+    check_binary(truncated, "truncated")
+    return truncated
+
+
+def _v_final_values(value: Any, info: ValidationInfo) -> Float32Array | None:
+    if value is None:
+        return None
+    final_values = as_float32(value, "final_values", copy=_copying(info))
+    check_finite(final_values, "final_values")
+    return final_values
+
+
+def _v_model_outs(value: Any, info: ValidationInfo) -> ModelOutputs:
+    return coerce_model_outs(value, copy=_copying(info))
+
+
+def _v_infos(value: Any, info: ValidationInfo) -> InfoRows | None:
+    if value is None:
+        return None
+    if isinstance(value, str | bytes | Mapping) or not isinstance(value, Sequence):
+        raise ValueError(
+            f"infos must be a list of T rows of B mappings, got {type(value).__name__}"
+        )
+    rows: InfoRows = []
+    for t, row in enumerate(value):
+        if isinstance(row, str | bytes | Mapping) or not isinstance(row, Sequence):
+            raise ValueError(f"infos[{t}] must be a list of B mappings, got {type(row).__name__}")
+        for b, item in enumerate(row):
+            if not isinstance(item, Mapping):
+                raise ValueError(f"infos[{t}][{b}] must be a mapping, got {type(item).__name__}")
+        rows.append([item if isinstance(item, dict) else dict(item) for item in row])
+    return rows
+
+
+def _first(mask: AnyArray) -> tuple[int, ...]:
+    """Position of the first True in a boolean array (time-major order)."""
+    return tuple(int(i) for i in np.unravel_index(int(np.argmax(mask)), mask.shape))
+
+
+class Rollout(BaseModel):
+    """A validated batch of trajectory segments: what B environments saw, did and received.
+
+    Faithful to the obs-tower2 `Rollout`: the same six constructor arguments, attributes,
+    methods, results, dtypes and shapes. Arrays are time-major. `obses`, `states`, `dones` and
+    `model_outs` have T+1 rows (the last is for bootstrapping off the value function); `rews`
+    and `infos` have T. `dones[t] = 1` means observation t is the first of a new episode.
+
+    Every malformed rollout is refused at construction, and on assignment of a whole field,
+    with a `pydantic.ValidationError` (a `ValueError`) naming the field, the key and the
+    timestep or env where it applies, and the expected and actual values. A failed assignment
+    leaves the rollout as it was. Editing arrays in place (`r.rews[t] -= bonus`) is allowed and
+    not re-validated.
+
+    Args:
+        states: Env states `[T+1, B, ...]`, at least 2-D, stored as float32. Use shape
+            `(T+1, B, 0)` when the env has no state to record.
+        obses: Observations `[T+1, B, ...]`, any real dtype (uint8 images stay uint8).
+        rews: Rewards `[T, B]`, finite, stored as float32.
+        dones: Episode starts `[T+1, B]`, only 0 and 1 (bool accepted), stored as float32.
+        infos: T rows of B mappings (`None` gives empty dicts).
+        model_outs: The seed's list of T+1 dicts (key -> array with leading dim B), or a
+            mapping key -> stacked `[T+1, B, ...]` array.
+        truncated: Optional `[T, B]` 0/1 flags: step t's episode was cut by a time limit
+            (requires `dones[t+1] = 1`). Given together with `final_values`.
+        final_values: Optional `[T, B]` critic values of the true final observation of step t,
+            used by `advantages` where `truncated` is 1.
+        copy: Copy the input arrays (the default, as the seed does). `False` keeps arrays of
+            the right dtype as given, e.g. memory-mapped files.
+
+    Example:
+        >>> import numpy as np
+        >>> T, B = 3, 2
+        >>> r = Rollout(
+        ...     states=np.zeros((T + 1, B, 1)),
+        ...     obses=np.zeros((T + 1, B, 4), np.uint8),
+        ...     rews=np.ones((T, B)),
+        ...     dones=np.zeros((T + 1, B), bool),
+        ...     infos=[[{} for _ in range(B)] for _ in range(T)],
+        ...     model_outs=[{"critic": np.zeros(B), "actions": np.zeros(B, int)}] * (T + 1),
+        ... )
+        >>> r.num_steps, r.batch_size
+        (3, 2)
+        >>> r.advantages(gamma=0.5, lam=1.0)[:, 0]
+        array([1.75, 1.5 , 1.  ], dtype=float32)
+        >>> r.rews = np.ones((T + 1, B))  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        pydantic_core._pydantic_core.ValidationError: 1 validation error for Rollout
+          Value error, rews has shape (4, 2), expected (T, B) = (3, 2); T=3 from ...
+    """
+
+    model_config = ConfigDict(
+        arbitrary_types_allowed=True,
+        validate_assignment=True,
+        extra="forbid",
+        protected_namespaces=(),
+        use_attribute_docstrings=True,
+        revalidate_instances="never",
+    )
+
+    states: Annotated[Float32Array, PlainValidator(_v_states)]
+    """Env states `[T+1, B, ...]`, float32, at least 2-D."""
+    obses: Annotated[AnyArray, PlainValidator(_v_obses)]
+    """Observations `[T+1, B, ...]`, any real dtype."""
+    rews: Annotated[Float32Array, PlainValidator(_v_rews)]
+    """Rewards `[T, B]`, float32, finite."""
+    dones: Annotated[Float32Array, PlainValidator(_v_dones)]
+    """Episode starts `[T+1, B]`, float32 0/1: `dones[t] = 1` if observation t starts one."""
+    infos: Annotated[InfoRows, PlainValidator(_v_infos)]
+    """Env infos: T rows of B dicts."""
+    model_outs: Annotated[ModelOutputs, PlainValidator(_v_model_outs)]
+    """Model outputs for T+1 timesteps: `model_outs[t][key]` is a `[B, ...]` array."""
+    truncated: Annotated[Float32Array | None, PlainValidator(_v_truncated)] = None
+    """Optional time-limit truncation flags `[T, B]`, float32 0/1."""
+    final_values: Annotated[Float32Array | None, PlainValidator(_v_final_values)] = None
+    """Optional values of the true final observations `[T, B]`, float32; read where truncated."""
+
+    _FIELDS: ClassVar[tuple[str, ...]] = (
+        "states",
+        "obses",
+        "rews",
+        "dones",
+        "infos",
+        "model_outs",
+        "truncated",
+        "final_values",
+    )
+
+    def __init__(
+        self,
+        states: ArrayLike,
+        obses: ArrayLike,
+        rews: ArrayLike,
+        dones: ArrayLike,
+        infos: Sequence[Sequence[Mapping[str, Any]]] | None,
+        model_outs: Sequence[Mapping[str, ArrayLike]] | Mapping[str, ArrayLike] | ModelOutputs,
+        *,
+        truncated: ArrayLike | None = None,
+        final_values: ArrayLike | None = None,
+        copy: bool = True,
+    ) -> None:
+        __tracebackhide__ = True
+        self.__pydantic_validator__.validate_python(
+            {
+                "states": states,
+                "obses": obses,
+                "rews": rews,
+                "dones": dones,
+                "infos": infos,
+                "model_outs": model_outs,
+                "truncated": truncated,
+                "final_values": final_values,
+            },
+            self_instance=self,
+            context={"copy": copy},
+        )
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # pydantic leaves a field assigned even when the model validator then refuses it;
+        # put the previous value back so that a failed assignment loses nothing.
+        if name not in self._FIELDS:
+            super().__setattr__(name, value)
+            return
+        previous = self.__dict__.get(name)
+        try:
+            super().__setattr__(name, value)
+        except ValidationError:
+            self.__dict__[name] = previous
+            raise
+
+    @model_validator(mode="after")
+    def _check_across_fields(self) -> Self:
+        shapes: dict[str, Shape] = {}
+        specs: dict[str, DimSpec] = {}
+        empty_rows: list[str] = []
+
+        def add(name: str, shape: Shape, spec: DimSpec) -> None:
+            if tuple(shape) == (0,) and len(spec.dims) > 1 and spec.dims[0].offset == 0:
+                shape = (0,) + (None,) * (len(spec.dims) - 1)  # `[]` for a T = 0 field
+                empty_rows.append(name)
+            shapes[name] = shape
+            specs[name] = spec
+
+        add("dones", self.dones.shape, _SPECS["dones"])
+        add("obses", self.obses.shape, _SPECS["obses"])
+        add("states", self.states.shape, _SPECS["states"])
+        outs = self.model_outs.arrays
+        for key, array in outs.items():
+            add(f"model_outs[{key!r}]", array.shape, _OUT_SPECS.get(key, _OUT_SPECS["*"]))
+        if not outs and len(self.model_outs):
+            add("model_outs", (len(self.model_outs),), _ROWS_ONLY)
+        add("rews", self.rews.shape, _SPECS["rews"])
+        infos: InfoRows | None = self.__dict__["infos"]  # None until filled in below
+        if infos is not None:
+            widths = {len(row) for row in infos}
+            width = widths.pop() if len(widths) == 1 else None
+            shapes["infos"] = (len(infos), width)
+            specs["infos"] = _SPECS["infos"]
+        for name in ("truncated", "final_values"):
+            array = getattr(self, name)
+            if array is not None:
+                add(name, array.shape, _SPECS[name])
+
+        binding = bind_dims(shapes, specs)
+        problems = binding.problems
+        T = binding.values.get("T")
+        B = binding.values.get("B")
+        if T is not None and T < 0:
+            problems.append("a rollout needs at least one observation (T+1 >= 1 rows), got 0")
+        if B == 0:
+            problems.append("a rollout needs at least one environment (B >= 1), got B=0")
+        if infos is not None and B is not None and shapes["infos"][1] is None:
+            problems.extend(
+                f"infos[{t}] has {len(row)} entries, expected B={B}"
+                for t, row in enumerate(infos)
+                if len(row) != B
+            )
+        if (self.truncated is None) != (self.final_values is None):
+            given, missing = (
+                ("truncated", "final_values")
+                if self.final_values is None
+                else ("final_values", "truncated")
+            )
+            problems.append(f"{given} was given without {missing}: give both or neither")
+        if problems:
+            raise ValueError("\n".join(problems))
+        if T is None or B is None:  # pragma: no cover - dones always binds both
+            raise ValueError("dones must be [T+1, B]")
+
+        for name in empty_rows:  # `[]` given for a T = 0 field becomes (0, B)
+            if name in self._FIELDS:
+                self.__dict__[name] = getattr(self, name).reshape(0, B)
+        if infos is None:
+            self.__dict__["infos"] = [[{} for _ in range(B)] for _ in range(T)]
+        if not outs:
+            self.__dict__["model_outs"] = ModelOutputs({}, T + 1)
+        self._check_values()
+        return self
+
+    def _check_values(self) -> None:
+        """Rules across fields that need the shapes to agree first."""
+        if self.truncated is not None:
+            bad = (self.truncated == 1) & (self.dones[1:] == 0)
+            if bad.any():
+                t, b = _first(bad)
+                raise ValueError(
+                    f"truncated[{t}, {b}] is 1 but dones[{t + 1}, {b}] is 0: a truncated step "
+                    "must end its episode (set dones[t+1] = 1 where truncated[t] = 1)"
+                )
+        outs = self.model_outs.arrays
+        if "actor" in outs and "actions" in outs:
+            actions = outs["actions"]
+            num_actions = outs["actor"].shape[-1]
+            bad = (actions < 0) | (actions >= num_actions)
+            if bad.any():
+                pos = _first(bad)
+                raise ValueError(
+                    f"model_outs['actions'] must be in [0, A) with A={num_actions} from "
+                    f"model_outs['actor'], got {actions[pos]} at {fmt_index(pos)}"
+                )
+
+    # ---------------------------------------------------------------- the seed's API
+
+    @property
+    def num_steps(self) -> int:
+        """T, the number of steps (rows of `rews`)."""
+        return int(self.rews.shape[0])
+
+    @property
+    def batch_size(self) -> int:
+        """B, the number of environments."""
+        return int(self.dones.shape[1])
+
+    def copy(self) -> Rollout:  # type: ignore[override]
+        """Return an independent, validated deep copy (arrays, model outputs and infos).
+
+        Example:
+            >>> from trajkit.testing import example_rollout
+            >>> r = example_rollout()
+            >>> r2 = r.copy()
+            >>> r2.rews[0, 0] += 1.0
+            >>> bool(r.rews[0, 0] == r2.rews[0, 0])
+            False
+        """
+        return self.replace()
+
+    def replace(self, **fields: Any) -> Rollout:
+        """Return a validated copy with some fields replaced.
+
+        Args:
+            **fields: New values for any of `states`, `obses`, `rews`, `dones`, `infos`,
+                `model_outs`, `truncated`, `final_values`.
+
+        Returns:
+            A new, independent `Rollout`; `self` is unchanged.
+
+        Raises:
+            TypeError: For an unknown field name.
+            pydantic.ValidationError: If the result would be invalid.
+
+        Example:
+            >>> from trajkit.testing import example_rollout
+            >>> r = example_rollout()
+            >>> scaled = r.replace(rews=r.rews * 0.1)
+            >>> float(scaled.rews.sum()) == float(r.rews.sum() * 0.1)
+            True
+        """
+        unknown = set(fields) - set(self._FIELDS)
+        if unknown:
+            raise TypeError(
+                f"replace() got unknown field(s) {sorted(unknown)}; fields are {list(self._FIELDS)}"
+            )
+        values = {name: getattr(self, name) for name in self._FIELDS}
+        values.update(fields)
+        if "infos" not in fields:
+            values["infos"] = _copy.deepcopy(self.infos)
+        return Rollout(**values)
+
+    def _model_out(self, key: str, method: str) -> AnyArray:
+        outs = self.model_outs.arrays
+        if key not in outs:
+            raise KeyError(
+                f"{method}() needs model_outs key {key!r}, but this rollout has keys {sorted(outs)}"
+            )
+        return outs[key]
+
+    def value_predictions(self) -> Float32Array:
+        """The critic's values at each timestep: `model_outs[t]['critic']`, float32 `[T+1, B]`.
+
+        Raises:
+            KeyError: If there is no `critic` key (the message lists the keys present).
+
+        Example:
+            >>> from trajkit.testing import example_rollout
+            >>> example_rollout(num_steps=4, num_envs=3).value_predictions().shape
+            (5, 3)
+        """
+        return np.array(self._model_out("critic", "value_predictions"), dtype=np.float32)
+
+    def actions(self) -> Int32Array:
+        """The actions taken at each timestep: `model_outs[t]['actions']`, int32 `[T+1, B]`.
+
+        Raises:
+            KeyError: If there is no `actions` key.
+
+        Example:
+            >>> from trajkit.testing import example_rollout
+            >>> example_rollout(num_steps=4, num_envs=3).actions().dtype
+            dtype('int32')
+        """
+        return np.array(self._model_out("actions", "actions"), dtype=np.int32)
+
+    def log_probs(self) -> Float32Array:
+        """Log-probabilities of the actions taken: `model_outs[t]['log_probs']`, float32 `[T+1, B]`.
+
+        Raises:
+            KeyError: If there is no `log_probs` key.
+
+        Example:
+            >>> from trajkit.testing import example_rollout
+            >>> example_rollout(num_steps=4, num_envs=3).log_probs().shape
+            (5, 3)
+        """
+        return np.array(self._model_out("log_probs", "log_probs"), dtype=np.float32)
+
+    def logits(self) -> Float32Array:
+        """The actor's logits: `model_outs[t]['actor']`, float32 `[T+1, B, A]`.
+
+        Raises:
+            KeyError: If there is no `actor` key.
+
+        Example:
+            >>> from trajkit.testing import example_rollout
+            >>> example_rollout(num_steps=4, num_envs=3, num_actions=5).logits().shape
+            (5, 3, 5)
+        """
+        return np.array(self._model_out("actor", "logits"), dtype=np.float32)
+
+    def advantages(self, gamma: float, lam: float) -> Float32Array:
+        r"""Generalized advantage estimates, float32 `[T, B]` (Schulman et al. 2015).
+
+        $\hat A_t = \delta_t + \gamma\lambda(1 - d_{t+1})\hat A_{t+1}$ with
+        $\delta_t = r_t + \gamma(1 - d_{t+1})V_{t+1} - V_t$, plus $\gamma V^{final}_t$ in
+        $\delta_t$ where `truncated[t]` is 1. See [`trajkit.gae`][trajkit.gae].
+
+        Args:
+            gamma: Discount, finite, in [0, 1].
+            lam: GAE λ, finite, in [0, 1].
+
+        Returns:
+            The advantages.
+
+        Raises:
+            ValueError: If gamma or lam is not a finite number in [0, 1].
+            KeyError: If there is no `critic` key.
+
+        Example:
+            >>> from trajkit.testing import example_rollout
+            >>> r = example_rollout(num_steps=4, num_envs=3)
+            >>> targets = r.advantages(0.99, 0.95) + r.value_predictions()[:-1]
+            >>> targets.shape, targets.dtype
+            ((4, 3), dtype('float32'))
+        """
+        return _gae.gae(
+            self.rews,
+            self._model_out("critic", "advantages"),
+            self.dones,
+            gamma,
+            lam,
+            truncated=self.truncated,
+            final_values=self.final_values,
+        )
+
+    def returns(self, gamma: float, lam: float) -> Float32Array:
+        """λ-returns, the PPO value targets: `advantages(gamma, lam) + value_predictions()[:-1]`.
+
+        Args:
+            gamma: Discount, finite, in [0, 1].
+            lam: GAE λ, finite, in [0, 1].
+
+        Returns:
+            float32 `[T, B]`.
+
+        Example:
+            >>> from trajkit.testing import example_rollout
+            >>> example_rollout(num_steps=4, num_envs=3).returns(0.99, 0.95).shape
+            (4, 3)
+        """
+        return _gae.lambda_returns(
+            self.rews,
+            self._model_out("critic", "returns"),
+            self.dones,
+            gamma,
+            lam,
+            truncated=self.truncated,
+            final_values=self.final_values,
+        )
+
+    def batches(
+        self, batch_size: int, count: int, *, seed: int | np.random.Generator | None = None
+    ) -> Iterator[list[tuple[int, int]]]:
+        """Yield `count` batches, each a list of `batch_size` `(timestep, env)` tuples.
+
+        As in the seed, batches are cut from an endless stream of shuffled permutations of all
+        (t, b) (see `entries`), so a batch may span two permutations. For array indices, use
+        [`minibatches`][trajkit.Rollout.minibatches] or [`trajkit.index_batches`][].
+
+        Args:
+            batch_size: Entries per batch, at least 1.
+            count: Number of batches, at least 0.
+            seed: An int, a `numpy.random.Generator`, or `None` for fresh entropy.
+
+        Raises:
+            ValueError: If batch_size < 1, count < 0, or the rollout is empty (T = 0) and
+                count > 0.
+
+        Example:
+            >>> from trajkit.testing import example_rollout
+            >>> r = example_rollout(num_steps=2, num_envs=2)
+            >>> [sorted(batch) for batch in r.batches(4, 1, seed=0)]
+            [[(0, 0), (0, 1), (1, 0), (1, 1)]]
+        """
+        for t_idx, b_idx in _mb.index_batches(
+            self.num_steps, self.batch_size, batch_size, count, seed=seed
+        ):
+            yield list(zip(t_idx.tolist(), b_idx.tolist(), strict=True))
+
+    def entries(
+        self, *, seed: int | np.random.Generator | None = None
+    ) -> Iterator[tuple[int, int]]:
+        """Yield an endless, shuffled stream of `(timestep, env)` tuples.
+
+        Every consecutive run of T·B entries (from the start) is a permutation of all (t, b).
+
+        Args:
+            seed: An int, a `numpy.random.Generator`, or `None` for fresh entropy.
+
+        Raises:
+            ValueError: If the rollout has no steps (T = 0), where the seed would hang.
+
+        Example:
+            >>> from itertools import islice
+            >>> from trajkit.testing import example_rollout
+            >>> r = example_rollout(num_steps=2, num_envs=2)
+            >>> sorted(islice(r.entries(seed=1), 4))
+            [(0, 0), (0, 1), (1, 0), (1, 1)]
+        """
+        for t_idx, b_idx in _mb.index_stream(self.num_steps, self.batch_size, seed=seed):
+            yield from zip(t_idx.tolist(), b_idx.tolist(), strict=True)
+
+    # ------------------------------------------------------------- trajkit additions
+
+    def training_arrays(self, gamma: float, lam: float) -> dict[str, AnyArray]:
+        """Every array a PPO step needs, aligned on `[T, B, ...]` (rows 0..T-1).
+
+        Keys: `obses`, `states`, `dones`, `rews`, `advantages`, `returns` (when there is a
+        `critic`), and every model-output key (`actions`, `log_probs`, `critic`, `actor`, ...).
+        The arrays are views where possible, not copies.
+
+        Args:
+            gamma: Discount, finite, in [0, 1].
+            lam: GAE λ, finite, in [0, 1].
+
+        Returns:
+            Name to `[T, B, ...]` array.
+
+        Raises:
+            ValueError: If a model-output key has the name of a field.
+
+        Example:
+            >>> from trajkit.testing import example_rollout
+            >>> arrays = example_rollout(num_steps=4, num_envs=3).training_arrays(0.99, 0.95)
+            >>> sorted(arrays)  # doctest: +NORMALIZE_WHITESPACE
+            ['actions', 'actor', 'advantages', 'critic', 'dones', 'log_probs', 'obses',
+             'returns', 'rews', 'states']
+        """
+        T = self.num_steps
+        arrays: dict[str, AnyArray] = {
+            "obses": self.obses[:T],
+            "states": self.states[:T],
+            "dones": self.dones[:T],
+            "rews": self.rews,
+        }
+        outs = self.model_outs.arrays
+        if "critic" in outs:
+            advantages = self.advantages(gamma, lam)
+            arrays["advantages"] = advantages
+            arrays["returns"] = advantages + outs["critic"][:T]
+        for key, array in outs.items():
+            if key in arrays:
+                raise ValueError(f"model_outs key {key!r} clashes with the field of that name")
+            arrays[key] = array[:T]
+        return arrays
+
+    def minibatches(
+        self,
+        minibatch_size: int,
+        *,
+        gamma: float,
+        lam: float,
+        epochs: int = 1,
+        drop_last: bool = False,
+        seed: int | np.random.Generator | None = None,
+    ) -> Iterator[dict[str, AnyArray]]:
+        """Yield shuffled PPO minibatches: every training array gathered at once.
+
+        Advantages and returns are computed once; each epoch is a fresh permutation of all
+        (t, b), cut into minibatches of `minibatch_size` (the last one smaller unless
+        `drop_last`). Each minibatch maps the names of
+        [`training_arrays`][trajkit.Rollout.training_arrays] to `[n, ...]` arrays.
+
+        Args:
+            minibatch_size: Entries per minibatch, at least 1.
+            gamma: Discount, finite, in [0, 1].
+            lam: GAE λ, finite, in [0, 1].
+            epochs: Passes over the data.
+            drop_last: Drop each epoch's last, smaller minibatch.
+            seed: An int, a `numpy.random.Generator`, or `None` for fresh entropy.
+
+        Example:
+            >>> from trajkit.testing import example_rollout
+            >>> r = example_rollout(num_steps=4, num_envs=3)
+            >>> sizes = [len(mb["advantages"]) for mb in r.minibatches(5, gamma=0.99, lam=0.95)]
+            >>> sizes
+            [5, 5, 2]
+        """
+        arrays = self.training_arrays(gamma, lam)
+        for t_idx, b_idx in _mb.minibatch_indices(
+            self.num_steps,
+            self.batch_size,
+            minibatch_size,
+            epochs=epochs,
+            drop_last=drop_last,
+            seed=seed,
+        ):
+            yield _mb.gather(arrays, t_idx, b_idx)
+
+    def sequence_minibatches(
+        self,
+        envs_per_batch: int,
+        *,
+        gamma: float,
+        lam: float,
+        epochs: int = 1,
+        drop_last: bool = False,
+        seed: int | np.random.Generator | None = None,
+    ) -> Iterator[dict[str, AnyArray]]:
+        """Yield minibatches of whole env columns (all T steps) for recurrent policies.
+
+        Each minibatch maps the names of [`training_arrays`][trajkit.Rollout.training_arrays]
+        to time-major `[T, n, ...]` arrays for a shuffled set of n envs; `states[0]` holds the
+        initial recurrent state and `dones` marks where to reset it.
+
+        Args:
+            envs_per_batch: Envs per minibatch, at least 1.
+            gamma: Discount, finite, in [0, 1].
+            lam: GAE λ, finite, in [0, 1].
+            epochs: Passes over the envs.
+            drop_last: Drop each epoch's last, smaller minibatch.
+            seed: An int, a `numpy.random.Generator`, or `None` for fresh entropy.
+
+        Example:
+            >>> from trajkit.testing import example_rollout
+            >>> r = example_rollout(num_steps=4, num_envs=3)
+            >>> [mb["obses"].shape[:2] for mb in r.sequence_minibatches(2, gamma=0.9, lam=0.9)]
+            [(4, 2), (4, 1)]
+        """
+        arrays = self.training_arrays(gamma, lam)
+        for b_idx in _mb.sequence_minibatch_indices(
+            self.batch_size, envs_per_batch, epochs=epochs, drop_last=drop_last, seed=seed
+        ):
+            yield _mb.gather_sequences(arrays, b_idx)
+
+    # ----------------------------------------------------------------- dunder methods
+
+    def __repr__(self) -> str:
+        def desc(array: AnyArray | None) -> str:
+            return "None" if array is None else f"{array.dtype}{list(array.shape)}"
+
+        keys = ", ".join(self.model_outs.keys())
+        extra = "" if self.truncated is None else ", truncated=yes"
+        return (
+            f"Rollout(T={self.num_steps}, B={self.batch_size}, obses={desc(self.obses)}, "
+            f"states={desc(self.states)}, model_outs=[{keys}]{extra})"
+        )
+
+    __str__ = __repr__
+
+    def __eq__(self, other: object) -> bool:
+        """Exact equality: same dtypes, shapes and values in every field, equal infos."""
+        if not isinstance(other, Rollout):
+            return NotImplemented
+        for name in ("states", "obses", "rews", "dones", "truncated", "final_values"):
+            a, b = getattr(self, name), getattr(other, name)
+            if (a is None) != (b is None):
+                return False
+            if a is not None and (a.dtype != b.dtype or not np.array_equal(a, b)):
+                return False
+        return self.model_outs == other.model_outs and self.infos == other.infos
+
+    __hash__ = None  # type: ignore[assignment]

@@ -1,0 +1,196 @@
+"""Test helpers for trajkit users: a deterministic example rollout and Hypothesis strategies.
+
+`example_rollout` needs only NumPy. The strategies need Hypothesis (`pip install
+trajkit[testing]`), imported when a strategy is first built, so that `import trajkit.testing`
+works without it.
+
+Example:
+    >>> from hypothesis import given
+    >>> from trajkit.testing import rollouts
+    >>> @given(rollouts(max_steps=5, keys={"critic", "actions"}))
+    ... def test_returns_shape(r):
+    ...     assert r.returns(0.99, 0.95).shape == (r.num_steps, r.batch_size)
+    >>> test_returns_shape()
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from trajkit._base.types import AnyArray
+from trajkit._models.rollout import Rollout
+
+if TYPE_CHECKING:
+    from hypothesis.strategies import DrawFn, SearchStrategy
+
+__all__ = ["MODEL_OUTPUT_KEYS", "example_rollout", "rollouts"]
+
+MODEL_OUTPUT_KEYS: tuple[str, ...] = ("critic", "actions", "log_probs", "actor")
+"""The model-output keys trajkit knows, in the order the strategies emit them."""
+
+
+def example_rollout(
+    num_steps: int = 4,
+    num_envs: int = 2,
+    *,
+    num_actions: int = 3,
+    obs_shape: Sequence[int] = (4,),
+    keys: Collection[str] = MODEL_OUTPUT_KEYS,
+    done_prob: float = 0.2,
+    truncation: bool = False,
+    seed: int = 0,
+) -> Rollout:
+    """Build a small, valid, deterministic rollout from random data.
+
+    Args:
+        num_steps: T.
+        num_envs: B.
+        num_actions: A, the number of discrete actions (width of `actor`).
+        obs_shape: Trailing shape of each float32 observation.
+        keys: Which model-output keys to include.
+        done_prob: Probability that an observation starts a new episode.
+        truncation: Include `truncated` and `final_values` (about half of the episode ends
+            become truncations).
+        seed: Seed of the data.
+
+    Returns:
+        A validated `Rollout`.
+
+    Example:
+        >>> r = example_rollout(num_steps=8, num_envs=4, truncation=True)
+        >>> r.num_steps, r.batch_size, r.truncated is not None
+        (8, 4, True)
+    """
+    rng = np.random.default_rng(seed)
+    T, B = num_steps, num_envs
+    dones = rng.random((T + 1, B)) < done_prob
+    outs: dict[str, AnyArray] = {}
+    logits = rng.normal(size=(T + 1, B, num_actions)).astype(np.float32)
+    if "critic" in keys:
+        outs["critic"] = rng.normal(size=(T + 1, B)).astype(np.float32)
+    if "actions" in keys:
+        outs["actions"] = rng.integers(0, num_actions, size=(T + 1, B)).astype(np.int32)
+    if "log_probs" in keys:
+        outs["log_probs"] = -rng.random((T + 1, B)).astype(np.float32)
+    if "actor" in keys:
+        outs["actor"] = logits
+    truncated = final_values = None
+    if truncation:
+        truncated = dones[1:] & (rng.random((T, B)) < 0.5)
+        final_values = rng.normal(size=(T, B)).astype(np.float32)
+    return Rollout(
+        states=rng.normal(size=(T + 1, B, 2)).astype(np.float32),
+        obses=rng.normal(size=(T + 1, B, *obs_shape)).astype(np.float32),
+        rews=rng.normal(size=(T, B)).astype(np.float32),
+        dones=dones,
+        infos=[[{"t": t, "env": b} for b in range(B)] for t in range(T)],
+        model_outs=outs,
+        truncated=truncated,
+        final_values=final_values,
+    )
+
+
+def rollouts(
+    *,
+    min_steps: int = 0,
+    max_steps: int = 8,
+    min_envs: int = 1,
+    max_envs: int = 4,
+    keys: Collection[str] | None = None,
+    truncation: bool | None = None,
+    max_actions: int = 4,
+) -> SearchStrategy[Rollout]:
+    """A Hypothesis strategy for valid rollouts.
+
+    Rewards, values, log-probs and logits are finite float32 values within ±100; observations
+    are uint8 or float32 with a small random trailing shape; infos hold small JSON-compatible
+    dicts.
+
+    Args:
+        min_steps: Smallest T (0 allowed).
+        max_steps: Largest T.
+        min_envs: Smallest B (at least 1).
+        max_envs: Largest B.
+        keys: Exactly these model-output keys, or `None` for a random subset of
+            `MODEL_OUTPUT_KEYS` (possibly empty).
+        truncation: Always (`True`), never (`False`) or sometimes (`None`) include
+            `truncated`/`final_values`.
+        max_actions: Largest A.
+
+    Returns:
+        A strategy of `Rollout`.
+
+    Raises:
+        ValueError: On inconsistent bounds.
+
+    Example:
+        >>> from hypothesis import find
+        >>> r = find(rollouts(min_steps=3, keys={"critic"}), lambda r: r.batch_size > 1)
+        >>> r.num_steps >= 3 and r.model_outs.keys() == ("critic",)
+        True
+    """
+    from hypothesis import strategies as st
+
+    if min_steps < 0 or max_steps < min_steps or min_envs < 1 or max_envs < min_envs:
+        raise ValueError(
+            f"need 0 <= min_steps <= max_steps and 1 <= min_envs <= max_envs, got "
+            f"steps [{min_steps}, {max_steps}] and envs [{min_envs}, {max_envs}]"
+        )
+
+    @st.composite
+    def build(draw: DrawFn) -> Rollout:
+        from hypothesis.extra import numpy as hnp
+
+        T = draw(st.integers(min_steps, max_steps))
+        B = draw(st.integers(min_envs, max_envs))
+        A = draw(st.integers(1, max_actions))
+        floats = st.floats(-100, 100, allow_nan=False, width=32)
+
+        def real(shape: tuple[int, ...]) -> AnyArray:
+            return draw(hnp.arrays(np.float32, shape, elements=floats))
+
+        chosen = (
+            [k for k in MODEL_OUTPUT_KEYS if k in keys]
+            if keys is not None
+            else draw(st.lists(st.sampled_from(MODEL_OUTPUT_KEYS), unique=True))
+        )
+        outs: dict[str, AnyArray] = {}
+        for key in chosen:
+            if key == "actions":
+                outs[key] = draw(hnp.arrays(np.int32, (T + 1, B), elements=st.integers(0, A - 1)))
+            elif key == "actor":
+                outs[key] = real((T + 1, B, A))
+            else:
+                outs[key] = real((T + 1, B))
+        obs_dtype = draw(st.sampled_from([np.uint8, np.float32]))
+        obs_tail = draw(st.lists(st.integers(1, 3), max_size=2).map(tuple))
+        obses = draw(hnp.arrays(obs_dtype, (T + 1, B, *obs_tail)))
+        if obs_dtype is np.float32:
+            obses = np.nan_to_num(obses, nan=0.0, posinf=1.0, neginf=-1.0)
+        dones = draw(hnp.arrays(np.bool_, (T + 1, B)))
+        use_truncation = draw(st.booleans()) if truncation is None else truncation
+        truncated = final_values = None
+        if use_truncation:
+            truncated = dones[1:] & draw(hnp.arrays(np.bool_, (T, B)))
+            final_values = real((T, B))
+        info = st.dictionaries(
+            st.sampled_from(["step", "lives", "tag"]),
+            st.integers(-5, 5) | st.text(max_size=3) | st.booleans(),
+            max_size=2,
+        )
+        infos = [[draw(info) for _ in range(B)] for _ in range(T)]
+        return Rollout(
+            states=real((T + 1, B, draw(st.integers(0, 2)))),
+            obses=obses,
+            rews=real((T, B)),
+            dones=dones,
+            infos=infos,
+            model_outs=outs,
+            truncated=truncated,
+            final_values=final_values,
+        )
+
+    return build()

@@ -1,0 +1,675 @@
+"""The validated Rollout model: the seed's API, its results, and every validation rule."""
+
+from __future__ import annotations
+
+import copy
+import random
+import re
+from collections.abc import Callable
+from itertools import islice
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from pydantic import ValidationError
+
+from tests.reference import as_seed_model_outs, gae_loop, stack_key
+from trajkit import ModelOutputs, Rollout
+from trajkit.testing import example_rollout, rollouts
+
+T, B, A = 5, 3, 4
+
+
+def valid_kwargs() -> dict[str, Any]:
+    rng = np.random.default_rng(7)
+    dones = np.zeros((T + 1, B), np.float32)
+    dones[3, 1] = 1
+    return {
+        "states": rng.normal(size=(T + 1, B, 2)),
+        "obses": rng.integers(0, 255, size=(T + 1, B, 6), dtype=np.uint8),
+        "rews": rng.normal(size=(T, B)),
+        "dones": dones,
+        "infos": [[{"t": t} for _ in range(B)] for t in range(T)],
+        "model_outs": [
+            {
+                "critic": rng.normal(size=B),
+                "actions": rng.integers(0, A, size=B),
+                "log_probs": -rng.random(B),
+                "actor": rng.normal(size=(B, A)),
+            }
+            for _ in range(T + 1)
+        ],
+    }
+
+
+def make(**changes: Any) -> Rollout:
+    kwargs = valid_kwargs()
+    kwargs.update(changes)
+    return Rollout(**kwargs)
+
+
+# ------------------------------------------------------------------ construction
+
+
+def test_positional_and_keyword_construction_agree() -> None:
+    kw = valid_kwargs()
+    positional = Rollout(
+        kw["states"], kw["obses"], kw["rews"], kw["dones"], kw["infos"], kw["model_outs"]
+    )
+    assert positional == Rollout(**kw)
+
+
+def test_dtypes_and_shapes_follow_the_seed() -> None:
+    r = make()
+    assert r.states.dtype == np.float32
+    assert r.obses.dtype == np.uint8  # np.array(obses) keeps the dtype
+    assert r.rews.dtype == np.float32
+    assert r.dones.dtype == np.float32
+    assert (r.num_steps, r.batch_size) == (T, B)
+    assert r.value_predictions().shape == (T + 1, B)
+    assert r.value_predictions().dtype == np.float32
+    assert r.actions().dtype == np.int32
+    assert r.log_probs().dtype == np.float32
+    assert r.logits().shape == (T + 1, B, A)
+    assert r.logits().dtype == np.float32
+    assert r.advantages(0.99, 0.95).shape == (T, B)
+    assert r.advantages(0.99, 0.95).dtype == np.float32
+
+
+def test_nested_lists_and_bool_dones() -> None:
+    kw = valid_kwargs()
+    r = Rollout(
+        states=kw["states"].tolist(),
+        obses=kw["obses"].tolist(),
+        rews=kw["rews"].tolist(),
+        dones=(kw["dones"] == 1).tolist(),
+        infos=kw["infos"],
+        model_outs=[{k: v.tolist() for k, v in m.items()} for m in kw["model_outs"]],
+    )
+    assert r.dones.dtype == np.float32
+    assert r.dones[3, 1] == 1.0
+    np.testing.assert_allclose(r.rews, kw["rews"].astype(np.float32))
+
+
+def test_stacked_model_outs_equal_list_form() -> None:
+    kw = valid_kwargs()
+    stacked = {k: np.stack([m[k] for m in kw["model_outs"]]) for k in kw["model_outs"][0]}
+    assert make(model_outs=stacked) == make()
+
+
+def test_model_outs_behave_like_the_seeds_list() -> None:
+    kw = valid_kwargs()
+    r = make()
+    assert len(r.model_outs) == T + 1
+    for t in range(T + 1):
+        np.testing.assert_allclose(r.model_outs[t]["critic"], kw["model_outs"][t]["critic"], 1e-6)
+        assert set(r.model_outs[t]) == {"critic", "actions", "log_probs", "actor"}
+    assert r.model_outs[-1]["actions"].tolist() == kw["model_outs"][-1]["actions"].tolist()
+    assert len(r.model_outs[1:3]) == 2
+    with pytest.raises(IndexError):
+        r.model_outs[T + 1]
+
+
+def test_accessors_do_not_restack_storage() -> None:
+    r = make()
+    assert isinstance(r.model_outs, ModelOutputs)
+    assert r.model_outs.arrays["critic"].shape == (T + 1, B)
+    # Accessors return fresh arrays, like the seed's np.array(...) calls.
+    v = r.value_predictions()
+    v[0, 0] = 123.0
+    assert r.value_predictions()[0, 0] != 123.0
+
+
+def test_zero_steps() -> None:
+    r = Rollout(
+        states=np.zeros((1, 2, 3)),
+        obses=np.zeros((1, 2)),
+        rews=[],
+        dones=[[1, 0]],
+        infos=[],
+        model_outs=[{"critic": [0.5, 0.5]}],
+    )
+    assert (r.num_steps, r.batch_size) == (0, 2)
+    assert r.rews.shape == (0, 2)
+    assert r.advantages(0.9, 0.9).shape == (0, 2)
+    assert list(r.batches(3, 0)) == []
+    with pytest.raises(ValueError, match="T"):
+        next(r.entries(seed=0))
+
+
+def test_one_env() -> None:
+    r = example_rollout(num_steps=6, num_envs=1)
+    assert r.batch_size == 1
+    assert r.advantages(0.99, 0.95).shape == (6, 1)
+
+
+def test_actions_only_model_outs_for_demonstrations() -> None:
+    r = make(model_outs=[{"actions": [0, 1, 2]} for _ in range(T + 1)])
+    assert r.actions().shape == (T + 1, B)
+    with pytest.raises(KeyError, match=re.escape("needs model_outs key 'critic'")) as info:
+        r.value_predictions()
+    assert "['actions']" in str(info.value)
+    with pytest.raises(KeyError, match="advantages"):
+        r.advantages(0.99, 0.95)
+
+
+def test_infos_none_gives_empty_dicts() -> None:
+    r = make(infos=None)
+    assert r.infos == [[{} for _ in range(B)] for _ in range(T)]
+
+
+def test_states_may_be_empty_per_env() -> None:
+    r = make(states=np.zeros((T + 1, B, 0)))
+    assert r.states.shape == (T + 1, B, 0)
+
+
+def test_empty_model_outs_take_t_plus_one_rows() -> None:
+    r = make(model_outs={})
+    assert len(r.model_outs) == T + 1
+    assert r.model_outs.keys() == ()
+
+
+# --------------------------------------------------------- differential vs reference
+
+
+@given(rollouts(), st.floats(0, 1), st.floats(0, 1))
+def test_methods_equal_the_reference(r: Rollout, gamma: float, lam: float) -> None:
+    seed_outs = as_seed_model_outs(r)
+    assert len(seed_outs) == r.num_steps + 1
+    keys = r.model_outs.keys()
+    if "critic" in keys:
+        values = stack_key(seed_outs, "critic", np.float32)
+        np.testing.assert_array_equal(r.value_predictions(), values)
+        expected = gae_loop(r.rews, values, r.dones, gamma, lam, r.truncated, r.final_values)
+        scale = 1 + np.abs(expected).max(initial=0)
+        np.testing.assert_allclose(r.advantages(gamma, lam), expected, atol=1e-4 * scale)
+        np.testing.assert_allclose(r.returns(gamma, lam), expected + values[:-1], atol=2e-4 * scale)
+    if "actions" in keys:
+        np.testing.assert_array_equal(r.actions(), stack_key(seed_outs, "actions", np.int32))
+    if "log_probs" in keys:
+        np.testing.assert_array_equal(r.log_probs(), stack_key(seed_outs, "log_probs", np.float32))
+    if "actor" in keys:
+        np.testing.assert_array_equal(r.logits(), stack_key(seed_outs, "actor", np.float32))
+
+
+@given(rollouts(min_steps=1), st.integers(1, 7), st.integers(0, 5), st.integers(0, 2**32 - 1))
+def test_batches_are_cut_from_permutations(
+    r: Rollout, batch_size: int, count: int, seed: int
+) -> None:
+    batches = list(r.batches(batch_size, count, seed=seed))
+    assert len(batches) == count
+    assert all(len(b) == batch_size for b in batches)
+    flat = [entry for batch in batches for entry in batch]
+    n = r.num_steps * r.batch_size
+    everything = sorted((t, b) for t in range(r.num_steps) for b in range(r.batch_size))
+    for start in range(0, len(flat) - n + 1, n):
+        assert sorted(flat[start : start + n]) == everything
+    assert all(type(t) is int and type(b) is int for t, b in flat)
+    assert batches == list(r.batches(batch_size, count, seed=seed))
+
+
+@given(rollouts(min_steps=1, max_steps=4), st.integers(0, 100))
+def test_entries_runs_are_permutations(r: Rollout, seed: int) -> None:
+    n = r.num_steps * r.batch_size
+    stream = list(islice(r.entries(seed=seed), 3 * n))
+    everything = sorted((t, b) for t in range(r.num_steps) for b in range(r.batch_size))
+    for k in range(3):
+        assert sorted(stream[k * n : (k + 1) * n]) == everything
+
+
+def test_shuffling_never_touches_global_random_state() -> None:
+    r = example_rollout(num_steps=8, num_envs=4)
+    py_state, np_state = random.getstate(), np.random.get_state()  # noqa: NPY002
+    list(r.batches(5, 10))
+    list(islice(r.entries(), 100))
+    list(r.minibatches(7, gamma=0.9, lam=0.9))
+    assert random.getstate() == py_state
+    now = np.random.get_state()  # noqa: NPY002
+    assert all(np.array_equal(a, b) for a, b in zip(np_state, now, strict=True))
+
+
+def test_generator_seed_advances() -> None:
+    r = example_rollout(num_steps=8, num_envs=4)
+    g = np.random.default_rng(0)
+    first = list(r.batches(8, 2, seed=g))
+    second = list(r.batches(8, 2, seed=g))
+    assert first != second
+    assert first == list(r.batches(8, 2, seed=np.random.default_rng(0)))
+
+
+# ------------------------------------------------------------- seed idioms still work
+
+
+def test_copy_then_scale_rewards() -> None:
+    r = make()
+    r2 = r.copy()
+    r2.rews = r2.rews * 0.5
+    np.testing.assert_allclose(r2.rews, r.rews * 0.5)
+
+
+def test_copy_is_independent() -> None:
+    r = make()
+    r2 = r.copy()
+    r2.rews[0] -= 1.0
+    r2.obses[0] = 0
+    r2.model_outs[0]["critic"][0] = 99.0
+    r2.infos[0][0]["t"] = "changed"
+    assert r == make()
+    assert r2 != r
+
+
+def test_editing_in_place() -> None:
+    r = make()
+    before = r.rews.copy()
+    r.rews[2] -= 0.25
+    np.testing.assert_allclose(r.rews[2], before[2] - 0.25)
+    r.model_outs[1]["critic"] = np.ones(B)
+    assert r.value_predictions()[1].tolist() == [1.0] * B
+
+
+def test_value_targets_idiom() -> None:
+    r = make()
+    targets = r.advantages(0.99, 0.95) + r.value_predictions()[:-1]
+    assert targets.shape == (T, B)
+    assert targets.dtype == np.float32
+
+
+def test_gathering_with_the_seeds_list_comprehension() -> None:
+    r = make()
+    adv = r.advantages(0.99, 0.95)
+    for batch in r.batches(4, 3, seed=0):
+        gathered = np.array([adv[t, b] for t, b in batch])
+        assert gathered.shape == (4,)
+        obs = np.array([r.obses[t, b] for t, b in batch])
+        assert obs.shape == (4, 6)
+
+
+def test_replace_returns_validated_independent_copy() -> None:
+    r = make()
+    r2 = r.replace(rews=np.zeros((T, B)))
+    assert float(np.abs(r2.rews).sum()) == 0.0
+    assert float(np.abs(r.rews).sum()) > 0.0
+    r2.infos[0][0]["t"] = "x"
+    assert r.infos[0][0]["t"] == 0
+    with pytest.raises(ValidationError, match="rews has shape"):
+        r.replace(rews=np.zeros((T + 1, B)))
+    with pytest.raises(TypeError, match="unknown field"):
+        r.replace(reward=1)
+
+
+def test_failed_assignment_leaves_the_rollout_unchanged() -> None:
+    r = make()
+    before = r.rews
+    with pytest.raises(ValidationError, match="rews has shape"):
+        r.rews = np.zeros((T + 1, B), np.float32)
+    assert r.rews is before
+    with pytest.raises(ValidationError, match="dones must hold only 0 and 1"):
+        r.dones = np.full((T + 1, B), 2.0, np.float32)
+    assert r == make()
+
+
+def test_assignment_of_a_valid_field() -> None:
+    r = make()
+    # Typed code would use replace(); at runtime any accepted form may be assigned.
+    setattr(r, "model_outs", [{"critic": np.zeros(B)} for _ in range(T + 1)])  # noqa: B010
+    assert r.model_outs.keys() == ("critic",)
+
+
+def test_equality_and_repr() -> None:
+    r = make()
+    assert r == make()
+    assert r != make(rews=np.zeros((T, B)))
+    assert r != "not a rollout"
+    text = repr(r)
+    assert text.startswith(f"Rollout(T={T}, B={B}, obses=uint8[{T + 1}, {B}, 6]")
+    assert "critic" in text
+    assert len(text) < 300
+
+
+def test_deepcopy_and_pickle_free_copy() -> None:
+    r = make()
+    assert copy.deepcopy(r) == r
+
+
+# ------------------------------------------------------------------ argument checks
+
+
+@pytest.mark.parametrize(
+    ("gamma", "lam", "message"),
+    [
+        (1.5, 0.9, "gamma must be a finite number in [0, 1], got 1.5"),
+        (-0.1, 0.9, "gamma must be a finite number in [0, 1], got -0.1"),
+        (0.9, float("nan"), "lam must be a finite number in [0, 1], got nan"),
+        (float("inf"), 0.9, "gamma must be a finite number in [0, 1], got inf"),
+    ],
+)
+def test_advantages_arguments(gamma: float, lam: float, message: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(message)):
+        make().advantages(gamma, lam)
+
+
+@pytest.mark.parametrize(
+    ("batch_size", "count", "message"),
+    [(0, 1, "batch_size must be"), (-2, 1, "batch_size must be"), (4, -1, "count must be")],
+)
+def test_batches_arguments(batch_size: int, count: int, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        next(make().batches(batch_size, count))
+
+
+# --------------------------------------------------------------- invalid input table
+
+
+def _set(path: tuple[Any, ...], value: Any) -> Callable[[dict[str, Any]], None]:
+    def change(kw: dict[str, Any]) -> None:
+        target = kw
+        for key in path[:-1]:
+            target = target[key]
+        target[path[-1]] = value
+
+    return change
+
+
+def _call(fn: Callable[[dict[str, Any]], Any]) -> Callable[[dict[str, Any]], None]:
+    def change(kw: dict[str, Any]) -> None:
+        fn(kw)
+
+    return change
+
+
+def _nan_at(field: str, t: int, b: int) -> Callable[[dict[str, Any]], None]:
+    def change(kw: dict[str, Any]) -> None:
+        array = np.array(kw[field], dtype=np.float64)
+        array[t, b] = np.nan
+        kw[field] = array
+
+    return change
+
+
+def _stack(kw: dict[str, Any], key: str) -> np.ndarray[Any, Any]:
+    return np.stack([m[key] for m in kw["model_outs"]])
+
+
+def _with_stacked(key: str, edit: Callable[[np.ndarray[Any, Any]], Any]) -> Any:
+    def change(kw: dict[str, Any]) -> None:
+        outs = {k: _stack(kw, k) for k in kw["model_outs"][0]}
+        outs[key] = edit(outs[key])
+        kw["model_outs"] = outs
+
+    return change
+
+
+def _inf_critic(a: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    a = a.copy()
+    a[4, 2] = np.inf
+    return a
+
+
+def _bad_action(a: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    a = a.copy()
+    a[2, 1] = A
+    return a
+
+
+def _neg_action(a: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    a = a.copy()
+    a[0, 0] = -1
+    return a
+
+
+def _frac_action(a: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    a = a.astype(float)
+    a[1, 2] = 1.5
+    return a
+
+
+def _truncation(truncated: Any, final_values: Any) -> Callable[[dict[str, Any]], None]:
+    def change(kw: dict[str, Any]) -> None:
+        kw["truncated"] = truncated
+        kw["final_values"] = final_values
+
+    return change
+
+
+_TRUNC_OK = np.zeros((T, B))
+_TRUNC_NO_DONE = np.zeros((T, B))
+_TRUNC_NO_DONE[0, 0] = 1
+
+INVALID: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
+    (
+        "rews one row too many",
+        _set(("rews",), np.zeros((T + 1, B))),
+        "rews has shape (6, 3), expected (T, B) = (5, 3); T=5 from dones, obses, states",
+    ),
+    (
+        "obses one row short",
+        _set(("obses",), np.zeros((T, B, 6))),
+        "obses has shape (5, 3, 6), expected (T+1, B, ...) = (6, 3, ...)",
+    ),
+    (
+        "dones wrong batch size",
+        _set(("dones",), np.zeros((T + 1, B + 1))),
+        "dones has shape (6, 4), expected (T+1, B) = (6, 3); B=3 from obses, states",
+    ),
+    (
+        "rews not 2-D",
+        _set(("rews",), np.zeros((T, B, 1))),
+        "rews must have exactly 2 dimensions (T, B), got 3 (shape (5, 3, 1))",
+    ),
+    (
+        "states 1-D",
+        _set(("states",), np.zeros(T + 1)),
+        "states must be an array with at least 2 dimension(s), got 1 dimension(s)",
+    ),
+    (
+        "dones not binary",
+        _set(("dones", 2, 1), 0.5),
+        "dones must hold only 0 and 1, got 0.5 at (t=2, b=1)",
+    ),
+    ("nan reward", _nan_at("rews", 3, 2), "rews must be finite, got nan at (t=3, b=2)"),
+    (
+        "inf critic",
+        _with_stacked("critic", _inf_critic),
+        "model_outs['critic'] must be finite, got inf at (t=4, b=2)",
+    ),
+    (
+        "nan log_prob at one step",
+        _set(("model_outs", 2, "log_probs"), np.array([0.0, np.nan, 0.0])),
+        "model_outs['log_probs'] must be finite, got nan at (t=2, b=1)",
+    ),
+    (
+        "nan logits",
+        _set(("model_outs", 1, "actor"), np.full((B, A), np.nan)),
+        "model_outs['actor'] must be finite, got nan at (t=1, b=0, a=0)",
+    ),
+    (
+        "model_outs keys differ",
+        _call(lambda kw: kw["model_outs"][3].pop("critic")),
+        "model_outs[3] has keys ['actions', 'actor', 'log_probs'], expected "
+        "['actions', 'actor', 'critic', 'log_probs'] (the keys of model_outs[0])",
+    ),
+    (
+        "model_outs wrong batch at one step",
+        _set(("model_outs", 3, "critic"), np.zeros(B + 1)),
+        "model_outs[3]['critic'] has shape (4,), expected (3,) like model_outs[0]['critic']",
+    ),
+    (
+        "model_outs wrong batch everywhere",
+        _with_stacked("critic", lambda a: np.zeros((T + 1, B + 2))),
+        "model_outs['critic'] has shape (6, 5), expected (T+1, B) = (6, 3); B=3",
+    ),
+    (
+        "model_outs one timestep short",
+        _call(lambda kw: kw["model_outs"].pop()),
+        "model_outs['critic'] has shape (5, 3), expected (T+1, B) = (6, 3)",
+    ),
+    (
+        "model_outs dtype kind changes",
+        _set(("model_outs", 2, "actions"), np.zeros(B)),
+        "model_outs[2]['actions'] has dtype float64 (float), expected the same kind as "
+        "model_outs[0]['actions']",
+    ),
+    (
+        "action out of range",
+        _with_stacked("actions", _bad_action),
+        "model_outs['actions'] must be in [0, A) with A=4 from model_outs['actor'], got 4 at "
+        "(t=2, b=1)",
+    ),
+    (
+        "negative action",
+        _with_stacked("actions", _neg_action),
+        "model_outs['actions'] must be in [0, A) with A=4 from model_outs['actor'], got -1",
+    ),
+    (
+        "fractional action",
+        _with_stacked("actions", _frac_action),
+        "model_outs['actions'] must be integer-valued, got 1.5 at (t=1, b=2)",
+    ),
+    (
+        "critic with a trailing dim",
+        _with_stacked("critic", lambda a: a[..., None]),
+        "model_outs['critic'] must have exactly 2 dimensions (T+1, B), got 3",
+    ),
+    (
+        "actor without the action dim",
+        _with_stacked("actor", lambda a: a[..., 0]),
+        "model_outs['actor'] must have exactly 3 dimensions (T+1, B, A), got 2",
+    ),
+    (
+        "model_outs an empty list",
+        _set(("model_outs",), []),
+        "model_outs must have T+1 >= 1 timesteps, got an empty list",
+    ),
+    (
+        "model_outs a string",
+        _set(("model_outs",), "critic"),
+        "model_outs must be a list of T+1 mappings",
+    ),
+    (
+        "model_outs step not a mapping",
+        _set(("model_outs", 2), [1, 2, 3]),
+        "model_outs[2] must be a mapping of key -> array, got list",
+    ),
+    (
+        "model_outs scalar values",
+        _set(("model_outs",), [{"critic": 0.0}] * (T + 1)),
+        "model_outs[0]['critic'] must be an array with at least 1 dimension(s), got a scalar",
+    ),
+    (
+        "model_outs non-string key",
+        _set(("model_outs",), [{0: np.zeros(B)}] * (T + 1)),
+        "model_outs keys must be strings, got 0",
+    ),
+    (
+        "object model output",
+        _set(("model_outs",), {"extra": np.empty((T + 1, B), dtype=object)}),
+        "model_outs['extra'] must hold real numbers, got dtype object",
+    ),
+    (
+        "infos one row short",
+        _call(lambda kw: kw["infos"].pop()),
+        "infos has shape (4, 3), expected (T, B) = (5, 3)",
+    ),
+    (
+        "infos row wrong width",
+        _call(lambda kw: kw["infos"][2].append({})),
+        "infos[2] has 4 entries, expected B=3",
+    ),
+    (
+        "infos entry not a mapping",
+        _set(("infos", 1, 2), 7),
+        "infos[1][2] must be a mapping, got int",
+    ),
+    ("infos a mapping", _set(("infos",), {"a": 1}), "infos must be a list of T rows of B mappings"),
+    (
+        "ragged rewards",
+        _set(("rews",), [[0.0, 1.0, 2.0]] * (T - 1) + [[0.0]]),
+        "rews must be a rectangular numeric array (ragged nested lists are refused)",
+    ),
+    ("string rewards", _set(("rews",), "high"), "rews must be an array, got a str 'high'"),
+    (
+        "strings in obses",
+        _set(("obses",), np.full((T + 1, B), "x")),
+        "obses must hold real numbers, got dtype <U1 (string)",
+    ),
+    (
+        "object obses",
+        _set(("obses",), np.empty((T + 1, B), dtype=object)),
+        "obses must hold real numbers, got dtype object (object)",
+    ),
+    (
+        "scalar rewards",
+        _set(("rews",), 1.0),
+        "rews must be an array with at least 1 dimension(s), got a scalar",
+    ),
+    (
+        "scalar dones",
+        _set(("dones",), 0),
+        "dones must be an array with at least 1 dimension(s), got a scalar",
+    ),
+    (
+        "no observations",
+        _set(("obses",), np.zeros((0, B))),
+        "obses has shape (0, 3), expected (T+1, B, ...) = (6, 3, ...)",
+    ),
+    (
+        "truncated without final_values",
+        _truncation(_TRUNC_OK, None),
+        "truncated was given without final_values: give both or neither",
+    ),
+    (
+        "final_values without truncated",
+        _truncation(None, np.zeros((T, B))),
+        "final_values was given without truncated: give both or neither",
+    ),
+    (
+        "truncated where the episode goes on",
+        _truncation(_TRUNC_NO_DONE, np.zeros((T, B))),
+        "truncated[0, 0] is 1 but dones[1, 0] is 0: a truncated step must end its episode",
+    ),
+    (
+        "truncated wrong shape",
+        _truncation(np.zeros((T + 1, B)), np.zeros((T, B))),
+        "truncated has shape (6, 3), expected (T, B) = (5, 3)",
+    ),
+    (
+        "final_values nan",
+        _truncation(_TRUNC_OK, np.full((T, B), np.nan)),
+        "final_values must be finite, got nan at (t=0, b=0)",
+    ),
+    (
+        "truncated not binary",
+        _truncation(np.full((T, B), 3.0), np.zeros((T, B))),
+        "truncated must hold only 0 and 1, got 3.0 at (t=0, b=0)",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("change", "message"), [c[1:] for c in INVALID], ids=[c[0] for c in INVALID]
+)
+def test_invalid_inputs_are_refused(change: Callable[[dict[str, Any]], None], message: str) -> None:
+    kw = valid_kwargs()
+    change(kw)
+    with pytest.raises(ValidationError, match=re.escape(message)):
+        Rollout(**kw)
+
+
+def test_several_problems_are_reported_together() -> None:
+    with pytest.raises(ValidationError) as info:
+        make(rews=np.zeros((T + 1, B)), obses=np.zeros((T + 2, B)))
+    text = str(info.value)
+    assert "rews has shape (6, 3)" in text
+    assert "obses has shape (7, 3)" in text
+
+
+def test_validation_error_is_a_value_error() -> None:
+    with pytest.raises(ValueError, match="rews"):
+        make(rews="bad")
+
+
+def test_batch_size_zero_is_refused() -> None:
+    with pytest.raises(ValidationError, match=re.escape("B >= 1")):
+        Rollout(np.zeros((2, 0, 1)), np.zeros((2, 0)), np.zeros((1, 0)), np.zeros((2, 0)), [[]], {})

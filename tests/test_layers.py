@@ -1,0 +1,48 @@
+"""The layers import one way: _base <- _core <- _models <- _io <- _cli.
+
+The core knows nothing of pydantic or the models; no layer imports one above it.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "trajkit"
+ORDER = ["_base", "_core", "_models", "_io", "_cli"]
+
+
+def _imports(path: Path) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+    return names
+
+
+@pytest.mark.parametrize("layer", ORDER)
+def test_layer_imports_only_layers_below(layer: str) -> None:
+    allowed = {f"trajkit.{name}" for name in ORDER[: ORDER.index(layer) + 1]}
+    for path in sorted((SRC / layer).rglob("*.py")):
+        for name in _imports(path):
+            if name == "trajkit" or name.startswith("trajkit."):
+                top = ".".join(name.split(".")[:2])
+                assert top in allowed, f"{path.relative_to(SRC)} imports {name}"
+
+
+@pytest.mark.parametrize("layer", ["_base", "_core"])
+def test_lower_layers_do_not_import_pydantic(layer: str) -> None:
+    for path in sorted((SRC / layer).rglob("*.py")):
+        assert not any(n.split(".")[0] == "pydantic" for n in _imports(path)), path
+
+
+def test_relative_imports_are_not_used() -> None:
+    for path in sorted(SRC.rglob("*.py")):
+        tree = ast.parse(path.read_text())
+        assert not any(
+            isinstance(node, ast.ImportFrom) and node.level > 0 for node in ast.walk(tree)
+        ), path
