@@ -20,3 +20,7 @@ settings.register_profile(
 )
 settings.register_profile("dev", deadline=None, max_examples=60)
 settings.load_profile("ci" if os.environ.get("CI") else "dev")
+
+# The typing snippets are checked by mypy in tests/test_typing.py; some are wrong on purpose,
+# so they must not be imported by pytest's doctest collection.
+collect_ignore_glob = ["tests/typing_cases/*"]

@@ -1,0 +1,168 @@
+"""Minibatch indices and gathers: the seed's Python loops vs `trajkit._core.minibatch`.
+
+Three measurements in one process, each the minimum over several back-to-back calls timed with
+`time.perf_counter` (trajkit, being faster, gets three times the repeats).
+
+1. index generation (T=2048, B=8, batches of 512) for one and for four PPO epochs: the seed's
+   `entries()`/`batches()` (reimplemented here with `random.shuffle`) vs `index_batches`; each
+   batch is taken and dropped in turn, as a training loop does;
+2. gathering per-step scalars ([T, B] float32; three arrays, then six) for one epoch: the seed's
+   `np.array([arr[t, b] for t, b in batch])` per array vs one `gather` call per batch;
+3. gathering uint8 observations [T+1, B, 84, 84, 4] (T=128, B=8) for one epoch in minibatches of
+   256: a raw `np.take` on a reshaped view (flat indices precomputed) vs `gather`.
+
+Run: `python benchmarks/bench_minibatch.py` (or `python benchmarks/run.py minibatch`).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Iterable, Iterator
+
+import numpy as np
+from numpy.typing import NDArray
+
+from trajkit._core.minibatch import gather, index_batches
+
+IndexPairs = list[tuple[NDArray[np.intp], NDArray[np.intp]]]
+
+
+def seed_entries(num_steps: int, num_envs: int, rng: random.Random) -> Iterator[tuple[int, int]]:
+    """The seed's `Rollout.entries()`: an endless shuffled stream of `(t, b)` tuples."""
+    entries = [(t, b) for t in range(num_steps) for b in range(num_envs)]
+    while True:
+        rng.shuffle(entries)
+        yield from entries
+
+
+def seed_batches(
+    num_steps: int, num_envs: int, batch_size: int, count: int, rng: random.Random
+) -> Iterator[list[tuple[int, int]]]:
+    """The seed's `Rollout.batches()`."""
+    entries = seed_entries(num_steps, num_envs, rng)
+    for _ in range(count):
+        yield [next(entries) for _ in range(batch_size)]
+
+
+def consume(batches: Iterable[object]) -> None:
+    """Take each batch in turn and drop it, as a training loop does."""
+    for _ in batches:
+        pass
+
+
+def best_of(fn: Callable[[], object], repeats: int) -> float:
+    """Minimum wall time of `repeats` back-to-back calls of `fn`, in seconds."""
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def best_times(
+    baseline: Callable[[], object], ours: Callable[[], object], repeats: int
+) -> tuple[float, float]:
+    """Minimum wall times (seconds) of `baseline`, then of `ours` (given 3x the repeats)."""
+    return best_of(baseline, repeats), best_of(ours, 3 * repeats)
+
+
+def row(case: str, base_name: str, times: tuple[float, float], speedup_target: float) -> str:
+    """A table row for a case where trajkit should be `speedup_target` times faster."""
+    base, ours = times
+    speedup = base / ours
+    return (
+        f"| {case} | {base_name}: {base * 1e3:.2f} ms | {ours * 1e3:.2f} ms | {speedup:.1f}x "
+        f"faster | >= {speedup_target:g}x faster | {'yes' if speedup >= speedup_target else 'NO'} |"
+    )
+
+
+def bench_indices(epochs: int) -> str:
+    num_steps, num_envs, batch_size = 2048, 8, 512
+    count = num_steps * num_envs // batch_size * epochs
+    rng = random.Random(0)
+    gen = np.random.default_rng(0)
+    times = best_times(
+        lambda: consume(seed_batches(num_steps, num_envs, batch_size, count, rng)),
+        lambda: consume(index_batches(num_steps, num_envs, batch_size, count, seed=gen)),
+        repeats=7,
+    )
+    return row(
+        f"index generation, T={num_steps} B={num_envs}, {epochs} epoch(s) = "
+        f"{count} batches of {batch_size}",
+        "seed `batches()`",
+        times,
+        20,
+    )
+
+
+def bench_scalars(names: tuple[str, ...]) -> str:
+    num_steps, num_envs, batch_size = 2048, 8, 512
+    count = num_steps * num_envs // batch_size
+    gen = np.random.default_rng(0)
+    arrays = {name: gen.standard_normal((num_steps, num_envs)).astype(np.float32) for name in names}
+    batches: IndexPairs = list(index_batches(num_steps, num_envs, batch_size, count, seed=gen))
+    tuple_batches = [list(zip(t.tolist(), b.tolist(), strict=True)) for t, b in batches]
+
+    def seed_gather() -> None:
+        for batch in tuple_batches:
+            for arr in arrays.values():
+                np.array([arr[t, b] for t, b in batch])
+
+    def ours_gather() -> None:
+        for t_idx, b_idx in batches:
+            gather(arrays, t_idx, b_idx)
+
+    return row(
+        f"gather {len(arrays)} float32 [T, B] arrays ({', '.join(names)}), T={num_steps} "
+        f"B={num_envs}, one epoch = {count} batches of {batch_size}",
+        "seed list comprehension",
+        best_times(seed_gather, ours_gather, repeats=7),
+        20,
+    )
+
+
+def bench_observations() -> str:
+    num_steps, num_envs, batch_size = 128, 8, 256
+    count = num_steps * num_envs // batch_size
+    gen = np.random.default_rng(0)
+    obses = gen.integers(0, 256, size=(num_steps + 1, num_envs, 84, 84, 4), dtype=np.uint8)
+    batches: IndexPairs = list(index_batches(num_steps, num_envs, batch_size, count, seed=gen))
+    flats = [t * num_envs + b for t, b in batches]
+    arrays = {"obses": obses}
+
+    def raw_take() -> None:
+        flat_view = obses.reshape(-1, 84, 84, 4)
+        for flat in flats:
+            np.take(flat_view, flat, axis=0)
+
+    def ours_gather() -> None:
+        for t_idx, b_idx in batches:
+            gather(arrays, t_idx, b_idx)
+
+    raw, ours = best_times(raw_take, ours_gather, repeats=20)
+    slowdown = ours / raw
+    return (
+        f"| gather uint8 obses [T+1, B, 84, 84, 4], T={num_steps} B={num_envs}, one epoch = "
+        f"{count} batches of {batch_size} | raw `np.take`: {raw * 1e3:.2f} ms "
+        f"| {ours * 1e3:.2f} ms | {slowdown:.2f}x the raw time | <= 1.3x the raw time "
+        f"| {'yes' if slowdown <= 1.3 else 'NO'} |"
+    )
+
+
+def main() -> None:
+    lines = [
+        "| case | baseline | trajkit | ratio | target | met |",
+        "|---|---|---|---|---|---|",
+        bench_indices(epochs=1),
+        bench_indices(epochs=4),
+        bench_scalars(("rews", "advs", "log_probs")),
+        bench_scalars(("rews", "advs", "rets", "log_probs", "values", "dones")),
+        bench_observations(),
+    ]
+    print("\n".join(lines), flush=True)
+
+
+if __name__ == "__main__":
+    main()

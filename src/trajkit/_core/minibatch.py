@@ -1,0 +1,473 @@
+"""Shuffled minibatch indices over a rollout and the gathers that use them.
+
+A rollout holds T steps of B environments. Per-step fields (rewards, advantages, returns) have
+leading dims [T, B]; observation-aligned fields (observations, states, dones, model outputs) have
+[T+1, B], and only their rows 0..T-1 are ever minibatched. The seed `Rollout` shuffled a Python list
+of T·B `(t, b)` tuples and gathered with a list comprehension; here each epoch is one in-place
+`Generator.shuffle` of an array of all entries, split into `t_idx` and `b_idx` arrays, and a gather
+is a single `numpy.take` of the flat index `t * B + b` on a reshaped view.
+
+Randomness comes only from the `seed` argument (see `trajkit._base.rng.as_generator`); global
+random state is never touched.
+
+Two families of index generators:
+
+* `minibatch_indices` and `sequence_minibatch_indices` run epoch by epoch: each epoch is a fresh
+  permutation cut into minibatches, the last smaller one kept or dropped.
+* `index_stream` and `index_batches` reproduce the seed's endless stream of permutations, in which
+  a batch may span an epoch boundary.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import numpy as np
+
+from trajkit._base.rng import as_generator
+from trajkit._base.types import AnyArray, IntArray
+
+__all__ = [
+    "gather",
+    "gather_sequences",
+    "index_batches",
+    "index_stream",
+    "minibatch_indices",
+    "sequence_minibatch_indices",
+]
+
+
+def _check_size(name: str, value: object, minimum: int) -> int:
+    """Return `value` as an int, or raise ValueError if it is not an integer >= `minimum`."""
+    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    if value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def _epochs(
+    num_steps: int, num_envs: int, rng: np.random.Generator
+) -> Iterator[tuple[IntArray, IntArray]]:
+    """Yield endless fresh permutations of all `(t, b)`, each as a pair `(t_idx, b_idx)`.
+
+    As the seed's `entries()` does with its list, one private array holding every entry is
+    shuffled in place each epoch, and a permutation is drawn only when its epoch is reached.
+    Entry `(t, b)` is stored as the code `t << shift | b` with `2**shift >= B`, so the split is
+    a shift and a mask, several times faster than `numpy.divmod` by B. The yielded arrays are
+    new each epoch: a later shuffle never overwrites them.
+    """
+    shift = (num_envs - 1).bit_length()
+    mask = (1 << shift) - 1
+    steps = np.arange(num_steps, dtype=np.intp) << shift
+    codes = (steps[:, None] | np.arange(num_envs, dtype=np.intp)).ravel()
+    while True:
+        rng.shuffle(codes)
+        yield codes >> shift, codes & mask
+
+
+def _starts(n: int, size: int, drop_last: bool) -> range:
+    """Start offsets of the minibatches of `size` that cut one epoch of `n` entries."""
+    return range(0, n - n % size if drop_last else n, size)
+
+
+def _epoch_minibatches(
+    num_steps: int,
+    num_envs: int,
+    size: int,
+    epochs: int,
+    drop_last: bool,
+    rng: np.random.Generator,
+) -> Iterator[tuple[IntArray, IntArray]]:
+    """Yield `(t_idx, b_idx)` minibatches of `size`, a fresh permutation each epoch."""
+    starts = _starts(num_steps * num_envs, size, drop_last)
+    for t_idx, b_idx in itertools.islice(_epochs(num_steps, num_envs, rng), epochs):
+        for start in starts:
+            yield t_idx[start : start + size], b_idx[start : start + size]
+
+
+def _stream_batches(
+    num_steps: int, num_envs: int, batch_size: int, count: int, rng: np.random.Generator
+) -> Iterator[tuple[IntArray, IntArray]]:
+    """Yield `count` batches of `batch_size` cut from endless epochs, spanning epoch boundaries."""
+    n = num_steps * num_envs
+    epochs = _epochs(num_steps, num_envs, rng)
+    t_cur: IntArray = np.empty(0, dtype=np.intp)
+    b_cur: IntArray = t_cur
+    pos = n  # the first batch draws the first epoch
+    for _ in range(count):
+        if pos == n:
+            t_cur, b_cur = next(epochs)
+            pos = 0
+        if pos + batch_size <= n:
+            yield t_cur[pos : pos + batch_size], b_cur[pos : pos + batch_size]
+            pos += batch_size
+            continue
+        # The batch spans one or more epoch boundaries.
+        t_parts, b_parts = [t_cur[pos:]], [b_cur[pos:]]
+        need = batch_size - (n - pos)
+        while need > 0:
+            t_cur, b_cur = next(epochs)
+            pos = min(need, n)
+            t_parts.append(t_cur[:pos])
+            b_parts.append(b_cur[:pos])
+            need -= pos
+        yield np.concatenate(t_parts), np.concatenate(b_parts)
+
+
+def minibatch_indices(
+    num_steps: int,
+    num_envs: int,
+    minibatch_size: int,
+    *,
+    epochs: int = 1,
+    drop_last: bool = False,
+    seed: int | np.random.Generator | None = None,
+) -> Iterator[tuple[IntArray, IntArray]]:
+    """Shuffled `(t, b)` minibatches over a rollout, epoch by epoch.
+
+    Each epoch draws a fresh permutation of the T·B steps and cuts it into minibatches of
+    `minibatch_size`. With `drop_last=False` an epoch's last, smaller minibatch is kept, so every
+    epoch covers each `(t, b)` with `0 <= t < T`, `0 <= b < B` exactly once; with
+    `drop_last=True` it is dropped and every minibatch has exactly `minibatch_size` entries.
+    A permutation is drawn only when its epoch starts.
+
+    Args:
+        num_steps: T, the number of steps in the rollout (may be 0: nothing is yielded).
+        num_envs: B, the number of environments (at least 1).
+        minibatch_size: Entries per minibatch (at least 1).
+        epochs: How many passes over the rollout (at least 0).
+        drop_last: Drop each epoch's last minibatch when it is smaller than `minibatch_size`.
+        seed: An int seed, a `numpy.random.Generator` (which advances), or `None` for fresh
+            entropy.
+
+    Returns:
+        An iterator of `(t_idx, b_idx)` pairs of equal-length 1-D `np.intp` arrays, ready for
+        [`gather`][trajkit.gather].
+
+    Raises:
+        ValueError: If a size argument is not an integer (booleans included) or is below its
+            minimum. Raised at the call, not at the first `next()`.
+        TypeError: If `seed` is not an int, a Generator or `None`.
+
+    Example:
+        >>> batches = list(minibatch_indices(3, 2, 4, epochs=2, seed=0))
+        >>> [len(t_idx) for t_idx, b_idx in batches]
+        [4, 2, 4, 2]
+        >>> t_idx = np.concatenate([t for t, _ in batches[:2]])
+        >>> b_idx = np.concatenate([b for _, b in batches[:2]])
+        >>> sorted(zip(t_idx.tolist(), b_idx.tolist()))
+        [(0, 0), (0, 1), (1, 0), (1, 1), (2, 0), (2, 1)]
+        >>> [len(t) for t, _ in minibatch_indices(3, 2, 4, drop_last=True, seed=0)]
+        [4]
+    """
+    num_steps = _check_size("num_steps", num_steps, 0)
+    num_envs = _check_size("num_envs", num_envs, 1)
+    minibatch_size = _check_size("minibatch_size", minibatch_size, 1)
+    epochs = _check_size("epochs", epochs, 0)
+    return _epoch_minibatches(
+        num_steps, num_envs, minibatch_size, epochs, drop_last, as_generator(seed)
+    )
+
+
+def index_stream(
+    num_steps: int,
+    num_envs: int,
+    *,
+    seed: int | np.random.Generator | None = None,
+) -> Iterator[tuple[IntArray, IntArray]]:
+    """The seed's endless shuffled stream of `(t, b)` entries, one whole permutation at a time.
+
+    The seed's `Rollout.entries()` reshuffled the list of all `(t, b)` and yielded it entry by
+    entry, forever. This yields the same sequence epoch by epoch: each item is one fresh
+    permutation of all T·B steps as a pair of arrays. Iterate
+    `zip(t_idx.tolist(), b_idx.tolist())` for the seed's `(int, int)` tuples.
+
+    Args:
+        num_steps: T, the number of steps (at least 1, see Raises).
+        num_envs: B, the number of environments (at least 1).
+        seed: An int seed, a `numpy.random.Generator` (which advances), or `None` for fresh
+            entropy.
+
+    Returns:
+        An endless iterator of `(t_idx, b_idx)` pairs of `np.intp` arrays of length T·B.
+
+    Raises:
+        ValueError: If a size argument is not an integer or is below its minimum, or if
+            T·B == 0 (the stream would never yield: the seed looped forever).
+        TypeError: If `seed` is not an int, a Generator or `None`.
+
+    Example:
+        >>> stream = index_stream(2, 2, seed=0)
+        >>> t_idx, b_idx = next(stream)
+        >>> sorted(zip(t_idx.tolist(), b_idx.tolist()))
+        [(0, 0), (0, 1), (1, 0), (1, 1)]
+        >>> len(next(stream)[0])
+        4
+    """
+    num_steps = _check_size("num_steps", num_steps, 0)
+    num_envs = _check_size("num_envs", num_envs, 1)
+    if num_steps * num_envs == 0:
+        raise ValueError(
+            f"index_stream needs at least one entry, got num_steps={num_steps}, "
+            f"num_envs={num_envs} (T*B == 0)"
+        )
+    return _epochs(num_steps, num_envs, as_generator(seed))
+
+
+def index_batches(
+    num_steps: int,
+    num_envs: int,
+    batch_size: int,
+    count: int,
+    *,
+    seed: int | np.random.Generator | None = None,
+) -> Iterator[tuple[IntArray, IntArray]]:
+    """`count` batches of exactly `batch_size` entries, as the seed's `Rollout.batches()`.
+
+    Batches are cut from the endless sequence of permutations of
+    [`index_stream`][trajkit.index_stream]: every consecutive run of T·B entries of the
+    concatenated batches, starting at 0, is a permutation of all `(t, b)`, and a batch may span
+    an epoch boundary (or several, when `batch_size > T·B`). Permutations are drawn lazily, only
+    when the next entry is needed.
+
+    Args:
+        num_steps: T, the number of steps.
+        num_envs: B, the number of environments (at least 1).
+        batch_size: Entries per batch (at least 1).
+        count: How many batches to yield (at least 0).
+        seed: An int seed, a `numpy.random.Generator` (which advances), or `None` for fresh
+            entropy.
+
+    Returns:
+        An iterator of `count` pairs `(t_idx, b_idx)` of `np.intp` arrays of length
+        `batch_size`.
+
+    Raises:
+        ValueError: If a size argument is not an integer or is below its minimum, or if
+            T·B == 0 while `count > 0`. With `count == 0` nothing is yielded, even when T·B == 0.
+        TypeError: If `seed` is not an int, a Generator or `None`.
+
+    Example:
+        >>> batches = list(index_batches(2, 3, 4, 3, seed=0))
+        >>> [len(t_idx) for t_idx, b_idx in batches]
+        [4, 4, 4]
+        >>> t_idx = np.concatenate([t for t, _ in batches])[:6]
+        >>> b_idx = np.concatenate([b for _, b in batches])[:6]
+        >>> sorted(zip(t_idx.tolist(), b_idx.tolist()))
+        [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (1, 2)]
+    """
+    num_steps = _check_size("num_steps", num_steps, 0)
+    num_envs = _check_size("num_envs", num_envs, 1)
+    batch_size = _check_size("batch_size", batch_size, 1)
+    count = _check_size("count", count, 0)
+    n = num_steps * num_envs
+    if n == 0 and count > 0:
+        raise ValueError(
+            f"index_batches cannot draw {count} batches from an empty rollout, got "
+            f"num_steps={num_steps}, num_envs={num_envs} (T*B == 0)"
+        )
+    return _stream_batches(num_steps, num_envs, batch_size, count, as_generator(seed))
+
+
+def sequence_minibatch_indices(
+    num_envs: int,
+    envs_per_batch: int,
+    *,
+    epochs: int = 1,
+    drop_last: bool = False,
+    seed: int | np.random.Generator | None = None,
+) -> Iterator[IntArray]:
+    """Shuffled minibatches of whole environment columns, for recurrent policies.
+
+    Each minibatch is a set of env indices `b`; with [`gather_sequences`][trajkit.gather_sequences]
+    it selects all T steps of those environments, keeping the time order a recurrent policy
+    needs. Each epoch draws a fresh permutation of `range(B)`; with `drop_last=False` the last,
+    smaller minibatch is kept, so each epoch covers every env exactly once.
+
+    Args:
+        num_envs: B, the number of environments (at least 1).
+        envs_per_batch: Environments per minibatch (at least 1).
+        epochs: How many passes over the environments (at least 0).
+        drop_last: Drop each epoch's last minibatch when it is smaller than `envs_per_batch`.
+        seed: An int seed, a `numpy.random.Generator` (which advances), or `None` for fresh
+            entropy.
+
+    Returns:
+        An iterator of 1-D `np.intp` arrays of env indices.
+
+    Raises:
+        ValueError: If a size argument is not an integer or is below its minimum.
+        TypeError: If `seed` is not an int, a Generator or `None`.
+
+    Example:
+        >>> batches = list(sequence_minibatch_indices(5, 2, seed=0))
+        >>> [len(b_idx) for b_idx in batches]
+        [2, 2, 1]
+        >>> sorted(np.concatenate(batches).tolist())
+        [0, 1, 2, 3, 4]
+    """
+    num_envs = _check_size("num_envs", num_envs, 1)
+    envs_per_batch = _check_size("envs_per_batch", envs_per_batch, 1)
+    epochs = _check_size("epochs", epochs, 0)
+    rng = as_generator(seed)
+    starts = _starts(num_envs, envs_per_batch, drop_last)
+    return (
+        perm[start : start + envs_per_batch]
+        for perm in (rng.permutation(num_envs).astype(np.intp, copy=False) for _ in range(epochs))
+        for start in starts
+    )
+
+
+def _as_index(name: str, idx: Any) -> AnyArray:
+    """Check that `idx` is a 1-D integer array and return it as an ndarray (not yet cast)."""
+    arr = np.asarray(idx)
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be 1-D, got shape {arr.shape}")
+    if arr.dtype.kind not in "iu":
+        raise ValueError(f"{name} must be an integer array, got dtype {arr.dtype}")
+    return arr
+
+
+def _as_arrays(arrays: Mapping[str, AnyArray]) -> dict[str, AnyArray]:
+    """Return the arrays as ndarrays, each checked to have leading dims [T or T+1, B]."""
+    out: dict[str, AnyArray] = {}
+    for name, value in arrays.items():
+        arr = np.asarray(value)
+        if arr.ndim < 2:
+            raise ValueError(
+                f"array {name!r} must have leading dims [T, B, ...], got shape {arr.shape}"
+            )
+        out[name] = arr
+    return out
+
+
+def _check_range(name: str, idx: AnyArray, arrays: Mapping[str, AnyArray], axis: int) -> None:
+    """Raise ValueError naming the array and the index if `idx` falls outside an array's axis."""
+    if not len(idx):
+        return
+    lo, hi = int(idx.min()), int(idx.max())
+    for array_name, arr in arrays.items():
+        if lo < 0 or hi >= arr.shape[axis]:
+            raise ValueError(
+                f"{name} {lo if lo < 0 else hi} is out of range for array {array_name!r} of "
+                f"shape {arr.shape} (axis {axis} has size {arr.shape[axis]})"
+            )
+
+
+def _surely_in_range(t_idx: AnyArray, b_idx: AnyArray, arrays: Mapping[str, AnyArray]) -> bool:
+    """Cheap check that `np.intp` indices fit every array: one reduction per index array.
+
+    Viewed as unsigned, a negative index is larger than any valid one. `False` means "check
+    exactly" (other dtypes, or an index out of range), not necessarily an error.
+    """
+    if t_idx.dtype != np.intp or b_idx.dtype != np.intp:
+        return False
+    t_top = int(np.maximum.reduce(t_idx.view(np.uintp)))
+    b_top = int(np.maximum.reduce(b_idx.view(np.uintp)))
+    for arr in arrays.values():
+        shape = arr.shape
+        if t_top >= shape[0] or b_top >= shape[1]:
+            return False
+    return True
+
+
+def gather(arrays: Mapping[str, AnyArray], t_idx: IntArray, b_idx: IntArray) -> dict[str, AnyArray]:
+    """Gather the entries `(t_idx[i], b_idx[i])` of every array: `{name: arr[t_idx, b_idx]}`.
+
+    Works for per-step arrays ([T, B, ...]) and observation-aligned arrays ([T+1, B, ...]) alike.
+    When an array is C-contiguous in its first two dims (the usual case, also for `obses[:-1]`)
+    the gather is one `numpy.take` of the flat index `t * B + b` on a [(T or T+1)·B, ...] view;
+    other arrays (transposed, strided) fall back to fancy indexing. The result is always a new
+    array, never a view.
+
+    Args:
+        arrays: Named arrays, each with leading dims [T or T+1, B, ...].
+        t_idx: 1-D integer array of step indices.
+        b_idx: 1-D integer array of env indices, the same length as `t_idx`.
+
+    Returns:
+        A dict with the same keys: each value has shape `[len(t_idx), ...]` (the array's
+        trailing dims) and the array's dtype.
+
+    Raises:
+        ValueError: If `t_idx` or `b_idx` is not a 1-D integer array, if their lengths differ,
+            if an array has fewer than 2 dims, or if an index is negative or past an array's
+            leading dims (the message names the array and the index).
+
+    Example:
+        >>> rews = np.arange(6, dtype=np.float32).reshape(3, 2)
+        >>> obses = np.arange(8, dtype=np.uint8).reshape(4, 2)
+        >>> out = gather({"rews": rews, "obses": obses}, np.array([2, 0]), np.array([1, 0]))
+        >>> out["rews"]
+        array([5., 0.], dtype=float32)
+        >>> out["obses"]
+        array([5, 0], dtype=uint8)
+        >>> gather({"rews": rews}, np.array([3]), np.array([0]))
+        Traceback (most recent call last):
+        ...
+        ValueError: t_idx 3 is out of range for array 'rews' of shape (3, 2) (axis 0 has size 3)
+    """
+    t_arr = _as_index("t_idx", t_idx)
+    b_arr = _as_index("b_idx", b_idx)
+    if len(t_arr) != len(b_arr):
+        raise ValueError(
+            f"t_idx and b_idx must have the same length, got {len(t_arr)} and {len(b_arr)}"
+        )
+    checked = _as_arrays(arrays)
+    if len(t_arr) and not _surely_in_range(t_arr, b_arr, checked):
+        _check_range("t_idx", t_arr, checked, 0)
+        _check_range("b_idx", b_arr, checked, 1)
+
+    t_arr = t_arr.astype(np.intp, copy=False)
+    b_arr = b_arr.astype(np.intp, copy=False)
+    flat_envs, flat = -1, t_arr  # the flat index t * B + b, recomputed when B changes
+    out: dict[str, AnyArray] = {}
+    for name, arr in checked.items():
+        shape = arr.shape
+        envs = shape[1]
+        if arr.strides[0] == envs * arr.strides[1]:  # [T, B] merge into one axis: a view
+            if envs != flat_envs:
+                flat, flat_envs = t_arr * envs, envs
+                flat += b_arr
+            if arr.ndim == 2:  # the common per-step scalar: skip building a shape tuple
+                out[name] = arr.reshape(-1).take(flat)
+            else:
+                out[name] = arr.reshape((shape[0] * envs, *shape[2:])).take(flat, axis=0)
+        else:
+            out[name] = arr[t_arr, b_arr]
+    return out
+
+
+def gather_sequences(arrays: Mapping[str, AnyArray], b_idx: IntArray) -> dict[str, AnyArray]:
+    """Gather whole environment columns of every array: `{name: arr[:, b_idx]}`.
+
+    The result stays time-major, as a recurrent policy consumes it.
+
+    Args:
+        arrays: Named arrays, each with leading dims [T or T+1, B, ...].
+        b_idx: 1-D integer array of env indices, e.g. from
+            [`sequence_minibatch_indices`][trajkit.sequence_minibatch_indices].
+
+    Returns:
+        A dict with the same keys: each value has shape `[T or T+1, len(b_idx), ...]` and the
+        array's dtype. It is a new array, never a view.
+
+    Raises:
+        ValueError: If `b_idx` is not a 1-D integer array, if an array has fewer than 2 dims, or
+            if an index is negative or past an array's B (the message names the array and the
+            index).
+
+    Example:
+        >>> dones = np.arange(6, dtype=np.float32).reshape(2, 3)
+        >>> gather_sequences({"dones": dones}, np.array([2, 0]))["dones"]
+        array([[2., 0.],
+               [5., 3.]], dtype=float32)
+    """
+    b_arr = _as_index("b_idx", b_idx)
+    checked = _as_arrays(arrays)
+    _check_range("b_idx", b_arr, checked, 1)
+    b_arr = b_arr.astype(np.intp, copy=False)
+    return {name: arr.take(b_arr, axis=1) for name, arr in checked.items()}
