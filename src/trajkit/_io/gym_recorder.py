@@ -1,0 +1,650 @@
+"""Record validated `Rollout`s from Gymnasium vector environments (the `trajkit[gym]` extra).
+
+Public through [`trajkit.gym`][trajkit.gym]; the module documentation there explains the
+choices (phantom transitions, truncation, infos, states). In short:
+
+* Every autoreset mode of Gymnasium >= 1.0 is handled, read from `env.metadata`. The
+  NEXT_STEP phantom transition (the reset step, reward 0, action ignored) is dropped, and the
+  recorder buffers real transitions per environment, so that `T` counts real transitions and
+  every mode gives the same rollouts for the same episodes.
+* Rollouts join up: the last row of one rollout is the first row of the next.
+* Steps cut by a time limit carry `truncated = 1` and the critic's value of the true final
+  observation in `final_values`.
+"""
+
+from __future__ import annotations
+
+import enum
+import itertools
+from collections import deque
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final, TypeAlias
+
+import numpy as np
+
+from trajkit._base.types import AnyArray, ArrayLike, BoolArray, Float64Array, Int64Array
+from trajkit._models.rollout import Rollout
+
+try:
+    from gymnasium import spaces
+    from gymnasium.vector import AutoresetMode, VectorEnv
+except ImportError as exc:  # pragma: no cover - exercised with gymnasium hidden
+    raise ImportError(
+        "trajkit.gym needs Gymnasium >= 1.0 (for gymnasium.vector.AutoresetMode); "
+        "install it with: pip install 'trajkit[gym]'"
+    ) from exc
+
+__all__ = ["EpisodeStats", "Policy", "RolloutRecorder", "StateFn", "episode_stats"]
+
+Policy: TypeAlias = Callable[[AnyArray], Mapping[str, ArrayLike]]
+"""A policy: a batch of observations `[B, ...]` -> model outputs, each `[B, ...]`.
+
+The outputs must include `actions` (integer `[B]`); `critic` (float `[B]`), `log_probs`
+(float `[B]`) and `actor` (logits `[B, A]`) are recorded when present, as is any other key.
+"""
+
+StateFn: TypeAlias = Callable[[Any], ArrayLike]
+"""An optional hook: the vector env -> its environments' states `[B, ...]` (stored as float32)."""
+
+_STACKABLE_SPACES: Final = (spaces.Box, spaces.Discrete, spaces.MultiBinary, spaces.MultiDiscrete)
+_BOOKKEEPING_KEYS: Final = frozenset({"final_obs", "final_info"})
+_ONE_D_KEYS: Final = ("actions", "critic", "log_probs")
+
+
+class _Mode(enum.Enum):
+    NEXT_STEP = "NextStep"
+    SAME_STEP = "SameStep"
+    DISABLED = "Disabled"
+
+
+def _parse_mode(value: object, source: str) -> _Mode:
+    """Turn a `gymnasium.vector.AutoresetMode` or its value/name as a string into `_Mode`."""
+    if isinstance(value, AutoresetMode):
+        return _Mode(value.value)
+    if isinstance(value, str):
+        wanted = value.replace("_", "").replace("-", "").lower()
+        for mode in _Mode:
+            if wanted == mode.value.lower():
+                return mode
+    raise ValueError(
+        f"{source} must be a gymnasium.vector.AutoresetMode (NEXT_STEP, SAME_STEP or DISABLED) "
+        f"or its name as a string, got {value!r}"
+    )
+
+
+# ------------------------------------------------------------------------------------- infos
+
+
+def _jsonable(value: Any) -> Any:
+    """NumPy scalars to Python scalars and arrays to (nested) lists, recursively."""
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return _jsonable(value.tolist()) if value.dtype == object else value.tolist()
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+def _is_per_env(value: Any, num_envs: int) -> bool:
+    """Whether `value` holds one entry per env (an array or sequence of length B)."""
+    if isinstance(value, np.ndarray):
+        return value.ndim >= 1 and value.shape[0] == num_envs
+    return isinstance(value, list | tuple) and len(value) == num_envs
+
+
+def _env_info(vector_info: Mapping[str, Any], b: int, num_envs: int) -> dict[str, Any]:
+    """Env `b`'s part of a Gymnasium vector info dict (arrays with `_key` masks, nested dicts).
+
+    Keeps only the keys present for env `b` (mask true, or no mask), recursively.
+    """
+    out: dict[str, Any] = {}
+    for key, value in vector_info.items():
+        name = str(key)
+        if name.startswith("_") and name[1:] in vector_info:
+            continue  # the mask of key name[1:]
+        mask = vector_info.get(f"_{name}")
+        if mask is not None and not bool(np.asarray(mask)[b]):
+            continue
+        if isinstance(value, Mapping):
+            out[name] = _env_info(value, b, num_envs)
+        elif _is_per_env(value, num_envs):
+            out[name] = _jsonable(value[b])
+        else:
+            out[name] = _jsonable(value)
+    return out
+
+
+# ------------------------------------------------------------------------------ the recorder
+
+
+@dataclass(frozen=True)
+class _Row:
+    """One row of a rollout: what an env showed and what the policy made of it."""
+
+    obs: AnyArray
+    done: bool
+    outs: dict[str, AnyArray]
+    state: AnyArray
+
+
+@dataclass(frozen=True)
+class _Step:
+    """A real transition: a row, the reward of its action, and how the step ended."""
+
+    row: _Row
+    rew: float
+    info: dict[str, Any]
+    truncated: bool
+    final_value: float
+
+
+def _obs_column(row: _Row) -> AnyArray:
+    return row.obs
+
+
+def _state_column(row: _Row) -> AnyArray:
+    return row.state
+
+
+@dataclass(frozen=True)
+class _OutColumn:
+    key: str
+
+    def __call__(self, row: _Row) -> AnyArray:
+        return row.outs[self.key]
+
+
+class RolloutRecorder:
+    """Record validated `Rollout`s of `num_steps` real transitions from a vector environment.
+
+    The first call resets the environment (with `seed`); each later call continues where the
+    last stopped: the last row of one rollout (observation, `dones` flag, model outputs) is the
+    first row of the next, and episodes run on across rollouts. The policy is called on the
+    batch of current observations after every reset and step, and its `actions` are sent to
+    the env; under SAME_STEP and DISABLED it is called once more on steps that truncate an
+    episode, on the batch with the final observations in place (always B rows).
+
+    Rows: `obses[t]`, `model_outs[t]` (the action taken in `obses[t]` among them) and
+    `dones[t]` (1 when `obses[t]` is the first of an episode, including the first reset) describe
+    the same observation; `rews[t]`, `infos[t]`, `truncated[t]` and `final_values[t]` describe
+    the step taken from it. Under every autoreset mode only real transitions are recorded
+    (NEXT_STEP's phantom reset step is dropped), so the same episodes give the same rollout.
+
+    Args:
+        env: A `gymnasium.vector.VectorEnv` with a Box, Discrete, MultiBinary or
+            MultiDiscrete observation space and a Discrete action space. The recorder owns its
+            stepping: do not step or reset it between calls.
+        policy: Batch of observations `[B, ...]` -> mapping of model outputs with leading
+            dimension B; `actions` is required, `critic` gives truncation bootstraps.
+        info_keys: Keep only these top-level info keys (`None`: keep every key).
+        seed: Seed of the first `env.reset`.
+        state_fn: Optional hook returning the envs' states `[B, ...]`, called after every
+            reset and step; without it `states` is empty, shape `(T+1, B, 0)`.
+        autoreset_mode: Override `env.metadata["autoreset_mode"]` (an `AutoresetMode` or its
+            name); needed only for envs whose metadata lacks it.
+
+    Raises:
+        TypeError: If `env` is not a `gymnasium.vector.VectorEnv` or `policy` not callable.
+        ValueError: If the observation space cannot be stacked into one array (Dict, Tuple,
+            Text, Graph, Sequence, ...), the action space is not Discrete, or the autoreset
+            mode is missing or unknown.
+
+    Example:
+        >>> import gymnasium as gym
+        >>> import numpy as np
+        >>> from trajkit.gym import RolloutRecorder
+        >>> env = gym.make_vec(
+        ...     "CartPole-v1", num_envs=2, vectorization_mode="sync", max_episode_steps=10
+        ... )
+        >>> def policy(obs):
+        ...     return {
+        ...         "actions": (obs[:, 2] > 0).astype(np.int64),
+        ...         "critic": obs @ np.array([0.0, 0.0, 1.0, 0.0], np.float32),
+        ...     }
+        >>> recorder = RolloutRecorder(env, policy, seed=0)
+        >>> r = recorder.record(16)
+        >>> r.num_steps, r.batch_size, r.states.shape
+        (16, 2, (17, 2, 0))
+        >>> r2 = recorder.record(16)
+        >>> bool((r2.obses[0] == r.obses[-1]).all())
+        True
+        >>> env.close()
+    """
+
+    def __init__(
+        self,
+        env: VectorEnv[Any, Any, Any],
+        policy: Policy,
+        *,
+        info_keys: Collection[str] | None = None,
+        seed: int | None = None,
+        state_fn: StateFn | None = None,
+        autoreset_mode: AutoresetMode | str | None = None,
+    ) -> None:
+        if not isinstance(env, VectorEnv):
+            raise TypeError(
+                f"env must be a gymnasium.vector.VectorEnv, got {type(env).__name__}; "
+                "make one with gymnasium.make_vec(...) or gymnasium.vector.SyncVectorEnv(...)"
+            )
+        if not callable(policy):
+            raise TypeError(f"policy must be callable, got {type(policy).__name__}")
+        if autoreset_mode is None:
+            if "autoreset_mode" not in env.metadata:
+                raise ValueError(
+                    f"{env} has no 'autoreset_mode' in its metadata, so the recorder cannot "
+                    "tell how it resets; pass autoreset_mode= (a gymnasium.vector.AutoresetMode)"
+                )
+            self._mode = _parse_mode(
+                env.metadata["autoreset_mode"], "env.metadata['autoreset_mode']"
+            )
+        else:
+            self._mode = _parse_mode(autoreset_mode, "autoreset_mode")
+        obs_space = env.single_observation_space
+        if not isinstance(obs_space, _STACKABLE_SPACES):
+            raise ValueError(
+                f"cannot record observations from the observation space {obs_space}: trajkit "
+                "stacks observations into one numeric array, so the space must be Box, Discrete, "
+                "MultiBinary or MultiDiscrete; flatten it first (e.g. with "
+                "gymnasium.wrappers.vector.FlattenObservation)"
+            )
+        act_space = env.single_action_space
+        if not isinstance(act_space, spaces.Discrete):
+            raise ValueError(
+                f"cannot record actions from the action space {act_space}: trajkit's 'actions' "
+                "model output holds one integer action per env, so the space must be Discrete"
+            )
+        self._env = env
+        self._policy = policy
+        self._info_keys = None if info_keys is None else frozenset(info_keys)
+        self._seed = seed
+        self._state_fn = state_fn
+        self._num_envs = int(env.num_envs)
+        self._queues: list[deque[_Step]] = [deque() for _ in range(self._num_envs)]
+        # The current row of each env, or None while NEXT_STEP's phantom step is due.
+        self._pending: list[_Row | None] = [None] * self._num_envs
+        self._obs: AnyArray | None = None
+        self._outs: dict[str, AnyArray] = {}
+        self._out_shapes: dict[str, tuple[int, ...]] | None = None
+        self._state_shape: tuple[int, ...] | None = None
+        self._failure: str | None = None
+
+    # ------------------------------------------------------------------------ properties
+
+    @property
+    def env(self) -> VectorEnv[Any, Any, Any]:
+        """The vector environment being recorded."""
+        return self._env
+
+    @property
+    def num_envs(self) -> int:
+        """B, the number of environments."""
+        return self._num_envs
+
+    @property
+    def autoreset_mode(self) -> AutoresetMode:
+        """The autoreset mode in use, as a `gymnasium.vector.AutoresetMode`."""
+        return AutoresetMode(self._mode.value)
+
+    # ---------------------------------------------------------------------- recording
+
+    def record(self, num_steps: int) -> Rollout:
+        """Step the environment until every env has `num_steps` more real transitions.
+
+        Transitions recorded beyond `num_steps` for some envs (they run ahead of envs that
+        spent a step on NEXT_STEP's phantom reset) are kept for the next call, so nothing is
+        lost between rollouts.
+
+        Args:
+            num_steps: T, the number of transitions per env (0 gives a one-row rollout).
+
+        Returns:
+            A validated `Rollout` with `truncated` and `final_values` always set (zeros where
+            no episode was truncated), `states` of shape `(T+1, B, 0)` unless a `state_fn`
+            was given, and model outputs stacked as `[T+1, B, ...]`.
+
+        Raises:
+            TypeError: If `num_steps` is not an int.
+            ValueError: If `num_steps` is negative, the policy returns no `actions`, a value
+                without the leading batch dimension B, or other keys or shapes than before,
+                or observations that are not one numeric array.
+            RuntimeError: If an earlier call failed while stepping: the env may then be
+                mid-step, so the recorder refuses to go on (a failure in the first call's
+                reset, such as a policy without `actions`, can be retried).
+
+        Example:
+            >>> import gymnasium as gym
+            >>> import numpy as np
+            >>> from trajkit.gym import RolloutRecorder
+            >>> env = gym.make_vec("CartPole-v1", num_envs=3, vectorization_mode="sync")
+            >>> recorder = RolloutRecorder(
+            ...     env, lambda obs: {"actions": np.zeros(len(obs), np.int64)}, seed=1
+            ... )
+            >>> r = recorder.record(5)
+            >>> r.obses.shape, r.dones[0].tolist()
+            ((6, 3, 4), [1.0, 1.0, 1.0])
+            >>> env.close()
+        """
+        if isinstance(num_steps, bool) or not isinstance(num_steps, int | np.integer):
+            raise TypeError(f"num_steps must be an int, got {type(num_steps).__name__}")
+        T = int(num_steps)
+        if T < 0:
+            raise ValueError(f"num_steps must be >= 0, got {T}")
+        if self._failure is not None:
+            raise RuntimeError(
+                f"this recorder failed in an earlier call ({self._failure}) and its env may be "
+                "mid-step; make a new RolloutRecorder"
+            )
+        if self._obs is None:
+            self._start()
+        try:
+            while not self._ready(T):
+                self._advance()
+        except Exception as exc:
+            self._failure = f"{type(exc).__name__}: {exc}".splitlines()[0]
+            raise
+        return self._build(T)
+
+    __call__ = record
+
+    def _ready(self, T: int) -> bool:
+        return all(
+            len(queue) > T or (len(queue) == T and pending is not None)
+            for queue, pending in zip(self._queues, self._pending, strict=True)
+        )
+
+    def _start(self) -> None:
+        """Reset the env and call the policy; on failure nothing is kept, so a retry is safe."""
+        reset_obs, _ = self._env.reset(seed=self._seed)
+        obs = self._obs_batch(reset_obs)
+        outs = self._call_policy(obs)
+        states = self._states()
+        self._pending = [
+            _Row(obs[b], True, self._row_outs(outs, b), states[b]) for b in range(self._num_envs)
+        ]
+        self._obs, self._outs = obs, outs
+
+    def _advance(self) -> None:
+        """One vector step: queue each env's real transition, drop phantom ones."""
+        B = self._num_envs
+        obs, rews, terms, truncs, infos = self._env.step(self._outs["actions"])
+        obs_batch = self._obs_batch(obs)
+        rew = np.asarray(rews, dtype=np.float64).reshape(B)
+        terminated = np.asarray(terms, dtype=bool).reshape(B)
+        ended = terminated | np.asarray(truncs, dtype=bool).reshape(B)
+        real = np.array([row is not None for row in self._pending])
+        truncated: BoolArray = ended & ~terminated & real
+        has_critic = "critic" in self._outs
+        final_values = np.zeros(B, dtype=np.float64)
+
+        if self._mode is _Mode.NEXT_STEP:
+            # Ended envs show their final observation now; their next step is the phantom.
+            new_obs = obs_batch
+            new_outs = self._call_policy(new_obs)
+            if has_critic:
+                final_values = np.asarray(new_outs["critic"], dtype=np.float64)
+        elif self._mode is _Mode.SAME_STEP:
+            if has_critic and truncated.any():
+                final_values = self._critic(self._with_final_obs(obs_batch, infos, truncated))
+            new_obs = obs_batch
+            new_outs = self._call_policy(new_obs)
+        else:  # DISABLED: the batch holds the final observations; reset the ended envs.
+            if has_critic and truncated.any():
+                final_values = self._critic(obs_batch)
+            new_obs = obs_batch
+            if ended.any():
+                reset_obs, _ = self._env.reset(options={"reset_mask": ended.copy()})
+                new_obs = self._obs_batch(reset_obs)
+            new_outs = self._call_policy(new_obs)
+        states = self._states()
+
+        for b in range(B):
+            row = self._pending[b]
+            outs_b = self._row_outs(new_outs, b)
+            if row is None:  # NEXT_STEP's phantom reset step: dropped, its obs starts an episode
+                self._pending[b] = _Row(new_obs[b], True, outs_b, states[b])
+                continue
+            self._queues[b].append(
+                _Step(
+                    row=row,
+                    rew=float(rew[b]),
+                    info=self._info(infos, b),
+                    truncated=bool(truncated[b]),
+                    final_value=float(final_values[b]) if truncated[b] else 0.0,
+                )
+            )
+            if self._mode is _Mode.NEXT_STEP and ended[b]:
+                self._pending[b] = None
+            else:
+                self._pending[b] = _Row(new_obs[b], bool(ended[b]), outs_b, states[b])
+        self._obs, self._outs = new_obs, new_outs
+
+    def _build(self, T: int) -> Rollout:
+        B = self._num_envs
+        columns: list[list[_Step]] = [[queue.popleft() for _ in range(T)] for queue in self._queues]
+        last: list[_Row] = []
+        for b, queue in enumerate(self._queues):
+            pending = self._pending[b]
+            if queue:
+                last.append(queue[0].row)
+            elif pending is not None:
+                last.append(pending)
+            else:  # pragma: no cover - _ready() guarantees a real last row
+                raise RuntimeError("internal error: no last row")
+        rows = [
+            [step.row for step in column] + [end] for column, end in zip(columns, last, strict=True)
+        ]
+
+        def stack(column: Callable[[_Row], AnyArray]) -> AnyArray:
+            """Stack one column of every row into a time-major `[T+1, B, ...]` array."""
+            return np.stack([np.stack([column(row) for row in env_rows]) for env_rows in rows], 1)
+
+        outs = {key: stack(_OutColumn(key)) for key in self._outs}
+        return Rollout(
+            states=stack(_state_column).astype(np.float32, copy=False),
+            obses=stack(_obs_column),
+            rews=np.array([[s.rew for s in column] for column in columns]).T.reshape(T, B),
+            dones=np.array([[row.done for row in env_rows] for env_rows in rows]).T,
+            infos=[[columns[b][t].info for b in range(B)] for t in range(T)],
+            model_outs=outs,
+            truncated=np.array([[s.truncated for s in c] for c in columns]).T.reshape(T, B),
+            final_values=np.array([[s.final_value for s in c] for c in columns]).T.reshape(T, B),
+            copy=False,
+        )
+
+    # ---------------------------------------------------------------------------- helpers
+
+    def _obs_batch(self, obs: Any) -> AnyArray:
+        """The env's observation batch as one numeric `[B, ...]` array (a copy)."""
+        try:
+            batch = np.array(obs)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(
+                f"the env's observations cannot be stacked into one array: {exc}"
+            ) from exc
+        if batch.dtype.kind not in "biuf" or batch.ndim < 1 or batch.shape[0] != self._num_envs:
+            raise ValueError(
+                "the env's observations must stack into one numeric array with leading "
+                f"dimension B={self._num_envs}, got {type(obs).__name__} -> array of dtype "
+                f"{batch.dtype} and shape {batch.shape}"
+            )
+        return batch
+
+    def _call_policy(self, obs: AnyArray) -> dict[str, AnyArray]:
+        """Call the policy and check its outputs: a mapping with `actions`, all `[B, ...]`."""
+        B = self._num_envs
+        raw = self._policy(obs)
+        if not isinstance(raw, Mapping):
+            raise TypeError(
+                "the policy must return a mapping of model outputs (e.g. {'actions': ...}), "
+                f"got {type(raw).__name__}"
+            )
+        if "actions" not in raw:
+            raise ValueError(
+                "the policy's outputs have no 'actions' key (keys: "
+                f"{sorted(map(str, raw))}); return the actions to take as outputs['actions']"
+            )
+        outs: dict[str, AnyArray] = {}
+        for key, value in raw.items():
+            if not isinstance(key, str):
+                raise ValueError(f"the policy's output keys must be strings, got {key!r}")
+            array = np.array(value)
+            if array.ndim == 0 or array.shape[0] != B:
+                raise ValueError(
+                    f"the policy's output {key!r} has shape {array.shape}, expected leading "
+                    f"dimension B={B} (one row per env, for a batch of {B} observations)"
+                )
+            if key in _ONE_D_KEYS and array.ndim != 1:
+                raise ValueError(
+                    f"the policy's output {key!r} has shape {array.shape}, expected ({B},)"
+                )
+            outs[key] = array
+        shapes = {key: array.shape[1:] for key, array in outs.items()}
+        if self._out_shapes is None:
+            self._out_shapes = shapes
+        elif shapes != self._out_shapes:
+            raise ValueError(
+                "the policy's outputs changed between calls: expected keys and per-env shapes "
+                f"{self._out_shapes}, got {shapes}"
+            )
+        return outs
+
+    def _critic(self, obs: AnyArray) -> Float64Array:
+        return np.asarray(self._call_policy(obs)["critic"], dtype=np.float64)
+
+    def _with_final_obs(
+        self, obs: AnyArray, infos: Mapping[str, Any], which: BoolArray
+    ) -> AnyArray:
+        """The batch `obs` with the rows of `which` replaced by SAME_STEP's `final_obs`."""
+        final_obs = infos.get("final_obs")
+        mask = infos.get("_final_obs")
+        if final_obs is None or mask is None or not np.asarray(mask)[which].all():
+            raise RuntimeError(
+                "a SAME_STEP env truncated an episode without reporting its final observation "
+                "in infos['final_obs'] (mask infos['_final_obs'])"
+            )
+        batch = obs.copy()
+        for b in np.flatnonzero(which):
+            batch[b] = final_obs[b]
+        return batch
+
+    def _states(self) -> AnyArray:
+        B = self._num_envs
+        if self._state_fn is None:
+            return np.zeros((B, 0), dtype=np.float32)
+        states = np.array(self._state_fn(self._env), dtype=np.float32)
+        if states.ndim < 1 or states.shape[0] != B:
+            raise ValueError(f"state_fn returned shape {states.shape}, expected ({B}, ...)")
+        if self._state_shape is None:
+            self._state_shape = states.shape
+        elif states.shape != self._state_shape:
+            raise ValueError(
+                f"state_fn returned shape {states.shape}, expected {self._state_shape} as before"
+            )
+        return states
+
+    @staticmethod
+    def _row_outs(outs: Mapping[str, AnyArray], b: int) -> dict[str, AnyArray]:
+        return {key: array[b] for key, array in outs.items()}
+
+    def _info(self, infos: Mapping[str, Any], b: int) -> dict[str, Any]:
+        """Env `b`'s info for this step: JSON-compatible, final_info merged, keys filtered."""
+        if self._info_keys is not None and not self._info_keys:
+            return {}
+        B = self._num_envs
+        info = {
+            key: value
+            for key, value in _env_info(infos, b, B).items()
+            if key not in _BOOKKEEPING_KEYS
+        }
+        final_info = infos.get("final_info")
+        final_mask = infos.get("_final_info")
+        if isinstance(final_info, Mapping) and final_mask is not None and np.asarray(final_mask)[b]:
+            info.update(_env_info(final_info, b, B))  # SAME_STEP: the ending step's own info
+        if self._info_keys is not None:
+            info = {key: value for key, value in info.items() if key in self._info_keys}
+        return info
+
+
+# -------------------------------------------------------------------------- episode stats
+
+
+@dataclass(frozen=True)
+class EpisodeStats:
+    """Episode statistics of one rollout, from its `rews`, `dones` and `truncated`.
+
+    Attributes:
+        returns: Undiscounted returns of the episodes that start and end inside the rollout
+            (an episode starts at a row with `dones = 1`, row 0 included), ordered by env,
+            then time.
+        lengths: Their lengths in steps, in the same order.
+        terminations: Episode ends in the rollout that were terminations.
+        truncations: Episode ends in the rollout that were truncations (0 without truncation
+            data, where every end counts as a termination).
+    """
+
+    returns: Float64Array = field(repr=False)
+    lengths: Int64Array = field(repr=False)
+    terminations: int
+    truncations: int
+
+    @property
+    def episodes(self) -> int:
+        """Number of episode ends in the rollout (terminations plus truncations)."""
+        return self.terminations + self.truncations
+
+    @property
+    def mean_return(self) -> float:
+        """Mean of `returns`, or NaN when no episode is wholly inside the rollout."""
+        return float(self.returns.mean()) if self.returns.size else float("nan")
+
+
+def episode_stats(rollout: Rollout) -> EpisodeStats:
+    """Count episode ends and sum the returns of complete episodes in a rollout.
+
+    Args:
+        rollout: Any `Rollout`; a recorded one starts its first rollout with `dones[0] = 1`,
+            so every episode that ends in it is complete.
+
+    Returns:
+        The `EpisodeStats`.
+
+    Example:
+        >>> import numpy as np
+        >>> from trajkit import Rollout
+        >>> from trajkit.gym import episode_stats
+        >>> T, B = 4, 1
+        >>> r = Rollout(
+        ...     states=np.zeros((T + 1, B, 0)),
+        ...     obses=np.zeros((T + 1, B)),
+        ...     rews=np.ones((T, B)),
+        ...     dones=[[1], [0], [1], [0], [1]],
+        ...     infos=None,
+        ...     model_outs={},
+        ...     truncated=[[0], [0], [0], [1]],
+        ...     final_values=np.zeros((T, B)),
+        ... )
+        >>> stats = episode_stats(r)
+        >>> stats.returns.tolist(), stats.lengths.tolist(), stats.terminations, stats.truncations
+        ([2.0, 2.0], [2, 2], 1, 1)
+    """
+    ends = rollout.dones[1:] == 1
+    truncated = rollout.truncated
+    truncations = 0 if truncated is None else int((ends & (truncated == 1)).sum())
+    returns: list[float] = []
+    lengths: list[int] = []
+    rews = rollout.rews.astype(np.float64)
+    for b in range(rollout.batch_size):
+        starts = np.flatnonzero(rollout.dones[:, b] == 1)
+        for s, e in itertools.pairwise(starts.tolist()):
+            returns.append(float(rews[s:e, b].sum()))
+            lengths.append(int(e - s))
+    return EpisodeStats(
+        returns=np.array(returns, dtype=np.float64),
+        lengths=np.array(lengths, dtype=np.int64),
+        terminations=int(ends.sum()) - truncations,
+        truncations=truncations,
+    )

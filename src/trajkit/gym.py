@@ -1,0 +1,94 @@
+"""Record validated rollouts from Gymnasium vector environments (needs `trajkit[gym]`).
+
+`RolloutRecorder` turns a `gymnasium.vector.VectorEnv` and a policy into a stream of
+validated [`Rollout`][trajkit.Rollout]s of `num_steps` transitions each, with no glue code.
+`episode_stats` summarises the episodes of a rollout. Gymnasium (>= 1.0) is imported here
+only, never by `import trajkit`; without it, importing this module raises an `ImportError`
+that says `pip install 'trajkit[gym]'`.
+
+**Policies.** A policy is a callable from the batch of observations `[B, ...]` to a mapping
+of model outputs, each with leading dimension B: `actions` (integer `[B]`, required), and
+`critic`, `log_probs`, `actor` (logits `[B, A]`) or any other key when it has them. It is
+always called on a full batch of B observations.
+
+**Autoreset modes.** The mode is read from `env.metadata["autoreset_mode"]` (an
+`AutoresetMode`, or its value or name as a string); for an env without it, pass
+`autoreset_mode=`.
+
+* NEXT_STEP (Gymnasium's default): the step that ends an episode returns the final
+  observation; the next step for that env ignores its action and returns the reset
+  observation with reward 0. That phantom transition is *dropped*: the reset observation
+  becomes the env's next row, with `dones = 1`. Since the phantom step happens for one env
+  at a time, the recorder keeps a queue of real transitions per env and steps until every env
+  has `num_steps` of them; transitions beyond that stay queued for the next call. So `T`
+  counts real transitions, no mask is needed, and GAE sees only real transitions.
+* SAME_STEP: the final observation comes in `infos["final_obs"]`, the batch already holds
+  the reset observation.
+* DISABLED: the recorder resets ended envs itself with `env.reset(options={"reset_mask": ...})`.
+
+The same episodes give the same rollouts, hence the same advantages, in all three modes.
+
+**Rows.** `obses[t]`, `dones[t]` and `model_outs[t]` (the action taken in `obses[t]`
+among them) describe one observation; `rews[t]`, `infos[t]`, `truncated[t]` and
+`final_values[t]` the step taken from it. `dones[t] = 1` when `obses[t]` starts an episode,
+including the first reset. Each rollout's last row is the next rollout's first row.
+
+**Truncation.** `truncated` and `final_values` are always given (zeros where nothing was
+truncated). A step that is truncated and not terminated (both at once counts as terminated)
+has `truncated = 1` and `final_values` = the policy's `critic` on the true final
+observation, computed by calling the policy on the step's observation batch with the
+final observations in place, so that `Rollout.advantages` bootstraps from it. A terminated
+step bootstraps nothing. Without a `critic`, truncated steps keep `truncated = 1` with
+`final_values = 0`: the flags still tell truncations from terminations (see
+`episode_stats`), and there is no value to bootstrap from (nor advantages to compute).
+
+**Infos.** Gymnasium's vector info dict (arrays with `_key` masks, nested dicts such as
+RecordEpisodeStatistics' `episode`) becomes, per step and env, a dict of the keys present
+for that env, with NumPy scalars turned into Python scalars and arrays into lists, so that
+infos are JSON-compatible and can be saved. `infos[t][b]` is the info of the step that made
+transition t: under SAME_STEP the ending step's own info (`final_info`) is merged in, and
+the bookkeeping keys `final_obs` and `final_info` are dropped. Reset infos are not recorded
+(the phantom NEXT_STEP step's info is a reset info), except that under SAME_STEP Gymnasium
+has already merged the reset's info keys into the ending step's vector info, where they
+cannot be told apart (the step's own keys win). Values that JSON cannot hold (NaN, objects)
+are kept as they are, and `trajkit.save` refuses them. `info_keys=` keeps only chosen keys.
+(Under DISABLED, prefer the per-env `gymnasium.wrappers.RecordEpisodeStatistics` to the
+vector one: in Gymnasium 1.4 the vector wrapper restarts every env's statistics when a
+masked reset resets some.)
+
+**States.** Gymnasium's API has no environment state, so `states` is empty by default:
+shape `(T+1, B, 0)`, float32. Pass `state_fn=` (the env -> `[B, ...]` array, called after
+every reset and step) to record one, e.g. `lambda env: env.get_attr("state")` for the
+classic-control environments.
+
+Example:
+    >>> import gymnasium as gym
+    >>> import numpy as np
+    >>> from trajkit.gym import RolloutRecorder, episode_stats
+    >>> env = gym.make_vec(
+    ...     "CartPole-v1", num_envs=4, vectorization_mode="sync", max_episode_steps=20
+    ... )
+    >>> weights = np.array([0.0, 0.0, 1.0, 0.0], np.float32)
+    >>> def policy(obs):
+    ...     return {"actions": (obs @ weights > 0).astype(np.int64), "critic": obs @ weights}
+    >>> recorder = RolloutRecorder(env, policy, seed=0)
+    >>> rollout = recorder.record(64)
+    >>> rollout.advantages(gamma=0.99, lam=0.95).shape
+    (64, 4)
+    >>> stats = episode_stats(rollout)
+    >>> stats.episodes == int(rollout.dones[1:].sum())
+    True
+    >>> env.close()
+"""
+
+from __future__ import annotations
+
+from trajkit._io.gym_recorder import (
+    EpisodeStats,
+    Policy,
+    RolloutRecorder,
+    StateFn,
+    episode_stats,
+)
+
+__all__ = ["EpisodeStats", "Policy", "RolloutRecorder", "StateFn", "episode_stats"]

@@ -1,0 +1,1 @@
+"""Tests of `trajkit.gym`, the recorder for Gymnasium vector environments."""
