@@ -1,0 +1,178 @@
+"""Benchmark `trajkit.gae` against the seed's NumPy loop and a simple numba kernel.
+
+Run `python benchmarks/bench_gae.py` (or `make bench`, which runs every `bench_*.py` through
+`benchmarks/run.py`). In one process, for four float32 shapes (about 1% dones, gamma = 0.99,
+lam = 0.95) it times, as the minimum over several repeats of `time.perf_counter`:
+
+* seed: the obs-tower2 `Rollout` loop, written out below (one NumPy row operation per step);
+* numpy: `trajkit._core.gae.gae(..., backend="numpy")`;
+* numba(bench): this script's own numba kernel, a direct translation of the seed loop;
+* trajkit-numba: `gae(..., backend="numba")`, including its argument checks.
+
+It prints a Markdown table of times and ratios, and whether each target is met: numpy at least
+50x the seed on `narrow`, 300x on `long` and 1.2x on `wide`; numpy within 6x of numba(bench) on
+every shape; trajkit-numba within 1.3x of numba(bench). Targets are reported, never asserted.
+"""
+
+from __future__ import annotations
+
+import gc
+import importlib
+import platform
+import time
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from trajkit._core.gae import gae
+
+F32 = NDArray[np.float32]
+GAMMA = 0.99
+LAM = 0.95
+SHAPES: dict[str, tuple[int, int]] = {
+    "narrow": (2048, 8),
+    "medium": (256, 64),
+    "wide": (128, 4096),
+    "long": (16384, 1),
+}
+SPEEDUP_TARGETS = {"narrow": 50.0, "long": 300.0, "wide": 1.2}
+REPEATS = 30
+NUMPY_VS_NUMBA = 6.0
+TRAJKIT_NUMBA_VS_BENCH = 1.3
+
+
+def seed_gae(rews: F32, values: F32, dones: F32, gamma: float, lam: float) -> F32:
+    """The seed `Rollout.advantages` loop."""
+    T, B = rews.shape
+    result = np.zeros([T, B], dtype=np.float32)
+    current = np.zeros([B], dtype=np.float32)
+    for t in range(T - 1, -1, -1):
+        delta = rews[t] - values[t]
+        delta += (1 - dones[t + 1]) * gamma * values[t + 1]
+        current *= gamma * lam
+        current += delta
+        result[t] = current
+        current *= 1 - dones[t]
+    return result
+
+
+def seed_kernel(rews: F32, values: F32, dones: F32, gamma: float, lam: float) -> F32:
+    """The seed loop with its row operations written as a loop over environments (for numba)."""
+    T, B = rews.shape
+    result = np.zeros((T, B), dtype=np.float32)
+    current = np.zeros(B, dtype=np.float32)
+    for t in range(T - 1, -1, -1):
+        for b in range(B):
+            delta = rews[t, b] - values[t, b] + (1 - dones[t + 1, b]) * gamma * values[t + 1, b]
+            current[b] = current[b] * gamma * lam + delta
+            result[t, b] = current[b]
+            current[b] *= 1 - dones[t, b]
+    return result
+
+
+def make_inputs(T: int, B: int, seed: int = 0) -> tuple[F32, F32, F32]:
+    rng = np.random.default_rng(seed)
+    rews = rng.standard_normal((T, B)).astype(np.float32)
+    values = rng.standard_normal((T + 1, B)).astype(np.float32)
+    dones = (rng.random((T + 1, B)) < 0.01).astype(np.float32)
+    return rews, values, dones
+
+
+def best_time(fn: Callable[[], object], repeats: int, batch_seconds: float = 0.004) -> float:
+    """Minimum over `repeats` batches of the mean time of one call, in seconds."""
+    fn()  # warm up (and compile)
+    start = time.perf_counter()
+    fn()
+    once = time.perf_counter() - start
+    number = max(1, int(batch_seconds / max(once, 1e-9)))
+    best = float("inf")
+    gc.disable()
+    try:
+        for _ in range(repeats):
+            start = time.perf_counter()
+            for _ in range(number):
+                fn()
+            best = min(best, (time.perf_counter() - start) / number)
+    finally:
+        gc.enable()
+    return best
+
+
+def load_numba_kernel() -> Callable[[F32, F32, F32, float, float], F32] | None:
+    try:
+        numba: Any = importlib.import_module("numba")
+    except ImportError:
+        return None
+    kernel: Callable[[F32, F32, F32, float, float], F32] = numba.njit(seed_kernel)
+    return kernel
+
+
+def mark(ok: bool) -> str:
+    return "yes" if ok else "**NO**"
+
+
+def main() -> None:
+    bench_kernel = load_numba_kernel()
+    print(
+        f"numpy {np.__version__}, Python {platform.python_version()}, "
+        f"gamma={GAMMA}, lam={LAM}, ~1% dones, float32; times are min over repeats (ms).\n"
+    )
+    header = [
+        "shape",
+        "T",
+        "B",
+        "seed ms",
+        "numpy ms",
+        "numba(bench) ms",
+        "trajkit-numba ms",
+        "numpy speed-up vs seed",
+        "numpy/numba",
+        "trajkit-numba/bench-numba",
+        "targets met",
+    ]
+    print("| " + " | ".join(header) + " |")
+    print("|" + "|".join("---" for _ in header) + "|")
+    all_met = True
+    for name, (T, B) in SHAPES.items():
+        rews, values, dones = make_inputs(T, B)
+        reference = seed_gae(rews, values, dones, GAMMA, LAM)
+        fast = gae(rews, values, dones, GAMMA, LAM, backend="numpy")
+        if not np.allclose(fast, reference, rtol=1e-4, atol=1e-4):
+            raise RuntimeError(f"{name}: trajkit numpy backend disagrees with the seed loop")
+
+        args = (rews, values, dones, GAMMA, LAM)
+        t_seed = best_time(partial(seed_gae, *args), repeats=5)
+        t_numpy = best_time(partial(gae, *args, backend="numpy"), REPEATS)
+        speedup = t_seed / t_numpy
+        checks: list[str] = []
+        if name in SPEEDUP_TARGETS:
+            ok = speedup >= SPEEDUP_TARGETS[name]
+            checks.append(f"{mark(ok)} (>= {SPEEDUP_TARGETS[name]:g}x seed)")
+            all_met &= ok
+        cells = [name, str(T), str(B), f"{t_seed * 1e3:.3f}", f"{t_numpy * 1e3:.3f}"]
+        if bench_kernel is not None:
+            t_bench = best_time(partial(bench_kernel, *args), REPEATS)
+            t_trajkit = best_time(partial(gae, *args, backend="numba"), REPEATS)
+            numpy_ratio = t_numpy / t_bench
+            numba_ratio = t_trajkit / t_bench
+            ok_numpy = numpy_ratio <= NUMPY_VS_NUMBA
+            ok_numba = numba_ratio <= TRAJKIT_NUMBA_VS_BENCH
+            checks.append(f"{mark(ok_numpy)} (numpy <= {NUMPY_VS_NUMBA:g}x numba)")
+            checks.append(f"{mark(ok_numba)} (trajkit-numba <= {TRAJKIT_NUMBA_VS_BENCH:g}x)")
+            all_met &= ok_numpy and ok_numba
+            cells += [f"{t_bench * 1e3:.3f}", f"{t_trajkit * 1e3:.3f}"]
+            ratios = [f"{speedup:.1f}x", f"{numpy_ratio:.2f}", f"{numba_ratio:.2f}"]
+        else:
+            cells += ["n/a", "n/a"]
+            ratios = [f"{speedup:.1f}x", "n/a", "n/a"]
+        print("| " + " | ".join([*cells, *ratios, "; ".join(checks) or "n/a"]) + " |", flush=True)
+    if bench_kernel is None:
+        print("\nnumba is not installed: the numba columns and targets were skipped.")
+    print(f"\nAll targets met: {'yes' if all_met else 'NO'}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,104 @@
+"""The numba GAE kernel behind `gae(..., backend="numba")`.
+
+`gae_loop` is a plain reverse loop over time; `compiled_kernel` compiles it with numba on first
+use (one explicit signature: C-contiguous float32 arrays, float64 scalars) and caches the
+machine code on disk (`cache=True`), so only the first use in a fresh environment pays the
+compilation. numba itself is imported only then: neither `import trajkit` nor importing this
+module imports it.
+
+The loop does the seed's arithmetic in the seed's order, so without truncation its results
+match the seed's NumPy loop to the last bit on ordinary inputs.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+from collections.abc import Callable
+from typing import Any, TypeAlias, cast
+
+import numpy as np
+
+from trajkit._base.types import Float32Array
+
+__all__ = ["compiled_kernel", "gae_loop"]
+
+Kernel: TypeAlias = Callable[
+    [Float32Array, Float32Array, Float32Array, Float32Array, Float32Array, float, float, bool],
+    Float32Array,
+]
+
+_SIGNATURE: str = (
+    "float32[:, ::1](float32[:, ::1], float32[:, ::1], float32[:, ::1], float32[:, ::1], "
+    "float32[:, ::1], float64, float64, boolean)"
+)
+
+
+def gae_loop(
+    rewards: Float32Array,
+    values: Float32Array,
+    dones: Float32Array,
+    truncated: Float32Array,
+    final_values: Float32Array,
+    gamma: float,
+    lam: float,
+    has_truncation: bool,
+) -> Float32Array:
+    """Return GAE advantages [T, B] by a reverse loop over time (the kernel numba compiles).
+
+    Args:
+        rewards: Rewards [T, B], C-contiguous float32.
+        values: Critic values [T + 1, B], C-contiguous float32.
+        dones: Episode-start flags [T + 1, B] (0 or 1), C-contiguous float32.
+        truncated: Truncation flags [T, B] when `has_truncation`, else any (unread) array.
+        final_values: Values of the true final observations [T, B], read only where
+            `truncated` is non-zero; any (unread) array when not `has_truncation`.
+        gamma: Discount factor.
+        lam: GAE lambda.
+        has_truncation: Whether `truncated` and `final_values` are given.
+
+    Returns:
+        The advantages, float32 [T, B].
+
+    Example:
+        >>> r = np.ones((2, 1), np.float32)
+        >>> z = np.zeros((3, 1), np.float32)
+        >>> e = np.empty((0, 0), np.float32)
+        >>> gae_loop(r, z, z, e, e, 0.5, 1.0, False)
+        array([[1.5],
+               [1. ]], dtype=float32)
+    """
+    n_steps, n_envs = rewards.shape
+    out = np.empty((n_steps, n_envs), dtype=np.float32)
+    one = np.float32(1.0)
+    g = np.float32(gamma)
+    gl = np.float32(gamma * lam)
+    for t in range(n_steps - 1, -1, -1):
+        for b in range(n_envs):
+            not_done = one - dones[t + 1, b]
+            delta = (rewards[t, b] - values[t, b]) + not_done * g * values[t + 1, b]
+            if has_truncation and truncated[t, b] != 0:
+                delta += g * final_values[t, b]
+            if t + 1 < n_steps:
+                delta += not_done * gl * out[t + 1, b]
+            out[t, b] = delta
+    return out
+
+
+@functools.cache
+def compiled_kernel() -> Kernel:
+    """Return `gae_loop` compiled by numba (compiled, or loaded from the disk cache, once).
+
+    Returns:
+        The compiled kernel, with the arguments of `gae_loop`.
+
+    Raises:
+        ImportError: If numba is not installed.
+
+    Example:
+        >>> import importlib.util
+        >>> if importlib.util.find_spec("numba"):
+        ...     assert compiled_kernel() is compiled_kernel()
+    """
+    numba: Any = importlib.import_module("numba")
+    return cast(Kernel, numba.njit(_SIGNATURE, cache=True, nogil=True)(gae_loop))
