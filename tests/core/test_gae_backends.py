@@ -132,6 +132,28 @@ def test_numba_golden_and_lambda_returns() -> None:
     np.testing.assert_array_equal(returns, GOLDEN_ADVANTAGES + GOLDEN_VALUES[:-1])
 
 
+@pytest.mark.parametrize("backend", [pytest.param("numba", marks=needs_numba), "numpy"])
+def test_read_only_inputs_are_accepted(backend: str) -> None:
+    # `trajkit.load(path, mmap=True)` hands out read-only memory maps.
+    rewards, values, dones = bench_inputs(64, 3)
+    truncated = np.zeros_like(rewards)
+    final_values = np.ones_like(rewards)
+    for array in (rewards, values, dones, truncated, final_values):
+        array.flags.writeable = False
+    out = gae(
+        rewards,
+        values,
+        dones,
+        0.99,
+        0.95,
+        truncated=truncated,
+        final_values=final_values,
+        backend=backend,  # type: ignore[arg-type]
+    )
+    expected = gae(rewards.copy(), values.copy(), dones.copy(), 0.99, 0.95, backend="numpy")
+    np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-5)
+
+
 @needs_numba
 @pytest.mark.parametrize("n_envs", [1, 3])
 def test_numba_zero_steps(n_envs: int) -> None:

@@ -1,7 +1,7 @@
 """The numba GAE kernel behind `gae(..., backend="numba")`.
 
 `gae_loop` is a plain reverse loop over time; `compiled_kernel` compiles it with numba on first
-use (one explicit signature: C-contiguous float32 arrays, float64 scalars) and caches the
+use (one explicit signature: read-only C-contiguous float32 arrays, float64 scalars) and caches the
 machine code on disk (`cache=True`), so only the first use in a fresh environment pays the
 compilation. numba itself is imported only then: neither `import trajkit` nor importing this
 module imports it.
@@ -28,10 +28,11 @@ Kernel: TypeAlias = Callable[
     Float32Array,
 ]
 
-_SIGNATURE: str = (
-    "float32[:, ::1](float32[:, ::1], float32[:, ::1], float32[:, ::1], float32[:, ::1], "
-    "float32[:, ::1], float64, float64, boolean)"
-)
+_IN = "Array(float32, 2, 'C', readonly=True)"
+"""Input arrays are typed read-only, which also accepts writable arrays: `load(mmap=True)`
+gives read-only memory maps, and the kernel never writes its inputs."""
+
+_SIGNATURE: str = f"float32[:, ::1]({_IN}, {_IN}, {_IN}, {_IN}, {_IN}, float64, float64, boolean)"
 
 
 def gae_loop(
