@@ -7,7 +7,9 @@ The public API, by layer (each layer imports only the ones above it):
   `minibatch_indices`, `index_batches`, `index_stream`, `gather`,
   `sequence_minibatch_indices`, `gather_sequences`.
 - **Models** (pydantic): `Rollout`, `ModelOutputs`, `StepOutputs`, `FIELD_DIMS`,
-  `MODEL_OUTPUT_DIMS`.
+  `MODEL_OUTPUT_DIMS`, `RolloutSpec`, `OutputSpec`.
+- **Files**: `save`, `load`, `read_metadata`, `RolloutFileMetadata`, `DEFAULT_MAX_BYTES`,
+  `FORMAT_NAME`, `FORMAT_VERSION`; the `trajkit` command line is `trajkit.cli`.
 
 `trajkit.testing` holds Hypothesis strategies and is imported on its own.
 
@@ -30,15 +32,24 @@ from trajkit._core.minibatch import (
     minibatch_indices,
     sequence_minibatch_indices,
 )
+from trajkit._io.files import DEFAULT_MAX_BYTES, load, read_metadata, save
+from trajkit._io.metadata import FORMAT_NAME, FORMAT_VERSION, RolloutFileMetadata
 from trajkit._models.model_outputs import ModelOutputs, StepOutputs
 from trajkit._models.rollout import FIELD_DIMS, MODEL_OUTPUT_DIMS, Rollout
+from trajkit._models.spec import OutputSpec, RolloutSpec
 
 __all__ = [
+    "DEFAULT_MAX_BYTES",
     "FIELD_DIMS",
+    "FORMAT_NAME",
+    "FORMAT_VERSION",
     "MODEL_OUTPUT_DIMS",
     "ModelOutputs",
+    "OutputSpec",
     "Rollout",
     "RolloutFileError",
+    "RolloutFileMetadata",
+    "RolloutSpec",
     "StepOutputs",
     "__version__",
     "gae",
@@ -48,7 +59,10 @@ __all__ = [
     "index_batches",
     "index_stream",
     "lambda_returns",
+    "load",
     "minibatch_indices",
     "normalize_advantages",
+    "read_metadata",
+    "save",
     "sequence_minibatch_indices",
 ]

@@ -1,0 +1,456 @@
+"""The `trajkit` command line: `validate`, `info` and `schema` (stdlib argparse only).
+
+Exit codes: 0 success (every file valid), 1 a file is invalid, missing or unreadable, 2 a usage
+error (bad options, unreadable `--spec` file). Bad input never prints a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+import numpy as np
+from pydantic import ValidationError
+
+from trajkit._base.errors import RolloutFileError
+from trajkit._base.version import __version__
+from trajkit._core.gae import gae
+from trajkit._io.files import DEFAULT_MAX_BYTES, load, read_metadata
+from trajkit._io.infos import strict_json_loads
+from trajkit._io.metadata import RolloutFileMetadata
+from trajkit._models.rollout import Rollout
+from trajkit._models.spec import RolloutSpec
+
+__all__ = ["PROGRESS_THRESHOLD", "SUFFIX", "console_main", "main"]
+
+SUFFIX = ".npz"
+"""Files with this suffix are checked when `validate` recurses into a folder."""
+
+PROGRESS_THRESHOLD = 20
+"""`validate` shows a progress line on a terminal when it checks more files than this."""
+
+_MAX_SHOWN = 3  # problems shown per file on the text output
+_SIZE = re.compile(r"^\s*(\d+)\s*([kmgt]i?b?|b)?\s*$", re.IGNORECASE)
+_UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+class _UsageError(Exception):
+    """A bad option value found after parsing: reported like an argparse error (exit 2)."""
+
+
+def _max_bytes(text: str) -> int | None:
+    """Parse `--max-bytes`: bytes, or with a binary suffix (`512MiB`, `8G`), or `none`."""
+    if text.strip().lower() == "none":
+        return None
+    match = _SIZE.match(text)
+    if not match:
+        raise argparse.ArgumentTypeError(
+            f"invalid size {text!r}: use bytes, a suffix such as 512MiB or 8GiB, or 'none'"
+        )
+    unit = (match.group(2) or "").lower()[:1]
+    return int(match.group(1)) * _UNITS[unit]
+
+
+def _unit_interval(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid number {text!r}") from None
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"{text} is not in [0, 1]")
+    return value
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="trajkit",
+        description="Check and inspect recorded rollout files (the trajkit .npz format).",
+        epilog="Exit codes: 0 ok, 1 invalid or missing file, 2 usage error.",
+    )
+    parser.add_argument("--version", action="version", version=f"trajkit {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    size_help = (
+        "refuse files whose declared contents exceed SIZE (bytes, or e.g. 512MiB, 8GiB; "
+        "'none' for no limit; default 4GiB)"
+    )
+    validate = commands.add_parser(
+        "validate",
+        help="check rollout files (folders are searched for *.npz)",
+        description=(
+            "Check rollout files: everything trajkit.load checks, and conformance to a spec. "
+            f"Folders are searched recursively for files ending in {SUFFIX} (hidden files and "
+            "folders are skipped); files named explicitly are checked whatever their suffix. "
+            "Prints one line per file. Exit 0 when all are valid, 1 when any is invalid or "
+            "missing, 2 on a usage error."
+        ),
+    )
+    validate.add_argument("paths", nargs="+", metavar="PATH", help="files or folders")
+    validate.add_argument(
+        "--spec", metavar="SPEC.json", help="also require every file to conform to this spec"
+    )
+    validate.add_argument(
+        "--json", action="store_true", help="print a JSON list of {path, ok, problems}"
+    )
+    validate.add_argument(
+        "--quick",
+        action="store_true",
+        help="check only the metadata and ZIP directory, not the arrays (much faster)",
+    )
+    validate.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help=f"show a progress line on stderr (default: when stderr is a terminal and there "
+        f"are more than {PROGRESS_THRESHOLD} files)",
+    )
+    validate.add_argument(
+        "--max-bytes", type=_max_bytes, default=DEFAULT_MAX_BYTES, metavar="SIZE", help=size_help
+    )
+
+    info = commands.add_parser(
+        "info",
+        help="summarise a rollout file",
+        description=(
+            "Print T, B, episodes, model-output keys, the dtype and shape of every array, "
+            "reward statistics and (when there is a critic) advantage statistics."
+        ),
+    )
+    info.add_argument("path", metavar="PATH")
+    info.add_argument("--gamma", type=_unit_interval, default=0.99, help="discount (0.99)")
+    info.add_argument("--lam", type=_unit_interval, default=0.95, help="GAE lambda (0.95)")
+    info.add_argument(
+        "--max-bytes", type=_max_bytes, default=DEFAULT_MAX_BYTES, metavar="SIZE", help=size_help
+    )
+
+    schema = commands.add_parser(
+        "schema",
+        help="print a JSON Schema",
+        description="Print the JSON Schema of RolloutSpec (default) or of the file metadata.",
+    )
+    schema.add_argument(
+        "--metadata", action="store_true", help="the schema of metadata.json instead"
+    )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the `trajkit` command line and return its exit code.
+
+    Commands: `validate PATH... [--spec SPEC.json] [--json] [--quick] [--max-bytes SIZE]
+    [--progress]`, `info PATH [--gamma G] [--lam L]`, `schema [--metadata]`. See
+    `docs/file-format.md` for the reference.
+
+    Args:
+        argv: The arguments, without the program name; `None` reads `sys.argv[1:]`.
+
+    Returns:
+        0 on success (all files valid), 1 when a file is invalid, missing or unreadable, 2 on a
+        usage error. `--help` and `--version` return 0.
+
+    Example:
+        >>> import os, tempfile
+        >>> import trajkit
+        >>> from trajkit.testing import example_rollout
+        >>> cwd = os.getcwd()
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     os.chdir(tmp)
+        ...     trajkit.save(example_rollout(), "run.npz")
+        ...     code = main(["validate", "run.npz", "missing.npz"])
+        ...     os.chdir(cwd)
+        run.npz: ok
+        missing.npz: invalid: no such file or directory
+        >>> code
+        1
+    """
+    try:
+        return _main(sys.argv[1:] if argv is None else list(argv))
+    except KeyboardInterrupt:
+        print("trajkit: interrupted", file=sys.stderr)
+        return 130
+
+
+def _main(argv: list[str]) -> int:
+    parser = _parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse: --help/--version (0) or a usage error (2)
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
+    try:
+        if args.command == "validate":
+            return _validate(args)
+        if args.command == "info":
+            return _info(args)
+        return _schema(args)
+    except _UsageError as exc:
+        print(f"trajkit {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+
+
+def console_main() -> None:
+    """The `trajkit` console script: `sys.exit(main())`.
+
+    Example:
+        >>> import sys
+        >>> from unittest import mock
+        >>> with mock.patch.object(sys, "argv", ["trajkit", "--version"]):
+        ...     console_main()
+        Traceback (most recent call last):
+        ...
+        SystemExit: 0
+    """
+    try:
+        code = main()
+        sys.stdout.flush()
+    except BrokenPipeError:  # e.g. `trajkit schema | head`: stop quietly
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        code = 1
+    sys.exit(code)
+
+
+# -------------------------------------------------------------------------------- validate
+
+
+@dataclass
+class _Result:
+    path: str
+    problems: list[str] = field(default_factory=list)
+    checked: bool = True
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def _discover(paths: Sequence[str]) -> list[_Result]:
+    """Expand folders into their `*.npz` files; missing paths become invalid results."""
+    found: list[_Result] = []
+    for path in paths:
+        if os.path.isdir(path):
+            before = len(found)
+            errors: list[OSError] = []
+            for root, dirs, files in os.walk(path, onerror=errors.append):
+                dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+                found.extend(
+                    _Result(os.path.join(root, name))
+                    for name in sorted(files)
+                    if name.endswith(SUFFIX) and not name.startswith(".")
+                )
+            found.extend(
+                _Result(str(err.filename or path), [f"cannot read folder: {err.strerror}"], False)
+                for err in errors
+            )
+            if len(found) == before:
+                found.append(_Result(path, [f"no *{SUFFIX} files in this folder"], False))
+        elif os.path.lexists(path):
+            found.append(_Result(path))
+        else:
+            found.append(_Result(path, ["no such file or directory"], False))
+    return found
+
+
+def _read_spec(path: str) -> RolloutSpec:
+    try:
+        with open(path, "rb") as file:
+            data = file.read((1 << 20) + 1)
+        if len(data) > 1 << 20:
+            raise _UsageError(f"invalid spec {path}: larger than 1 MiB")
+        strict_json_loads(data)
+        return RolloutSpec.model_validate_json(data)
+    except OSError as exc:
+        raise _UsageError(f"cannot read the spec {path}: {exc.strerror or exc}") from None
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(map(str, e['loc'])) or 'spec'}: {e['msg']}" for e in exc.errors()
+        )
+        raise _UsageError(f"invalid spec {path}: {problems}") from None
+    except (ValueError, RecursionError) as exc:
+        raise _UsageError(f"invalid spec {path}: not strict JSON: {exc}") from None
+
+
+def _file_error(exc: RolloutFileError) -> str:
+    return f"member {exc.member}: {exc.reason}" if exc.member is not None else exc.reason
+
+
+def _check(result: _Result, spec: RolloutSpec | None, quick: bool, max_bytes: int | None) -> None:
+    try:
+        if quick:
+            meta = read_metadata(result.path, max_bytes=max_bytes)
+            if spec is not None:
+                result.problems += spec.compare(
+                    meta.spec, num_steps=meta.num_steps, num_envs=meta.batch_size
+                )
+            return
+        rollout = load(result.path, mmap=True, verify=True, max_bytes=max_bytes)
+        if spec is not None:
+            result.problems += spec.check(rollout)
+        del rollout
+    except RolloutFileError as exc:
+        result.problems.append(_file_error(exc))
+    except Exception as exc:  # a bug must not stop the batch or print a traceback
+        result.problems.append(f"internal error (please report it): {type(exc).__name__}: {exc}")
+
+
+class _Progress:
+    def __init__(self, total: int, enabled: bool, stream: TextIO) -> None:
+        self.total = total
+        self.enabled = enabled
+        self.stream = stream
+        self._width = 0
+
+    def show(self, index: int, path: str) -> None:
+        if self.enabled:
+            shown = path if len(path) <= 60 else "..." + path[-57:]
+            text = f"[{index}/{self.total}] checking {shown}"
+            self.stream.write("\r" + text.ljust(self._width))
+            self.stream.flush()
+            self._width = len(text)
+
+    def clear(self) -> None:
+        if self.enabled and self._width:
+            self.stream.write("\r" + " " * self._width + "\r")
+            self.stream.flush()
+            self._width = 0
+
+
+def _one_line(problem: str) -> str:
+    return "; ".join(part.strip() for part in problem.splitlines() if part.strip())
+
+
+def _validate(args: argparse.Namespace) -> int:
+    spec = _read_spec(args.spec) if args.spec is not None else None
+    results = _discover(args.paths)
+    to_check = [r for r in results if r.checked]
+    progress_on = args.progress
+    if progress_on is None:
+        progress_on = len(to_check) > PROGRESS_THRESHOLD and sys.stderr.isatty()
+    progress = _Progress(len(to_check), bool(progress_on), sys.stderr)
+    index = 0
+    for result in results:
+        if result.checked:
+            index += 1
+            progress.show(index, result.path)
+            _check(result, spec, args.quick, args.max_bytes)
+        if not args.json:
+            progress.clear()
+            if result.ok:
+                print(f"{result.path}: ok")
+            else:
+                shown = "; ".join(_one_line(p) for p in result.problems[:_MAX_SHOWN])
+                more = len(result.problems) - _MAX_SHOWN
+                extra = f" (+{more} more)" if more > 0 else ""
+                print(f"{result.path}: invalid: {shown}{extra}")
+    progress.clear()
+    if args.json:
+        payload = [{"path": r.path, "ok": r.ok, "problems": r.problems} for r in results]
+        print(json.dumps(payload, indent=2))
+    invalid = sum(not r.ok for r in results)
+    sys.stdout.flush()
+    if len(results) > 1:
+        print(
+            f"{len(results)} files: {len(results) - invalid} ok, {invalid} invalid",
+            file=sys.stderr,
+        )
+    return 1 if invalid else 0
+
+
+# ------------------------------------------------------------------------------------ info
+
+
+def _stats(values: np.ndarray[Any, Any]) -> str:
+    v = values.astype(np.float64)
+    return f"mean {v.mean():.6g}, std {v.std():.6g}, min {v.min():.6g}, max {v.max():.6g}"
+
+
+def _episode_lines(r: Rollout) -> Iterator[str]:
+    dones = np.asarray(r.dones) == 1
+    ends = int(dones[1:].sum())
+    marks = dones.sum(axis=0)
+    complete = int(np.maximum(marks - 1, 0).sum())
+    line = f"episode ends:      {ends} within the steps (dones[1:] == 1)"
+    if r.truncated is not None:
+        line += f", {int((np.asarray(r.truncated) == 1).sum())} of them truncated"
+    yield line
+    yield f"episode starts:    {int(dones.sum())} (dones == 1), {int(dones[0].sum())} at t=0"
+    yield f"complete episodes: {complete} (start and end inside the rollout)"
+
+
+def _advantages(r: Rollout, gamma: float, lam: float) -> np.ndarray[Any, Any]:
+    """`r.advantages` on writable copies: the rollout is memory-mapped (read-only)."""
+
+    def own(array: np.ndarray[Any, Any] | None) -> np.ndarray[Any, Any] | None:
+        return None if array is None else np.array(array)
+
+    return gae(
+        np.array(r.rews),
+        np.array(r.model_outs.arrays["critic"]),
+        np.array(r.dones),
+        gamma,
+        lam,
+        truncated=own(r.truncated),
+        final_values=own(r.final_values),
+    )
+
+
+def _info(args: argparse.Namespace) -> int:
+    path: str = args.path
+    try:
+        meta = read_metadata(path, max_bytes=args.max_bytes)
+        r = load(path, mmap=True, max_bytes=args.max_bytes)
+    except RolloutFileError as exc:
+        print(f"{path}: invalid: {_one_line(_file_error(exc))}", file=sys.stderr)
+        return 1
+    size = os.path.getsize(path)
+    lines = [
+        f"file:              {path} ({size} bytes; format {meta.format} v{meta.format_version}, "
+        f"written by trajkit {meta.trajkit_version})",
+        f"steps (T):         {r.num_steps}",
+        f"envs (B):          {r.batch_size}",
+        *_episode_lines(r),
+        f"model outputs:     {', '.join(r.model_outs.keys()) or '(none)'}",
+        "arrays:",
+    ]
+    arrays: list[tuple[str, np.ndarray[Any, Any] | None]] = [
+        ("states", r.states),
+        ("obses", r.obses),
+        ("rews", r.rews),
+        ("dones", r.dones),
+        ("truncated", r.truncated),
+        ("final_values", r.final_values),
+    ]
+    arrays += [(f"model_outs[{k!r}]", a) for k, a in r.model_outs.arrays.items()]
+    width = max(len(name) for name, _ in arrays)
+    for name, array in arrays:
+        if array is not None:
+            lines.append(f"  {name.ljust(width)}  {str(array.dtype).ljust(8)} {array.shape}")
+    keys = sorted({key for row in r.infos for item in row for key in item})
+    lines.append(
+        f"infos:             {r.num_steps} x {r.batch_size} dicts; keys: "
+        f"{', '.join(keys) or '(none)'}"
+    )
+    if r.num_steps == 0:
+        lines.append("rewards:           (no steps)")
+    else:
+        rews = np.asarray(r.rews, np.float64)
+        lines.append(f"rewards:           sum {rews.sum():.6g}, {_stats(rews)}")
+        if "critic" in r.model_outs.arrays:
+            adv = _advantages(r, args.gamma, args.lam)
+            lines.append(f"advantages:        {_stats(adv)} (gamma={args.gamma}, lam={args.lam})")
+    print("\n".join(lines))
+    return 0
+
+
+# ---------------------------------------------------------------------------------- schema
+
+
+def _schema(args: argparse.Namespace) -> int:
+    model = RolloutFileMetadata if args.metadata else RolloutSpec
+    print(json.dumps(model.model_json_schema(), indent=2))
+    return 0

@@ -1,0 +1,891 @@
+"""Save and load rollouts in a safe, versioned `.npz`-based file format.
+
+A rollout file is a ZIP archive: `metadata.json` first, one `.npy` member per array (model
+outputs stacked per key), and `infos.json`. Nothing is ever unpickled. Loading checks the file
+as a whole (format, version, exact member set, sizes against a limit before anything is
+allocated or inflated, every `.npy` header against the metadata, CRC-32s) and then everything
+the `Rollout` constructor checks. Every refusal is a `RolloutFileError`. The specification is
+`docs/file-format.md`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import itertools
+import os
+import stat
+import struct
+import tempfile
+import threading
+import zipfile
+import zlib
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import IO, Any, NoReturn
+
+import numpy as np
+from pydantic import ValidationError
+
+from trajkit._base.errors import RolloutFileError
+from trajkit._base.types import AnyArray
+from trajkit._io.infos import infos_from_json, infos_to_json, strict_json_loads
+from trajkit._io.metadata import (
+    FORMAT_NAME,
+    FORMAT_VERSION,
+    INFOS_MEMBER,
+    MAX_METADATA_BYTES,
+    METADATA_MEMBER,
+    ArrayMember,
+    RolloutFileMetadata,
+)
+from trajkit._models.rollout import Rollout
+from trajkit._models.spec import SUPPORTED_DTYPES, dtype_name
+
+__all__ = ["DEFAULT_MAX_BYTES", "load", "read_metadata", "save"]
+
+DEFAULT_MAX_BYTES = 4 << 30
+"""The default limit on the declared size of a file's contents: 4 GiB."""
+
+_CHUNK = 16 << 20  # bytes per CRC step over a memory map
+_IO_CHUNK = 1 << 18  # bytes per read: small enough that the CRC reads them from the cache
+_WRITE_CHUNK = 1 << 20  # bytes per write (CRC then write, from the cache); measured best
+_WRITEBACK_INTERVAL = 0.001  # seconds between the writeback thread's fdatasync calls (measured)
+_ALIGN = 64  # stored array data starts at a multiple of this offset in the file
+_ALIGN_EXTRA_ID = 0xD935  # the "Android zipalign" extra field, used as padding
+_ZIP64_EXTRA_LEN = 20  # the ZIP64 extra field zipfile writes with force_zip64
+_LOCAL_HEADER = struct.Struct("<4sHHHHHIIIHH")
+_LOCAL_SIGNATURE = b"PK\x03\x04"
+_MAX_NPY_HEADER = 1 << 16  # bytes of `.npy` header (magic, version, length and dict) we accept
+_NPY_MAGIC = b"\x93NUMPY"
+_DATE_TIME = (1980, 1, 1, 0, 0, 0)  # fixed, so that equal rollouts give identical files
+_METHODS = {zipfile.ZIP_STORED: "stored", zipfile.ZIP_DEFLATED: "deflated"}
+
+# Every exception reading a hostile file can raise inside the standard library and NumPy.
+_READ_ERRORS: tuple[type[BaseException], ...] = (
+    zipfile.BadZipFile,
+    zipfile.LargeZipFile,
+    OSError,
+    EOFError,
+    ValueError,
+    struct.error,
+    zlib.error,
+    NotImplementedError,
+    RuntimeError,  # includes RecursionError; zipfile raises it for encrypted members
+    MemoryError,
+    OverflowError,
+    KeyError,
+    IndexError,
+)
+
+PathLike = str | os.PathLike[str]
+
+
+# --------------------------------------------------------------------------------- writing
+
+
+def save(rollout: Rollout, path: PathLike, *, compress: bool = False) -> None:
+    """Save a rollout to `path`, atomically, in the trajkit rollout file format.
+
+    The file is a ZIP archive (conventionally named `*.npz`): `metadata.json`, one `.npy`
+    member per array and `infos.json`; see `docs/file-format.md`. The data is written to a
+    temporary file in the same folder (`.NAME.*.tmp`), flushed and fsynced, then renamed over
+    `path` with `os.replace`. A save that fails midway leaves any previous file at `path` as it
+    was and leaves no temporary file behind. Uncompressed array data is 64-byte aligned, so
+    that `load(path, mmap=True)` can memory-map it.
+
+    Args:
+        rollout: The rollout to save.
+        path: Where to write; an existing file is replaced.
+        compress: Deflate the arrays and infos (`metadata.json` is always stored as is).
+
+    Raises:
+        TypeError: If `rollout` is not a `Rollout`.
+        ValueError: Before anything is written, if an info value cannot be stored as JSON
+            exactly (the message names it as `infos[t][b]['key']`), or an array has a dtype
+            the format does not support (such as float128), or a model-output key is not valid
+            Unicode.
+        OSError: If the file cannot be written.
+
+    Example:
+        >>> import os, tempfile
+        >>> import trajkit
+        >>> from trajkit.testing import example_rollout
+        >>> r = example_rollout(num_steps=8, num_envs=2)
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     path = os.path.join(tmp, "run.npz")
+        ...     trajkit.save(r, path)
+        ...     trajkit.load(path) == r
+        True
+    """
+    if not isinstance(rollout, Rollout):
+        raise TypeError(f"save() needs a trajkit.Rollout, got {type(rollout).__name__}")
+    target = Path(os.fspath(path))
+    metadata, arrays = _prepare(rollout)
+    infos = infos_to_json(rollout.infos)
+    meta_bytes = metadata.model_dump_json(indent=2).encode("utf-8") + b"\n"
+    if len(meta_bytes) > MAX_METADATA_BYTES:
+        raise ValueError(
+            f"the metadata would take {len(meta_bytes)} bytes, over the format's limit of "
+            f"{MAX_METADATA_BYTES} (too many or too long model-output keys)"
+        )
+
+    def write(file: IO[bytes]) -> None:
+        with zipfile.ZipFile(file, "w", allowZip64=True) as archive:
+            _write_bytes(archive, METADATA_MEMBER, meta_bytes, compress=False)
+            for member, array in arrays:
+                _write_npy(archive, file, member.name, array, compress=compress)
+            _write_bytes(archive, INFOS_MEMBER, infos, compress=compress)
+
+    _atomic_write(target, write)
+
+
+def _prepare(rollout: Rollout) -> tuple[RolloutFileMetadata, list[tuple[ArrayMember, AnyArray]]]:
+    """Check every array can be stored; return the metadata and the (member, array) pairs."""
+    sources: dict[str, AnyArray | None] = {
+        "states": rollout.states,
+        "obses": rollout.obses,
+        "rews": rollout.rews,
+        "dones": rollout.dones,
+        "truncated": rollout.truncated,
+        "final_values": rollout.final_values,
+    }
+    named = [(n, a) for n, a in sources.items() if a is not None]
+    named += [(f"model_outs[{k!r}]", a) for k, a in rollout.model_outs.arrays.items()]
+    for name, array in named:
+        if dtype_name(array.dtype) not in SUPPORTED_DTYPES:
+            raise ValueError(
+                f"{name} has dtype {array.dtype}, which the file format cannot store; "
+                f"supported: {', '.join(SUPPORTED_DTYPES)}"
+            )
+    for key in rollout.model_outs.arrays:
+        try:
+            key.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError(f"model_outs key {key!r} is not valid Unicode") from None
+    metadata = RolloutFileMetadata.from_rollout(rollout)
+    pairs: list[tuple[ArrayMember, AnyArray]] = []
+    for member in metadata.arrays():
+        if member.key is not None:
+            array = rollout.model_outs.arrays[member.key]
+        else:
+            source = sources[member.field]
+            if source is None:  # pragma: no cover - the metadata lists only present fields
+                raise ValueError(f"{member.field} is missing")
+            array = source
+        pairs.append((member, array))
+    return metadata, pairs
+
+
+def _zip_info(name: str, compress: bool) -> zipfile.ZipInfo:
+    info = zipfile.ZipInfo(name, date_time=_DATE_TIME)
+    info.compress_type = zipfile.ZIP_DEFLATED if compress else zipfile.ZIP_STORED
+    info.external_attr = (stat.S_IFREG | 0o644) << 16
+    return info
+
+
+def _write_bytes(archive: zipfile.ZipFile, name: str, data: bytes, *, compress: bool) -> None:
+    archive.writestr(_zip_info(name, compress), data)
+
+
+def _npy_header(array: AnyArray) -> bytes:
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(
+        header,
+        {
+            "descr": np.lib.format.dtype_to_descr(array.dtype),
+            "fortran_order": False,
+            "shape": array.shape,
+        },
+    )
+    return header.getvalue()
+
+
+def _write_npy(
+    archive: zipfile.ZipFile, file: IO[bytes], name: str, array: AnyArray, *, compress: bool
+) -> None:
+    """Write one `.npy` member: a version 1.0 header, then the data, little-endian, C order."""
+    little = array.dtype.newbyteorder("<")
+    if array.dtype != little:  # big-endian (native byte order and `|` are left alone)
+        array = array.astype(little)
+    header = _npy_header(array)
+    info = _zip_info(name, compress)
+    info.file_size = len(header) + array.nbytes
+    if not compress:
+        # Pad the local header so that the array data starts at a multiple of _ALIGN.
+        start = file.tell() + _LOCAL_HEADER.size + len(name.encode()) + _ZIP64_EXTRA_LEN
+        pad = (-(start + len(header))) % _ALIGN
+        if pad < 6:
+            pad += _ALIGN
+        info.extra = struct.pack("<HHH", _ALIGN_EXTRA_ID, pad - 4, _ALIGN) + bytes(pad - 6)
+    with archive.open(info, "w", force_zip64=True) as out:
+        out.write(header)
+        _write_data(out, array)
+
+
+def _write_data(out: IO[bytes], array: AnyArray) -> None:
+    if array.size == 0:
+        return
+    if array.flags.c_contiguous:
+        flat = array.reshape(-1).view(np.uint8)
+        for start in range(0, flat.size, _WRITE_CHUNK):
+            out.write(flat[start : start + _WRITE_CHUNK].data)
+        return
+    rows = max(1, _WRITE_CHUNK // max(1, array[0].nbytes))
+    for start in range(0, len(array), rows):
+        out.write(np.ascontiguousarray(array[start : start + rows]).data)
+
+
+def _atomic_write(target: Path, write: Callable[[IO[bytes]], None]) -> None:
+    """Write through `write` into a temporary file next to `target`, fsync, then rename."""
+    directory = target.parent
+    mode = _new_file_mode(target)
+    fd, temp_name = tempfile.mkstemp(dir=directory, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        with open(fd, "wb") as file, _WritebackThread(file.fileno()):
+            write(file)
+            file.flush()
+        os.chmod(temp_name, mode)
+        os.replace(temp_name, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temp_name)
+        raise
+    _fsync_directory(directory)
+
+
+class _WritebackThread:
+    """Flush a file's written pages to disk while it is being written, then fsync it.
+
+    Durability needs an fsync, which on its own waits for every page after the last write.
+    A helper thread calls `fdatasync` in a loop while the writer goes on (both release the
+    GIL), so the disk works during the writing instead of after it; on exit the file is
+    fsynced once more, after the writer's last bytes. Errors from the helper are re-raised.
+    """
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        self._stop = threading.Event()
+        self._error: OSError | None = None
+        self._thread = threading.Thread(target=self._run, name="trajkit-writeback", daemon=True)
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.is_set():
+                os.fdatasync(self._fd)
+                self._stop.wait(_WRITEBACK_INTERVAL)
+        except OSError as exc:  # e.g. EIO: reported by the final fsync too, but keep it
+            self._error = exc
+
+    def __enter__(self) -> _WritebackThread:
+        self._thread.start()
+        return self
+
+    def __exit__(self, exc_type: object, *rest: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        if exc_type is None:
+            if self._error is not None:
+                raise self._error
+            os.fsync(self._fd)
+
+
+def _new_file_mode(target: Path) -> int:
+    """Keep an existing file's permissions; otherwise what `open()` would give (0o666 & ~umask)."""
+    with contextlib.suppress(OSError):
+        return stat.S_IMODE(os.stat(target).st_mode)
+    return 0o666 & ~_umask()
+
+
+def _umask() -> int:
+    with contextlib.suppress(OSError, ValueError), open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    mask = os.umask(0o022)  # no /proc: read it by setting it (briefly process-wide)
+    os.umask(mask)
+    return mask
+
+
+def _fsync_directory(directory: Path) -> None:
+    """Make the rename durable where the platform allows it (best effort)."""
+    flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0)
+    try:
+        fd = os.open(directory, flags)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+# --------------------------------------------------------------------------------- reading
+
+
+def read_metadata(
+    path: PathLike, *, max_bytes: int | None = DEFAULT_MAX_BYTES
+) -> RolloutFileMetadata:
+    """Read and check a rollout file's metadata, without reading any array.
+
+    This reads the ZIP central directory and the `metadata.json` member only, and checks the
+    format name and version, the exact member set, each member's size against the metadata,
+    and the declared sizes against `max_bytes`. It is cheap: use it to inspect or pre-check
+    many files (`trajkit validate --quick`). It does not check the arrays' headers or values:
+    use [`load`][trajkit.load] for that.
+
+    Args:
+        path: The file.
+        max_bytes: The limit on the declared size of the contents (array data, and all members
+            uncompressed); `None` for no limit.
+
+    Returns:
+        The metadata.
+
+    Raises:
+        RolloutFileError: For any problem with the file, naming the file and the member.
+
+    Example:
+        >>> import os, tempfile
+        >>> import trajkit
+        >>> from trajkit.testing import example_rollout
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     path = os.path.join(tmp, "run.npz")
+        ...     trajkit.save(example_rollout(num_steps=8, num_envs=3), path)
+        ...     meta = trajkit.read_metadata(path)
+        >>> meta.num_steps, meta.batch_size, meta.spec.obs_shape
+        (8, 3, (4,))
+    """
+    with _Reader(_path_str(path), max_bytes) as reader:
+        return reader.metadata
+
+
+def load(
+    path: PathLike,
+    *,
+    mmap: bool = False,
+    max_bytes: int | None = DEFAULT_MAX_BYTES,
+    verify: bool | None = None,
+) -> Rollout:
+    """Load a rollout saved by [`save`][trajkit.save], checking the file and the rollout.
+
+    Besides everything the `Rollout` constructor validates, the file is checked: the format
+    name and a supported version; no missing or unexpected members; no object dtypes or
+    pickled data anywhere (nothing is ever unpickled); each `.npy` header's shape and dtype
+    against the metadata; the declared sizes against `max_bytes` before anything is allocated
+    or inflated (a deflate bomb is refused without inflating it); CRC-32 checksums; and
+    damaged, truncated, empty or foreign files.
+
+    Args:
+        path: The file.
+        mmap: Memory-map uncompressed members read-only instead of reading them, so that a
+            multi-GB file opens without reading it all (compressed members are read). The
+            arrays stay valid after the file is replaced or deleted.
+        max_bytes: The limit on the declared size of the contents (array data, and all members
+            uncompressed); `None` for no limit. Raise it to load files larger than 4 GiB.
+        verify: Check the CRC-32 of the uncompressed array members. Defaults to `True`, or to
+            `False` with `mmap` (checking would read every byte). Compressed members and the
+            JSON members are always checked.
+
+    Returns:
+        The rollout, with writable arrays (read-only memory maps with `mmap=True`). Arrays are
+        little-endian; infos hold plain Python values.
+
+    Raises:
+        RolloutFileError: For every refusal, naming the file and, where it applies, the
+            member. It is a `ValueError`; the original exception is its `__cause__`.
+
+    Example:
+        >>> import os, tempfile
+        >>> import trajkit
+        >>> from trajkit.testing import example_rollout
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     path = os.path.join(tmp, "run.npz")
+        ...     trajkit.save(example_rollout(), path)
+        ...     r = trajkit.load(path, mmap=True)
+        ...     r.obses.flags.writeable
+        False
+        >>> trajkit.load("missing.npz")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        trajkit._base.errors.RolloutFileError: missing.npz: cannot open: ...
+    """
+    if verify is None:
+        verify = not mmap
+    name = _path_str(path)
+    with _Reader(name, max_bytes) as reader:
+        metadata = reader.metadata
+        reader.check_layout()
+        arrays = {m.name: reader.read_array(m, mmap=mmap, verify=verify) for m in metadata.arrays()}
+        infos = reader.read_infos()
+    fields: dict[str, Any] = {m.field: arrays[m.name] for m in metadata.arrays() if m.key is None}
+    outs = {m.key: arrays[m.name] for m in metadata.arrays() if m.key is not None}
+    try:
+        return Rollout(
+            states=fields["states"],
+            obses=fields["obses"],
+            rews=fields["rews"],
+            dones=fields["dones"],
+            infos=infos,
+            model_outs=outs,
+            truncated=fields.get("truncated"),
+            final_values=fields.get("final_values"),
+            copy=False,
+        )
+    except ValidationError as exc:
+        messages = "; ".join(str(err["msg"]).removeprefix("Value error, ") for err in exc.errors())
+        locations = {loc[0] for err in exc.errors() for loc in [err["loc"]] if loc}
+        member = next((m.name for m in metadata.arrays() if m.field in locations), None)
+        raise RolloutFileError(
+            f"the arrays do not form a valid rollout: {messages}", path=name, member=member
+        ) from exc
+
+
+def _path_str(path: PathLike) -> str:
+    if not isinstance(path, str | os.PathLike):
+        raise TypeError(f"path must be a str or os.PathLike, got {type(path).__name__}")
+    return os.fspath(path)
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, MemoryError):
+        return "out of memory while reading"
+    if isinstance(exc, RecursionError):
+        return "nested too deeply"
+    if isinstance(exc, zipfile.BadZipFile):
+        return f"damaged or not a ZIP archive: {exc}"
+    if isinstance(exc, EOFError):
+        return f"truncated: {exc}" if str(exc) else "truncated"
+    if isinstance(exc, zlib.error):
+        return f"damaged compressed data: {exc}"
+    if isinstance(exc, OSError) and exc.strerror:
+        return f"cannot read: {exc.strerror}"
+    text = str(exc) or type(exc).__name__
+    return text if isinstance(exc, ValueError) else f"{type(exc).__name__}: {text}"
+
+
+class _MemberStream:
+    """Bounded reads of one member's uncompressed bytes, straight from the file.
+
+    Stored members are read as they are; deflated members are inflated with a hard cap: never
+    more output than asked for, never past the size the ZIP directory declares. `finish`
+    checks that exactly the declared bytes were produced, that a deflate stream ends exactly
+    there (more output means a bomb or damage), and the CRC-32.
+    """
+
+    def __init__(
+        self, reader: _Reader, info: zipfile.ZipInfo, start: int, *, check_crc: bool
+    ) -> None:
+        self._reader = reader
+        self._file = reader.file
+        self._info = info
+        self._pos = start  # next compressed byte to read from the file
+        self._left_in = info.compress_size
+        self._left_out = info.file_size
+        self._check_crc = check_crc
+        self.crc = 0
+        self._inflate = (
+            zlib.decompressobj(-15) if info.compress_type == zipfile.ZIP_DEFLATED else None
+        )
+        self._tail = b""  # compressed input not consumed yet
+
+    def _fail(self, message: str) -> NoReturn:
+        self._reader.fail(message, self._info.filename)
+
+    def _raw(self, n: int) -> bytes:
+        self._file.seek(self._pos)
+        data = self._file.read(min(n, self._left_in))
+        self._pos += len(data)
+        self._left_in -= len(data)
+        return data
+
+    def readinto(self, buffer: memoryview) -> int:
+        """Fill a prefix of `buffer` (never past the declared size); 0 at the end.
+
+        Stored data goes straight from the file into `buffer`; deflated data is inflated
+        straight into it, at most `len(buffer)` bytes.
+        """
+        n = min(len(buffer), self._left_out)
+        if n <= 0:
+            return 0
+        if self._inflate is None:
+            self._file.seek(self._pos)
+            count = self._file.readinto(buffer[: min(n, self._left_in)])
+            self._pos += count
+            self._left_in -= count
+        else:
+            count = 0
+            while count < n and not self._inflate.eof:
+                if not self._tail:
+                    self._tail = self._raw(_IO_CHUNK)
+                    if not self._tail:
+                        break
+                piece = self._inflate.decompress(self._tail, n - count)
+                self._tail = self._inflate.unconsumed_tail
+                buffer[count : count + len(piece)] = piece
+                count += len(piece)
+        self._left_out -= count
+        if self._check_crc:
+            self.crc = zlib.crc32(buffer[:count], self.crc)
+        return count
+
+    def read(self, n: int) -> bytes:
+        """Read `n` bytes, fewer only where the member ends."""
+        out = bytearray(min(n, self._left_out))
+        view = memoryview(out)
+        count = 0
+        while count < len(out):
+            got = self.readinto(view[count:])
+            if not got:
+                break
+            count += got
+        view.release()
+        del out[count:]
+        return bytes(out)
+
+    def finish(self) -> None:
+        """Check the member ended exactly where declared, and its CRC-32."""
+        if self._left_out:
+            self._fail(f"truncated: {self._left_out} bytes of the member missing")
+        if self._inflate is not None:
+            while not self._inflate.eof:
+                if not self._tail:
+                    self._tail = self._raw(_IO_CHUNK)
+                    if not self._tail:
+                        self._fail("truncated: the compressed data ends early")
+                if self._inflate.decompress(self._tail, 1):
+                    self._fail(
+                        f"inflates to more than the declared {self._info.file_size} bytes "
+                        "(a deflate bomb, or damaged data)"
+                    )
+                self._tail = self._inflate.unconsumed_tail
+            if self._tail or self._inflate.unused_data or self._left_in:
+                self._fail("has bytes after the end of its compressed data")
+        if self._check_crc and self.crc != self._info.CRC:
+            self._fail("CRC-32 mismatch: the data is damaged")
+
+
+class _Reader:
+    """An open rollout file: its ZIP directory, checked metadata, and bounded member reads."""
+
+    def __init__(self, path: str, max_bytes: int | None) -> None:
+        self.path = path
+        self.max_bytes = max_bytes
+        self._file: io.BufferedReader | None = None
+        self._starts: dict[str, int] = {}
+        try:
+            mode = os.stat(path).st_mode
+            if not stat.S_ISREG(mode):  # a folder, or a FIFO or device that open() could block on
+                kind = "a folder" if stat.S_ISDIR(mode) else "not a regular file"
+                raise RolloutFileError(f"cannot open: {kind}", path=path)
+            self._file = open(path, "rb")  # noqa: SIM115 - closed in close()
+        except OSError as exc:
+            raise RolloutFileError(f"cannot open: {exc.strerror or exc}", path=path) from exc
+        try:
+            with self._at(None):
+                self._size = os.fstat(self._file.fileno()).st_size
+                if self._size == 0:
+                    self.fail("the file is empty (a rollout file is a ZIP archive)")
+                with zipfile.ZipFile(self._file) as archive:
+                    self._infos = archive.infolist()
+                self._by_name = {info.filename: info for info in self._infos}
+                self.metadata = self._read_metadata()
+        except BaseException:
+            self.close()
+            raise
+
+    def __enter__(self) -> _Reader:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+    @property
+    def file(self) -> io.BufferedReader:
+        if self._file is None:  # pragma: no cover - only used while open
+            raise ValueError("the file is closed")
+        return self._file
+
+    def fail(self, message: str, member: str | None = None) -> NoReturn:
+        raise RolloutFileError(message, path=self.path, member=member)
+
+    @contextlib.contextmanager
+    def _at(self, member: str | None) -> Iterator[None]:
+        """Turn every low-level exception inside the block into a `RolloutFileError`."""
+        try:
+            yield
+        except RolloutFileError:
+            raise
+        except _READ_ERRORS as exc:
+            raise RolloutFileError(_describe(exc), path=self.path, member=member) from exc
+
+    # ---------------------------------------------------------------- directory + metadata
+
+    def _read_metadata(self) -> RolloutFileMetadata:
+        infos = self._infos
+        names = [info.filename for info in infos]
+        if len(self._by_name) != len(names):
+            dup = next(n for n in names if names.count(n) > 1)
+            self.fail("the archive holds this member more than once", dup)
+        if METADATA_MEMBER not in self._by_name:
+            self.fail(
+                f"missing member {METADATA_MEMBER}: not a trajkit rollout file "
+                "(a plain .npz written by numpy.savez?)"
+            )
+        first = infos[0]
+        if first.filename != METADATA_MEMBER or first.header_offset != 0:
+            self.fail(f"{METADATA_MEMBER} must be the first member, at offset 0", METADATA_MEMBER)
+        for info in infos:
+            self._check_entry(info)
+        if first.file_size > MAX_METADATA_BYTES:
+            self.fail(
+                f"declares {first.file_size} bytes, over the {MAX_METADATA_BYTES}-byte limit "
+                "for metadata",
+                METADATA_MEMBER,
+            )
+        with self._at(METADATA_MEMBER):
+            data = self._read_small(first)
+            metadata = self._parse_metadata(data)
+        self._check_members(metadata)
+        return metadata
+
+    def _check_entry(self, info: zipfile.ZipInfo) -> None:
+        name = info.filename
+        if info.flag_bits & 0x1:
+            self.fail("the member is encrypted", name)
+        if info.compress_type not in _METHODS:
+            self.fail(
+                f"compression method {info.compress_type} is not allowed (only stored and "
+                "deflated)",
+                name,
+            )
+        if info.compress_type == zipfile.ZIP_STORED and info.compress_size != info.file_size:
+            self.fail(
+                f"a stored member with compressed size {info.compress_size} != size "
+                f"{info.file_size}",
+                name,
+            )
+
+    def _parse_metadata(self, data: bytes) -> RolloutFileMetadata:
+        raw = strict_json_loads(data)
+        if not isinstance(raw, dict):
+            self.fail("must hold a JSON object", METADATA_MEMBER)
+        if raw.get("format") != FORMAT_NAME:
+            self.fail(
+                f"format is {raw.get('format')!r}, expected {FORMAT_NAME!r}: not a trajkit "
+                "rollout file",
+                METADATA_MEMBER,
+            )
+        version = raw.get("format_version")
+        if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+            self.fail(
+                f"format_version must be a positive integer, got {version!r}", METADATA_MEMBER
+            )
+        if version > FORMAT_VERSION:
+            self.fail(
+                f"format version {version} is newer than this trajkit reads (up to "
+                f"{FORMAT_VERSION}); upgrade trajkit to read this file",
+                METADATA_MEMBER,
+            )
+        try:
+            return RolloutFileMetadata.model_validate_json(data, strict=True)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(map(str, err['loc'])) or 'metadata'}: "
+                f"{str(err['msg']).removeprefix('Value error, ')}"
+                for err in exc.errors()
+            )
+            self.fail(f"invalid metadata: {problems}", METADATA_MEMBER)
+
+    def _check_members(self, metadata: RolloutFileMetadata) -> None:
+        expected = metadata.members()
+        actual = self._by_name
+        missing = [name for name in expected if name not in actual]
+        unexpected = [name for name in actual if name not in set(expected)]
+        if missing:
+            self.fail(
+                f"missing member(s) {', '.join(missing)} that the metadata declares", missing[0]
+            )
+        if unexpected:
+            self.fail(
+                f"unexpected member(s) {', '.join(unexpected)}; expected exactly "
+                f"{', '.join(expected)}",
+                unexpected[0],
+            )
+        limit = self.max_bytes
+        declared = metadata.data_bytes()
+        if limit is not None and declared > limit:
+            self.fail(
+                f"the metadata declares {declared} bytes of array data (T={metadata.num_steps}, "
+                f"B={metadata.batch_size}), over the limit of {limit} bytes; pass a larger "
+                "max_bytes to load it"
+            )
+        total = sum(info.file_size for info in self._infos)
+        if limit is not None and total > limit:
+            self.fail(
+                f"the members declare {total} bytes uncompressed, over the limit of {limit} "
+                "bytes; pass a larger max_bytes to load it"
+            )
+        for member in metadata.arrays():
+            size = actual[member.name].file_size
+            if not member.nbytes < size <= member.nbytes + _MAX_NPY_HEADER:
+                self.fail(
+                    f"declares {size} bytes, but the metadata declares {member.label} as "
+                    f"{member.dtype} {member.shape} ({member.nbytes} bytes of data plus a "
+                    "header)",
+                    member.name,
+                )
+
+    # ------------------------------------------------------------------------- members
+
+    def _data_start(self, info: zipfile.ZipInfo) -> int:
+        """Check the member's local header against the directory; return where its data starts."""
+        name = info.filename
+        if name in self._starts:
+            return self._starts[name]
+        self.file.seek(info.header_offset)
+        raw = self.file.read(_LOCAL_HEADER.size)
+        if len(raw) != _LOCAL_HEADER.size:
+            self.fail("truncated: the local header is cut off", name)
+        sig, _, flags, method, _, _, _, _, _, name_len, extra_len = _LOCAL_HEADER.unpack(raw)
+        local_name = self.file.read(name_len)
+        if (
+            sig != _LOCAL_SIGNATURE
+            or local_name != info.orig_filename.encode("utf-8")
+            or flags & 0x1
+            or method != info.compress_type
+        ):
+            self.fail("the local header does not match the central directory", name)
+        start: int = info.header_offset + _LOCAL_HEADER.size + name_len + extra_len
+        if start + info.compress_size > self._size:
+            self.fail("truncated: the member's data runs past the end of the file", name)
+        self._starts[name] = start
+        return start
+
+    def check_layout(self) -> None:
+        """Check every local header; members must not overlap one another."""
+        spans: list[tuple[int, int, str]] = []
+        for info in self._infos:
+            with self._at(info.filename):
+                start = self._data_start(info)
+            spans.append((info.header_offset, start + info.compress_size, info.filename))
+        spans.sort()
+        for (_, end, name), (next_start, _, next_name) in itertools.pairwise(spans):
+            if end > next_start:
+                self.fail(f"the member overlaps member {next_name}", name)
+
+    def _stream(self, info: zipfile.ZipInfo, *, check_crc: bool = True) -> _MemberStream:
+        return _MemberStream(self, info, self._data_start(info), check_crc=check_crc)
+
+    def _read_small(self, info: zipfile.ZipInfo) -> bytes:
+        """Read a whole (size-checked) JSON member, checking its CRC-32."""
+        stream = self._stream(info)
+        data = stream.read(info.file_size)
+        stream.finish()
+        return data
+
+    def read_infos(self) -> list[list[dict[str, Any]]]:
+        with self._at(INFOS_MEMBER):
+            data = self._read_small(self._by_name[INFOS_MEMBER])
+            return infos_from_json(data, self.metadata.num_steps, self.metadata.batch_size)
+
+    def read_array(self, member: ArrayMember, *, mmap: bool, verify: bool) -> AnyArray:
+        info = self._by_name[member.name]
+        stored = info.compress_type == zipfile.ZIP_STORED
+        with self._at(member.name):
+            stream = self._stream(info, check_crc=verify or not stored)
+            header = self._read_npy_header(member, info, stream)
+            dtype = np.dtype(member.descr)
+            if mmap and stored:
+                array = self._map(member, info, self._data_start(info) + len(header), dtype)
+                if verify:
+                    flat = array.reshape(-1).view(np.uint8)
+                    crc = zlib.crc32(header)
+                    for pos in range(0, flat.size, _CHUNK):
+                        crc = zlib.crc32(flat[pos : pos + _CHUNK].data, crc)
+                    if crc != info.CRC:
+                        self.fail("CRC-32 mismatch: the data is damaged", member.name)
+                return array
+            array = np.empty(member.shape, dtype)
+            buffer = array.reshape(-1).view(np.uint8).data
+            pos = 0
+            while pos < len(buffer):
+                count = stream.readinto(buffer[pos : pos + _IO_CHUNK])
+                if not count:
+                    break
+                pos += count
+            stream.finish()
+            return array
+
+    def _map(
+        self, member: ArrayMember, info: zipfile.ZipInfo, offset: int, dtype: np.dtype[Any]
+    ) -> AnyArray:
+        if member.nbytes == 0:
+            array: AnyArray = np.empty(member.shape, dtype)
+        else:
+            array = np.memmap(self.file, dtype=dtype, mode="r", offset=offset, shape=member.shape)
+        array.flags.writeable = False
+        return array
+
+    def _read_npy_header(
+        self, member: ArrayMember, info: zipfile.ZipInfo, stream: _MemberStream
+    ) -> bytes:
+        """Read and check a `.npy` header against the metadata; return its bytes."""
+        name = member.name
+        start = stream.read(8)
+        if len(start) < 8 or start[:6] != _NPY_MAGIC:
+            self.fail("not a .npy array (bad magic string)", name)
+        version = (start[6], start[7])
+        if version not in ((1, 0), (2, 0)):
+            self.fail(f".npy version {version[0]}.{version[1]} is not supported (1.0, 2.0)", name)
+        length_bytes = stream.read(2 if version == (1, 0) else 4)
+        length = int.from_bytes(length_bytes, "little")
+        total = 8 + len(length_bytes) + length
+        if total > min(info.file_size, _MAX_NPY_HEADER):
+            self.fail(f"the .npy header claims {length} bytes, longer than allowed", name)
+        header = start + length_bytes + stream.read(length)
+        if len(header) != total:
+            self.fail("truncated .npy header", name)
+        parse = io.BytesIO(header)
+        np.lib.format.read_magic(parse)
+        read_header = (
+            np.lib.format.read_array_header_1_0
+            if version == (1, 0)
+            else np.lib.format.read_array_header_2_0
+        )
+        try:  # NumPy parses the dict with ast.literal_eval: any error means a bad header
+            shape, fortran, dtype = read_header(parse, _MAX_NPY_HEADER)
+        except Exception as exc:  # SyntaxError, tokenize.TokenError, ValueError, ...
+            self.fail(f"malformed .npy header: {type(exc).__name__}: {exc}", name)
+        if dtype.hasobject:
+            self.fail(
+                f"holds an object (pickled) array, dtype {dtype}; files never hold pickles", name
+            )
+        if dtype.str != member.descr or dtype.names is not None or dtype.shape != ():
+            self.fail(
+                f"has dtype {dtype.str}, but the metadata declares {member.label} as "
+                f"{member.dtype} ({member.descr})",
+                name,
+            )
+        if tuple(shape) != member.shape:
+            self.fail(
+                f"has shape {tuple(shape)}, but the metadata declares {member.label} as "
+                f"{member.shape} (T={self.metadata.num_steps}, B={self.metadata.batch_size})",
+                name,
+            )
+        if fortran:
+            self.fail("is in Fortran order; the format stores C order", name)
+        if info.file_size != total + member.nbytes:
+            self.fail(
+                f"holds {info.file_size - total} bytes of data after its header, expected "
+                f"{member.nbytes}",
+                name,
+            )
+        return header

@@ -1,0 +1,407 @@
+"""Saving and loading rollout files: exact round trips, infos as JSON, mmap, atomic saves."""
+
+from __future__ import annotations
+
+import os
+import stat
+import tempfile
+import zipfile
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+
+import trajkit
+from trajkit import RolloutFileError, load, read_metadata, save
+from trajkit._io import files as files_module
+from trajkit.testing import example_rollout, rollouts
+
+ARRAY_FIELDS = ("states", "obses", "rews", "dones", "truncated", "final_values")
+
+
+def assert_identical(loaded: trajkit.Rollout, original: trajkit.Rollout) -> None:
+    """Same dtypes, shapes and values in every array, same key order, equal infos."""
+    for name in ARRAY_FIELDS:
+        a, b = getattr(loaded, name), getattr(original, name)
+        assert (a is None) == (b is None), name
+        if a is not None:
+            assert a.dtype == b.dtype, name
+            assert a.shape == b.shape, name
+            np.testing.assert_array_equal(a, b, err_msg=name)
+    assert loaded.model_outs.keys() == original.model_outs.keys()
+    for key, array in original.model_outs.arrays.items():
+        got = loaded.model_outs.arrays[key]
+        assert got.dtype == array.dtype, key
+        assert got.shape == array.shape, key
+        np.testing.assert_array_equal(got, array, err_msg=key)
+    assert loaded.infos == original.infos
+    assert loaded == original
+
+
+# ------------------------------------------------------------------------------ round trips
+
+
+@settings(max_examples=25)
+@given(rollouts(min_steps=0, max_steps=5, max_envs=3))
+def test_round_trip_is_exact(r: trajkit.Rollout) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        plain, packed = Path(tmp, "plain.npz"), Path(tmp, "packed.npz")
+        save(r, plain)
+        save(r, packed, compress=True)
+        assert_identical(load(plain), r)
+        assert_identical(load(packed), r)
+        assert_identical(load(plain, mmap=True), r)
+        assert_identical(load(packed, mmap=True), r)
+        meta = read_metadata(plain)
+        assert (meta.num_steps, meta.batch_size) == (r.num_steps, r.batch_size)
+        assert meta.spec == trajkit.RolloutSpec.from_rollout(r)
+
+
+def test_empty_rollout_round_trips(tmp_path: Path) -> None:
+    r = example_rollout(num_steps=0, num_envs=3, truncation=True)
+    assert r.num_steps == 0
+    save(r, tmp_path / "empty.npz")
+    loaded = load(tmp_path / "empty.npz")
+    assert_identical(loaded, r)
+    assert loaded.rews.shape == (0, 3)
+    assert loaded.infos == []
+
+
+def test_rollout_without_model_outputs_or_state(tmp_path: Path) -> None:
+    T, B = 3, 2
+    r = trajkit.Rollout(
+        states=np.zeros((T + 1, B, 0)),
+        obses=np.arange((T + 1) * B, dtype=np.int64).reshape(T + 1, B),
+        rews=np.ones((T, B)),
+        dones=np.zeros((T + 1, B)),
+        infos=None,
+        model_outs={},
+    )
+    save(r, tmp_path / "r.npz")
+    assert_identical(load(tmp_path / "r.npz"), r)
+    assert_identical(load(tmp_path / "r.npz", mmap=True), r)
+
+
+@pytest.mark.parametrize(
+    "dtype", ["bool", "int8", "uint16", "int32", "uint32", "int64", "float16", "float64"]
+)
+def test_every_supported_obs_dtype_round_trips(tmp_path: Path, dtype: str) -> None:
+    r = example_rollout()
+    r = r.replace(obses=(np.arange(r.obses.size) % 2).reshape(r.obses.shape).astype(dtype))
+    save(r, tmp_path / "r.npz")
+    assert_identical(load(tmp_path / "r.npz"), r)
+
+
+def test_big_endian_arrays_load_little_endian(tmp_path: Path) -> None:
+    r = example_rollout()
+    big = r.replace(obses=r.obses.astype(">f4"), model_outs={"extra": r.obses.astype(">i8")})
+    save(big, tmp_path / "r.npz")
+    loaded = load(tmp_path / "r.npz")
+    assert loaded.obses.dtype == np.dtype("<f4")
+    np.testing.assert_array_equal(loaded.obses, r.obses)
+    np.testing.assert_array_equal(loaded.model_outs.arrays["extra"], r.obses.astype(np.int64))
+
+
+def test_model_output_keys_of_any_text_and_order_round_trip(tmp_path: Path) -> None:
+    r = example_rollout(keys=())
+    outs = OrderedDict(
+        [
+            ("z/last", np.ones((5, 2, 2), np.float64)),
+            ("ключ ✓", np.zeros((5, 2), np.uint8)),
+            ("../../etc/passwd", np.zeros((5, 2), np.int16)),
+            ("", np.zeros((5, 2), bool)),
+        ]
+    )
+    r = r.replace(model_outs=outs)
+    save(r, tmp_path / "r.npz")
+    loaded = load(tmp_path / "r.npz")
+    assert loaded.model_outs.keys() == tuple(outs)
+    assert_identical(loaded, r)
+    with zipfile.ZipFile(tmp_path / "r.npz") as archive:
+        names = archive.namelist()
+    assert [n for n in names if n.startswith("model_outs/")] == [
+        f"model_outs/{i}.npy" for i in range(4)
+    ]
+
+
+def test_non_contiguous_arrays_are_saved_in_c_order(tmp_path: Path) -> None:
+    r = example_rollout(obs_shape=(3, 4))
+    transposed = np.asfortranarray(r.obses)
+    r2 = trajkit.Rollout(r.states, transposed, r.rews, r.dones, r.infos, r.model_outs, copy=False)
+    assert not r2.obses.flags.c_contiguous
+    save(r2, tmp_path / "r.npz")
+    assert_identical(load(tmp_path / "r.npz"), r)
+
+
+def test_saved_files_are_deterministic(tmp_path: Path) -> None:
+    r = example_rollout(truncation=True)
+    for compress in (False, True):
+        save(r, tmp_path / "a.npz", compress=compress)
+        save(r, tmp_path / "b.npz", compress=compress)
+        assert (tmp_path / "a.npz").read_bytes() == (tmp_path / "b.npz").read_bytes()
+
+
+def test_numpy_reads_the_arrays_without_pickle(tmp_path: Path) -> None:
+    r = example_rollout(truncation=True)
+    save(r, tmp_path / "r.npz")
+    with np.load(tmp_path / "r.npz", allow_pickle=False) as data:
+        np.testing.assert_array_equal(data["rews"], r.rews)
+        np.testing.assert_array_equal(data["model_outs/0"], r.model_outs.arrays["critic"])
+
+
+def test_members_are_in_the_documented_order(tmp_path: Path) -> None:
+    r = example_rollout(keys=("critic", "actions"), truncation=True)
+    save(r, tmp_path / "r.npz", compress=True)
+    with zipfile.ZipFile(tmp_path / "r.npz") as archive:
+        infos = archive.infolist()
+    assert [i.filename for i in infos] == [
+        "metadata.json",
+        "states.npy",
+        "obses.npy",
+        "rews.npy",
+        "dones.npy",
+        "truncated.npy",
+        "final_values.npy",
+        "model_outs/0.npy",
+        "model_outs/1.npy",
+        "infos.json",
+    ]
+    assert infos[0].header_offset == 0
+    assert infos[0].compress_type == zipfile.ZIP_STORED  # metadata is never compressed
+    assert {i.compress_type for i in infos[1:]} == {zipfile.ZIP_DEFLATED}
+
+
+def test_path_like_and_str_paths(tmp_path: Path) -> None:
+    r = example_rollout()
+    save(r, str(tmp_path / "s.npz"))
+    assert load(str(tmp_path / "s.npz")) == r
+    assert read_metadata(tmp_path / "s.npz").num_steps == r.num_steps
+
+
+def test_save_refuses_a_non_rollout(tmp_path: Path) -> None:
+    with pytest.raises(TypeError, match=r"needs a trajkit\.Rollout"):
+        save({"rews": [1]}, tmp_path / "x.npz")  # type: ignore[arg-type]
+    assert list(tmp_path.iterdir()) == []
+
+
+# ------------------------------------------------------------------------------------ infos
+
+
+def test_numpy_scalars_in_infos_are_stored_as_python_values(tmp_path: Path) -> None:
+    r = example_rollout(num_steps=1, num_envs=1)
+    r = r.replace(
+        infos=[
+            [
+                {
+                    "i": np.int64(3),
+                    "f": np.float32(0.5),
+                    "b": np.bool_(True),
+                    "s": np.str_("x"),
+                    "nested": {"list": [1, 2.5, None, "é"], "deep": {"u": np.uint8(7)}},
+                }
+            ]
+        ]
+    )
+    save(r, tmp_path / "r.npz")
+    info = load(tmp_path / "r.npz").infos[0][0]
+    assert info == {
+        "i": 3,
+        "f": 0.5,
+        "b": True,
+        "s": "x",
+        "nested": {"list": [1, 2.5, None, "é"], "deep": {"u": 7}},
+    }
+    assert type(info["i"]) is int
+    assert type(info["b"]) is bool
+
+
+@pytest.mark.parametrize(
+    ("value", "reason"),
+    [
+        (np.zeros(2), "numpy array"),
+        (float("nan"), "nan"),
+        (float("inf"), "inf"),
+        (np.float64("-inf"), "-inf"),
+        ((1, 2), "tuple"),
+        (b"bytes", "bytes"),
+        (object(), "object"),
+        ({1: "a"}, "JSON keys are strings"),
+        ({"ok": [1, {"bad": {3}}]}, "set"),
+        (np.complex64(1j), "complex64"),
+        ("\ud800", "surrogate"),
+    ],
+)
+def test_non_json_infos_are_refused_before_writing(tmp_path: Path, value: Any, reason: str) -> None:
+    r = example_rollout(num_steps=3, num_envs=2)
+    infos: list[list[dict[str, Any]]] = [[{} for _ in range(2)] for _ in range(3)]
+    infos[2][1] = {"pos": value}
+    r = r.replace(infos=infos)
+    with pytest.raises(ValueError, match=r"infos\[2\]\[1\]\['pos'\]") as caught:
+        save(r, tmp_path / "r.npz")
+    assert reason in str(caught.value)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_unsupported_dtypes_are_refused_before_writing(tmp_path: Path) -> None:
+    r = example_rollout()
+    r = r.replace(obses=r.obses.astype(np.longdouble))
+    if r.obses.dtype.itemsize == 8:  # pragma: no cover - platforms where longdouble is float64
+        pytest.skip("longdouble is float64 here")
+    with pytest.raises(ValueError, match="obses has dtype float"):
+        save(r, tmp_path / "r.npz")
+    assert list(tmp_path.iterdir()) == []
+
+
+# ------------------------------------------------------------------------------------- mmap
+
+
+def test_mmap_arrays_are_read_only_views_of_the_file(tmp_path: Path) -> None:
+    r = example_rollout(num_steps=16, num_envs=4, obs_shape=(8, 8))
+    save(r, tmp_path / "r.npz")
+    loaded = load(tmp_path / "r.npz", mmap=True)
+    assert isinstance(loaded.obses.base, np.memmap) or isinstance(loaded.obses, np.memmap)
+    assert not loaded.obses.flags.writeable
+    assert loaded.obses.ctypes.data % 64 == 0  # stored data is 64-byte aligned
+    with pytest.raises(ValueError, match="read-only"):
+        loaded.obses[0, 0, 0, 0] = 1
+    assert loaded == r
+
+
+def test_load_without_mmap_gives_writable_arrays(tmp_path: Path) -> None:
+    r = example_rollout()
+    for compress in (False, True):
+        save(r, tmp_path / "r.npz", compress=compress)
+        loaded = load(tmp_path / "r.npz")
+        loaded.rews[0, 0] += 1  # in-place edits work, as on a fresh Rollout
+        assert loaded.obses.flags.writeable
+
+
+def test_mmap_survives_replacing_the_file(tmp_path: Path) -> None:
+    r = example_rollout(seed=1)
+    save(r, tmp_path / "r.npz")
+    mapped = load(tmp_path / "r.npz", mmap=True)
+    save(example_rollout(seed=2), tmp_path / "r.npz")
+    assert mapped == r
+
+
+def test_crc_is_checked_unless_memory_mapped(tmp_path: Path) -> None:
+    r = example_rollout(num_steps=8)
+    path = tmp_path / "r.npz"
+    save(r, path)
+    with zipfile.ZipFile(path) as archive:
+        info = archive.getinfo("obses.npy")
+    data = bytearray(path.read_bytes())
+    name_len, extra_len = np.frombuffer(
+        data[info.header_offset + 26 : info.header_offset + 30], "<u2"
+    )
+    start = info.header_offset + 30 + int(name_len) + int(extra_len)
+    data[start + info.file_size - 1] ^= 0x01  # a low mantissa bit of the last observation
+    path.write_bytes(bytes(data))
+    with pytest.raises(RolloutFileError, match="CRC-32") as caught:
+        load(path)
+    assert caught.value.member == "obses.npy"
+    with pytest.raises(RolloutFileError, match="CRC-32"):
+        load(path, mmap=True, verify=True)
+    assert load(path, mmap=True).obses.shape == r.obses.shape  # documented: mmap skips the CRC
+    assert read_metadata(path).num_steps == 8  # metadata reading never touches the arrays
+
+
+# -------------------------------------------------------------------------------- max_bytes
+
+
+def test_max_bytes_limits_the_declared_size(tmp_path: Path) -> None:
+    r = example_rollout(num_steps=32, num_envs=4)
+    save(r, tmp_path / "r.npz")
+    meta = read_metadata(tmp_path / "r.npz")
+    with pytest.raises(RolloutFileError, match="over the limit of 100 bytes"):
+        load(tmp_path / "r.npz", max_bytes=100)
+    with pytest.raises(RolloutFileError, match="over the limit"):
+        read_metadata(tmp_path / "r.npz", max_bytes=meta.data_bytes() - 1)
+    assert load(tmp_path / "r.npz", max_bytes=None) == r
+    assert trajkit.DEFAULT_MAX_BYTES == 4 << 30
+
+
+# ---------------------------------------------------------------------------- atomic saves
+
+
+def _boom_after(calls: int, exc: BaseException) -> Any:
+    real = files_module._write_data
+    count = {"n": 0}
+
+    def write(out: Any, array: Any) -> None:
+        count["n"] += 1
+        if count["n"] > calls:
+            raise exc
+        real(out, array)
+
+    return write
+
+
+@pytest.mark.parametrize("exc", [OSError(28, "No space left on device"), KeyboardInterrupt()])
+def test_a_failed_save_keeps_the_previous_file_and_leaves_no_temp_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, exc: BaseException
+) -> None:
+    path = tmp_path / "r.npz"
+    old = example_rollout(seed=1)
+    save(old, path)
+    before = path.read_bytes()
+    monkeypatch.setattr(files_module, "_write_data", _boom_after(2, exc))
+    with pytest.raises(type(exc)):
+        save(example_rollout(seed=2), path)
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.npz"]
+    monkeypatch.undo()
+    assert load(path) == old
+
+
+def test_a_failed_fsync_or_rename_leaves_no_temp_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def fail(*args: object) -> None:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(os, "fsync", fail)
+    with pytest.raises(OSError, match="Input/output"):
+        save(example_rollout(), tmp_path / "r.npz")
+    assert list(tmp_path.iterdir()) == []
+    monkeypatch.undo()
+    (tmp_path / "dir.npz").mkdir()
+    with pytest.raises(IsADirectoryError):
+        save(example_rollout(), tmp_path / "dir.npz")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dir.npz"]
+
+
+def test_save_into_a_missing_folder_raises_oserror(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError):
+        save(example_rollout(), tmp_path / "missing" / "r.npz")
+
+
+def test_temp_files_are_hidden_and_not_npz(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[str] = []
+    real = files_module._write_data
+
+    def spy(out: Any, array: Any) -> None:
+        seen.extend(p.name for p in tmp_path.iterdir())
+        real(out, array)
+
+    monkeypatch.setattr(files_module, "_write_data", spy)
+    save(example_rollout(), tmp_path / "r.npz")
+    temp = {name for name in seen if name != "r.npz"}
+    assert len(temp) == 1
+    (name,) = temp
+    assert name.startswith(".r.npz.")
+    assert name.endswith(".tmp")
+
+
+def test_permissions_follow_umask_or_the_replaced_file(tmp_path: Path) -> None:
+    path = tmp_path / "r.npz"
+    save(example_rollout(), path)
+    umask = os.umask(0o022)
+    os.umask(umask)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~umask
+    path.chmod(0o640)
+    save(example_rollout(), path)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o640

@@ -1,0 +1,661 @@
+"""A corpus of hostile and damaged files, generated here: every one is refused with
+`RolloutFileError` (never KeyError, BadZipFile, EOFError or MemoryError), nothing is ever
+unpickled, and nothing large is allocated or inflated before the sizes are checked."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import pickle
+import struct
+import tracemalloc
+import zipfile
+import zlib
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import trajkit
+from trajkit import RolloutFileError, load, read_metadata, save
+from trajkit.testing import example_rollout
+
+T, B = 16, 2
+
+
+@pytest.fixture
+def rollout() -> trajkit.Rollout:
+    return example_rollout(num_steps=T, num_envs=B, truncation=True)
+
+
+@pytest.fixture
+def good(tmp_path: Path, rollout: trajkit.Rollout) -> Path:
+    path = tmp_path / "good.npz"
+    save(rollout, path)
+    return path
+
+
+def members(path: Path) -> dict[str, bytes]:
+    with zipfile.ZipFile(path) as archive:
+        return {name: archive.read(name) for name in archive.namelist()}
+
+
+def npy(array: np.ndarray[Any, Any]) -> bytes:
+    out = io.BytesIO()
+    np.lib.format.write_array(out, array, allow_pickle=False)
+    return out.getvalue()
+
+
+def npy_header(shape: tuple[int, ...], descr: str, *, fortran: bool = False) -> bytes:
+    out = io.BytesIO()
+    np.lib.format.write_array_header_1_0(
+        out, {"descr": descr, "fortran_order": fortran, "shape": shape}
+    )
+    return out.getvalue()
+
+
+def rebuild(path: Path, contents: dict[str, bytes], *, compress: bool = False) -> Path:
+    """A well-formed ZIP with these members, in this order (metadata.json first if present)."""
+    method = zipfile.ZIP_DEFLATED if compress else zipfile.ZIP_STORED
+    with zipfile.ZipFile(path, "w", method) as archive:
+        for name, data in contents.items():
+            archive.writestr(name, data)
+    return path
+
+
+def with_metadata(contents: dict[str, bytes], **changes: Any) -> dict[str, bytes]:
+    meta = json.loads(contents["metadata.json"])
+    for dotted, value in changes.items():
+        target = meta
+        *parents, leaf = dotted.split("__")
+        for parent in parents:
+            target = target[parent]
+        target[leaf] = value
+    return {**contents, "metadata.json": json.dumps(meta).encode()}
+
+
+@dataclass
+class Entry:
+    """One member of a hand-built ZIP, whose directory may lie about it."""
+
+    name: str
+    data: bytes
+    method: int = zipfile.ZIP_STORED
+    raw: bytes | None = None  # the bytes actually stored, if not `data` (compressed)
+    file_size: int | None = None  # the declared uncompressed size, if not len(data)
+    crc: int | None = None
+    flags: int = 0
+
+    def stored(self) -> bytes:
+        if self.raw is not None:
+            return self.raw
+        if self.method == zipfile.ZIP_DEFLATED:
+            packer = zlib.compressobj(6, zlib.DEFLATED, -15)
+            return packer.compress(self.data) + packer.flush()
+        return self.data
+
+
+def local_record(entry: Entry) -> bytes:
+    raw, name = entry.stored(), entry.name.encode()
+    crc = zlib.crc32(entry.data) if entry.crc is None else entry.crc
+    size = len(entry.data) if entry.file_size is None else entry.file_size
+    fields = (b"PK\x03\x04", 20, entry.flags, entry.method, 0, 33, crc, len(raw), size)
+    return struct.pack("<4s5H3I2H", *fields, len(name), 0) + name + raw
+
+
+def central_record(entry: Entry, offset: int) -> bytes:
+    raw, name = entry.stored(), entry.name.encode()
+    crc = zlib.crc32(entry.data) if entry.crc is None else entry.crc
+    size = len(entry.data) if entry.file_size is None else entry.file_size
+    fields = (b"PK\x01\x02", 20, 20, entry.flags, entry.method, 0, 33, crc, len(raw), size)
+    return struct.pack("<4s6H3I5H2I", *fields, len(name), 0, 0, 0, 0, 0, offset) + name
+
+
+def build_zip(entries: list[Entry], extra_central: Sequence[tuple[Entry, int]] = ()) -> bytes:
+    out, central = bytearray(), bytearray()
+    for entry in entries:
+        central += central_record(entry, len(out))
+        out += local_record(entry)
+    for entry, offset in extra_central:
+        central += central_record(entry, offset)
+    count = len(entries) + len(extra_central)
+    start = len(out)
+    out += central
+    out += struct.pack("<4s4H2IH", b"PK\x05\x06", 0, 0, count, count, len(central), start, 0)
+    return bytes(out)
+
+
+def refused(path: Path, **kwargs: Any) -> RolloutFileError:
+    with pytest.raises(RolloutFileError) as caught:
+        load(path, **kwargs)
+    assert caught.value.path == str(path)
+    assert isinstance(caught.value, ValueError)
+    return caught.value
+
+
+def data_spans(path: Path) -> Iterator[tuple[str, int, int]]:
+    """(member, start, end) of each member's stored bytes in the file."""
+    blob = path.read_bytes()
+    with zipfile.ZipFile(path) as archive:
+        for info in archive.infolist():
+            name_len, extra_len = struct.unpack_from("<HH", blob, info.header_offset + 26)
+            start = info.header_offset + 30 + name_len + extra_len
+            yield info.filename, start, start + info.compress_size
+
+
+def test_the_hand_built_zip_writer_makes_loadable_files(
+    tmp_path: Path, good: Path, rollout: trajkit.Rollout
+) -> None:
+    for method in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+        entries = [Entry(n, d, method) for n, d in members(good).items()]
+        path = tmp_path / f"hand-{method}.npz"
+        path.write_bytes(build_zip(entries))
+        assert load(path) == rollout
+        assert load(path, mmap=True) == rollout
+
+
+# -------------------------------------------------------------------------------- pickles
+
+
+class CreatesMarker:
+    """Unpickling this creates a file: the proof that something was unpickled."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Path.touch, (self.marker,))
+
+
+def pickled_npy(marker: Path, shape: tuple[int, ...] = (1,)) -> bytes:
+    array = np.empty(shape, dtype=object)
+    array.flat[0] = CreatesMarker(marker)
+    out = io.BytesIO()
+    np.save(out, array, allow_pickle=True)
+    return out.getvalue()
+
+
+def test_the_pickle_payload_is_armed(tmp_path: Path) -> None:
+    marker = tmp_path / "armed"
+    np.load(io.BytesIO(pickled_npy(marker)), allow_pickle=True)  # the unsafe way, on purpose
+    assert marker.exists()
+
+
+def test_pickled_members_are_refused_and_never_unpickled(tmp_path: Path, good: Path) -> None:
+    marker = tmp_path / "MARKER"
+    contents = members(good)
+    obs_shape = (T + 1, B, 4)
+    header = npy_header(obs_shape, "|O")
+    payload = pickled_npy(marker, obs_shape)
+    exact = header + payload[len(npy_header(obs_shape, "|O")) :]
+    exact = exact[: len(contents["obses.npy"])].ljust(len(contents["obses.npy"]), b"\0")
+    cases = {
+        "object obses": {**contents, "obses.npy": payload},
+        "object obses, exact size": {**contents, "obses.npy": exact},
+        "object model output": {**contents, "model_outs/0.npy": pickled_npy(marker, (T + 1, B))},
+        "metadata says object": with_metadata(
+            {**contents, "obses.npy": payload}, spec__obs_dtype="object"
+        ),
+    }
+    for label, case in cases.items():
+        for compress in (False, True):
+            path = rebuild(tmp_path / f"{label}-{compress}.npz", case, compress=compress)
+            error = refused(path)
+            refused(path, mmap=True)
+            assert "object" in str(error) or "obses" in str(error) or "dtype" in str(error), label
+    error = refused(rebuild(tmp_path / "exact.npz", cases["object obses, exact size"]))
+    assert "pickle" in str(error)
+    assert error.member == "obses.npy"
+    whole = tmp_path / "pickle.npz"
+    whole.write_bytes(pickle.dumps({"rews": CreatesMarker(marker)}))
+    refused(whole)
+    with pytest.raises(RolloutFileError):
+        read_metadata(whole)
+    plain = tmp_path / "plain.npz"
+    np.savez(plain, obses=np.array([CreatesMarker(marker)], dtype=object), allow_pickle=True)
+    refused(plain)
+    assert not marker.exists()
+
+
+# ------------------------------------------------------------------------ damaged archives
+
+
+@pytest.mark.parametrize("compress", [False, True])
+def test_truncated_files_are_refused(
+    tmp_path: Path, rollout: trajkit.Rollout, compress: bool
+) -> None:
+    path = tmp_path / "r.npz"
+    save(rollout, path, compress=compress)
+    blob = path.read_bytes()
+    cut = tmp_path / "cut.npz"
+    offsets = set(range(0, len(blob), max(1, len(blob) // 80))) | {
+        len(blob) - k for k in range(1, 30)
+    }
+    for offset in sorted(offsets):
+        cut.write_bytes(blob[:offset])
+        refused(cut)
+        refused(cut, mmap=True)
+
+
+@pytest.mark.parametrize("compress", [False, True])
+def test_byte_flips_are_refused_or_harmless(
+    tmp_path: Path, rollout: trajkit.Rollout, compress: bool
+) -> None:
+    """A flip is refused, unless it hits a ZIP field that carries no data (a timestamp,
+    attributes, padding) and the file still loads exactly the original rollout. A flip in any
+    member's data is always refused."""
+    path = tmp_path / "r.npz"
+    save(rollout, path, compress=compress)
+    blob = path.read_bytes()
+    in_data = {pos for _, start, end in data_spans(path) for pos in range(start, end)}
+    rng = np.random.default_rng(1234)
+    positions = sorted(set(rng.integers(0, len(blob), size=400).tolist()) | set(range(120)))
+    damaged = tmp_path / "flip.npz"
+    refusals = 0
+    for pos in positions:
+        flipped = bytearray(blob)
+        flipped[pos] ^= int(rng.integers(1, 256))
+        damaged.write_bytes(bytes(flipped))
+        try:
+            loaded = load(damaged)
+        except RolloutFileError:
+            refusals += 1
+        else:
+            assert pos not in in_data, f"a flip at data byte {pos} went unnoticed"
+            assert loaded == rollout, f"a flip at {pos} changed the data silently"
+        with contextlib.suppress(RolloutFileError):
+            load(damaged, mmap=True)  # mmap skips data CRCs, but must still only refuse
+    assert refusals > len(positions) // 2
+
+
+@pytest.mark.parametrize(
+    ("label", "blob"),
+    [
+        ("empty", b""),
+        ("one byte", b"P"),
+        ("zip magic then junk", b"PK\x03\x04" + bytes(range(256)) * 4),
+        ("empty zip", b"PK\x05\x06" + bytes(18)),
+        ("text", b"states,obses,rews\n1,2,3\n"),
+        ("npy", npy(np.zeros((3, 2), np.float32))),
+        *[
+            (f"random {n}", np.random.default_rng(n).integers(0, 256, n, np.uint8).tobytes())
+            for n in (10, 1000, 100_000)
+        ],
+    ],
+)
+def test_foreign_files_are_refused(tmp_path: Path, label: str, blob: bytes) -> None:
+    path = tmp_path / "x.npz"
+    path.write_bytes(blob)
+    refused(path)
+    with pytest.raises(RolloutFileError):
+        read_metadata(path)
+
+
+def test_missing_paths_and_folders_are_refused(tmp_path: Path) -> None:
+    error = refused(tmp_path / "nope.npz")
+    assert "cannot open" in str(error)
+    error = refused(tmp_path)
+    assert error.member is None
+    assert "a folder" in str(error)
+    fifo = tmp_path / "fifo.npz"
+    os.mkfifo(fifo)  # opening it would block: refused without opening
+    assert "not a regular file" in str(refused(fifo))
+
+
+def test_plain_npz_and_zip_of_folders_are_refused(tmp_path: Path) -> None:
+    plain = tmp_path / "plain.npz"
+    np.savez(plain, rews=np.zeros((3, 2), np.float32))
+    assert "metadata.json" in str(refused(plain))
+    folders = tmp_path / "folders.npz"
+    with zipfile.ZipFile(folders, "w") as archive:
+        archive.mkdir("metadata.json")
+    refused(folders)
+
+
+# ------------------------------------------------------------------------ members and metadata
+
+
+def test_missing_extra_renamed_and_duplicate_members(tmp_path: Path, good: Path) -> None:
+    contents = members(good)
+    without = {k: v for k, v in contents.items() if k != "rews.npy"}
+    assert refused(rebuild(tmp_path / "missing.npz", without)).member == "rews.npy"
+    extra = {**contents, "extra.npy": npy(np.zeros(3))}
+    assert refused(rebuild(tmp_path / "extra.npz", extra)).member == "extra.npy"
+    renamed = {("rewards.npy" if k == "rews.npy" else k): v for k, v in contents.items()}
+    assert refused(rebuild(tmp_path / "renamed.npz", renamed)).member == "rews.npy"
+    reordered = dict(reversed(list(contents.items())))
+    assert refused(rebuild(tmp_path / "order.npz", reordered)).member == "metadata.json"
+    for path_name in ("metadata.json", "rews.npy"):
+        entries = [Entry(n, d) for n, d in contents.items()] + [Entry(path_name, b"{}")]
+        dup = tmp_path / "dup.npz"
+        dup.write_bytes(build_zip(entries))
+        assert "more than once" in str(refused(dup))
+    no_meta = {k: v for k, v in contents.items() if k != "metadata.json"}
+    assert "not a trajkit rollout file" in str(refused(rebuild(tmp_path / "nm.npz", no_meta)))
+
+
+def test_members_one_row_short(tmp_path: Path, good: Path, rollout: trajkit.Rollout) -> None:
+    contents = members(good)
+    short = {**contents, "rews.npy": npy(rollout.rews[:-1])}
+    assert refused(rebuild(tmp_path / "rews.npz", short)).member == "rews.npy"
+    all_short = {
+        **contents,
+        "states.npy": npy(rollout.states[:-1]),
+        "obses.npy": npy(rollout.obses[:-1]),
+        "dones.npy": npy(rollout.dones[:-1]),
+        "rews.npy": npy(rollout.rews[:-1]),
+    }
+    refused(rebuild(tmp_path / "all.npz", all_short))
+    # Everything, metadata included, says T-1, except infos.json.
+    truncated, final_values = rollout.truncated, rollout.final_values
+    assert truncated is not None
+    assert final_values is not None
+    consistent = with_metadata(all_short, num_steps=T - 1)
+    consistent |= {
+        "truncated.npy": npy(truncated[:-1]),
+        "final_values.npy": npy(final_values[:-1]),
+    }
+    consistent |= {
+        f"model_outs/{i}.npy": npy(a[:-1]) for i, a in enumerate(rollout.model_outs.arrays.values())
+    }
+    error = refused(rebuild(tmp_path / "infos.npz", consistent))
+    assert error.member == "infos.json"
+    consistent["infos.json"] = json.dumps(rollout.infos[:-1]).encode()
+    assert load(rebuild(tmp_path / "ok.npz", consistent)) == rollout.replace(
+        states=rollout.states[:-1],
+        obses=rollout.obses[:-1],
+        dones=rollout.dones[:-1],
+        rews=rollout.rews[:-1],
+        infos=rollout.infos[:-1],
+        truncated=truncated[:-1],
+        final_values=final_values[:-1],
+        model_outs={k: a[:-1] for k, a in rollout.model_outs.arrays.items()},
+    )
+
+
+@pytest.mark.parametrize(
+    ("changes", "member"),
+    [
+        ({"num_steps": T + 1}, None),
+        ({"num_steps": T - 1}, None),
+        ({"batch_size": B + 1}, None),
+        ({"spec__obs_shape": [5]}, "obses.npy"),
+        ({"spec__obs_shape": [2, 2]}, "obses.npy"),
+        ({"spec__obs_dtype": "int32"}, "obses.npy"),
+        ({"spec__state_shape": [1]}, None),
+        ({"spec__has_truncation": False}, "truncated.npy"),
+        ({"model_output_keys": ["actions", "critic", "log_probs", "actor"]}, "model_outs/0.npy"),
+        ({"model_output_keys": ["critic", "actions", "log_probs"]}, "metadata.json"),
+        ({"spec__model_outputs__actor__shape": [4]}, None),
+    ],
+)
+def test_metadata_that_lies_about_shapes(
+    tmp_path: Path, good: Path, changes: dict[str, Any], member: str | None
+) -> None:
+    path = rebuild(tmp_path / "lie.npz", with_metadata(members(good), **changes))
+    error = refused(path)
+    if member is not None:
+        assert error.member == member, str(error)
+
+
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        (b"", "JSON|Expecting"),
+        (b"[]", "JSON object"),
+        (b"\xff\xfe{}", "utf-8"),
+        (b'{"format": "other"}', "not a trajkit rollout file"),
+        (b'{"format": "trajkit.rollout", "format_version": 2}', "newer than this trajkit"),
+        (b'{"format": "trajkit.rollout", "format_version": 0}', "positive integer"),
+        (b'{"format": "trajkit.rollout", "format_version": "1"}', "positive integer"),
+        (b'{"format": "trajkit.rollout", "format_version": true}', "positive integer"),
+        (b'{"format": "trajkit.rollout", "format_version": 1}', "invalid metadata"),
+        (b'{"format": "trajkit.rollout", "format": "trajkit.rollout"}', "duplicate key"),
+        (b'{"format": NaN}', "NaN"),
+        (b"[" * 100_000, "nested too deeply|Expecting"),
+    ],
+)
+def test_bad_metadata_json(tmp_path: Path, good: Path, text: bytes, match: str) -> None:
+    path = rebuild(tmp_path / "m.npz", {**members(good), "metadata.json": text})
+    error = refused(path)
+    assert error.member == "metadata.json"
+    assert pytest.importorskip("re").search(match, str(error)), str(error)
+
+
+def test_metadata_with_extra_fields_or_loose_types(tmp_path: Path, good: Path) -> None:
+    contents = members(good)
+    for changes in (
+        {"comment": "hello"},
+        {"num_steps": float(T)},
+        {"num_steps": str(T)},
+        {"spec__obs_dtype": "f4"},
+        {"spec__obs_shape": [-4]},
+        {"spec__model_outputs__critic__dtype": "float64"},
+    ):
+        error = refused(rebuild(tmp_path / "m.npz", with_metadata(contents, **changes)))
+        assert "invalid metadata" in str(error), changes
+
+
+def test_oversized_metadata_is_refused_before_reading(tmp_path: Path, good: Path) -> None:
+    contents = members(good)
+    meta = json.loads(contents["metadata.json"])
+    meta["padding"] = "x" * (2 << 20)
+    path = rebuild(tmp_path / "m.npz", {**contents, "metadata.json": json.dumps(meta).encode()})
+    assert "limit for metadata" in str(refused(path))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        b"[]",
+        b'[[{"a": NaN}]]',
+        b'{"rows": []}',
+        b'[[{"a": 1e999}]]',
+        b'[[{"a": 1, "a": 2}]]',
+        b"[[1, 2]]",
+        b"not json",
+    ],
+)
+def test_bad_infos_json(tmp_path: Path, good: Path, text: bytes) -> None:
+    path = rebuild(tmp_path / "i.npz", {**members(good), "infos.json": text})
+    assert refused(path).member == "infos.json"
+
+
+def test_values_the_rollout_refuses(tmp_path: Path, good: Path, rollout: trajkit.Rollout) -> None:
+    contents = members(good)
+    dones = rollout.dones.copy()
+    dones[3, 1] = 2
+    error = refused(rebuild(tmp_path / "d.npz", {**contents, "dones.npy": npy(dones)}))
+    assert error.member == "dones.npy"
+    assert "dones must hold only 0 and 1" in str(error)
+    actions = rollout.model_outs.arrays["actions"].copy()
+    actions[0, 0] = 99
+    error = refused(rebuild(tmp_path / "a.npz", {**contents, "model_outs/1.npy": npy(actions)}))
+    assert "actions" in str(error)
+    rews = rollout.rews.copy()
+    rews[1, 1] = np.nan
+    assert "finite" in str(
+        refused(rebuild(tmp_path / "r.npz", {**contents, "rews.npy": npy(rews)}))
+    )
+
+
+# ----------------------------------------------------------------------------- npy headers
+
+
+def test_bad_npy_headers(tmp_path: Path, good: Path, rollout: trajkit.Rollout) -> None:
+    contents = members(good)
+    rews = rollout.rews
+    data = rews.tobytes()
+    fortran = npy_header(rews.shape, "<f4", fortran=True) + np.asfortranarray(rews).tobytes("F")
+    v3 = bytearray(npy(rews))
+    v3[6] = 3
+    cases = {
+        "fortran": (fortran, "Fortran"),
+        "version 3": (bytes(v3), "version 3.0"),
+        "magic": (b"XNUMPY" + npy(rews)[6:], "magic"),
+        "big-endian": (npy_header(rews.shape, ">f4") + rews.astype(">f4").tobytes(), "dtype"),
+        "float64": (npy(rews.astype(np.float64)), "dtype <f8"),
+        "int32": (npy_header(rews.shape, "<i4") + data, "dtype <i4"),
+        "structured": (npy_header(rews.shape, "|V4") + data, "dtype"),
+        "3-D": (npy_header((T, B, 1), "<f4") + data, "shape"),
+        "long header": (b"\x93NUMPY\x01\x00\xff\xff" + data, "longer than allowed"),
+        "garbage dict": (b"\x93NUMPY\x01\x00\x10\x00" + b"{'descr': oops}\n" + data, "malformed"),
+    }
+    for label, (blob, match) in cases.items():
+        for compress in (False, True):
+            path = rebuild(tmp_path / "h.npz", {**contents, "rews.npy": blob}, compress=compress)
+            error = refused(path)
+            assert error.member == "rews.npy", label
+            assert match in str(error), (label, str(error))
+
+
+# ---------------------------------------------------------------------- sizes, bombs, zips
+
+
+def peak_bytes_of(fn: Callable[[], object]) -> int:
+    tracemalloc.start()
+    try:
+        fn()
+    finally:
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+    return peak
+
+
+def test_a_header_declaring_10_to_the_11_rows_is_refused_without_allocating(
+    tmp_path: Path, good: Path
+) -> None:
+    contents = members(good)
+    rows = 10**11
+    huge = npy_header((rows, B), "<f4")
+    real_size = len(contents["rews.npy"])
+    lying = (huge + bytes(real_size))[:real_size]
+    path = rebuild(tmp_path / "h.npz", {**contents, "rews.npy": lying})
+
+    def check() -> None:
+        assert "shape (100000000000, 2)" in str(refused(path))
+
+    assert peak_bytes_of(check) < 8 << 20
+    # The metadata agrees with the header: refused by the size limit, or by the member sizes.
+    agreeing = with_metadata({**contents, "rews.npy": lying}, num_steps=rows - 1)
+    path = rebuild(tmp_path / "h2.npz", agreeing)
+    assert peak_bytes_of(lambda: refused(path)) < 8 << 20
+    assert "over the limit" in str(refused(path))
+    assert "declares" in str(refused(path, max_bytes=None))
+    with pytest.raises(RolloutFileError, match="over the limit"):
+        read_metadata(path)
+
+
+def zeros_deflated(header: bytes, prefix: bytes, zeros: int) -> bytes:
+    packer = zlib.compressobj(9, zlib.DEFLATED, -15)
+    out = [packer.compress(header + prefix)]
+    chunk = bytes(1 << 20)
+    for _ in range(zeros >> 20):
+        out.append(packer.compress(chunk))
+    out.append(packer.flush())
+    return b"".join(out)
+
+
+BOMB = 64 << 20  # inflates to 64 MiB; compressed it is ~64 KiB
+
+
+def test_an_honest_deflate_bomb_is_refused_before_inflating(tmp_path: Path, good: Path) -> None:
+    contents = members(good)
+    width = BOMB // ((T + 1) * B)
+    header = npy_header((T + 1, B, width), "|u1")
+    meta = with_metadata(contents, spec__obs_shape=[width], spec__obs_dtype="uint8")
+    entries = [Entry(n, d) for n, d in meta.items() if n != "obses.npy"]
+    bomb = Entry(
+        "obses.npy",
+        data=b"",
+        method=zipfile.ZIP_DEFLATED,
+        raw=zeros_deflated(header, b"", BOMB),
+        file_size=len(header) + BOMB,
+        crc=0,
+    )
+    path = tmp_path / "bomb.npz"
+    path.write_bytes(build_zip([entries[0], bomb, *entries[1:]]))
+    assert path.stat().st_size < 1 << 20
+
+    def check() -> None:
+        assert "over the limit" in str(refused(path, max_bytes=16 << 20))
+
+    assert peak_bytes_of(check) < 4 << 20
+
+
+def test_a_lying_deflate_bomb_is_refused_without_inflating_it(tmp_path: Path, good: Path) -> None:
+    """The directory declares the honest size and CRC, but the stream inflates far beyond."""
+    contents = members(good)
+    honest = contents["obses.npy"]
+    entries = [Entry(n, d) for n, d in contents.items() if n != "obses.npy"]
+    bomb = Entry(
+        "obses.npy",
+        data=honest,
+        method=zipfile.ZIP_DEFLATED,
+        raw=zeros_deflated(honest, b"", BOMB),
+    )
+    path = tmp_path / "bomb.npz"
+    path.write_bytes(build_zip([entries[0], bomb, *entries[1:]]))
+
+    def check() -> None:
+        error = refused(path)
+        assert error.member == "obses.npy"
+        assert "inflates to more than the declared" in str(error)
+
+    assert peak_bytes_of(check) < 8 << 20
+
+
+def test_a_deflate_stream_shorter_than_declared_is_refused(tmp_path: Path, good: Path) -> None:
+    contents = members(good)
+    honest = contents["obses.npy"]
+    entries = [Entry(n, d) for n, d in contents.items() if n != "obses.npy"]
+    short = Entry(
+        "obses.npy",
+        data=honest,
+        method=zipfile.ZIP_DEFLATED,
+        raw=zlib.compress(honest[:-10], 6)[2:-4],  # the raw deflate stream of 10 bytes fewer
+    )
+    path = tmp_path / "short.npz"
+    path.write_bytes(build_zip([entries[0], short, *entries[1:]]))
+    assert refused(path).member == "obses.npy"
+
+
+def test_zip_features_the_format_forbids(tmp_path: Path, good: Path) -> None:
+    contents = members(good)
+    entries = [Entry(n, d) for n, d in contents.items()]
+    encrypted = [*entries[:2], Entry("obses.npy", contents["obses.npy"], flags=1), *entries[3:]]
+    path = tmp_path / "enc.npz"
+    path.write_bytes(build_zip(encrypted))
+    assert "encrypted" in str(refused(path))
+    mismatch = [*entries[:2], Entry("obses.npy", contents["obses.npy"], file_size=12), *entries[3:]]
+    path.write_bytes(build_zip(mismatch))
+    assert refused(path).member == "obses.npy"
+    bz = tmp_path / "bz.npz"
+    with zipfile.ZipFile(bz, "w", zipfile.ZIP_BZIP2) as archive:
+        for name, data in contents.items():
+            archive.writestr(name, data)
+    assert "compression method 12" in str(refused(bz))
+
+
+def test_overlapping_members_are_refused(tmp_path: Path, good: Path) -> None:
+    """A member whose data hides another member's record (the 'overlap' zip-bomb trick)."""
+    contents = members(good)
+    hidden = local_record(Entry("rews.npy", contents["rews.npy"]))
+    obses = contents["obses.npy"]
+    header_len = len(npy_header((T + 1, B, 4), "<f4"))
+    assert len(hidden) <= len(obses) - header_len
+    carrier = obses[:header_len] + hidden + obses[header_len + len(hidden) :]
+    entries = [Entry(n, carrier if n == "obses.npy" else d) for n, d in contents.items()]
+    rews = entries.pop([e.name for e in entries].index("rews.npy"))
+    before_obses = sum(
+        len(local_record(e)) for e in entries[: [e.name for e in entries].index("obses.npy")]
+    )
+    offset = before_obses + 30 + len(b"obses.npy") + header_len
+    path = tmp_path / "overlap.npz"
+    path.write_bytes(build_zip(entries, [(rews, offset)]))
+    assert "overlaps" in str(refused(path))
