@@ -33,7 +33,7 @@ pytest: $(VENV)/.dev-installed
 	$(BIN)/pytest
 
 docs: $(VENV)/.dev-installed
-	$(BIN)/mkdocs build --strict
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 test: lint typecheck pytest docs
 

@@ -13,7 +13,7 @@ The public API, by layer (each layer imports only the ones above it):
 
 `trajkit.testing` holds Hypothesis strategies and is imported on its own.
 
-Example:
+Examples:
     >>> import trajkit
     >>> from trajkit.testing import example_rollout
     >>> r = example_rollout(num_steps=16, num_envs=4)

@@ -3,7 +3,7 @@
 `trajkit` (the console script) and `python -m trajkit` both run `main`. The commands are
 `validate`, `info` and `schema`; see the file-format page of the docs for the reference.
 
-Example:
+Examples:
     >>> from trajkit.cli import main
     >>> main(["--version"])
     trajkit ...

@@ -61,7 +61,7 @@ shape `(T+1, B, 0)`, float32. Pass `state_fn=` (the env -> `[B, ...]` array, cal
 every reset and step) to record one, e.g. `lambda env: env.get_attr("state")` for the
 classic-control environments.
 
-Example:
+Examples:
     >>> import gymnasium as gym
     >>> import numpy as np
     >>> from trajkit.gym import RolloutRecorder, episode_stats

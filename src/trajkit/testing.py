@@ -4,7 +4,7 @@
 trajkit[testing]`), imported when a strategy is first built, so that `import trajkit.testing`
 works without it.
 
-Example:
+Examples:
     >>> from hypothesis import given
     >>> from trajkit.testing import rollouts
     >>> @given(rollouts(max_steps=5, keys={"critic", "actions"}))
@@ -59,7 +59,7 @@ def example_rollout(
     Returns:
         A validated `Rollout`.
 
-    Example:
+    Examples:
         >>> r = example_rollout(num_steps=8, num_envs=4, truncation=True)
         >>> r.num_steps, r.batch_size, r.truncated is not None
         (8, 4, True)
@@ -126,7 +126,7 @@ def rollouts(
     Raises:
         ValueError: On inconsistent bounds.
 
-    Example:
+    Examples:
         >>> from hypothesis import find
         >>> r = find(rollouts(min_steps=3, keys={"critic"}), lambda r: r.batch_size > 1)
         >>> r.num_steps >= 3 and r.model_outs.keys() == ("critic",)

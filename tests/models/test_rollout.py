@@ -670,6 +670,14 @@ def test_validation_error_is_a_value_error() -> None:
         make(rews="bad")
 
 
+def test_no_observations_at_all_is_refused() -> None:
+    empty: dict[str, Any] = {"model_outs": {}, "infos": None}
+    with pytest.raises(ValidationError, match=re.escape("needs at least one observation")) as info:
+        Rollout(np.zeros((0, 2, 1)), np.zeros((0, 2)), np.zeros((0, 2)), np.zeros((0, 2)), **empty)
+    assert "T=-1" not in str(info.value)
+    assert "dones has 0" in str(info.value)
+
+
 def test_batch_size_zero_is_refused() -> None:
     with pytest.raises(ValidationError, match=re.escape("B >= 1")):
         Rollout(np.zeros((2, 0, 1)), np.zeros((2, 0)), np.zeros((1, 0)), np.zeros((2, 0)), [[]], {})

@@ -18,7 +18,7 @@ class RolloutFileError(ValueError):
         path: The file that was refused.
         member: The member of the archive at fault, or `None` when the whole file is at fault.
 
-    Example:
+    Examples:
         >>> err = RolloutFileError("truncated file", path="run.npz", member="rews.npy")
         >>> str(err)
         'run.npz: member rews.npy: truncated file'

@@ -20,7 +20,7 @@ def as_generator(seed: int | np.random.Generator | None) -> np.random.Generator:
     Raises:
         TypeError: If `seed` is of another type (a float or a legacy `RandomState`, say).
 
-    Example:
+    Examples:
         >>> g = as_generator(0)
         >>> as_generator(g) is g
         True

@@ -154,7 +154,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         0 on success (all files valid), 1 when a file is invalid, missing or unreadable, 2 on a
         usage error. `--help` and `--version` return 0.
 
-    Example:
+    Examples:
         >>> import os, tempfile
         >>> import trajkit
         >>> from trajkit.testing import example_rollout
@@ -196,7 +196,7 @@ def _main(argv: list[str]) -> int:
 def console_main() -> None:
     """The `trajkit` console script: `sys.exit(main())`.
 
-    Example:
+    Examples:
         >>> import sys
         >>> from unittest import mock
         >>> with mock.patch.object(sys, "argv", ["trajkit", "--version"]):

@@ -61,7 +61,7 @@ def gae_loop(
     Returns:
         The advantages, float32 [T, B].
 
-    Example:
+    Examples:
         >>> r = np.ones((2, 1), np.float32)
         >>> z = np.zeros((3, 1), np.float32)
         >>> e = np.empty((0, 0), np.float32)
@@ -96,7 +96,7 @@ def compiled_kernel() -> Kernel:
     Raises:
         ImportError: If numba is not installed.
 
-    Example:
+    Examples:
         >>> import importlib.util
         >>> if importlib.util.find_spec("numba"):
         ...     assert compiled_kernel() is compiled_kernel()

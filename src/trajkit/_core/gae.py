@@ -182,7 +182,7 @@ def gae_backend() -> Backend:
         ValueError: If `TRAJKIT_BACKEND` holds another value, or selects ``numba`` while numba
             cannot be imported.
 
-    Example:
+    Examples:
         >>> gae_backend() in ("numpy", "numba")
         True
     """
@@ -419,7 +419,7 @@ def gae(
             step does not end its episode; or if the backend is unknown or unavailable.
         TypeError: If `gamma` or `lam` is not a real number.
 
-    Example:
+    Examples:
         >>> import numpy as np
         >>> rewards = np.array([[1.0], [1.0], [1.0]])
         >>> values = np.zeros((4, 1))
@@ -471,7 +471,7 @@ def lambda_returns(
         ValueError: On the same invalid arguments as `gae`.
         TypeError: If `gamma` or `lam` is not a real number.
 
-    Example:
+    Examples:
         >>> import numpy as np
         >>> rewards = np.array([[1.0], [2.0]])
         >>> values = np.array([[0.5], [0.5], [2.0]])
@@ -505,7 +505,7 @@ def normalize_advantages(advantages: ArrayLike, eps: float = 1e-8) -> Float32Arr
         ValueError: If `eps` is negative or not finite.
         TypeError: If `eps` is not a real number.
 
-    Example:
+    Examples:
         >>> normalize_advantages([[1.0, 3.0], [1.0, 3.0]])
         array([[-1.,  1.],
                [-1.,  1.]], dtype=float32)

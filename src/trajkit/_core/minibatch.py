@@ -152,7 +152,7 @@ def minibatch_indices(
             minimum. Raised at the call, not at the first `next()`.
         TypeError: If `seed` is not an int, a Generator or `None`.
 
-    Example:
+    Examples:
         >>> batches = list(minibatch_indices(3, 2, 4, epochs=2, seed=0))
         >>> [len(t_idx) for t_idx, b_idx in batches]
         [4, 2, 4, 2]
@@ -199,7 +199,7 @@ def index_stream(
             T·B == 0 (the stream would never yield: the seed looped forever).
         TypeError: If `seed` is not an int, a Generator or `None`.
 
-    Example:
+    Examples:
         >>> stream = index_stream(2, 2, seed=0)
         >>> t_idx, b_idx = next(stream)
         >>> sorted(zip(t_idx.tolist(), b_idx.tolist()))
@@ -250,7 +250,7 @@ def index_batches(
             T·B == 0 while `count > 0`. With `count == 0` nothing is yielded, even when T·B == 0.
         TypeError: If `seed` is not an int, a Generator or `None`.
 
-    Example:
+    Examples:
         >>> batches = list(index_batches(2, 3, 4, 3, seed=0))
         >>> [len(t_idx) for t_idx, b_idx in batches]
         [4, 4, 4]
@@ -302,7 +302,7 @@ def sequence_minibatch_indices(
         ValueError: If a size argument is not an integer or is below its minimum.
         TypeError: If `seed` is not an int, a Generator or `None`.
 
-    Example:
+    Examples:
         >>> batches = list(sequence_minibatch_indices(5, 2, seed=0))
         >>> [len(b_idx) for b_idx in batches]
         [2, 2, 1]
@@ -397,7 +397,7 @@ def gather(arrays: Mapping[str, AnyArray], t_idx: IntArray, b_idx: IntArray) -> 
             if an array has fewer than 2 dims, or if an index is negative or past an array's
             leading dims (the message names the array and the index).
 
-    Example:
+    Examples:
         >>> rews = np.arange(6, dtype=np.float32).reshape(3, 2)
         >>> obses = np.arange(8, dtype=np.uint8).reshape(4, 2)
         >>> out = gather({"rews": rews, "obses": obses}, np.array([2, 0]), np.array([1, 0]))
@@ -460,7 +460,7 @@ def gather_sequences(arrays: Mapping[str, AnyArray], b_idx: IntArray) -> dict[st
             if an index is negative or past an array's B (the message names the array and the
             index).
 
-    Example:
+    Examples:
         >>> dones = np.arange(6, dtype=np.float32).reshape(2, 3)
         >>> gather_sequences({"dones": dones}, np.array([2, 0]))["dones"]
         array([[2., 0.],

@@ -107,7 +107,7 @@ def save(rollout: Rollout, path: PathLike, *, compress: bool = False) -> None:
             Unicode.
         OSError: If the file cannot be written.
 
-    Example:
+    Examples:
         >>> import os, tempfile
         >>> import trajkit
         >>> from trajkit.testing import example_rollout
@@ -347,7 +347,7 @@ def read_metadata(
     Raises:
         RolloutFileError: For any problem with the file, naming the file and the member.
 
-    Example:
+    Examples:
         >>> import os, tempfile
         >>> import trajkit
         >>> from trajkit.testing import example_rollout
@@ -397,7 +397,7 @@ def load(
         RolloutFileError: For every refusal, naming the file and, where it applies, the
             member. It is a `ValueError`; the original exception is its `__cause__`.
 
-    Example:
+    Examples:
         >>> import os, tempfile
         >>> import trajkit
         >>> from trajkit.testing import example_rollout

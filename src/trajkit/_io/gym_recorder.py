@@ -193,7 +193,7 @@ class RolloutRecorder:
             Text, Graph, Sequence, ...), the action space is not Discrete, or the autoreset
             mode is missing or unknown.
 
-    Example:
+    Examples:
         >>> import gymnasium as gym
         >>> import numpy as np
         >>> from trajkit.gym import RolloutRecorder
@@ -315,7 +315,7 @@ class RolloutRecorder:
                 mid-step, so the recorder refuses to go on (a failure in the first call's
                 reset, such as a policy without `actions`, can be retried).
 
-        Example:
+        Examples:
             >>> import gymnasium as gym
             >>> import numpy as np
             >>> from trajkit.gym import RolloutRecorder
@@ -612,7 +612,7 @@ def episode_stats(rollout: Rollout) -> EpisodeStats:
     Returns:
         The `EpisodeStats`.
 
-    Example:
+    Examples:
         >>> import numpy as np
         >>> from trajkit import Rollout
         >>> from trajkit.gym import episode_stats

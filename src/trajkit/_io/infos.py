@@ -131,7 +131,7 @@ def infos_to_json(infos: Sequence[Sequence[Mapping[str, Any]]]) -> bytes:
         ValueError: For the first value that JSON cannot store exactly, naming it as
             `infos[t][b]['key']...`.
 
-    Example:
+    Examples:
         >>> import numpy as np
         >>> infos_to_json([[{"lives": np.int64(3)}, {}]])
         b'[[{"lives":3},{}]]'
@@ -182,7 +182,7 @@ def strict_json_loads(data: bytes) -> Any:
         ValueError: On any departure (including `UnicodeDecodeError` and `JSONDecodeError`).
         RecursionError: On absurdly deep nesting.
 
-    Example:
+    Examples:
         >>> strict_json_loads(b'{"a": 1}')
         {'a': 1}
         >>> strict_json_loads(b'{"a": NaN}')
@@ -212,7 +212,7 @@ def infos_from_json(data: bytes, num_steps: int, batch_size: int) -> list[list[d
     Raises:
         ValueError: If the bytes are not strict UTF-8 JSON or not T rows of B objects.
 
-    Example:
+    Examples:
         >>> infos_from_json(b'[[{"lives":3},{}]]', 1, 2)
         [[{'lives': 3}, {}]]
         >>> infos_from_json(b'[[{}]]', 2, 1)

@@ -56,7 +56,7 @@ class ArrayMember:
         dtype: The canonical dtype name; stored little-endian.
         shape: The full shape, including `T+1` or `T` and `B`.
 
-    Example:
+    Examples:
         >>> m = ArrayMember("rews.npy", "rews", None, "float32", (4, 2))
         >>> m.nbytes, m.descr
         (32, '<f4')
@@ -105,7 +105,7 @@ class RolloutFileMetadata(BaseModel):
         pydantic.ValidationError: On unknown fields, an unknown format or version, or keys that
             disagree with the spec.
 
-    Example:
+    Examples:
         >>> from trajkit.testing import example_rollout
         >>> meta = RolloutFileMetadata.from_rollout(example_rollout(keys={"critic"}))
         >>> meta.num_steps, meta.batch_size, meta.model_output_keys
@@ -159,7 +159,7 @@ class RolloutFileMetadata(BaseModel):
         Raises:
             ValueError: If an array has a dtype the format cannot store (such as float128).
 
-        Example:
+        Examples:
             >>> from trajkit.testing import example_rollout
             >>> RolloutFileMetadata.from_rollout(example_rollout()).format
             'trajkit.rollout'
@@ -181,7 +181,7 @@ class RolloutFileMetadata(BaseModel):
             `states.npy`, `obses.npy`, `rews.npy`, `dones.npy`, then `truncated.npy` and
             `final_values.npy` when the spec has truncation, then `model_outs/{i}.npy`.
 
-        Example:
+        Examples:
             >>> from trajkit.testing import example_rollout
             >>> meta = RolloutFileMetadata.from_rollout(example_rollout(num_steps=3, keys=()))
             >>> [(m.name, m.dtype, m.shape) for m in meta.arrays()]
@@ -216,7 +216,7 @@ class RolloutFileMetadata(BaseModel):
             `metadata.json`, the `.npy` members of [`arrays`][trajkit.RolloutFileMetadata.arrays],
             then `infos.json`.
 
-        Example:
+        Examples:
             >>> from trajkit.testing import example_rollout
             >>> RolloutFileMetadata.from_rollout(example_rollout(keys=())).members()
             ['metadata.json', 'states.npy', 'obses.npy', 'rews.npy', 'dones.npy', 'infos.json']
@@ -229,7 +229,7 @@ class RolloutFileMetadata(BaseModel):
         Returns:
             The sum of every array member's `nbytes` (what loading allocates, before infos).
 
-        Example:
+        Examples:
             >>> from trajkit.testing import example_rollout
             >>> RolloutFileMetadata.from_rollout(example_rollout(keys=())).data_bytes()
             312

@@ -52,7 +52,7 @@ class DimSpec:
         Raises:
             ValueError: On malformed text.
 
-        Example:
+        Examples:
             >>> DimSpec.parse("T+1 B ...").describe()
             '(T+1, B, ...)'
         """
@@ -120,7 +120,7 @@ def bind_dims(shapes: Mapping[str, Shape], specs: Mapping[str, DimSpec]) -> Bind
     Returns:
         The binding, with `problems` empty when all shapes agree.
 
-    Example:
+    Examples:
         >>> specs = {"dones": DimSpec.parse("T+1 B"), "rews": DimSpec.parse("T B")}
         >>> b = bind_dims({"dones": (9, 4), "rews": (9, 4)}, specs)
         >>> b.values

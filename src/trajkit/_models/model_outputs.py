@@ -30,7 +30,7 @@ class StepOutputs(Mapping[str, AnyArray]):
     Values are views into the stacked storage, so editing one in place edits the rollout, and
     assigning to an existing key copies into that timestep's row.
 
-    Example:
+    Examples:
         >>> import numpy as np
         >>> outs = ModelOutputs({"critic": np.zeros((3, 2), np.float32)})
         >>> step = outs[1]
@@ -78,7 +78,7 @@ class ModelOutputs(Sequence[StepOutputs]):
         arrays: Key to stacked array. Used as given (no validation; `Rollout` validates).
         num_rows: The number of timesteps (T+1); inferred from the arrays when omitted.
 
-    Example:
+    Examples:
         >>> import numpy as np
         >>> outs = ModelOutputs({"actions": np.array([[0, 1], [1, 1], [0, 0]], np.int32)})
         >>> len(outs), outs.keys()

@@ -161,7 +161,7 @@ class Rollout(BaseModel):
         copy: Copy the input arrays (the default, as the seed does). `False` keeps arrays of
             the right dtype as given, e.g. memory-mapped files.
 
-    Example:
+    Examples:
         >>> import numpy as np
         >>> T, B = 3, 2
         >>> r = Rollout(
@@ -300,7 +300,11 @@ class Rollout(BaseModel):
         T = binding.values.get("T")
         B = binding.values.get("B")
         if T is not None and T < 0:
-            problems.append("a rollout needs at least one observation (T+1 >= 1 rows), got 0")
+            # Shapes compared against T = -1 would only confuse: say what is wrong instead.
+            rows = ", ".join(f"{name} has {shape[0]}" for name, shape in shapes.items())
+            raise ValueError(
+                f"a rollout needs at least one observation (T+1 >= 1 rows): {rows} rows"
+            )
         if B == 0:
             problems.append("a rollout needs at least one environment (B >= 1), got B=0")
         if infos is not None and B is not None and shapes["infos"][1] is None:
@@ -368,7 +372,7 @@ class Rollout(BaseModel):
     def copy(self) -> Rollout:  # type: ignore[override]
         """Return an independent, validated deep copy (arrays, model outputs and infos).
 
-        Example:
+        Examples:
             >>> from trajkit.testing import example_rollout
             >>> r = example_rollout()
             >>> r2 = r.copy()
@@ -392,7 +396,7 @@ class Rollout(BaseModel):
             TypeError: For an unknown field name.
             pydantic.ValidationError: If the result would be invalid.
 
-        Example:
+        Examples:
             >>> from trajkit.testing import example_rollout
             >>> r = example_rollout()
             >>> scaled = r.replace(rews=r.rews * 0.1)
@@ -424,7 +428,7 @@ class Rollout(BaseModel):
         Raises:
             KeyError: If there is no `critic` key (the message lists the keys present).
 
-        Example:
+        Examples:
             >>> from trajkit.testing import example_rollout
             >>> example_rollout(num_steps=4, num_envs=3).value_predictions().shape
             (5, 3)
@@ -437,7 +441,7 @@ class Rollout(BaseModel):
         Raises:
             KeyError: If there is no `actions` key.
 
-        Example:
+        Examples:
             >>> from trajkit.testing import example_rollout
             >>> example_rollout(num_steps=4, num_envs=3).actions().dtype
             dtype('int32')
@@ -450,7 +454,7 @@ class Rollout(BaseModel):
         Raises:
             KeyError: If there is no `log_probs` key.
 
-        Example:
+        Examples:
             >>> from trajkit.testing import example_rollout
             >>> example_rollout(num_steps=4, num_envs=3).log_probs().shape
             (5, 3)
@@ -463,7 +467,7 @@ class Rollout(BaseModel):
         Raises:
             KeyError: If there is no `actor` key.
 
-        Example:
+        Examples:
             >>> from trajkit.testing import example_rollout
             >>> example_rollout(num_steps=4, num_envs=3, num_actions=5).logits().shape
             (5, 3, 5)
@@ -488,7 +492,7 @@ class Rollout(BaseModel):
             ValueError: If gamma or lam is not a finite number in [0, 1].
             KeyError: If there is no `critic` key.
 
-        Example:
+        Examples:
             >>> from trajkit.testing import example_rollout
             >>> r = example_rollout(num_steps=4, num_envs=3)
             >>> targets = r.advantages(0.99, 0.95) + r.value_predictions()[:-1]
@@ -515,7 +519,7 @@ class Rollout(BaseModel):
         Returns:
             float32 `[T, B]`.
 
-        Example:
+        Examples:
             >>> from trajkit.testing import example_rollout
             >>> example_rollout(num_steps=4, num_envs=3).returns(0.99, 0.95).shape
             (4, 3)
@@ -548,7 +552,7 @@ class Rollout(BaseModel):
             ValueError: If batch_size < 1, count < 0, or the rollout is empty (T = 0) and
                 count > 0.
 
-        Example:
+        Examples:
             >>> from trajkit.testing import example_rollout
             >>> r = example_rollout(num_steps=2, num_envs=2)
             >>> [sorted(batch) for batch in r.batches(4, 1, seed=0)]
@@ -572,7 +576,7 @@ class Rollout(BaseModel):
         Raises:
             ValueError: If the rollout has no steps (T = 0), where the seed would hang.
 
-        Example:
+        Examples:
             >>> from itertools import islice
             >>> from trajkit.testing import example_rollout
             >>> r = example_rollout(num_steps=2, num_envs=2)
@@ -601,7 +605,7 @@ class Rollout(BaseModel):
         Raises:
             ValueError: If a model-output key has the name of a field.
 
-        Example:
+        Examples:
             >>> from trajkit.testing import example_rollout
             >>> arrays = example_rollout(num_steps=4, num_envs=3).training_arrays(0.99, 0.95)
             >>> sorted(arrays)  # doctest: +NORMALIZE_WHITESPACE
@@ -651,7 +655,7 @@ class Rollout(BaseModel):
             drop_last: Drop each epoch's last, smaller minibatch.
             seed: An int, a `numpy.random.Generator`, or `None` for fresh entropy.
 
-        Example:
+        Examples:
             >>> from trajkit.testing import example_rollout
             >>> r = example_rollout(num_steps=4, num_envs=3)
             >>> sizes = [len(mb["advantages"]) for mb in r.minibatches(5, gamma=0.99, lam=0.95)]
@@ -693,7 +697,7 @@ class Rollout(BaseModel):
             drop_last: Drop each epoch's last, smaller minibatch.
             seed: An int, a `numpy.random.Generator`, or `None` for fresh entropy.
 
-        Example:
+        Examples:
             >>> from trajkit.testing import example_rollout
             >>> r = example_rollout(num_steps=4, num_envs=3)
             >>> [mb["obses"].shape[:2] for mb in r.sequence_minibatches(2, gamma=0.9, lam=0.9)]

@@ -67,7 +67,7 @@ def dtype_name(dtype: Any) -> str:
     Returns:
         `numpy.dtype(dtype).name`.
 
-    Example:
+    Examples:
         >>> import numpy as np
         >>> dtype_name(">f4"), dtype_name(np.uint8), dtype_name(bool)
         ('float32', 'uint8', 'bool')
@@ -82,7 +82,7 @@ class OutputSpec(BaseModel):
         shape: The trailing shape: `()` for one value per (t, b), `(A,)` for logits.
         dtype: A canonical NumPy dtype name (see `DtypeName`).
 
-    Example:
+    Examples:
         >>> OutputSpec(shape=(6,), dtype="float32").model_dump()
         {'shape': (6,), 'dtype': 'float32'}
     """
@@ -139,7 +139,7 @@ class RolloutSpec(BaseModel):
         pydantic.ValidationError: For unknown fields, dtypes outside `DtypeName`, negative
             dimensions, inconsistent bounds, or a known key with the wrong layout.
 
-    Example:
+    Examples:
         >>> from trajkit.testing import example_rollout
         >>> r = example_rollout(num_steps=4, num_envs=2, obs_shape=(3,), keys={"critic"})
         >>> spec = RolloutSpec.from_rollout(r)
@@ -212,7 +212,7 @@ class RolloutSpec(BaseModel):
             pydantic.ValidationError: If an array has a dtype outside `DtypeName` (such as
                 float128), which no spec can describe.
 
-        Example:
+        Examples:
             >>> from trajkit.testing import example_rollout
             >>> spec = RolloutSpec.from_rollout(example_rollout(num_actions=5))
             >>> spec.model_outputs["actor"]
@@ -241,7 +241,7 @@ class RolloutSpec(BaseModel):
         Returns:
             The problems, or an empty list when the rollout conforms.
 
-        Example:
+        Examples:
             >>> from trajkit.testing import example_rollout
             >>> spec = RolloutSpec.from_rollout(example_rollout(keys={"critic", "actions"}))
             >>> for problem in spec.check(example_rollout(keys={"critic"}, truncation=True)):
@@ -271,7 +271,7 @@ class RolloutSpec(BaseModel):
         Returns:
             The problems, or an empty list.
 
-        Example:
+        Examples:
             >>> from trajkit.testing import example_rollout
             >>> spec = RolloutSpec.from_rollout(example_rollout())
             >>> spec.compare(spec, num_steps=4, num_envs=2)

@@ -1,0 +1,238 @@
+"""The docs site: reference coverage, docstring examples, and the pages' Python blocks.
+
+`mkdocs build --strict` itself runs in `make docs`, not here. These tests check what the build
+cannot: that every public name has a reference entry, that every public function and class shows
+an example, and that the ```python blocks of the pages run.
+
+Convention for the pages (documented in docs/screenshots.md): every ```python block runs, the
+blocks of one page in order, in one namespace, in a temporary working directory. A block that
+must not run uses another info string (```pycon, ```console, ```text), or is preceded by the
+line `<!-- docs-test: skip -->`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import re
+import textwrap
+import types
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import trajkit
+import trajkit.testing
+from trajkit import Rollout
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
+REFERENCE = DOCS / "reference"
+SKIP_MARKER = "<!-- docs-test: skip -->"
+
+# `::: identifier` at the start of a line, as mkdocstrings reads it.
+_DIRECTIVE = re.compile(r"^:::\s+(?P<identifier>[\w.]+)\s*$", re.MULTILINE)
+# An opening fence: indentation, three or more backticks or tildes, then the info string.
+_FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})(?P<info>.*)$")
+
+
+def _optional_module(name: str) -> types.ModuleType | None:
+    """Import `name`, or return None if it (or a dependency it needs) is not installed."""
+    try:
+        return importlib.import_module(name)
+    except ImportError as exc:
+        missing = getattr(exc, "name", None) or ""
+        if missing == name or not missing.startswith("trajkit"):
+            return None
+        raise
+
+
+# --------------------------------------------------------------------------- reference entries
+
+
+def reference_entries() -> dict[str, set[str]]:
+    """Page name (e.g. `models.md`) to the identifiers of its `::: ...` entries."""
+    return {
+        page.name: set(_DIRECTIVE.findall(page.read_text(encoding="utf-8")))
+        for page in sorted(REFERENCE.glob("*.md"))
+    }
+
+
+def test_reference_pages_exist() -> None:
+    pages = set(reference_entries())
+    assert {"models.md", "core.md", "files.md", "cli.md", "testing.md", "gym.md"} <= pages
+
+
+def test_every_public_name_has_a_reference_entry() -> None:
+    documented = set().union(*reference_entries().values())
+    missing = [name for name in trajkit.__all__ if f"trajkit.{name}" not in documented]
+    assert not missing, f"add `::: trajkit.<name>` to a page of docs/reference/ for {missing}"
+
+
+def test_every_testing_name_is_on_the_testing_page() -> None:
+    entries = reference_entries()["testing.md"]
+    missing = [n for n in trajkit.testing.__all__ if f"trajkit.testing.{n}" not in entries]
+    assert not missing, f"add `::: trajkit.testing.<name>` to docs/reference/testing.md: {missing}"
+
+
+def test_every_gym_name_is_on_the_gym_page() -> None:
+    gym = _optional_module("trajkit.gym")
+    if gym is None:
+        pytest.skip("trajkit.gym (or gymnasium) is not installed")
+    entries = reference_entries()["gym.md"]
+    missing = [n for n in gym.__all__ if f"trajkit.gym.{n}" not in entries]
+    assert not missing, f"add `::: trajkit.gym.<name>` to docs/reference/gym.md: {missing}"
+
+
+def test_the_cli_entry_point_is_on_the_cli_page() -> None:
+    cli = _optional_module("trajkit.cli")
+    if cli is None:
+        pytest.skip("trajkit.cli does not exist yet")
+    assert "trajkit.cli.main" in reference_entries()["cli.md"]
+
+
+def test_reference_entries_name_existing_objects() -> None:
+    # mkdocs build --strict reports these too; this names the page and is much faster.
+    for page, identifiers in reference_entries().items():
+        for identifier in identifiers:
+            module_name, _, attribute = identifier.rpartition(".")
+            if _optional_module(identifier) is not None:
+                continue
+            module = _optional_module(module_name)
+            if module is None and module_name.startswith("trajkit.gym"):
+                continue  # gymnasium not installed: the gym page cannot be checked
+            assert module is not None, f"{page}: no module {module_name!r} for {identifier!r}"
+            assert hasattr(module, attribute), f"{page}: {identifier!r} does not exist"
+
+
+# ------------------------------------------------------------------------ docstring examples
+
+
+def _public_callables() -> Iterator[tuple[str, Any]]:
+    """Every public function and class, and every public method of `Rollout`."""
+    for module, names in ((trajkit, trajkit.__all__), (trajkit.testing, trajkit.testing.__all__)):
+        for name in names:
+            obj = getattr(module, name)
+            if inspect.isclass(obj) or inspect.isfunction(obj):
+                yield f"{module.__name__}.{name}", obj
+    for name, member in vars(Rollout).items():
+        if not name.startswith("_") and inspect.isfunction(member):
+            yield f"trajkit.Rollout.{name}", member
+
+
+PUBLIC_CALLABLES = dict(_public_callables())
+
+
+def test_the_docstring_check_sees_the_api() -> None:
+    assert {"trajkit.Rollout", "trajkit.gae", "trajkit.testing.rollouts"} <= set(PUBLIC_CALLABLES)
+    assert {"trajkit.Rollout.advantages", "trajkit.Rollout.replace"} <= set(PUBLIC_CALLABLES)
+
+
+@pytest.mark.parametrize("qualname", sorted(PUBLIC_CALLABLES))
+def test_public_docstrings_have_an_example(qualname: str) -> None:
+    doc = inspect.getdoc(PUBLIC_CALLABLES[qualname]) or ""
+    assert doc, f"{qualname} has no docstring"
+    assert re.search(r"^Examples:\s*$", doc, re.MULTILINE), f"{qualname}: no `Examples:` section"
+    assert ">>>" in doc, f"{qualname}: the example has no `>>>` lines"
+
+
+# ------------------------------------------------------------------- the pages' Python blocks
+
+
+@dataclass(frozen=True)
+class Block:
+    """A fenced code block of a page."""
+
+    page: Path
+    line: int  # 1-based line of the first line of code
+    info: str
+    code: str
+    skipped: bool
+
+    @property
+    def runs(self) -> bool:
+        return self.info.split()[:1] == ["python"] and not self.skipped
+
+
+def code_blocks(page: Path) -> list[Block]:
+    """The fenced code blocks of a Markdown page, dedented to their fence's indentation."""
+    lines = page.read_text(encoding="utf-8").splitlines()
+    blocks: list[Block] = []
+    i = 0
+    previous = ""  # the last non-blank line before the current one
+    while i < len(lines):
+        match = _FENCE.match(lines[i])
+        if not match:
+            if lines[i].strip():
+                previous = lines[i].strip()
+            i += 1
+            continue
+        indent, fence = match["indent"], match["fence"]
+        closing = re.compile(rf"^[ \t]*{re.escape(fence[0])}{{{len(fence)},}}\s*$")
+        end = i + 1
+        while end < len(lines) and not closing.match(lines[end]):
+            end += 1
+        assert end < len(lines), f"{page.name}:{i + 1}: unclosed code fence"
+        body = [
+            line[len(indent) :] if line.startswith(indent) else line for line in lines[i + 1 : end]
+        ]
+        blocks.append(
+            Block(
+                page=page,
+                line=i + 2,
+                info=match["info"].strip(),
+                code=textwrap.dedent("\n".join(body)),
+                skipped=previous == SKIP_MARKER,
+            )
+        )
+        previous = lines[i].strip()
+        i = end + 1
+    return blocks
+
+
+PAGES = sorted(DOCS.rglob("*.md"))
+PAGES_WITH_CODE = [p for p in PAGES if any(b.runs for b in code_blocks(p))]
+
+
+def test_the_block_parser_finds_the_examples() -> None:
+    names = {p.relative_to(DOCS).as_posix() for p in PAGES_WITH_CODE}
+    assert {"concepts.md", "gae.md", "validation.md", "migration.md"} <= names
+
+
+def test_the_block_parser_follows_the_convention(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text(
+        "Text.\n\n```python\nx = 1\n```\n\n```pycon\n>>> x\n```\n\n"
+        f"{SKIP_MARKER}\n```python\nraise SystemExit\n```\n\n"
+        "1. A step:\n\n    ```python\n    y = x + 1\n    ```\n",
+        encoding="utf-8",
+    )
+    blocks = code_blocks(page)
+    assert [(b.info, b.runs) for b in blocks] == [
+        ("python", True),
+        ("pycon", False),
+        ("python", False),
+        ("python", True),
+    ]
+    assert blocks[0].line == 4
+    assert blocks[3].code == "y = x + 1"
+
+
+@pytest.mark.parametrize(
+    "page", PAGES_WITH_CODE, ids=[p.relative_to(DOCS).as_posix() for p in PAGES_WITH_CODE]
+)
+def test_page_python_blocks_run(
+    page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    namespace: dict[str, Any] = {"__name__": f"docs_{page.stem.replace('-', '_')}"}
+    for block in code_blocks(page):
+        if not block.runs:
+            continue
+        # Pad with blank lines so that a traceback points at the line of the page.
+        source = "\n" * (block.line - 1) + block.code
+        code = compile(source, str(page.relative_to(ROOT)), "exec")
+        exec(code, namespace)
