@@ -36,6 +36,7 @@ from typing import Any
 from unittest import mock
 
 import numpy as np
+from _timing import best_of
 from numpy.typing import NDArray
 
 import trajkit
@@ -44,16 +45,6 @@ from trajkit.testing import example_rollout
 
 T, B, H, W, C, STATE = 256, 24, 84, 84, 4, 1024
 SMALL_FILES = 1000
-
-
-def best_of(fn: Callable[[], object], repeats: int) -> float:
-    """Minimum wall time of `repeats` calls of `fn`, in seconds."""
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - start)
-    return best
 
 
 def big_rollout() -> trajkit.Rollout:

