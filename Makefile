@@ -27,7 +27,7 @@ lint: $(VENV)/.dev-installed
 	$(BIN)/ruff format --check .
 
 typecheck: $(VENV)/.dev-installed
-	$(BIN)/mypy
+	$(BIN)/mypy --strict
 
 pytest: $(VENV)/.dev-installed
 	$(BIN)/pytest
