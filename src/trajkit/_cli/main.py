@@ -20,7 +20,6 @@ from pydantic import ValidationError
 
 from trajkit._base.errors import RolloutFileError
 from trajkit._base.version import __version__
-from trajkit._core.gae import gae
 from trajkit._io.files import DEFAULT_MAX_BYTES, load, read_metadata
 from trajkit._io.infos import strict_json_loads
 from trajkit._io.metadata import RolloutFileMetadata
@@ -382,23 +381,6 @@ def _episode_lines(r: Rollout) -> Iterator[str]:
     yield f"complete episodes: {complete} (start and end inside the rollout)"
 
 
-def _advantages(r: Rollout, gamma: float, lam: float) -> np.ndarray[Any, Any]:
-    """`r.advantages` on writable copies: the rollout is memory-mapped (read-only)."""
-
-    def own(array: np.ndarray[Any, Any] | None) -> np.ndarray[Any, Any] | None:
-        return None if array is None else np.array(array)
-
-    return gae(
-        np.array(r.rews),
-        np.array(r.model_outs.arrays["critic"]),
-        np.array(r.dones),
-        gamma,
-        lam,
-        truncated=own(r.truncated),
-        final_values=own(r.final_values),
-    )
-
-
 def _info(args: argparse.Namespace) -> int:
     path: str = args.path
     try:
@@ -441,7 +423,7 @@ def _info(args: argparse.Namespace) -> int:
         rews = np.asarray(r.rews, np.float64)
         lines.append(f"rewards:           sum {rews.sum():.6g}, {_stats(rews)}")
         if "critic" in r.model_outs.arrays:
-            adv = _advantages(r, args.gamma, args.lam)
+            adv = r.advantages(args.gamma, args.lam)
             lines.append(f"advantages:        {_stats(adv)} (gamma={args.gamma}, lam={args.lam})")
     print("\n".join(lines))
     return 0
