@@ -25,8 +25,9 @@ from typing import Any
 import pytest
 
 import trajkit
+import trajkit.cli
+import trajkit.gym
 import trajkit.testing
-from trajkit import Rollout
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -112,15 +113,30 @@ def test_reference_entries_name_existing_objects() -> None:
 
 
 def _public_callables() -> Iterator[tuple[str, Any]]:
-    """Every public function and class, and every public method of `Rollout`."""
-    for module, names in ((trajkit, trajkit.__all__), (trajkit.testing, trajkit.testing.__all__)):
-        for name in names:
+    """Every public function and class, and every public method and property of those classes.
+
+    Public means listed in the `__all__` of `trajkit`, `trajkit.testing`, `trajkit.gym` or
+    `trajkit.cli`. Members inherited from pydantic's `BaseModel` are pydantic's to document.
+    """
+    modules = (trajkit, trajkit.testing, trajkit.gym, trajkit.cli)
+    for module in modules:
+        for name in module.__all__:
             obj = getattr(module, name)
-            if inspect.isclass(obj) or inspect.isfunction(obj):
-                yield f"{module.__name__}.{name}", obj
-    for name, member in vars(Rollout).items():
-        if not name.startswith("_") and inspect.isfunction(member):
-            yield f"trajkit.Rollout.{name}", member
+            if not (inspect.isclass(obj) or inspect.isfunction(obj)):
+                continue
+            qualname = f"{module.__name__}.{name}"
+            yield qualname, obj
+            if not inspect.isclass(obj):
+                continue
+            for attr, member in vars(obj).items():
+                if attr.startswith("_"):
+                    continue
+                if isinstance(member, property):
+                    yield f"{qualname}.{attr}", member.fget
+                elif isinstance(member, classmethod | staticmethod):
+                    yield f"{qualname}.{attr}", member.__func__
+                elif inspect.isfunction(member):
+                    yield f"{qualname}.{attr}", member
 
 
 PUBLIC_CALLABLES = dict(_public_callables())

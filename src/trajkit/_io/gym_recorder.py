@@ -276,17 +276,50 @@ class RolloutRecorder:
 
     @property
     def env(self) -> VectorEnv[Any, Any, Any]:
-        """The vector environment being recorded."""
+        """The vector environment being recorded.
+
+        Examples:
+            >>> import gymnasium as gym
+            >>> import numpy as np
+            >>> from trajkit.gym import RolloutRecorder
+            >>> env = gym.make_vec("CartPole-v1", num_envs=2, vectorization_mode="sync")
+            >>> recorder = RolloutRecorder(env, lambda obs: {"actions": np.zeros(2, int)})
+            >>> recorder.env is env
+            True
+            >>> env.close()
+        """
         return self._env
 
     @property
     def num_envs(self) -> int:
-        """B, the number of environments."""
+        """B, the number of environments.
+
+        Examples:
+            >>> import gymnasium as gym
+            >>> import numpy as np
+            >>> from trajkit.gym import RolloutRecorder
+            >>> env = gym.make_vec("CartPole-v1", num_envs=2, vectorization_mode="sync")
+            >>> recorder = RolloutRecorder(env, lambda obs: {"actions": np.zeros(2, int)})
+            >>> recorder.num_envs
+            2
+            >>> env.close()
+        """
         return self._num_envs
 
     @property
     def autoreset_mode(self) -> AutoresetMode:
-        """The autoreset mode in use, as a `gymnasium.vector.AutoresetMode`."""
+        """The autoreset mode in use, as a `gymnasium.vector.AutoresetMode`.
+
+        Examples:
+            >>> import gymnasium as gym
+            >>> import numpy as np
+            >>> from trajkit.gym import RolloutRecorder
+            >>> env = gym.make_vec("CartPole-v1", num_envs=2, vectorization_mode="sync")
+            >>> recorder = RolloutRecorder(env, lambda obs: {"actions": np.zeros(2, int)})
+            >>> recorder.autoreset_mode.name
+            'NEXT_STEP'
+            >>> env.close()
+        """
         return AutoresetMode(self._mode.value)
 
     # ---------------------------------------------------------------------- recording
@@ -584,6 +617,12 @@ class EpisodeStats:
         terminations: Episode ends in the rollout that were terminations.
         truncations: Episode ends in the rollout that were truncations (0 without truncation
             data, where every end counts as a termination).
+
+    Examples:
+        >>> import numpy as np
+        >>> stats = EpisodeStats(np.array([3.0, 5.0]), np.array([3, 5]), 1, 1)
+        >>> stats.episodes, stats.mean_return
+        (2, 4.0)
     """
 
     returns: Float64Array = field(repr=False)
@@ -593,12 +632,24 @@ class EpisodeStats:
 
     @property
     def episodes(self) -> int:
-        """Number of episode ends in the rollout (terminations plus truncations)."""
+        """Number of episode ends in the rollout (terminations plus truncations).
+
+        Examples:
+            >>> import numpy as np
+            >>> EpisodeStats(np.zeros(0), np.zeros(0, np.int64), 2, 1).episodes
+            3
+        """
         return self.terminations + self.truncations
 
     @property
     def mean_return(self) -> float:
-        """Mean of `returns`, or NaN when no episode is wholly inside the rollout."""
+        """Mean of `returns`, or NaN when no episode is wholly inside the rollout.
+
+        Examples:
+            >>> import numpy as np
+            >>> EpisodeStats(np.zeros(0), np.zeros(0, np.int64), 1, 0).mean_return
+            nan
+        """
         return float(self.returns.mean()) if self.returns.size else float("nan")
 
 

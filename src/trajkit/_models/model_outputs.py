@@ -99,11 +99,26 @@ class ModelOutputs(Sequence[StepOutputs]):
 
     @property
     def arrays(self) -> Mapping[str, AnyArray]:
-        """Read-only mapping of key to stacked `[T+1, B, ...]` array (the storage itself)."""
+        """Read-only mapping of key to stacked `[T+1, B, ...]` array (the storage itself).
+
+        Examples:
+            >>> import numpy as np
+            >>> outs = ModelOutputs({"critic": np.zeros((3, 2), np.float32)})
+            >>> outs.arrays["critic"].shape
+            (3, 2)
+            >>> outs.arrays["critic"] is outs.arrays["critic"]  # no restacking
+            True
+        """
         return MappingProxyType(self._arrays)
 
     def keys(self) -> tuple[str, ...]:
-        """The output keys, in the order given."""
+        """The output keys, in the order given.
+
+        Examples:
+            >>> import numpy as np
+            >>> ModelOutputs({"critic": np.zeros((3, 2)), "actions": np.zeros((3, 2))}).keys()
+            ('critic', 'actions')
+        """
         return tuple(self._arrays)
 
     def __len__(self) -> int:

@@ -361,12 +361,24 @@ class Rollout(BaseModel):
 
     @property
     def num_steps(self) -> int:
-        """T, the number of steps (rows of `rews`)."""
+        """T, the number of steps (rows of `rews`).
+
+        Examples:
+            >>> from trajkit.testing import example_rollout
+            >>> example_rollout(num_steps=6, num_envs=2).num_steps
+            6
+        """
         return int(self.rews.shape[0])
 
     @property
     def batch_size(self) -> int:
-        """B, the number of environments."""
+        """B, the number of environments.
+
+        Examples:
+            >>> from trajkit.testing import example_rollout
+            >>> example_rollout(num_steps=6, num_envs=2).batch_size
+            2
+        """
         return int(self.dones.shape[1])
 
     def copy(self) -> Rollout:  # type: ignore[override]
