@@ -9,9 +9,10 @@ The public API, by layer (each layer imports only the ones above it):
 - **Models** (pydantic): `Rollout`, `ModelOutputs`, `StepOutputs`, `FIELD_DIMS`,
   `MODEL_OUTPUT_DIMS`, `RolloutSpec`, `OutputSpec`.
 - **Files**: `save`, `load`, `read_metadata`, `RolloutFileMetadata`, `DEFAULT_MAX_BYTES`,
-  `FORMAT_NAME`, `FORMAT_VERSION`; the `trajkit` command line is `trajkit.cli`.
+  `FORMAT_NAME`, `FORMAT_VERSION`.
 
-`trajkit.testing` holds Hypothesis strategies and is imported on its own.
+Imported on their own: `trajkit.testing` (an example rollout and Hypothesis strategies),
+`trajkit.gym` (the Gymnasium recorder, needs `trajkit[gym]`) and `trajkit.cli`.
 
 Examples:
     >>> import trajkit
