@@ -24,7 +24,7 @@ from gymnasium.wrappers.vector import RecordEpisodeStatistics
 import trajkit
 from trajkit._base.types import AnyArray
 from trajkit._cli.main import main as trajkit_cli
-from trajkit.gym import RolloutRecorder, episode_stats
+from trajkit.gym import RolloutRecorder
 
 NUM_ENVS = 8
 NUM_STEPS = 256
@@ -87,7 +87,7 @@ def main() -> int:
         f"in {recorded_in:.2f} s: {rollout}"
     )
 
-    episodes = episode_stats(rollout)
+    episodes = rollout.episode_stats()
     reported = [info["episode"]["r"] for row in rollout.infos for info in row if "episode" in info]
     agree = sorted(episodes.returns.tolist()) == sorted(reported)
     print(

@@ -4,6 +4,7 @@ The public API, by layer (each layer imports only the ones above it):
 
 - **Base**: array aliases and errors: `RolloutFileError`.
 - **Core** (pure NumPy): `gae`, `lambda_returns`, `normalize_advantages`, `gae_backend`,
+  `episode_stats`, `EpisodeStats`,
   `minibatch_indices`, `index_batches`, `index_stream`, `gather`,
   `sequence_minibatch_indices`, `gather_sequences`.
 - **Models** (pydantic): `Rollout`, `ModelOutputs`, `StepOutputs`, `FIELD_DIMS`,
@@ -24,6 +25,7 @@ Examples:
 
 from trajkit._base.errors import RolloutFileError
 from trajkit._base.version import __version__
+from trajkit._core.episodes import EpisodeStats, episode_stats
 from trajkit._core.gae import gae, gae_backend, lambda_returns, normalize_advantages
 from trajkit._core.minibatch import (
     gather,
@@ -41,6 +43,7 @@ from trajkit._models.spec import OutputSpec, RolloutSpec
 
 __all__ = [
     "DEFAULT_MAX_BYTES",
+    "EpisodeStats",
     "FIELD_DIMS",
     "FORMAT_NAME",
     "FORMAT_VERSION",
@@ -53,6 +56,7 @@ __all__ = [
     "RolloutSpec",
     "StepOutputs",
     "__version__",
+    "episode_stats",
     "gae",
     "gae_backend",
     "gather",

@@ -2,7 +2,7 @@
 
 `RolloutRecorder` turns a `gymnasium.vector.VectorEnv` and a policy into a stream of
 validated [`Rollout`][trajkit.Rollout]s of `num_steps` transitions each, with no glue code.
-`episode_stats` summarises the episodes of a rollout. Gymnasium (>= 1.0) is imported here
+Gymnasium (>= 1.0) is imported here
 only, never by `import trajkit`; without it, importing this module raises an `ImportError`
 that says `pip install 'trajkit[gym]'`.
 
@@ -40,7 +40,8 @@ observation, computed by calling the policy on the step's observation batch with
 final observations in place, so that `Rollout.advantages` bootstraps from it. A terminated
 step bootstraps nothing. Without a `critic`, truncated steps keep `truncated = 1` with
 `final_values = 0`: the flags still tell truncations from terminations (see
-`episode_stats`), and there is no value to bootstrap from (nor advantages to compute).
+[`Rollout.episode_stats`][trajkit.Rollout.episode_stats]), and there is no value to bootstrap
+from (nor advantages to compute).
 
 **Infos.** Gymnasium's vector info dict (arrays with `_key` masks, nested dicts such as
 RecordEpisodeStatistics' `episode`) becomes, per step and env, a dict of the keys present
@@ -64,7 +65,7 @@ classic-control environments.
 Examples:
     >>> import gymnasium as gym
     >>> import numpy as np
-    >>> from trajkit.gym import RolloutRecorder, episode_stats
+    >>> from trajkit.gym import RolloutRecorder
     >>> env = gym.make_vec(
     ...     "CartPole-v1", num_envs=4, vectorization_mode="sync", max_episode_steps=20
     ... )
@@ -75,7 +76,7 @@ Examples:
     >>> rollout = recorder.record(64)
     >>> rollout.advantages(gamma=0.99, lam=0.95).shape
     (64, 4)
-    >>> stats = episode_stats(rollout)
+    >>> stats = rollout.episode_stats()
     >>> stats.episodes == int(rollout.dones[1:].sum())
     True
     >>> env.close()
@@ -83,12 +84,6 @@ Examples:
 
 from __future__ import annotations
 
-from trajkit._io.gym_recorder import (
-    EpisodeStats,
-    Policy,
-    RolloutRecorder,
-    StateFn,
-    episode_stats,
-)
+from trajkit._io.gym_recorder import Policy, RolloutRecorder, StateFn
 
-__all__ = ["EpisodeStats", "Policy", "RolloutRecorder", "StateFn", "episode_stats"]
+__all__ = ["Policy", "RolloutRecorder", "StateFn"]

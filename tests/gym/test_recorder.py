@@ -27,7 +27,7 @@ from gymnasium.vector import AutoresetMode
 
 from trajkit import Rollout
 from trajkit._base.types import AnyArray
-from trajkit.gym import RolloutRecorder, episode_stats
+from trajkit.gym import RolloutRecorder
 
 ROOT = Path(__file__).resolve().parents[2]
 MODES = list(AutoresetMode)
@@ -158,7 +158,7 @@ def test_rewards_between_starts_sum_to_record_episode_statistics(
 def test_vector_record_episode_statistics(make_env: MakeEnv, mode: AutoresetMode) -> None:
     env = gym.wrappers.vector.RecordEpisodeStatistics(make_env(mode))
     r = RolloutRecorder(env, policy, seed=2, info_keys=["episode"]).record(60)
-    stats = episode_stats(r)
+    stats = r.episode_stats()
     reported = [
         r.infos[t][b]["episode"]["r"]
         for b in range(r.batch_size)
@@ -207,7 +207,7 @@ def test_all_modes_give_the_same_rollouts_and_advantages(make_env: MakeEnv) -> N
         for mode in MODES
     }
     reference = recorded[AutoresetMode.NEXT_STEP]
-    stats = episode_stats(reference[0])
+    stats = reference[0].episode_stats()
     assert stats.terminations > 0
     assert stats.truncations > 0
     for mode in (AutoresetMode.SAME_STEP, AutoresetMode.DISABLED):

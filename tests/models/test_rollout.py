@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import gc
 import random
 import re
 import sys
@@ -717,11 +718,13 @@ def _python_calls_to_build(num_steps: int, num_envs: int) -> int:
         if event in ("call", "c_call"):
             calls += 1
 
+    gc.disable()  # collections (and callbacks on them, such as Hypothesis's) are not ours
     sys.setprofile(profile)
     try:
         Rollout(**fields)
     finally:
         sys.setprofile(None)
+        gc.enable()
     return calls
 
 

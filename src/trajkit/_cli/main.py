@@ -369,16 +369,17 @@ def _stats(values: np.ndarray[Any, Any]) -> str:
 
 
 def _episode_lines(r: Rollout) -> Iterator[str]:
-    dones = np.asarray(r.dones) == 1
-    ends = int(dones[1:].sum())
-    marks = dones.sum(axis=0)
-    complete = int(np.maximum(marks - 1, 0).sum())
-    line = f"episode ends:      {ends} within the steps (dones[1:] == 1)"
+    stats = r.episode_stats()
+    line = f"episode ends:      {stats.episodes} within the steps (dones[1:] == 1)"
     if r.truncated is not None:
-        line += f", {int((np.asarray(r.truncated) == 1).sum())} of them truncated"
+        line += f", {stats.truncations} of them truncated"
     yield line
-    yield f"episode starts:    {int(dones.sum())} (dones == 1), {int(dones[0].sum())} at t=0"
-    yield f"complete episodes: {complete} (start and end inside the rollout)"
+    starts, first = int((r.dones == 1).sum()), int((r.dones[0] == 1).sum())
+    yield f"episode starts:    {starts} (dones == 1), {first} at t=0"
+    complete = f"complete episodes: {len(stats.returns)} (start and end inside the rollout)"
+    if len(stats.returns):
+        complete += f", mean return {stats.mean_return:.6g}, mean length {stats.lengths.mean():.6g}"
+    yield complete
 
 
 def _info(args: argparse.Namespace) -> int:

@@ -15,15 +15,14 @@ choices (phantom transitions, truncation, infos, states). In short:
 from __future__ import annotations
 
 import enum
-import itertools
 from collections import deque
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Final, TypeAlias
 
 import numpy as np
 
-from trajkit._base.types import AnyArray, ArrayLike, BoolArray, Float64Array, Int64Array
+from trajkit._base.types import AnyArray, ArrayLike, BoolArray, Float64Array
 from trajkit._models.rollout import Rollout
 
 try:
@@ -35,7 +34,7 @@ except ImportError as exc:  # pragma: no cover - exercised with gymnasium hidden
         "install it with: pip install 'trajkit[gym]'"
     ) from exc
 
-__all__ = ["EpisodeStats", "Policy", "RolloutRecorder", "StateFn", "episode_stats"]
+__all__ = ["Policy", "RolloutRecorder", "StateFn"]
 
 Policy: TypeAlias = Callable[[AnyArray], Mapping[str, ArrayLike]]
 """A policy: a batch of observations `[B, ...]` -> model outputs, each `[B, ...]`.
@@ -600,102 +599,3 @@ class RolloutRecorder:
         if self._info_keys is not None:
             info = {key: value for key, value in info.items() if key in self._info_keys}
         return info
-
-
-# -------------------------------------------------------------------------- episode stats
-
-
-@dataclass(frozen=True)
-class EpisodeStats:
-    """Episode statistics of one rollout, from its `rews`, `dones` and `truncated`.
-
-    Attributes:
-        returns: Undiscounted returns of the episodes that start and end inside the rollout
-            (an episode starts at a row with `dones = 1`, row 0 included), ordered by env,
-            then time.
-        lengths: Their lengths in steps, in the same order.
-        terminations: Episode ends in the rollout that were terminations.
-        truncations: Episode ends in the rollout that were truncations (0 without truncation
-            data, where every end counts as a termination).
-
-    Examples:
-        >>> import numpy as np
-        >>> stats = EpisodeStats(np.array([3.0, 5.0]), np.array([3, 5]), 1, 1)
-        >>> stats.episodes, stats.mean_return
-        (2, 4.0)
-    """
-
-    returns: Float64Array = field(repr=False)
-    lengths: Int64Array = field(repr=False)
-    terminations: int
-    truncations: int
-
-    @property
-    def episodes(self) -> int:
-        """Number of episode ends in the rollout (terminations plus truncations).
-
-        Examples:
-            >>> import numpy as np
-            >>> EpisodeStats(np.zeros(0), np.zeros(0, np.int64), 2, 1).episodes
-            3
-        """
-        return self.terminations + self.truncations
-
-    @property
-    def mean_return(self) -> float:
-        """Mean of `returns`, or NaN when no episode is wholly inside the rollout.
-
-        Examples:
-            >>> import numpy as np
-            >>> EpisodeStats(np.zeros(0), np.zeros(0, np.int64), 1, 0).mean_return
-            nan
-        """
-        return float(self.returns.mean()) if self.returns.size else float("nan")
-
-
-def episode_stats(rollout: Rollout) -> EpisodeStats:
-    """Count episode ends and sum the returns of complete episodes in a rollout.
-
-    Args:
-        rollout: Any `Rollout`; a recorded one starts its first rollout with `dones[0] = 1`,
-            so every episode that ends in it is complete.
-
-    Returns:
-        The `EpisodeStats`.
-
-    Examples:
-        >>> import numpy as np
-        >>> from trajkit import Rollout
-        >>> from trajkit.gym import episode_stats
-        >>> T, B = 4, 1
-        >>> r = Rollout(
-        ...     states=np.zeros((T + 1, B, 0)),
-        ...     obses=np.zeros((T + 1, B)),
-        ...     rews=np.ones((T, B)),
-        ...     dones=[[1], [0], [1], [0], [1]],
-        ...     infos=None,
-        ...     model_outs={},
-        ...     truncated=[[0], [0], [0], [1]],
-        ...     final_values=np.zeros((T, B)),
-        ... )
-        >>> stats = episode_stats(r)
-        >>> stats.returns.tolist(), stats.lengths.tolist(), stats.terminations, stats.truncations
-        ([2.0, 2.0], [2, 2], 1, 1)
-    """
-    ends = rollout.dones[1:] == 1
-    truncated = rollout.truncated
-    truncations = 0 if truncated is None else int((ends & (truncated == 1)).sum())
-    returns: list[float] = []
-    lengths: list[int] = []
-    rews = rollout.rews.astype(np.float64)
-    for b in range(rollout.batch_size):
-        starts = np.flatnonzero(rollout.dones[:, b] == 1)
-        for s, e in itertools.pairwise(starts.tolist()):
-            returns.append(float(rews[s:e, b].sum()))
-            lengths.append(int(e - s))
-    return EpisodeStats(
-        returns=np.array(returns, dtype=np.float64),
-        lengths=np.array(lengths, dtype=np.int64),
-        terminations=int(ends.sum()) - truncations,
-        truncations=truncations,
-    )

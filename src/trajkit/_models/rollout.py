@@ -21,6 +21,7 @@ from typing_extensions import Self
 from trajkit._base.types import AnyArray, ArrayLike, Float32Array, Int32Array
 from trajkit._core import gae as _gae
 from trajkit._core import minibatch as _mb
+from trajkit._core.episodes import EpisodeStats, episode_stats
 from trajkit._models.arrays import (
     as_float32,
     as_numeric,
@@ -599,6 +600,23 @@ class Rollout(BaseModel):
             yield from zip(t_idx.tolist(), b_idx.tolist(), strict=True)
 
     # ------------------------------------------------------------- trajkit additions
+
+    def episode_stats(self) -> EpisodeStats:
+        """Episode ends (terminations and truncations) and the complete episodes' returns.
+
+        See [`trajkit.episode_stats`][trajkit.episode_stats].
+
+        Returns:
+            The `EpisodeStats`.
+
+        Examples:
+            >>> from trajkit.testing import example_rollout
+            >>> r = example_rollout(num_steps=32, num_envs=4, truncation=True)
+            >>> stats = r.episode_stats()
+            >>> stats.episodes == int(r.dones[1:].sum())
+            True
+        """
+        return episode_stats(self.rews, self.dones, self.truncated)
 
     def training_arrays(self, gamma: float, lam: float) -> dict[str, AnyArray]:
         """Every array a PPO step needs, aligned on `[T, B, ...]` (rows 0..T-1).

@@ -1,0 +1,116 @@
+"""Episode statistics from time-major rewards and episode-start flags."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from trajkit._base.types import ArrayLike, Float64Array, Int64Array
+
+__all__ = ["EpisodeStats", "episode_stats"]
+
+
+@dataclass(frozen=True)
+class EpisodeStats:
+    """Episode statistics of a rollout, from its `rews`, `dones` and `truncated`.
+
+    Attributes:
+        returns: Undiscounted returns of the complete episodes, those that start and end inside
+            the rollout (an episode starts at a row with `dones = 1`, row 0 included), ordered
+            by env, then time.
+        lengths: Their lengths in steps, in the same order.
+        terminations: Episode ends in the rollout (`dones[t+1] = 1`) that were terminations.
+        truncations: Episode ends that were time-limit truncations (0 without truncation data,
+            where every end counts as a termination).
+
+    Examples:
+        >>> import numpy as np
+        >>> stats = EpisodeStats(np.array([3.0, 5.0]), np.array([3, 5]), 1, 1)
+        >>> stats.episodes, stats.mean_return
+        (2, 4.0)
+    """
+
+    returns: Float64Array = field(repr=False)
+    lengths: Int64Array = field(repr=False)
+    terminations: int
+    truncations: int
+
+    @property
+    def episodes(self) -> int:
+        """Number of episode ends in the rollout (terminations plus truncations).
+
+        Examples:
+            >>> import numpy as np
+            >>> EpisodeStats(np.zeros(0), np.zeros(0, np.int64), 2, 1).episodes
+            3
+        """
+        return self.terminations + self.truncations
+
+    @property
+    def mean_return(self) -> float:
+        """Mean of `returns`, or NaN when no episode is wholly inside the rollout.
+
+        Examples:
+            >>> import numpy as np
+            >>> EpisodeStats(np.zeros(0), np.zeros(0, np.int64), 1, 0).mean_return
+            nan
+        """
+        return float(self.returns.mean()) if self.returns.size else float("nan")
+
+
+def episode_stats(
+    rewards: ArrayLike, dones: ArrayLike, truncated: ArrayLike | None = None
+) -> EpisodeStats:
+    """Count episode ends and measure the complete episodes of a rollout, without loops.
+
+    A complete episode runs from one episode start (`dones[s, b] = 1`) to the next
+    (`dones[e, b] = 1`, `e > s`): its return is `rewards[s:e, b].sum()` and its length `e - s`.
+    Returns are differences of a float64 cumulative sum, so they cost no Python loop.
+
+    Args:
+        rewards: Rewards `[T, B]` (times 0..T-1).
+        dones: Episode starts `[T+1, B]`, 0/1 (times 0..T).
+        truncated: Optional time-limit flags `[T, B]`; an end with `truncated[t] = 1` counts as
+            a truncation.
+
+    Returns:
+        The `EpisodeStats`.
+
+    Raises:
+        ValueError: If the shapes do not fit `[T, B]`, `[T+1, B]` and `[T, B]`.
+
+    Examples:
+        >>> import numpy as np
+        >>> stats = episode_stats(
+        ...     rewards=np.ones((4, 1)),
+        ...     dones=[[1], [0], [1], [0], [1]],
+        ...     truncated=[[0], [0], [0], [1]],
+        ... )
+        >>> stats.returns.tolist(), stats.lengths.tolist(), stats.terminations, stats.truncations
+        ([2.0, 2.0], [2, 2], 1, 1)
+    """
+    rews = np.asarray(rewards, dtype=np.float64)
+    starts = np.asarray(dones) == 1
+    if rews.ndim != 2 or starts.shape != (rews.shape[0] + 1, rews.shape[1]):
+        raise ValueError(
+            f"rewards must be [T, B] and dones [T+1, B], got shapes {rews.shape} and {starts.shape}"
+        )
+    ends = starts[1:]
+    truncations = 0
+    if truncated is not None:
+        cut = np.asarray(truncated) == 1
+        if cut.shape != rews.shape:
+            raise ValueError(f"truncated must be [T, B] = {rews.shape}, got shape {cut.shape}")
+        truncations = int((ends & cut).sum())
+    total = np.zeros((rews.shape[0] + 1, rews.shape[1]))
+    np.cumsum(rews, axis=0, out=total[1:])
+    env, time = np.nonzero(starts.T)  # every episode start, ordered by env, then time
+    pair = env[1:] == env[:-1]  # consecutive starts of one env bound a complete episode
+    env, first, last = env[1:][pair], time[:-1][pair], time[1:][pair]
+    return EpisodeStats(
+        returns=total[last, env] - total[first, env],
+        lengths=(last - first).astype(np.int64),
+        terminations=int(ends.sum()) - truncations,
+        truncations=truncations,
+    )
