@@ -122,6 +122,8 @@ def _public_callables() -> Iterator[tuple[str, Any]]:
     for module in modules:
         for name in module.__all__:
             obj = getattr(module, name)
+            if getattr(obj, "__origin__", None) is not None:
+                continue  # a type alias such as `Callable[..., ...]` (a "class" on Python 3.10)
             if not (inspect.isclass(obj) or inspect.isfunction(obj)):
                 continue
             qualname = f"{module.__name__}.{name}"

@@ -313,7 +313,7 @@ def test_plain_npz_and_zip_of_folders_are_refused(tmp_path: Path) -> None:
     assert "metadata.json" in str(refused(plain))
     folders = tmp_path / "folders.npz"
     with zipfile.ZipFile(folders, "w") as archive:
-        archive.mkdir("metadata.json")
+        archive.writestr("metadata.json/", b"")  # a folder entry (ZipFile.mkdir is 3.11+)
     refused(folders)
 
 
