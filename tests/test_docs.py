@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pydantic
 import pytest
 
 import trajkit
@@ -131,8 +132,10 @@ def _public_callables() -> Iterator[tuple[str, Any]]:
             if not inspect.isclass(obj):
                 continue
             for attr, member in vars(obj).items():
-                if attr.startswith("_"):
-                    continue
+                if attr.startswith("_") or (
+                    attr.startswith("model_") and hasattr(pydantic.BaseModel, attr)
+                ):
+                    continue  # private, or pydantic's API (some versions add it to the class)
                 if isinstance(member, property):
                     yield f"{qualname}.{attr}", member.fget
                 elif isinstance(member, classmethod | staticmethod):

@@ -114,7 +114,9 @@ class RolloutFileMetadata(BaseModel):
         ['states.npy', 'obses.npy', 'rews.npy', 'dones.npy', 'model_outs/0.npy']
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, use_attribute_docstrings=True, protected_namespaces=()
+    )
 
     format: Literal["trajkit.rollout"]
     """The format name: always `trajkit.rollout`."""

@@ -156,7 +156,9 @@ class RolloutSpec(BaseModel):
         True
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, use_attribute_docstrings=True, protected_namespaces=()
+    )
 
     obs_shape: Shape
     """Per-step observation shape, after `[T+1, B]`."""
