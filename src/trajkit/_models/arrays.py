@@ -19,6 +19,7 @@ __all__ = [
     "as_numeric",
     "check_binary",
     "check_finite",
+    "first_true",
     "fmt_index",
 ]
 
@@ -40,6 +41,11 @@ _KIND_NAMES = {
 def kind_name(dtype: np.dtype[Any]) -> str:
     """A readable name for a dtype's kind (`float`, `integer`, `string`, ...)."""
     return _KIND_NAMES.get(dtype.kind, dtype.kind)
+
+
+def first_true(mask: AnyArray) -> tuple[int, ...]:
+    """The position of the first True of a boolean array, in time-major (C) order."""
+    return tuple(int(i) for i in np.unravel_index(int(np.argmax(mask)), mask.shape))
 
 
 def fmt_index(index: tuple[Any, ...], names: str = "tb") -> str:
@@ -111,7 +117,7 @@ def as_int32(value: Any, name: str, *, copy: bool, min_ndim: int = 1) -> Int32Ar
         check_finite(array, name)
         bad = array != np.round(array)
         if bad.any():
-            pos = np.unravel_index(int(np.argmax(bad)), array.shape)
+            pos = first_true(bad)
             raise ValueError(
                 f"{name} must be integer-valued, got {array[pos].item()!r} at {fmt_index(pos)}"
             )
@@ -120,7 +126,7 @@ def as_int32(value: Any, name: str, *, copy: bool, min_ndim: int = 1) -> Int32Ar
         low, high = array.min(), array.max()
         if low < info.min or high > info.max:
             bad = (array < info.min) | (array > info.max)
-            pos = np.unravel_index(int(np.argmax(bad)), array.shape)
+            pos = first_true(bad)
             raise ValueError(
                 f"{name} must fit in int32, got {array[pos].item()!r} at {fmt_index(pos)}"
             )
@@ -140,7 +146,7 @@ def check_finite(array: AnyArray, name: str, axes: str = "tb") -> None:
     """
     finite = np.isfinite(array)
     if not finite.all():
-        pos = np.unravel_index(int(np.argmin(finite)), array.shape)
+        pos = first_true(~finite)
         raise ValueError(
             f"{name} must be finite, got {array[pos].item()} at {fmt_index(pos, axes)}"
         )
@@ -154,7 +160,7 @@ def check_binary(array: AnyArray, name: str) -> None:
     """
     ok = (array == 0) | (array == 1)
     if not ok.all():
-        pos = np.unravel_index(int(np.argmin(ok)), array.shape)
+        pos = first_true(~ok)
         raise ValueError(
             f"{name} must hold only 0 and 1, got {array[pos].item()} at {fmt_index(pos)}"
         )

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-__all__ = ["Binding", "Dim", "DimSpec", "bind_dims"]
+__all__ = ["Binding", "Dim", "DimSpec", "bind_dims", "fmt_shape"]
 
 
 @dataclass(frozen=True)
@@ -102,7 +102,8 @@ class Binding:
     problems: list[str] = field(default_factory=list)
 
 
-def _fmt_shape(shape: Shape) -> str:
+def fmt_shape(shape: Shape) -> str:
+    """A shape as a tuple-like string, `?` for an unknown dimension: `(9, ?)`."""
     parts = ["?" if s is None else str(s) for s in shape]
     return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
 
@@ -138,7 +139,7 @@ def bind_dims(shapes: Mapping[str, Shape], specs: Mapping[str, DimSpec]) -> Bind
             need = f"at least {n}" if spec.variadic else f"exactly {n}"
             binding.problems.append(
                 f"{name} must have {need} dimensions {spec.describe()}, "
-                f"got {len(shape)} (shape {_fmt_shape(shape)})"
+                f"got {len(shape)} (shape {fmt_shape(shape)})"
             )
             continue
         ranked[name] = shape
@@ -159,7 +160,7 @@ def bind_dims(shapes: Mapping[str, Shape], specs: Mapping[str, DimSpec]) -> Bind
         ]
         if wrong:
             binding.problems.append(
-                f"{name} has shape {_fmt_shape(shape)}, expected {spec.describe()} = "
+                f"{name} has shape {fmt_shape(shape)}, expected {spec.describe()} = "
                 f"{spec.expected(binding.values)}; "
                 + "; ".join(_why(dim.symbol, binding, specs) for dim in dict.fromkeys(wrong))
             )

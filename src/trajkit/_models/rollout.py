@@ -27,6 +27,7 @@ from trajkit._models.arrays import (
     as_numeric,
     check_binary,
     check_finite,
+    first_true,
     fmt_index,
 )
 from trajkit._models.dims import DimSpec, Shape, bind_dims
@@ -125,11 +126,6 @@ def _v_infos(value: Any, info: ValidationInfo) -> InfoRows | None:
                 raise ValueError(f"infos[{t}][{b}] must be a mapping, got {type(item).__name__}")
         rows.append([item if isinstance(item, dict) else dict(item) for item in row])
     return rows
-
-
-def _first(mask: AnyArray) -> tuple[int, ...]:
-    """Position of the first True in a boolean array (time-major order)."""
-    return tuple(int(i) for i in np.unravel_index(int(np.argmax(mask)), mask.shape))
 
 
 class Rollout(BaseModel):
@@ -341,7 +337,7 @@ class Rollout(BaseModel):
         if self.truncated is not None:
             bad = (self.truncated == 1) & (self.dones[1:] == 0)
             if bad.any():
-                t, b = _first(bad)
+                t, b = first_true(bad)
                 raise ValueError(
                     f"truncated[{t}, {b}] is 1 but dones[{t + 1}, {b}] is 0: a truncated step "
                     "must end its episode (set dones[t+1] = 1 where truncated[t] = 1)"
@@ -352,7 +348,7 @@ class Rollout(BaseModel):
             num_actions = outs["actor"].shape[-1]
             bad = (actions < 0) | (actions >= num_actions)
             if bad.any():
-                pos = _first(bad)
+                pos = first_true(bad)
                 raise ValueError(
                     f"model_outs['actions'] must be in [0, A) with A={num_actions} from "
                     f"model_outs['actor'], got {actions[pos]} at {fmt_index(pos)}"

@@ -17,6 +17,8 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from typing_extensions import Self
 
+from trajkit._models.dims import fmt_shape
+
 if TYPE_CHECKING:
     from trajkit._models.rollout import Rollout
 
@@ -109,10 +111,6 @@ class _Layout:
     num_envs: int | None
 
 
-def _fmt_shape(shape: tuple[int, ...]) -> str:
-    return str(tuple(shape))
-
-
 class RolloutSpec(BaseModel):
     """The schema of a rollout: per-step shapes and dtypes, model-output keys, truncation, bounds.
 
@@ -194,7 +192,7 @@ class RolloutSpec(BaseModel):
                 want = "()" if ndim == 0 else "(A,)"
                 problems.append(
                     f"model_outputs[{key!r}] must be {dtype} with trailing shape {want} "
-                    f"(as Rollout stores it), got {out.dtype} {_fmt_shape(out.shape)}"
+                    f"(as Rollout stores it), got {out.dtype} {fmt_shape(out.shape)}"
                 )
         if problems:
             raise ValueError("; ".join(problems))
@@ -301,8 +299,8 @@ class RolloutSpec(BaseModel):
             want_shape, want_dtype = getattr(self, f"{spec}_shape"), getattr(self, f"{spec}_dtype")
             if shape != want_shape:
                 problems.append(
-                    f"{name}: per-step shape {_fmt_shape(shape)}, but the spec says "
-                    f"{spec}_shape {_fmt_shape(want_shape)}"
+                    f"{name}: per-step shape {fmt_shape(shape)}, but the spec says "
+                    f"{spec}_shape {fmt_shape(want_shape)}"
                 )
             if dtype != want_dtype:
                 problems.append(
@@ -318,8 +316,8 @@ class RolloutSpec(BaseModel):
             shape, dtype = actual.outputs[key]
             if shape != want.shape:
                 problems.append(
-                    f"model_outs[{key!r}]: trailing shape {_fmt_shape(shape)}, but the spec "
-                    f"says {_fmt_shape(want.shape)}"
+                    f"model_outs[{key!r}]: trailing shape {fmt_shape(shape)}, but the spec "
+                    f"says {fmt_shape(want.shape)}"
                 )
             if dtype != want.dtype:
                 problems.append(
