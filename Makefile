@@ -15,8 +15,8 @@ $(VENV)/.demo-installed: pyproject.toml | $(PY)
 	$(PY) -m pip install --quiet -e '.[gym]'
 	touch $@
 
-$(VENV)/.dev-installed: pyproject.toml | $(PY)
-	$(PY) -m pip install --quiet -e '.[dev,docs,gym,numba]'
+$(VENV)/.dev-installed: pyproject.toml constraints-dev.txt | $(PY)
+	$(PY) -m pip install --quiet -e '.[dev,docs]' -c constraints-dev.txt
 	touch $@ $(VENV)/.demo-installed
 
 demo: $(VENV)/.demo-installed
