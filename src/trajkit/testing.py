@@ -15,8 +15,8 @@ Examples:
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Collection, Sequence
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 import numpy as np
 
@@ -26,10 +26,40 @@ from trajkit._models.rollout import Rollout
 if TYPE_CHECKING:
     from hypothesis.strategies import DrawFn, SearchStrategy
 
-__all__ = ["MODEL_OUTPUT_KEYS", "example_rollout", "rollouts"]
+__all__ = ["ACTION_KINDS", "MODEL_OUTPUT_KEYS", "ActionKind", "example_rollout", "rollouts"]
 
 MODEL_OUTPUT_KEYS: tuple[str, ...] = ("critic", "actions", "log_probs", "actor")
 """The model-output keys trajkit knows, in the order the strategies emit them."""
+
+ActionKind: TypeAlias = Literal["discrete", "multi_discrete", "multi_binary", "box"]
+"""The Gymnasium action spaces a test rollout can hold: `Discrete`, `MultiDiscrete`, ..."""
+
+ACTION_KINDS: tuple[ActionKind, ...] = ("discrete", "multi_discrete", "multi_binary", "box")
+"""Every `ActionKind`."""
+
+
+def _actions(
+    kind: str,
+    shape: tuple[int, ...],
+    num_actions: int,
+    integers: Callable[[int, int, tuple[int, ...]], AnyArray],
+    reals: Callable[[tuple[int, ...]], AnyArray],
+) -> AnyArray:
+    """Actions `[T+1, B]` (discrete) or `[T+1, B, *tail]` of `kind`, from the given samplers."""
+    if kind == "discrete":
+        return integers(0, num_actions - 1, shape)
+    if kind == "multi_discrete":
+        return integers(0, num_actions - 1, shape)
+    if kind == "multi_binary":
+        return integers(0, 1, shape)
+    if kind == "box":
+        return reals(shape)
+    raise ValueError(f"action kind must be one of {list(ACTION_KINDS)}, got {kind!r}")
+
+
+def _nest_obses(image: AnyArray, vector: AnyArray, goal: AnyArray) -> dict[str, Any]:
+    """A nested observation like a goal-conditioned robotics env's: Dict(image, Tuple(...))."""
+    return {"image": image, "proprio": (vector, {"goal": goal})}
 
 
 def example_rollout(
@@ -42,6 +72,9 @@ def example_rollout(
     done_prob: float = 0.2,
     truncation: bool = False,
     seed: int = 0,
+    action_kind: ActionKind = "discrete",
+    action_shape: Sequence[int] = (2,),
+    nested: bool = False,
 ) -> Rollout:
     """Build a small, valid, deterministic rollout from random data.
 
@@ -55,6 +88,13 @@ def example_rollout(
         truncation: Include `truncated` and `final_values` (about half of the episode ends
             become truncations).
         seed: Seed of the data.
+        action_kind: The action space: `"discrete"` (int32 `[T+1, B]` in `[0, A)`),
+            `"multi_discrete"` (int32 `[T+1, B, *action_shape]` in `[0, A)`),
+            `"multi_binary"` (int32 0/1) or `"box"` (float32 `[T+1, B, *action_shape]`).
+        action_shape: Trailing shape of the actions of every kind but `"discrete"`.
+        nested: Make `obses` a Gymnasium-`Dict`-like structure `{"image": uint8
+            [T+1, B, *obs_shape], "proprio": (float32 [T+1, B, 3], {"goal": float32
+            [T+1, B, 2]})}` and `states` a dict `{"h": ..., "c": ...}` of float32 `[T+1, B, 2]`.
 
     Returns:
         A validated `Rollout`.
@@ -63,6 +103,9 @@ def example_rollout(
         >>> r = example_rollout(num_steps=8, num_envs=4, truncation=True)
         >>> r.num_steps, r.batch_size, r.truncated is not None
         (8, 4, True)
+        >>> r = example_rollout(nested=True, action_kind="box", action_shape=(3,))
+        >>> r.obses["proprio"][1]["goal"].shape, r.actions().shape
+        ((5, 2, 2), (5, 2, 3))
     """
     rng = np.random.default_rng(seed)
     T, B = num_steps, num_envs
@@ -72,7 +115,14 @@ def example_rollout(
     if "critic" in keys:
         outs["critic"] = rng.normal(size=(T + 1, B)).astype(np.float32)
     if "actions" in keys:
-        outs["actions"] = rng.integers(0, num_actions, size=(T + 1, B)).astype(np.int32)
+        tail = () if action_kind == "discrete" else tuple(action_shape)
+        outs["actions"] = _actions(
+            action_kind,
+            (T + 1, B, *tail),
+            num_actions,
+            lambda low, high, shape: rng.integers(low, high + 1, size=shape).astype(np.int32),
+            lambda shape: rng.normal(size=shape).astype(np.float32),
+        )
     if "log_probs" in keys:
         outs["log_probs"] = -rng.random((T + 1, B)).astype(np.float32)
     if "actor" in keys:
@@ -81,9 +131,18 @@ def example_rollout(
     if truncation:
         truncated = dones[1:] & (rng.random((T, B)) < 0.5)
         final_values = rng.normal(size=(T, B)).astype(np.float32)
+    states: Any = rng.normal(size=(T + 1, B, 2)).astype(np.float32)
+    obses: Any = rng.normal(size=(T + 1, B, *obs_shape)).astype(np.float32)
+    if nested:
+        states = {"h": states, "c": rng.normal(size=(T + 1, B, 2)).astype(np.float32)}
+        obses = _nest_obses(
+            rng.integers(0, 256, size=(T + 1, B, *obs_shape)).astype(np.uint8),
+            rng.normal(size=(T + 1, B, 3)).astype(np.float32),
+            rng.normal(size=(T + 1, B, 2)).astype(np.float32),
+        )
     return Rollout(
-        states=rng.normal(size=(T + 1, B, 2)).astype(np.float32),
-        obses=rng.normal(size=(T + 1, B, *obs_shape)).astype(np.float32),
+        states=states,
+        obses=obses,
         rews=rng.normal(size=(T, B)).astype(np.float32),
         dones=dones,
         infos=[[{"t": t, "env": b} for b in range(B)] for t in range(T)],
@@ -102,6 +161,8 @@ def rollouts(
     keys: Collection[str] | None = None,
     truncation: bool | None = None,
     max_actions: int = 4,
+    action_kinds: Collection[ActionKind] = ACTION_KINDS[:1],
+    nested: bool | None = False,
 ) -> SearchStrategy[Rollout]:
     """A Hypothesis strategy for valid rollouts.
 
@@ -119,6 +180,12 @@ def rollouts(
         truncation: Always (`True`), never (`False`) or sometimes (`None`) include
             `truncated`/`final_values`.
         max_actions: Largest A.
+        action_kinds: The action spaces to draw `actions` from (see `ActionKind`): integer
+            `[T+1, B]` in `[0, A)` for `"discrete"`, integer `[T+1, B, K]` for
+            `"multi_discrete"` and `"multi_binary"`, finite float32 `[T+1, B, ...]` for `"box"`.
+        nested: Always (`True`), never (`False`) or sometimes (`None`) make `obses` and
+            `states` nested dicts/tuples of arrays (Gymnasium `Dict`/`Tuple` spaces) with one
+            to three leaves each, of mixed dtypes and trailing shapes.
 
     Returns:
         A strategy of `Rollout`.
@@ -131,6 +198,9 @@ def rollouts(
         >>> r = find(rollouts(min_steps=3, keys={"critic"}), lambda r: r.batch_size > 1)
         >>> r.num_steps >= 3 and r.model_outs.keys() == ("critic",)
         True
+        >>> r = find(rollouts(nested=True, action_kinds=["box"], keys={"actions"}), bool)
+        >>> r.actions().dtype, isinstance(r.obses, dict | tuple)
+        (dtype('float32'), True)
     """
     from hypothesis import strategies as st
 
@@ -138,6 +208,12 @@ def rollouts(
         raise ValueError(
             f"need 0 <= min_steps <= max_steps and 1 <= min_envs <= max_envs, got "
             f"steps [{min_steps}, {max_steps}] and envs [{min_envs}, {max_envs}]"
+        )
+    kinds = list(action_kinds)
+    unknown = [k for k in kinds if k not in ACTION_KINDS]
+    if not kinds or unknown:
+        raise ValueError(
+            f"action_kinds must be a non-empty collection of {list(ACTION_KINDS)}, got {kinds}"
         )
 
     @st.composite
@@ -152,6 +228,29 @@ def rollouts(
         def real(shape: tuple[int, ...]) -> AnyArray:
             return draw(hnp.arrays(np.float32, shape, elements=floats))
 
+        def small_shape(min_dims: int = 0) -> SearchStrategy[tuple[int, ...]]:
+            return st.lists(st.integers(1, 3), min_size=min_dims, max_size=2).map(tuple)
+
+        def observation() -> AnyArray:
+            obs_dtype = draw(st.sampled_from([np.uint8, np.float32]))
+            obs = draw(hnp.arrays(obs_dtype, (T + 1, B, *draw(small_shape()))))
+            if obs_dtype is np.float32:
+                obs = np.nan_to_num(obs, nan=0.0, posinf=1.0, neginf=-1.0)
+            return obs
+
+        def state() -> AnyArray:
+            return real((T + 1, B, draw(st.integers(0, 2))))
+
+        def tree(leaf: Callable[[], AnyArray]) -> Any:
+            """A dict or tuple of one to three leaves or one-leaf subtrees."""
+            items = [
+                leaf() if draw(st.booleans()) else {"x": leaf()}
+                for _ in range(draw(st.integers(1, 3)))
+            ]
+            if draw(st.booleans()):
+                return tuple(items)
+            return dict(zip(["a", "b", "c"], items, strict=False))
+
         chosen = (
             [k for k in MODEL_OUTPUT_KEYS if k in keys]
             if keys is not None
@@ -160,16 +259,23 @@ def rollouts(
         outs: dict[str, AnyArray] = {}
         for key in chosen:
             if key == "actions":
-                outs[key] = draw(hnp.arrays(np.int32, (T + 1, B), elements=st.integers(0, A - 1)))
+                kind = draw(st.sampled_from(kinds))
+                tail = () if kind == "discrete" else draw(small_shape(1))
+                outs[key] = _actions(
+                    kind,
+                    (T + 1, B, *tail),
+                    A,
+                    lambda low, high, shape: draw(
+                        hnp.arrays(np.int32, shape, elements=st.integers(low, high))
+                    ),
+                    real,
+                )
             elif key == "actor":
                 outs[key] = real((T + 1, B, A))
             else:
                 outs[key] = real((T + 1, B))
-        obs_dtype = draw(st.sampled_from([np.uint8, np.float32]))
-        obs_tail = draw(st.lists(st.integers(1, 3), max_size=2).map(tuple))
-        obses = draw(hnp.arrays(obs_dtype, (T + 1, B, *obs_tail)))
-        if obs_dtype is np.float32:
-            obses = np.nan_to_num(obses, nan=0.0, posinf=1.0, neginf=-1.0)
+        use_nested = draw(st.booleans()) if nested is None else nested
+        obses = tree(observation) if use_nested else observation()
         dones = draw(hnp.arrays(np.bool_, (T + 1, B)))
         use_truncation = draw(st.booleans()) if truncation is None else truncation
         truncated = final_values = None
@@ -183,7 +289,7 @@ def rollouts(
         )
         infos = [[draw(info) for _ in range(B)] for _ in range(T)]
         return Rollout(
-            states=real((T + 1, B, draw(st.integers(0, 2)))),
+            states=tree(state) if use_nested else state(),
             obses=obses,
             rews=real((T, B)),
             dones=dones,

@@ -20,7 +20,8 @@ def train_step(r: trajkit.Rollout, scale: float) -> float:
     assert_type(r.value_predictions(), NDArray[np.float32])
     assert_type(r.log_probs(), NDArray[np.float32])
     assert_type(r.logits(), NDArray[np.float32])
-    assert_type(r.actions(), NDArray[np.int32])
+    # int32 for integer (Discrete, MultiDiscrete, MultiBinary) actions, float32 for Box ones.
+    assert_type(r.actions(), NDArray[np.int32] | NDArray[np.float32])
     targets = r.advantages(0.99, 0.95) + r.value_predictions()[:-1]
     r2 = r.copy()
     r2.rews = r2.rews * scale
@@ -34,7 +35,8 @@ def train_step(r: trajkit.Rollout, scale: float) -> float:
     for t, b in islice(r.entries(), 3):
         _ = r.model_outs[t]["critic"][b]
     for mb in r.minibatches(64, gamma=0.99, lam=0.95, epochs=2, seed=3):
-        assert_type(mb, dict[str, NDArray[Any]])
+        # Any: nested observations come out as dicts/tuples of arrays.
+        assert_type(mb, dict[str, Any])
     return float(targets.mean())
 
 

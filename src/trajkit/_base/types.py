@@ -13,6 +13,7 @@ from numpy.typing import ArrayLike, NDArray
 __all__ = [
     "AnyArray",
     "ArrayLike",
+    "ArrayTree",
     "BoolArray",
     "Float32Array",
     "Float64Array",
@@ -45,3 +46,11 @@ AnyArray: TypeAlias = NDArray[Any]
 
 Seed: TypeAlias = "int | np.random.Generator | None"
 """What every shuffling function accepts: an int seed, a Generator, or None for fresh entropy."""
+
+ArrayTree: TypeAlias = Any
+"""An array, or a `dict` (str keys) / `tuple` of array trees: nested observations and states.
+
+Typed as `Any`, so that code written for flat rollouts (`r.obses.shape`) keeps type-checking;
+at runtime it is an ndarray for a flat field and a `dict`/`tuple` for a Gymnasium `Dict`/`Tuple`
+space. See `trajkit._core.tree` for the helpers that walk it.
+"""

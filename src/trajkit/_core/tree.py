@@ -36,6 +36,7 @@ __all__ = [
     "PathKey",
     "Tree",
     "flatten",
+    "flatten_fields",
     "format_path",
     "get_leaf",
     "is_leaf",
@@ -48,6 +49,7 @@ __all__ = [
     "same_structure",
     "structure_of",
     "unflatten",
+    "unflatten_fields",
     "unflatten_paths",
 ]
 
@@ -384,3 +386,53 @@ def parse_path(text: str, name: str = "") -> Path:
         out.append(int(token) if token[0].isdigit() else ast.literal_eval(token))
         pos = match.end()
     return tuple(out)
+
+
+def flatten_fields(fields: Mapping[str, Tree]) -> dict[str, Any]:
+    """Flatten named trees into one dict keyed by rendered path: `{"obses['image']": leaf}`.
+
+    A field that is a bare leaf keeps its name as key, so flat data passes through unchanged.
+    This lets code written for a dict of arrays (e.g. `trajkit.gather`) work on nested fields;
+    `unflatten_fields` puts the structure back.
+
+    Raises:
+        ValueError: If two leaves render to the same key (a field literally named like the
+            path of another field's leaf).
+
+    Examples:
+        >>> flatten_fields({"obses": {"image": 1, "pos": (2,)}, "rews": 3})
+        {"obses['image']": 1, "obses['pos'][0]": 2, 'rews': 3}
+    """
+    flat: dict[str, Any] = {}
+    for name, tree in fields.items():
+        for path, leaf in flatten(tree):
+            key = format_path(name, path)
+            if key in flat:
+                raise ValueError(f"two arrays are both named {key!r}")
+            flat[key] = leaf
+    return flat
+
+
+def unflatten_fields(structure: Mapping[str, Tree], flat: Mapping[str, Any]) -> dict[str, Tree]:
+    """Inverse of `flatten_fields`: rebuild each field of `structure` from `flat`'s leaves.
+
+    Args:
+        structure: The named trees that were flattened (only their structure is used).
+        flat: Rendered path to new leaf, with every key `flatten_fields(structure)` has.
+
+    Returns:
+        Field name to the rebuilt tree.
+
+    Examples:
+        >>> fields = {"obses": {"image": 1, "pos": (2,)}, "rews": 3}
+        >>> flat = {k: v * 10 for k, v in flatten_fields(fields).items()}
+        >>> unflatten_fields(fields, flat)
+        {'obses': {'image': 10, 'pos': (20,)}, 'rews': 30}
+    """
+    out: dict[str, Tree] = {}
+    for name, tree in structure.items():
+        if is_leaf(tree):
+            out[name] = flat[name]
+        else:
+            out[name] = unflatten(tree, [flat[format_path(name, path)] for path in paths(tree)])
+    return out

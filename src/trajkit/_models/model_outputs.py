@@ -11,14 +11,18 @@ import numpy as np
 from trajkit._base.types import AnyArray
 from trajkit._models.arrays import as_float32, as_int32, as_numeric, check_finite, kind_name
 
-__all__ = ["KNOWN_KEYS", "ModelOutputs", "StepOutputs", "coerce_model_outs"]
+__all__ = ["KNOWN_KEYS", "ModelOutputs", "StepOutputs", "coerce_model_outs", "discrete_actions"]
 
 KNOWN_KEYS: Mapping[str, str] = MappingProxyType(
     {
         "critic": "value predictions V(obs_t), float [B]",
         "log_probs": "log-probability of the action taken, float [B]",
         "actor": "policy logits, float [B, A]",
-        "actions": "discrete actions, integer-valued [B], 0 <= action < A",
+        "actions": (
+            "actions of any Gymnasium space: integer [B] (Discrete, 0 <= action < A when "
+            "actor is present), integer [B, K] (MultiDiscrete, MultiBinary) or finite float "
+            "[B, ...] (Box)"
+        ),
     }
 )
 """Model-output keys with a meaning (and validation rules) in trajkit."""
@@ -198,13 +202,46 @@ def _stack_steps(steps: Sequence[Any]) -> dict[str, AnyArray]:
     return {key: np.stack(column) for key, column in columns.items()}
 
 
+def _is_discrete(actions: AnyArray, actor: AnyArray | None) -> bool:
+    return actor is not None and actions.ndim == 2 and actor.ndim == 3
+
+
+def discrete_actions(arrays: Mapping[str, AnyArray]) -> bool:
+    """Whether `arrays` hold Discrete actions: `actions` `[T+1, B]`, `actor` `[T+1, B, A]`.
+
+    Only then are the actions indices into the logits, checked to lie in `[0, A)`.
+
+    Examples:
+        >>> import numpy as np
+        >>> discrete_actions({"actions": np.zeros((3, 2)), "actor": np.zeros((3, 2, 4))})
+        True
+        >>> discrete_actions({"actions": np.zeros((3, 2, 6)), "actor": np.zeros((3, 2, 12))})
+        False
+    """
+    return "actions" in arrays and _is_discrete(arrays["actions"], arrays.get("actor"))
+
+
+def _coerce_actions(array: AnyArray, actor: AnyArray | None, name: str) -> AnyArray:
+    """Integer actions (any space but Box) to int32; float actions (Box) to finite float32.
+
+    Float actions next to `actor` logits of one more dimension are Discrete actions written as
+    floats (the seed accepted them): they must be integer-valued and become int32.
+    """
+    if array.dtype.kind in "biu" or _is_discrete(array, actor):
+        return as_int32(array, name, copy=False)
+    converted = as_float32(array, name, copy=False)
+    check_finite(converted, name, "tb")
+    return converted
+
+
 def coerce_model_outs(value: Any, *, copy: bool) -> ModelOutputs:
     """Turn either accepted form of model outputs into `ModelOutputs`, checking dtypes.
 
     Accepts the seed's list of T+1 mappings (key -> array with leading dim B), a mapping of
     key -> stacked `[T+1, B, ...]` array, or a `ModelOutputs`. Known keys are converted and
-    checked: `critic`, `log_probs` and `actor` to finite float32, `actions` to int32 (integer
-    values only). Shapes across fields are checked later, by `Rollout`.
+    checked: `critic`, `log_probs` and `actor` to finite float32; `actions` to int32 (integer
+    values only) when they are integers or Discrete (see `discrete_actions`), else to finite
+    float32 (Box). Shapes across fields are checked later, by `Rollout`.
 
     Raises:
         ValueError: With a message naming the key and, for the list form, the timestep.
@@ -228,7 +265,7 @@ def coerce_model_outs(value: Any, *, copy: bool) -> ModelOutputs:
     for key, array in raw.items():
         name = f"model_outs[{key!r}]"
         if key == "actions":
-            arrays[key] = as_int32(array, name, copy=False)
+            arrays[key] = _coerce_actions(array, raw.get("actor"), name)
         elif key in ("critic", "log_probs", "actor"):
             converted = as_float32(array, name, copy=False)
             check_finite(converted, name, "tba" if key == "actor" else "tb")

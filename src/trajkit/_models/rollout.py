@@ -18,9 +18,10 @@ from pydantic import (
 )
 from typing_extensions import Self
 
-from trajkit._base.types import AnyArray, ArrayLike, Float32Array, Int32Array
+from trajkit._base.types import AnyArray, ArrayLike, ArrayTree, Float32Array, Int32Array
 from trajkit._core import gae as _gae
 from trajkit._core import minibatch as _mb
+from trajkit._core import tree as _tree
 from trajkit._core.episodes import EpisodeStats, episode_stats
 from trajkit._models.arrays import (
     as_float32,
@@ -31,7 +32,7 @@ from trajkit._models.arrays import (
     fmt_index,
 )
 from trajkit._models.dims import DimSpec, Shape, bind_dims
-from trajkit._models.model_outputs import ModelOutputs, coerce_model_outs
+from trajkit._models.model_outputs import ModelOutputs, coerce_model_outs, discrete_actions
 
 __all__ = ["FIELD_DIMS", "MODEL_OUTPUT_DIMS", "Rollout"]
 
@@ -53,7 +54,7 @@ MODEL_OUTPUT_DIMS: Mapping[str, str] = MappingProxyType(
         "critic": "T+1 B",
         "log_probs": "T+1 B",
         "actor": "T+1 B A",
-        "actions": "T+1 B",
+        "actions": "T+1 B ...",
         "*": "T+1 B ...",
     }
 )
@@ -70,12 +71,24 @@ def _copying(info: ValidationInfo) -> bool:
     return bool(info.context.get("copy", True)) if isinstance(info.context, dict) else True
 
 
-def _v_states(value: Any, info: ValidationInfo) -> Float32Array:
-    return as_float32(value, "states", copy=_copying(info), min_ndim=2)
+def _v_states(value: Any, info: ValidationInfo) -> ArrayTree:
+    copy = _copying(info)
+    return _tree.map_with_path(
+        lambda path, leaf: as_float32(
+            leaf, _tree.format_path("states", path), copy=copy, min_ndim=2
+        ),
+        _tree.normalize(value, "states"),
+    )
 
 
-def _v_obses(value: Any, info: ValidationInfo) -> AnyArray:
-    return as_numeric(value, "obses", copy=_copying(info), min_ndim=1)
+def _v_obses(value: Any, info: ValidationInfo) -> ArrayTree:
+    copy = _copying(info)
+    return _tree.map_with_path(
+        lambda path, leaf: as_numeric(
+            leaf, _tree.format_path("obses", path), copy=copy, min_ndim=1
+        ),
+        _tree.normalize(value, "obses"),
+    )
 
 
 def _v_rews(value: Any, info: ValidationInfo) -> Float32Array:
@@ -144,8 +157,11 @@ class Rollout(BaseModel):
 
     Args:
         states: Env states `[T+1, B, ...]`, at least 2-D, stored as float32. Use shape
-            `(T+1, B, 0)` when the env has no state to record.
-        obses: Observations `[T+1, B, ...]`, any real dtype (uint8 images stay uint8).
+            `(T+1, B, 0)` when the env has no state to record. May be nested like `obses`.
+        obses: Observations `[T+1, B, ...]`, any real dtype (uint8 images stay uint8); or,
+            for a Gymnasium `Dict`/`Tuple` space, a mapping (str keys) or tuple of such arrays,
+            nested to any depth, stored as `dict`/`tuple`. Every leaf has the same T+1 and B;
+            messages name the leaf, e.g. `obses['image']`.
         rews: Rewards `[T, B]`, finite, stored as float32.
         dones: Episode starts `[T+1, B]`, only 0 and 1 (bool accepted), stored as float32.
         infos: T rows of B mappings (`None` gives empty dicts).
@@ -189,10 +205,10 @@ class Rollout(BaseModel):
         revalidate_instances="never",
     )
 
-    states: Annotated[Float32Array, PlainValidator(_v_states)]
-    """Env states `[T+1, B, ...]`, float32, at least 2-D."""
-    obses: Annotated[AnyArray, PlainValidator(_v_obses)]
-    """Observations `[T+1, B, ...]`, any real dtype."""
+    states: Annotated[ArrayTree, PlainValidator(_v_states)]
+    """Env states `[T+1, B, ...]`, float32, at least 2-D; or a dict/tuple of such arrays."""
+    obses: Annotated[ArrayTree, PlainValidator(_v_obses)]
+    """Observations `[T+1, B, ...]`, any real dtype; or a dict/tuple of such arrays."""
     rews: Annotated[Float32Array, PlainValidator(_v_rews)]
     """Rewards `[T, B]`, float32, finite."""
     dones: Annotated[Float32Array, PlainValidator(_v_dones)]
@@ -219,8 +235,8 @@ class Rollout(BaseModel):
 
     def __init__(
         self,
-        states: ArrayLike,
-        obses: ArrayLike,
+        states: ArrayLike | Mapping[str, Any],
+        obses: ArrayLike | Mapping[str, Any],
         rews: ArrayLike,
         dones: ArrayLike,
         infos: Sequence[Sequence[Mapping[str, Any]]] | None,
@@ -273,8 +289,9 @@ class Rollout(BaseModel):
             specs[name] = spec
 
         add("dones", self.dones.shape, _SPECS["dones"])
-        add("obses", self.obses.shape, _SPECS["obses"])
-        add("states", self.states.shape, _SPECS["states"])
+        for name in ("obses", "states"):  # every leaf of a nested field votes under its path
+            for path, leaf in _tree.flatten(getattr(self, name)):
+                add(_tree.format_path(name, path), leaf.shape, _SPECS[name])
         outs = self.model_outs.arrays
         for key, array in outs.items():
             add(f"model_outs[{key!r}]", array.shape, _OUT_SPECS.get(key, _OUT_SPECS["*"]))
@@ -343,7 +360,7 @@ class Rollout(BaseModel):
                     "must end its episode (set dones[t+1] = 1 where truncated[t] = 1)"
                 )
         outs = self.model_outs.arrays
-        if "actor" in outs and "actions" in outs:
+        if discrete_actions(outs):
             actions = outs["actions"]
             num_actions = outs["actor"].shape[-1]
             bad = (actions < 0) | (actions >= num_actions)
@@ -444,8 +461,11 @@ class Rollout(BaseModel):
         """
         return np.array(self._model_out("critic", "value_predictions"), dtype=np.float32)
 
-    def actions(self) -> Int32Array:
-        """The actions taken at each timestep: `model_outs[t]['actions']`, int32 `[T+1, B]`.
+    def actions(self) -> Int32Array | Float32Array:
+        """The actions taken at each timestep: `model_outs[t]['actions']`, a new array.
+
+        int32 for integer actions (Discrete `[T+1, B]`, MultiDiscrete and MultiBinary
+        `[T+1, B, K]`), as in the seed; float32 `[T+1, B, ...]` for continuous (Box) actions.
 
         Raises:
             KeyError: If there is no `actions` key.
@@ -454,8 +474,14 @@ class Rollout(BaseModel):
             >>> from trajkit.testing import example_rollout
             >>> example_rollout(num_steps=4, num_envs=3).actions().dtype
             dtype('int32')
+            >>> box = example_rollout(num_steps=4, num_envs=3, action_kind="box")
+            >>> box.actions().dtype, box.actions().shape
+            (dtype('float32'), (5, 3, 2))
         """
-        return np.array(self._model_out("actions", "actions"), dtype=np.int32)
+        actions = self._model_out("actions", "actions")
+        if actions.dtype.kind == "f":
+            return np.array(actions, dtype=np.float32)
+        return np.array(actions, dtype=np.int32)
 
     def log_probs(self) -> Float32Array:
         """Log-probabilities of the actions taken: `model_outs[t]['log_probs']`, float32 `[T+1, B]`.
@@ -614,12 +640,13 @@ class Rollout(BaseModel):
         """
         return episode_stats(self.rews, self.dones, self.truncated)
 
-    def training_arrays(self, gamma: float, lam: float) -> dict[str, AnyArray]:
+    def training_arrays(self, gamma: float, lam: float) -> dict[str, ArrayTree]:
         """Every array a PPO step needs, aligned on `[T, B, ...]` (rows 0..T-1).
 
         Keys: `obses`, `states`, `dones`, `rews`, `advantages`, `returns` (when there is a
         `critic`), and every model-output key (`actions`, `log_probs`, `critic`, `actor`, ...).
-        The arrays are views where possible, not copies.
+        The arrays are views where possible, not copies. Nested `obses` and `states` keep
+        their structure, with every leaf cut to `[T, B, ...]`.
 
         Args:
             gamma: Discount, finite, in [0, 1].
@@ -639,9 +666,9 @@ class Rollout(BaseModel):
              'returns', 'rews', 'states']
         """
         T = self.num_steps
-        arrays: dict[str, AnyArray] = {
-            "obses": self.obses[:T],
-            "states": self.states[:T],
+        arrays: dict[str, ArrayTree] = {
+            "obses": _tree.map_leaves(lambda leaf: leaf[:T], self.obses),
+            "states": _tree.map_leaves(lambda leaf: leaf[:T], self.states),
             "dones": self.dones[:T],
             "rews": self.rews,
         }
@@ -665,13 +692,14 @@ class Rollout(BaseModel):
         epochs: int = 1,
         drop_last: bool = False,
         seed: int | np.random.Generator | None = None,
-    ) -> Iterator[dict[str, AnyArray]]:
+    ) -> Iterator[dict[str, ArrayTree]]:
         """Yield shuffled PPO minibatches: every training array gathered at once.
 
         Advantages and returns are computed once; each epoch is a fresh permutation of all
         (t, b), cut into minibatches of `minibatch_size` (the last one smaller unless
         `drop_last`). Each minibatch maps the names of
-        [`training_arrays`][trajkit.Rollout.training_arrays] to `[n, ...]` arrays.
+        [`training_arrays`][trajkit.Rollout.training_arrays] to `[n, ...]` arrays; nested
+        `obses` and `states` come out with the same structure, every leaf gathered.
 
         Args:
             minibatch_size: Entries per minibatch, at least 1.
@@ -689,6 +717,7 @@ class Rollout(BaseModel):
             [5, 5, 2]
         """
         arrays = self.training_arrays(gamma, lam)
+        flat = _tree.flatten_fields(arrays)
         for t_idx, b_idx in _mb.minibatch_indices(
             self.num_steps,
             self.batch_size,
@@ -697,7 +726,7 @@ class Rollout(BaseModel):
             drop_last=drop_last,
             seed=seed,
         ):
-            yield _mb.gather(arrays, t_idx, b_idx)
+            yield _tree.unflatten_fields(arrays, _mb.gather(flat, t_idx, b_idx))
 
     def sequence_minibatches(
         self,
@@ -708,12 +737,13 @@ class Rollout(BaseModel):
         epochs: int = 1,
         drop_last: bool = False,
         seed: int | np.random.Generator | None = None,
-    ) -> Iterator[dict[str, AnyArray]]:
+    ) -> Iterator[dict[str, ArrayTree]]:
         """Yield minibatches of whole env columns (all T steps) for recurrent policies.
 
         Each minibatch maps the names of [`training_arrays`][trajkit.Rollout.training_arrays]
         to time-major `[T, n, ...]` arrays for a shuffled set of n envs; `states[0]` holds the
-        initial recurrent state and `dones` marks where to reset it.
+        initial recurrent state and `dones` marks where to reset it. Nested `obses` and
+        `states` keep their structure.
 
         Args:
             envs_per_batch: Envs per minibatch, at least 1.
@@ -730,16 +760,21 @@ class Rollout(BaseModel):
             [(4, 2), (4, 1)]
         """
         arrays = self.training_arrays(gamma, lam)
+        flat = _tree.flatten_fields(arrays)
         for b_idx in _mb.sequence_minibatch_indices(
             self.batch_size, envs_per_batch, epochs=epochs, drop_last=drop_last, seed=seed
         ):
-            yield _mb.gather_sequences(arrays, b_idx)
+            yield _tree.unflatten_fields(arrays, _mb.gather_sequences(flat, b_idx))
 
     # ----------------------------------------------------------------- dunder methods
 
     def __repr__(self) -> str:
-        def desc(array: AnyArray | None) -> str:
-            return "None" if array is None else f"{array.dtype}{list(array.shape)}"
+        def desc(value: ArrayTree | None) -> str:
+            if value is None:
+                return "None"
+            if _tree.is_leaf(value):
+                return f"{value.dtype}{list(value.shape)}"
+            return repr(_tree.map_leaves(lambda leaf: _Verbatim(desc(leaf)), value))
 
         keys = ", ".join(self.model_outs.keys())
         extra = "" if self.truncated is None else ", truncated=yes"
@@ -758,8 +793,23 @@ class Rollout(BaseModel):
             a, b = getattr(self, name), getattr(other, name)
             if (a is None) != (b is None):
                 return False
-            if a is not None and (a.dtype != b.dtype or not np.array_equal(a, b)):
+            if a is None:
+                continue
+            pairs_a, pairs_b = _tree.flatten(a), _tree.flatten(b)
+            if [p for p, _ in pairs_a] != [p for p, _ in pairs_b]:
                 return False
+            for (_, x), (_, y) in zip(pairs_a, pairs_b, strict=True):
+                if x.dtype != y.dtype or not np.array_equal(x, y):
+                    return False
         return self.model_outs == other.model_outs and self.infos == other.infos
 
     __hash__ = None  # type: ignore[assignment]
+
+
+class _Verbatim(str):
+    """A string whose repr is itself, to print leaf descriptions inside a dict/tuple repr."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return str(self)
