@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from pydantic import ValidationError
 
 from trajkit import OutputSpec, RolloutSpec
-from trajkit.testing import example_rollout, rollouts
+from trajkit._core.tree import flatten
+from trajkit.testing import ACTION_KINDS, example_rollout, rollouts
 
 
 def spec_dict(**changes: Any) -> dict[str, Any]:
@@ -157,7 +158,126 @@ def test_specs_are_frozen() -> None:
 def test_json_schema_is_json_and_describes_the_fields() -> None:
     schema = RolloutSpec.model_json_schema()
     json.dumps(schema)
-    assert set(schema["required"]) == {"obs_shape", "obs_dtype", "state_shape", "model_outputs"}
+    # A field is flat (obs_shape, obs_dtype) or nested (obs_leaves): the validator picks.
+    assert set(schema["required"]) == {"model_outputs"}
+    assert {"obs_shape", "obs_dtype", "obs_leaves", "state_shape", "state_leaves"} <= set(
+        schema["properties"]
+    )
     assert schema["additionalProperties"] is False
-    assert "float32" in schema["properties"]["obs_dtype"]["enum"]
+    assert "float32" in schema["properties"]["obs_dtype"]["anyOf"][0]["enum"]
     assert "OutputSpec" in schema["$defs"]
+
+
+# ------------------------------------------------------------------ nested fields, any actions
+
+
+@settings(max_examples=30)
+@given(rollouts(max_steps=3, max_envs=2, nested=True, action_kinds=ACTION_KINDS))
+def test_every_nested_rollout_conforms_to_its_own_spec(r: Any) -> None:
+    spec = RolloutSpec.from_rollout(r)
+    assert spec.check(r) == []
+    assert RolloutSpec.model_validate_json(spec.model_dump_json()) == spec
+    for name in ("obses", "states"):
+        assert [path for path, _ in spec.leaves(name)] == [p for p, _ in flatten(getattr(r, name))]
+
+
+def test_flat_specs_dump_the_json_they_always_did() -> None:
+    data = json.loads(RolloutSpec.from_rollout(example_rollout()).model_dump_json())
+    assert "obs_leaves" not in data
+    assert "state_leaves" not in data
+    assert data["obs_shape"] == [4]
+
+
+def test_nested_spec_names_leaves_in_order() -> None:
+    r = example_rollout(nested=True, action_kind="box", action_shape=(3,))
+    spec = RolloutSpec.from_rollout(r)
+    assert (spec.obs_shape, spec.obs_dtype, spec.state_shape) == (None, None, None)
+    assert spec.obs_leaves is not None
+    assert list(spec.obs_leaves) == ["['image']", "['proprio'][0]", "['proprio'][1]['goal']"]
+    assert spec.obs_leaves["['image']"] == OutputSpec(shape=(4,), dtype="uint8")
+    assert spec.model_outputs["actions"] == OutputSpec(shape=(3,), dtype="float32")
+    data = json.loads(spec.model_dump_json())
+    assert data["obs_leaves"]["['proprio'][1]['goal']"] == {"shape": [2], "dtype": "float32"}
+    assert data["obs_shape"] is None
+
+
+def test_check_names_the_leaf_paths() -> None:
+    r = example_rollout(nested=True)
+    spec = RolloutSpec.from_rollout(r)
+    assert spec.obs_leaves is not None
+    leaves = dict(spec.obs_leaves)
+    leaves["['image']"] = OutputSpec(shape=(5,), dtype="float32")
+    leaves["['depth']"] = OutputSpec(shape=(), dtype="uint8")
+    del leaves["['proprio'][0]"]
+    changed = spec.model_copy(update={"obs_leaves": leaves})
+    assert changed.check(r) == [
+        "obses['depth'] is in the spec but missing",
+        "obses['proprio'][0] is not in the spec",
+        "obses['image']: per-step shape (4,), but the spec says (5,)",
+        "obses['image']: dtype uint8, but the spec says float32",
+    ]
+    flat = RolloutSpec.from_rollout(example_rollout())
+    assert flat.check(r)[:2] == [
+        "obses is nested (leaves obses['image'], obses['proprio'][0], "
+        "obses['proprio'][1]['goal']), but the spec says an array",
+        "states is nested (leaves states['h'], states['c']), but the spec says an array",
+    ]
+    assert spec.check(example_rollout())[0] == (
+        "obses is an array, but the spec says nested (leaves obses['image'], "
+        "obses['proprio'][0], obses['proprio'][1]['goal'])"
+    )
+    swapped = r.replace(states={"c": r.states["c"], "h": r.states["h"]})
+    assert spec.check(swapped) == [
+        "states has its leaves in the order [\"['c']\", \"['h']\"], but the spec says "
+        "[\"['h']\", \"['c']\"]"
+    ]
+    assert spec.compare(RolloutSpec.from_rollout(swapped)) == spec.check(swapped)
+
+
+@pytest.mark.parametrize(
+    ("changes", "match"),
+    [
+        ({"obs_shape": None}, r"give obs_shape and obs_dtype \(flat\) or obs_leaves \(nested\) \["),
+        ({"state_shape": None}, r"give state_shape \(flat\) or state_leaves \(nested\) \["),
+        (
+            {"obs_leaves": {"['a']": {"shape": [], "dtype": "uint8"}}},
+            r"give obs_shape and obs_dtype \(flat\) or obs_leaves \(nested\), not both",
+        ),
+        (
+            {
+                "obs_shape": None,
+                "obs_dtype": None,
+                "obs_leaves": {"image": {"shape": [], "dtype": "uint8"}},
+            },
+            r"obs_leaves must be the leaf paths of a dict/tuple structure: not a path under '': "
+            r"'image'",
+        ),
+        (
+            {
+                "obs_shape": None,
+                "obs_dtype": None,
+                "obs_leaves": {"[1]": {"shape": [], "dtype": "uint8"}},
+            },
+            r"obs_leaves must be the leaf paths of a dict/tuple structure: tuple at 'the root' has "
+            r"indices \[1\], expected 0..0",
+        ),
+        (
+            {"state_shape": None, "state_leaves": {"['h']": {"shape": [2], "dtype": "float64"}}},
+            r"state_leaves\[\"\['h'\]\"\] must be float32, got float64",
+        ),
+        (
+            {"model_outputs": {"actions": {"shape": [2], "dtype": "float64"}}},
+            r"model_outputs\['actions'\] must be int32 \(integer spaces\) or float32 \(Box\) "
+            r"\(as Rollout stores it\), got float64 \(2,\)",
+        ),
+    ],
+)
+def test_invalid_nested_specs_are_refused(changes: dict[str, Any], match: str) -> None:
+    with pytest.raises(ValidationError, match=match):
+        RolloutSpec.model_validate(spec_dict(**changes))
+
+
+def test_actions_of_every_space_have_a_spec() -> None:
+    for kind in ACTION_KINDS:
+        r = example_rollout(action_kind=kind, action_shape=(2, 2))
+        assert RolloutSpec.from_rollout(r).check(r) == []

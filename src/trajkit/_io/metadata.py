@@ -17,7 +17,7 @@ from typing_extensions import Self
 
 from trajkit._base.version import __version__
 from trajkit._models.rollout import Rollout
-from trajkit._models.spec import RolloutSpec
+from trajkit._models.spec import OutputSpec, RolloutSpec
 
 __all__ = [
     "FORMAT_NAME",
@@ -191,11 +191,10 @@ class RolloutFileMetadata(BaseModel):
              ('rews.npy', 'float32', (3, 2)), ('dones.npy', 'float32', (4, 2))]
         """
         T, B, spec = self.num_steps, self.batch_size, self.spec
+        states, obses = _flat_leaf(spec, "states"), _flat_leaf(spec, "obses")
         members = [
-            ArrayMember(
-                "states.npy", "states", None, spec.state_dtype, (T + 1, B, *spec.state_shape)
-            ),
-            ArrayMember("obses.npy", "obses", None, spec.obs_dtype, (T + 1, B, *spec.obs_shape)),
+            ArrayMember("states.npy", "states", None, states.dtype, (T + 1, B, *states.shape)),
+            ArrayMember("obses.npy", "obses", None, obses.dtype, (T + 1, B, *obses.shape)),
             ArrayMember("rews.npy", "rews", None, "float32", (T, B)),
             ArrayMember("dones.npy", "dones", None, "float32", (T + 1, B)),
         ]
@@ -237,3 +236,14 @@ class RolloutFileMetadata(BaseModel):
             312
         """
         return sum(m.nbytes for m in self.arrays())
+
+
+def _flat_leaf(spec: RolloutSpec, name: Literal["obses", "states"]) -> OutputSpec:
+    """The layout of a flat field; nested fields have no member of this format version."""
+    [(path, leaf), *rest] = spec.leaves(name)
+    if path or rest:
+        raise ValueError(
+            f"nested {name} cannot be stored in format version {FORMAT_VERSION} "
+            "(it stores flat arrays only)"
+        )
+    return leaf

@@ -14,9 +14,18 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, Literal, get_args
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializationInfo,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
 from typing_extensions import Self
 
+from trajkit._core import tree as _tree
 from trajkit._models.dims import fmt_shape
 
 if TYPE_CHECKING:
@@ -51,13 +60,20 @@ Shape = Annotated[
     Field(max_length=MAX_TRAILING_DIMS),
 ]
 
-# Known model-output keys: the dtype and number of trailing dimensions `Rollout` gives them.
-_KNOWN_OUTPUTS: Mapping[str, tuple[str, int]] = {
-    "critic": ("float32", 0),
-    "log_probs": ("float32", 0),
-    "actor": ("float32", 1),
-    "actions": ("int32", 0),
+# Known model-output keys: the dtypes and number of trailing dimensions `Rollout` gives them
+# (`None`: any number), and how to say so.
+_KNOWN_OUTPUTS: Mapping[str, tuple[tuple[str, ...], int | None, str]] = {
+    "critic": (("float32",), 0, "float32 with trailing shape ()"),
+    "log_probs": (("float32",), 0, "float32 with trailing shape ()"),
+    "actor": (("float32",), 1, "float32 with trailing shape (A,)"),
+    "actions": (("int32", "float32"), None, "int32 (integer spaces) or float32 (Box)"),
 }
+
+# The two fields that may be nested, with the names of their flat and per-leaf spec fields.
+_NESTED_FIELDS: Mapping[str, str] = {"obses": "obs", "states": "state"}
+
+LeafLayout = tuple[tuple[int, ...], str]
+"""A leaf's per-step shape and dtype name."""
 
 
 def dtype_name(dtype: Any) -> str:
@@ -101,11 +117,9 @@ class OutputSpec(BaseModel):
 class _Layout:
     """What a spec compares: per-step shapes and dtypes, keys, truncation, T and B."""
 
-    obs_shape: tuple[int, ...]
-    obs_dtype: str
-    state_shape: tuple[int, ...]
-    state_dtype: str
-    outputs: dict[str, tuple[tuple[int, ...], str]]
+    obses: dict[str, LeafLayout]  # rendered leaf path ("" for a flat array) -> layout
+    states: dict[str, LeafLayout]
+    outputs: dict[str, LeafLayout]
     has_truncation: bool
     num_steps: int | None
     num_envs: int | None
@@ -119,14 +133,22 @@ class RolloutSpec(BaseModel):
     read it with `RolloutSpec.model_validate_json(text)`, and get its JSON Schema from
     `RolloutSpec.model_json_schema()`.
 
+    Flat observations are described by `obs_shape` and `obs_dtype`; nested ones (Gymnasium
+    `Dict`/`Tuple` spaces) by `obs_leaves`, which maps each leaf's path, written as in messages
+    without the field name (`"['image']"`, `"[1]['pos']"`), to its `OutputSpec`, in the
+    rollout's order. States likewise (`state_shape` or `state_leaves`). The spec of a flat
+    rollout dumps to the same JSON as before nested fields existed.
+
     Args:
-        obs_shape: Per-step observation shape, after `[T+1, B]`.
-        obs_dtype: Observation dtype name (`"uint8"`, `"float32"`, ...).
-        state_shape: Per-step state shape, after `[T+1, B]` (`(0,)` for no state).
+        obs_shape: Per-step observation shape, after `[T+1, B]` (flat observations).
+        obs_dtype: Observation dtype name (`"uint8"`, `"float32"`, ...; flat observations).
+        obs_leaves: Leaf path to per-step shape and dtype (nested observations).
+        state_shape: Per-step state shape, after `[T+1, B]` (`(0,)` for no state; flat states).
         state_dtype: Always `"float32"`, as `Rollout` stores states.
+        state_leaves: Leaf path to per-step shape and dtype `"float32"` (nested states).
         model_outputs: Model-output key to its `OutputSpec`. The keys trajkit knows must have
             the layout `Rollout` gives them: `critic` and `log_probs` float32 `()`, `actor`
-            float32 `(A,)`, `actions` int32 `()`.
+            float32 `(A,)`, `actions` int32 (integer spaces) or float32 (Box), any shape.
         has_truncation: Whether `truncated` and `final_values` are present.
         min_steps: Smallest allowed T, or `None`.
         max_steps: Largest allowed T, or `None`.
@@ -135,7 +157,8 @@ class RolloutSpec(BaseModel):
 
     Raises:
         pydantic.ValidationError: For unknown fields, dtypes outside `DtypeName`, negative
-            dimensions, inconsistent bounds, or a known key with the wrong layout.
+            dimensions, inconsistent bounds, a known key with the wrong layout, both or
+            neither of the flat and nested forms of a field, or leaf paths that are not a tree.
 
     Examples:
         >>> from trajkit.testing import example_rollout
@@ -152,20 +175,28 @@ class RolloutSpec(BaseModel):
         T=4 is below the spec's min_steps=8
         >>> RolloutSpec.model_validate_json(spec.model_dump_json()) == spec
         True
+        >>> nested = RolloutSpec.from_rollout(example_rollout(nested=True, keys=()))
+        >>> {path: leaf.dtype for path, leaf in nested.obs_leaves.items()}
+        {"['image']": 'uint8', "['proprio'][0]": 'float32', "['proprio'][1]['goal']": 'float32'}
     """
 
     model_config = ConfigDict(
         extra="forbid", frozen=True, use_attribute_docstrings=True, protected_namespaces=()
     )
 
-    obs_shape: Shape
-    """Per-step observation shape, after `[T+1, B]`."""
-    obs_dtype: DtypeName
-    """Observation dtype (canonical NumPy name)."""
-    state_shape: Shape
-    """Per-step state shape, after `[T+1, B]`; `(0,)` when the env has no state."""
+    obs_shape: Shape | None = None
+    """Per-step observation shape, after `[T+1, B]`; `None` when observations are nested."""
+    obs_dtype: DtypeName | None = None
+    """Observation dtype (canonical NumPy name); `None` when observations are nested."""
+    obs_leaves: dict[str, OutputSpec] | None = None
+    """Nested observations: leaf path (`"['image']"`) to per-step shape and dtype, in order."""
+    state_shape: Shape | None = None
+    """Per-step state shape, after `[T+1, B]`; `(0,)` when the env has no state; `None` when
+    states are nested."""
     state_dtype: Literal["float32"] = "float32"
     """State dtype: always float32."""
+    state_leaves: dict[str, OutputSpec] | None = None
+    """Nested states: leaf path to per-step shape and dtype (always float32), in order."""
     model_outputs: dict[str, OutputSpec]
     """Model-output key to trailing shape (after `[T+1, B]`) and dtype."""
     has_truncation: bool = False
@@ -186,17 +217,77 @@ class RolloutSpec(BaseModel):
             lo, hi = getattr(self, low), getattr(self, high)
             if lo is not None and hi is not None and lo > hi:
                 problems.append(f"{low}={lo} is greater than {high}={hi}")
-        for key, (dtype, ndim) in _KNOWN_OUTPUTS.items():
+        for key, (dtypes, ndim, want) in _KNOWN_OUTPUTS.items():
             out = self.model_outputs.get(key)
-            if out is not None and (out.dtype != dtype or len(out.shape) != ndim):
-                want = "()" if ndim == 0 else "(A,)"
+            if out is not None and (
+                out.dtype not in dtypes or (ndim is not None and len(out.shape) != ndim)
+            ):
                 problems.append(
-                    f"model_outputs[{key!r}] must be {dtype} with trailing shape {want} "
-                    f"(as Rollout stores it), got {out.dtype} {fmt_shape(out.shape)}"
+                    f"model_outputs[{key!r}] must be {want} (as Rollout stores it), "
+                    f"got {out.dtype} {fmt_shape(out.shape)}"
                 )
+        problems.extend(self._field_problems("obs", with_dtype=True))
+        problems.extend(self._field_problems("state", with_dtype=False))
+        for path, leaf in (self.state_leaves or {}).items():
+            if leaf.dtype != "float32":
+                problems.append(f"state_leaves[{path!r}] must be float32, got {leaf.dtype}")
         if problems:
             raise ValueError("; ".join(problems))
         return self
+
+    def _field_problems(self, prefix: str, *, with_dtype: bool) -> list[str]:
+        flat = [f"{prefix}_shape"] + ([f"{prefix}_dtype"] if with_dtype else [])
+        given = [name for name in flat if getattr(self, name) is not None]
+        leaves: dict[str, OutputSpec] | None = getattr(self, f"{prefix}_leaves")
+        described = " and ".join(flat)
+        if leaves is None:
+            if len(given) == len(flat):
+                return []
+            return [f"give {described} (flat) or {prefix}_leaves (nested)"]
+        if given:
+            return [f"give {described} (flat) or {prefix}_leaves (nested), not both"]
+        try:
+            _tree.unflatten_paths((_tree.parse_path(path), None) for path in leaves)
+        except ValueError as exc:
+            return [f"{prefix}_leaves must be the leaf paths of a dict/tuple structure: {exc}"]
+        if "" in leaves:
+            return [f"{prefix}_leaves must be the leaf paths of a dict/tuple structure, got ''"]
+        return []
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> Any:
+        data = handler(self)
+        if isinstance(data, dict):  # flat fields dump as they always did: no leaves keys
+            for name in ("obs_leaves", "state_leaves"):
+                if data.get(name, 0) is None:
+                    del data[name]
+        return data
+
+    def leaves(self, name: Literal["obses", "states"]) -> list[tuple[_tree.Path, OutputSpec]]:
+        """The per-step layout of every leaf of `obses` or `states`, in order.
+
+        Args:
+            name: `"obses"` or `"states"`.
+
+        Returns:
+            `(path, spec)` pairs: one pair with path `()` for a flat field, else the leaf paths
+            as `trajkit._core.tree.flatten` gives them.
+
+        Examples:
+            >>> from trajkit.testing import example_rollout
+            >>> spec = RolloutSpec.from_rollout(example_rollout(nested=True))
+            >>> spec.leaves("states")
+            [(('h',), OutputSpec(shape=(2,), dtype='float32')),
+             (('c',), OutputSpec(shape=(2,), dtype='float32'))]
+            >>> RolloutSpec.from_rollout(example_rollout()).leaves("obses")
+            [((), OutputSpec(shape=(4,), dtype='float32'))]
+        """
+        prefix = _NESTED_FIELDS[name]
+        nested: dict[str, OutputSpec] | None = getattr(self, f"{prefix}_leaves")
+        if nested is not None:
+            return [(_tree.parse_path(path), leaf) for path, leaf in nested.items()]
+        shape = getattr(self, f"{prefix}_shape")
+        return [((), OutputSpec(shape=shape, dtype=getattr(self, f"{prefix}_dtype")))]
 
     @classmethod
     def from_rollout(cls, rollout: Rollout) -> RolloutSpec:
@@ -206,7 +297,8 @@ class RolloutSpec(BaseModel):
             rollout: Any valid rollout.
 
         Returns:
-            Its per-step shapes and dtypes, model-output keys (in order) and truncation flag.
+            Its per-step shapes and dtypes (per leaf for nested fields), model-output keys (in
+            order) and truncation flag.
 
         Raises:
             pydantic.ValidationError: If an array has a dtype outside `DtypeName` (such as
@@ -219,18 +311,25 @@ class RolloutSpec(BaseModel):
             OutputSpec(shape=(5,), dtype='float32')
         """
         layout = _layout_of(rollout)
-        return cls.model_validate(
-            {
-                "obs_shape": layout.obs_shape,
-                "obs_dtype": layout.obs_dtype,
-                "state_shape": layout.state_shape,
-                "model_outputs": {
-                    key: {"shape": shape, "dtype": dtype}
-                    for key, (shape, dtype) in layout.outputs.items()
-                },
-                "has_truncation": layout.has_truncation,
-            }
-        )
+        data: dict[str, Any] = {
+            "model_outputs": {
+                key: {"shape": shape, "dtype": dtype}
+                for key, (shape, dtype) in layout.outputs.items()
+            },
+            "has_truncation": layout.has_truncation,
+        }
+        for name, prefix in _NESTED_FIELDS.items():
+            leaves: dict[str, LeafLayout] = getattr(layout, name)
+            if list(leaves) == [""]:
+                data[f"{prefix}_shape"], dtype = leaves[""]
+                if prefix == "obs":
+                    data["obs_dtype"] = dtype
+            else:
+                data[f"{prefix}_leaves"] = {
+                    path: {"shape": shape, "dtype": dtype}
+                    for path, (shape, dtype) in leaves.items()
+                }
+        return cls.model_validate(data)
 
     def check(self, rollout: Rollout) -> list[str]:
         """Every way `rollout` departs from this spec, as readable sentences.
@@ -239,7 +338,8 @@ class RolloutSpec(BaseModel):
             rollout: The rollout to check.
 
         Returns:
-            The problems, or an empty list when the rollout conforms.
+            The problems, or an empty list when the rollout conforms. Problems with a leaf of
+            a nested field name its path, e.g. `obses['image']`.
 
         Examples:
             >>> from trajkit.testing import example_rollout
@@ -281,10 +381,8 @@ class RolloutSpec(BaseModel):
         """
         return self._problems(
             _Layout(
-                obs_shape=other.obs_shape,
-                obs_dtype=other.obs_dtype,
-                state_shape=other.state_shape,
-                state_dtype=other.state_dtype,
+                obses=other._leaf_layouts("obses"),
+                states=other._leaf_layouts("states"),
                 outputs={k: (o.shape, o.dtype) for k, o in other.model_outputs.items()},
                 has_truncation=other.has_truncation,
                 num_steps=num_steps,
@@ -292,23 +390,18 @@ class RolloutSpec(BaseModel):
             )
         )
 
+    def _leaf_layouts(self, name: Literal["obses", "states"]) -> dict[str, LeafLayout]:
+        return {
+            _tree.format_path("", path): (leaf.shape, leaf.dtype)
+            for path, leaf in self.leaves(name)
+        }
+
     def _problems(self, actual: _Layout) -> list[str]:
         problems: list[str] = []
-
-        def compare_array(name: str, shape: tuple[int, ...], dtype: str, spec: str) -> None:
-            want_shape, want_dtype = getattr(self, f"{spec}_shape"), getattr(self, f"{spec}_dtype")
-            if shape != want_shape:
-                problems.append(
-                    f"{name}: per-step shape {fmt_shape(shape)}, but the spec says "
-                    f"{spec}_shape {fmt_shape(want_shape)}"
-                )
-            if dtype != want_dtype:
-                problems.append(
-                    f"{name}: dtype {dtype}, but the spec says {spec}_dtype {want_dtype}"
-                )
-
-        compare_array("obses", actual.obs_shape, actual.obs_dtype, "obs")
-        compare_array("states", actual.state_shape, actual.state_dtype, "state")
+        for name, prefix in _NESTED_FIELDS.items():
+            problems.extend(
+                _compare_leaves(name, prefix, getattr(actual, name), self._leaf_layouts(name))  # type: ignore[arg-type]
+            )
         for key, want in self.model_outputs.items():
             if key not in actual.outputs:
                 problems.append(f"model_outs: key {key!r} is in the spec but missing")
@@ -348,15 +441,63 @@ class RolloutSpec(BaseModel):
         return problems
 
 
+def _compare_leaves(
+    name: str, prefix: str, actual: dict[str, LeafLayout], want: dict[str, LeafLayout]
+) -> list[str]:
+    """Problems of one possibly nested field, naming each leaf by its path."""
+    actual_flat, want_flat = list(actual) == [""], list(want) == [""]
+    if actual_flat and want_flat:  # the messages of flat specs, unchanged
+        (shape, dtype), (want_shape, want_dtype) = actual[""], want[""]
+        problems = []
+        if shape != want_shape:
+            problems.append(
+                f"{name}: per-step shape {fmt_shape(shape)}, but the spec says "
+                f"{prefix}_shape {fmt_shape(want_shape)}"
+            )
+        if dtype != want_dtype:
+            problems.append(f"{name}: dtype {dtype}, but the spec says {prefix}_dtype {want_dtype}")
+        return problems
+    if actual_flat != want_flat:
+
+        def describe(leaves: dict[str, LeafLayout]) -> str:
+            if list(leaves) == [""]:
+                return "an array"
+            return "nested (leaves " + ", ".join(name + path for path in leaves) + ")"
+
+        return [f"{name} is {describe(actual)}, but the spec says {describe(want)}"]
+    problems = [f"{name + path} is in the spec but missing" for path in want if path not in actual]
+    problems.extend(f"{name + path} is not in the spec" for path in actual if path not in want)
+    if not problems and list(actual) != list(want):
+        problems.append(
+            f"{name} has its leaves in the order {list(actual)}, but the spec says {list(want)}"
+        )
+    for path, (shape, dtype) in actual.items():
+        if path not in want:
+            continue
+        want_shape, want_dtype = want[path]
+        if shape != want_shape:
+            problems.append(
+                f"{name + path}: per-step shape {fmt_shape(shape)}, but the spec says "
+                f"{fmt_shape(want_shape)}"
+            )
+        if dtype != want_dtype:
+            problems.append(f"{name + path}: dtype {dtype}, but the spec says {want_dtype}")
+    return problems
+
+
 def _layout_of(rollout: Rollout) -> _Layout:
     def tail(array: np.ndarray[Any, Any]) -> tuple[int, ...]:
         return tuple(int(d) for d in array.shape[2:])
 
+    def leaves(value: Any) -> dict[str, LeafLayout]:
+        return {
+            _tree.format_path("", path): (tail(leaf), dtype_name(leaf.dtype))
+            for path, leaf in _tree.flatten(value)
+        }
+
     return _Layout(
-        obs_shape=tail(rollout.obses),
-        obs_dtype=dtype_name(rollout.obses.dtype),
-        state_shape=tail(rollout.states),
-        state_dtype=dtype_name(rollout.states.dtype),
+        obses=leaves(rollout.obses),
+        states=leaves(rollout.states),
         outputs={
             key: (tail(array), dtype_name(array.dtype))
             for key, array in rollout.model_outs.arrays.items()
