@@ -35,6 +35,7 @@ __all__ = [
     "Path",
     "PathKey",
     "Tree",
+    "fields_rebuilder",
     "flatten",
     "flatten_fields",
     "format_path",
@@ -130,15 +131,15 @@ def _normalize(value: Any, name: str, path: Path) -> Tree:
     return value
 
 
-def _walk(tree: Tree, path: Path) -> Iterator[tuple[Path, Any]]:
+def _walk(tree: Tree, path: Path, out: list[tuple[Path, Any]]) -> None:
     if isinstance(tree, dict):
         for key, item in tree.items():
-            yield from _walk(item, (*path, key))
+            _walk(item, (*path, key), out)
     elif isinstance(tree, tuple):
         for i, item in enumerate(tree):
-            yield from _walk(item, (*path, i))
+            _walk(item, (*path, i), out)
     else:
-        yield path, tree
+        out.append((path, tree))
 
 
 def flatten(tree: Tree) -> list[tuple[Path, Any]]:
@@ -152,9 +153,9 @@ def flatten(tree: Tree) -> list[tuple[Path, Any]]:
         >>> flatten(np.int8(5))
         [((), np.int8(5))]
     """
-    if is_leaf(tree):  # the flat case, without a generator
-        return [((), tree)]
-    return list(_walk(tree, ()))
+    out: list[tuple[Path, Any]] = []
+    _walk(tree, (), out)
+    return out
 
 
 def leaves(tree: Tree) -> list[Any]:
@@ -199,17 +200,21 @@ def unflatten(structure: Tree, new_leaves: Iterable[Any]) -> Tree:
         ValueError: structure has 1 leaves, got 2
     """
     items = list(new_leaves)
-    count = len(flatten(structure))
-    if count != len(items):
-        raise ValueError(f"structure has {count} leaves, got {len(items)}")
-    return _rebuild(structure, iter(items))
+    it = iter(items)
+    try:
+        out = _rebuild(structure, it)
+    except StopIteration:
+        out = it  # too few leaves
+    if out is it or next(it, it) is not it:
+        raise ValueError(f"structure has {len(flatten(structure))} leaves, got {len(items)}")
+    return out
 
 
 def _rebuild(structure: Tree, it: Iterator[Any]) -> Tree:
     if isinstance(structure, dict):
         return {key: _rebuild(item, it) for key, item in structure.items()}
     if isinstance(structure, tuple):
-        return tuple(_rebuild(item, it) for item in structure)
+        return tuple([_rebuild(item, it) for item in structure])  # a list: StopIteration stays
     return next(it)
 
 
@@ -222,9 +227,11 @@ def map_leaves(fn: Callable[[Any], Any], tree: Tree) -> Tree:
         >>> map_leaves(lambda x: x + 1, 1)
         2
     """
-    if is_leaf(tree):
-        return fn(tree)
-    return unflatten(tree, [fn(leaf) for leaf in leaves(tree)])
+    if isinstance(tree, dict):
+        return {key: map_leaves(fn, item) for key, item in tree.items()}
+    if isinstance(tree, tuple):
+        return tuple([map_leaves(fn, item) for item in tree])
+    return fn(tree)
 
 
 def map_with_path(fn: Callable[[Path, Any], Any], tree: Tree) -> Tree:
@@ -236,9 +243,15 @@ def map_with_path(fn: Callable[[Path, Any], Any], tree: Tree) -> Tree:
         >>> map_with_path(lambda p, x: format_path("obses", p), {"a": 1, "b": (2,)})
         {'a': "obses['a']", 'b': ("obses['b'][0]",)}
     """
-    if is_leaf(tree):
-        return fn((), tree)
-    return unflatten(tree, [fn(path, leaf) for path, leaf in flatten(tree)])
+    return _map_with_path(fn, tree, ())
+
+
+def _map_with_path(fn: Callable[[Path, Any], Any], tree: Tree, path: Path) -> Tree:
+    if isinstance(tree, dict):
+        return {key: _map_with_path(fn, item, (*path, key)) for key, item in tree.items()}
+    if isinstance(tree, tuple):
+        return tuple([_map_with_path(fn, item, (*path, i)) for i, item in enumerate(tree)])
+    return fn(path, tree)
 
 
 def structure_of(tree: Tree) -> Tree:
@@ -429,10 +442,33 @@ def unflatten_fields(structure: Mapping[str, Tree], flat: Mapping[str, Any]) -> 
         >>> unflatten_fields(fields, flat)
         {'obses': {'image': 10, 'pos': (20,)}, 'rews': 30}
     """
-    out: dict[str, Tree] = {}
-    for name, tree in structure.items():
-        if is_leaf(tree):
-            out[name] = flat[name]
-        else:
-            out[name] = unflatten(tree, [flat[format_path(name, path)] for path in paths(tree)])
-    return out
+    return fields_rebuilder(structure)(flat)
+
+
+def fields_rebuilder(
+    structure: Mapping[str, Tree],
+) -> Callable[[Mapping[str, Any]], dict[str, Tree]]:
+    """`unflatten_fields` for one structure, with the keys worked out once.
+
+    For rebuilding many batches of the same fields (one per minibatch, say).
+
+    Examples:
+        >>> rebuild = fields_rebuilder({"obses": {"a": 0, "b": (0,)}, "rews": 0})
+        >>> rebuild({"obses['a']": 1, "obses['b'][0]": 2, "rews": 3})
+        {'obses': {'a': 1, 'b': (2,)}, 'rews': 3}
+    """
+    plan = [
+        (name, None if is_leaf(tree) else tree, [format_path(name, p) for p in paths(tree)])
+        for name, tree in structure.items()
+    ]
+
+    def rebuild(flat: Mapping[str, Any]) -> dict[str, Tree]:
+        out: dict[str, Tree] = {}
+        for name, tree, keys in plan:
+            if tree is None:
+                out[name] = flat[name]
+            else:
+                out[name] = _rebuild(tree, iter([flat[key] for key in keys]))
+        return out
+
+    return rebuild

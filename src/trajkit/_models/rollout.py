@@ -718,6 +718,7 @@ class Rollout(BaseModel):
         """
         arrays = self.training_arrays(gamma, lam)
         flat = _tree.flatten_fields(arrays)
+        rebuild = _tree.fields_rebuilder(arrays)
         for t_idx, b_idx in _mb.minibatch_indices(
             self.num_steps,
             self.batch_size,
@@ -726,7 +727,7 @@ class Rollout(BaseModel):
             drop_last=drop_last,
             seed=seed,
         ):
-            yield _tree.unflatten_fields(arrays, _mb.gather(flat, t_idx, b_idx))
+            yield rebuild(_mb.gather(flat, t_idx, b_idx))
 
     def sequence_minibatches(
         self,
@@ -761,10 +762,11 @@ class Rollout(BaseModel):
         """
         arrays = self.training_arrays(gamma, lam)
         flat = _tree.flatten_fields(arrays)
+        rebuild = _tree.fields_rebuilder(arrays)
         for b_idx in _mb.sequence_minibatch_indices(
             self.batch_size, envs_per_batch, epochs=epochs, drop_last=drop_last, seed=seed
         ):
-            yield _tree.unflatten_fields(arrays, _mb.gather_sequences(flat, b_idx))
+            yield rebuild(_mb.gather_sequences(flat, b_idx))
 
     # ----------------------------------------------------------------- dunder methods
 
