@@ -254,3 +254,39 @@ def test_strategies_generate_valid_rollouts_of_every_kind(r: Rollout) -> None:
         assert r.actions().dtype in (np.int32, np.float32)
     stats = r.episode_stats()  # unaffected by nesting
     assert stats.episodes == int(r.dones[1:].sum())
+
+
+def _calls_to_build_nested(num_steps: int, num_envs: int) -> int:
+    import gc
+    import sys
+
+    shape = (num_steps + 1, num_envs)
+    fields: dict[str, Any] = {
+        "states": {"h": np.zeros((*shape, 2)), "c": (np.zeros((*shape, 2)),)},
+        "obses": {"image": np.zeros((*shape, 3), np.uint8), "pos": (np.zeros(shape),)},
+        "rews": np.zeros((num_steps, num_envs), np.float32),
+        "dones": np.zeros(shape, np.float32),
+        "infos": None,  # infos are Python objects: one per (t, b) by nature
+        "model_outs": {"actions": np.zeros((*shape, 2)), "critic": np.zeros(shape)},
+    }
+    calls = 0
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        nonlocal calls
+        if not frame.f_code.co_name.startswith("<") and event in ("call", "c_call"):
+            calls += 1
+
+    gc.disable()
+    sys.setprofile(profile)
+    try:
+        Rollout(**fields)
+    finally:
+        sys.setprofile(None)
+        gc.enable()
+    return calls
+
+
+def test_nested_validation_does_not_loop_over_elements() -> None:
+    # Per-leaf work only: the same number of calls for 16 elements per leaf as for 65,536.
+    _calls_to_build_nested(1, 1)
+    assert _calls_to_build_nested(8, 2) == _calls_to_build_nested(1024, 64)
