@@ -290,3 +290,12 @@ def test_nested_validation_does_not_loop_over_elements() -> None:
     # Per-leaf work only: the same number of calls for 16 elements per leaf as for 65,536.
     _calls_to_build_nested(1, 1)
     assert _calls_to_build_nested(8, 2) == _calls_to_build_nested(1024, 64)
+
+
+def test_bool_multi_binary_actions_become_int32() -> None:
+    flags = np.zeros((T + 1, B, 5), bool)
+    flags[1, 2, 3] = True
+    r = Rollout(**_kwargs(example_rollout(T, B, keys={"critic"}), model_outs={"actions": flags}))
+    assert r.actions().dtype == np.int32
+    assert int(r.actions()[1, 2, 3]) == 1
+    assert int(r.actions().sum()) == 1

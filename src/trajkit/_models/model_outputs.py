@@ -222,12 +222,14 @@ def discrete_actions(arrays: Mapping[str, AnyArray]) -> bool:
 
 
 def _coerce_actions(array: AnyArray, actor: AnyArray | None, name: str) -> AnyArray:
-    """Integer actions (any space but Box) to int32; float actions (Box) to finite float32.
+    """Integer or bool actions (any space but Box) to int32; float ones (Box) to finite float32.
 
     Float actions next to `actor` logits of one more dimension are Discrete actions written as
     floats (the seed accepted them): they must be integer-valued and become int32.
     """
-    if array.dtype.kind in "biu" or _is_discrete(array, actor):
+    if array.dtype.kind == "b":  # MultiBinary flags given as bool
+        return array.astype(np.int32)
+    if array.dtype.kind in "iu" or _is_discrete(array, actor):
         return as_int32(array, name, copy=False)
     converted = as_float32(array, name, copy=False)
     check_finite(converted, name, "tb")
