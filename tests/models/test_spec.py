@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import jsonschema  # type: ignore[import-untyped]  # installed with trajkit[ray], part of dev
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -198,7 +199,20 @@ def test_nested_spec_names_leaves_in_order() -> None:
     assert spec.model_outputs["actions"] == OutputSpec(shape=(3,), dtype="float32")
     data = json.loads(spec.model_dump_json())
     assert data["obs_leaves"]["['proprio'][1]['goal']"] == {"shape": [2], "dtype": "float32"}
-    assert data["obs_shape"] is None
+    assert "obs_shape" not in data
+    assert "obs_dtype" not in data
+
+
+def test_the_json_schema_accepts_dumped_specs_and_one_form_per_field() -> None:
+    schema = RolloutSpec.model_json_schema()
+    for r in (example_rollout(), example_rollout(nested=True, action_kind="multi_binary")):
+        jsonschema.validate(json.loads(RolloutSpec.from_rollout(r).model_dump_json()), schema)
+    flat = json.loads(RolloutSpec.from_rollout(example_rollout()).model_dump_json())
+    both = {**flat, "obs_leaves": {"['a']": {"shape": [], "dtype": "uint8"}}}
+    neither = {k: v for k, v in flat.items() if k != "state_shape"}
+    for bad in (both, neither):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(bad, schema)
 
 
 def test_check_names_the_leaf_paths() -> None:

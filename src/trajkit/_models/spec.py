@@ -72,6 +72,9 @@ _KNOWN_OUTPUTS: Mapping[str, tuple[tuple[str, ...], int | None, str]] = {
 # The two fields that may be nested, with the names of their flat and per-leaf spec fields.
 _NESTED_FIELDS: Mapping[str, str] = {"obses": "obs", "states": "state"}
 
+# Fields of the flat or the nested form, left out of dumps when unused.
+_FORM_FIELDS = ("obs_shape", "obs_dtype", "obs_leaves", "state_shape", "state_leaves")
+
 LeafLayout = tuple[tuple[int, ...], str]
 """A leaf's per-step shape and dtype name."""
 
@@ -181,7 +184,17 @@ class RolloutSpec(BaseModel):
     """
 
     model_config = ConfigDict(
-        extra="forbid", frozen=True, use_attribute_docstrings=True, protected_namespaces=()
+        extra="forbid",
+        frozen=True,
+        use_attribute_docstrings=True,
+        protected_namespaces=(),
+        # Each field is described flat or nested, never both: say so to JSON Schema validators.
+        json_schema_extra={
+            "allOf": [
+                {"oneOf": [{"required": ["obs_shape", "obs_dtype"]}, {"required": ["obs_leaves"]}]},
+                {"oneOf": [{"required": ["state_shape"]}, {"required": ["state_leaves"]}]},
+            ]
+        },
     )
 
     obs_shape: Shape | None = None
@@ -257,8 +270,8 @@ class RolloutSpec(BaseModel):
     @model_serializer(mode="wrap")
     def _dump(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> Any:
         data = handler(self)
-        if isinstance(data, dict):  # flat fields dump as they always did: no leaves keys
-            for name in ("obs_leaves", "state_leaves"):
+        if isinstance(data, dict):  # only the form in use: flat specs dump as they always did
+            for name in _FORM_FIELDS:
                 if data.get(name, 0) is None:
                     del data[name]
         return data
