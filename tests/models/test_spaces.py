@@ -299,3 +299,13 @@ def test_bool_multi_binary_actions_become_int32() -> None:
     assert r.actions().dtype == np.int32
     assert int(r.actions()[1, 2, 3]) == 1
     assert int(r.actions().sum()) == 1
+
+
+def test_a_tuple_of_per_step_arrays_gets_a_hint() -> None:
+    r = example_rollout(T, B)
+    with pytest.raises(
+        ValueError,
+        match=r"obses is a tuple of 5 arrays, read as a Gymnasium Tuple observation with 5 "
+        r"parts; to pass one array per timestep, stack them: np\.stack\(obses\)",
+    ):
+        r.replace(obses=tuple(r.obses))

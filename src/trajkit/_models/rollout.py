@@ -321,6 +321,8 @@ class Rollout(BaseModel):
             )
         if B == 0:
             problems.append("a rollout needs at least one environment (B >= 1), got B=0")
+        if problems and T is not None:
+            problems.extend(_per_step_tuple_hints(self, T))
         if infos is not None and B is not None and shapes["infos"][1] is None:
             problems.extend(
                 f"infos[{t}] has {len(row)} entries, expected B={B}"
@@ -806,6 +808,20 @@ class Rollout(BaseModel):
         return self.model_outs == other.model_outs and self.infos == other.infos
 
     __hash__ = None  # type: ignore[assignment]
+
+
+def _per_step_tuple_hints(rollout: Rollout, T: int) -> list[str]:
+    """A hint for a tuple of T+1 per-step arrays, which reads as a Gymnasium Tuple instead."""
+    hints = []
+    for name in ("obses", "states"):
+        value = rollout.__dict__.get(name)
+        if isinstance(value, tuple) and len(value) == T + 1 and all(map(_tree.is_leaf, value)):
+            hints.append(
+                f"{name} is a tuple of {T + 1} arrays, read as a Gymnasium Tuple observation with "
+                f"{T + 1} parts; to pass one array per timestep, stack them: "
+                f"np.stack({name})"
+            )
+    return hints
 
 
 class _Verbatim(str):
