@@ -63,6 +63,10 @@ def test_minibatch_indices_partition_each_epoch(
     num_steps: int, num_envs: int, minibatch_size: int, epochs: int, drop_last: bool, seed: int
 ) -> None:
     n = num_steps * num_envs
+    if drop_last and 0 < n < minibatch_size:  # would yield nothing: refused (see below)
+        with pytest.raises(ValueError, match="drop_last=True would yield no minibatch"):
+            minibatch_indices(num_steps, num_envs, minibatch_size, drop_last=True, seed=seed)
+        return
     batches = list(
         minibatch_indices(
             num_steps, num_envs, minibatch_size, epochs=epochs, drop_last=drop_last, seed=seed
@@ -91,7 +95,14 @@ def test_minibatch_indices_sizes_keep_last_and_drop_last() -> None:
     assert [len(t) for t, _ in drop] == [4, 4, 4, 4]
     exact = list(minibatch_indices(4, 2, 4, drop_last=True, seed=0))
     assert [len(t) for t, _ in exact] == [4, 4]
-    assert list(minibatch_indices(1, 3, 4, drop_last=True, seed=0)) == []
+    with pytest.raises(
+        ValueError,
+        match=r"minibatch_size=4 is larger than the 3 entries available \(T\*B=3\), so "
+        r"drop_last=True would yield no minibatch at all: use minibatch_size <= 3, or "
+        r"drop_last=False",
+    ):
+        minibatch_indices(1, 3, 4, drop_last=True, seed=0)
+    assert list(minibatch_indices(0, 3, 4, drop_last=True, seed=0)) == []
     [(t_idx, b_idx)] = minibatch_indices(1, 3, 4, seed=0)
     assert sorted(pairs(t_idx, b_idx)) == [(0, 0), (0, 1), (0, 2)]
 
@@ -427,6 +438,10 @@ def test_gather_rejects_arrays_without_env_axis() -> None:
 def test_sequence_minibatch_indices_partition_envs(
     num_envs: int, envs_per_batch: int, epochs: int, drop_last: bool, seed: int
 ) -> None:
+    if drop_last and num_envs < envs_per_batch:
+        with pytest.raises(ValueError, match=r"envs_per_batch=\d+ is larger than .*\(B="):
+            sequence_minibatch_indices(num_envs, envs_per_batch, drop_last=True, seed=seed)
+        return
     batches = list(
         sequence_minibatch_indices(
             num_envs, envs_per_batch, epochs=epochs, drop_last=drop_last, seed=seed

@@ -212,8 +212,17 @@ def _reference_minibatch(r: Rollout, entries: list[tuple[int, int]]) -> dict[str
     return out
 
 
+def _with_critic(r: Rollout) -> Rollout:
+    """Minibatches need a critic (for advantages and returns): add one where it is missing."""
+    if "critic" in r.model_outs.arrays:
+        return r
+    critic = np.zeros((r.num_steps + 1, r.batch_size), np.float32)
+    return r.replace(model_outs={**r.model_outs.arrays, "critic": critic})
+
+
 @given(rollouts(min_steps=1, max_steps=5, nested=True), st.integers(1, 6), st.integers(0, 9))
 def test_nested_minibatches_equal_a_reference_loop(r: Rollout, size: int, seed: int) -> None:
+    r = _with_critic(r)
     batches = list(r.minibatches(size, gamma=0.9, lam=0.8, seed=seed))
     indices = list(minibatch_indices(r.num_steps, r.batch_size, size, seed=seed))
     assert len(batches) == len(indices)
@@ -232,6 +241,7 @@ def test_nested_minibatches_equal_a_reference_loop(r: Rollout, size: int, seed: 
 def test_nested_sequence_minibatches_equal_a_reference_loop(
     r: Rollout, envs: int, seed: int
 ) -> None:
+    r = _with_critic(r)
     batches = list(r.sequence_minibatches(envs, gamma=0.9, lam=0.8, seed=seed))
     indices = list(sequence_minibatch_indices(r.batch_size, envs, seed=seed))
     assert len(batches) == len(indices)

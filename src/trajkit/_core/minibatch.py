@@ -21,7 +21,8 @@ Two families of index generators:
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator, Mapping
+import random
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -48,6 +49,16 @@ def _check_size(name: str, value: object, minimum: int) -> int:
     return int(value)
 
 
+def _check_drop_last(name: str, size: int, n: int, drop_last: bool, what: str) -> None:
+    """Refuse a `drop_last` minibatch size that would yield nothing at all from `n` entries."""
+    if drop_last and 0 < n < size:
+        raise ValueError(
+            f"{name}={size} is larger than the {n} entries available ({what}={n}), so "
+            f"drop_last=True would yield no minibatch at all: use {name} <= {n}, or "
+            "drop_last=False to get one smaller minibatch per epoch"
+        )
+
+
 def _epochs(
     num_steps: int, num_envs: int, rng: np.random.Generator
 ) -> Iterator[tuple[IntArray, IntArray]]:
@@ -66,6 +77,41 @@ def _epochs(
     while True:
         rng.shuffle(codes)
         yield codes >> shift, codes & mask
+
+
+def _list_epochs(
+    num_steps: int, num_envs: int, shuffle: Callable[[list[int]], None]
+) -> Iterator[tuple[IntArray, IntArray]]:
+    """Endless permutations drawn as the seed's `entries()` drew them, with Python's `random`.
+
+    The seed kept a list of every `(t, b)` in t-major order and called `random.shuffle` on it,
+    in place, at the start of every pass. `random.shuffle`'s draws depend only on the list's
+    length, so shuffling the codes `t * B + b` of that list the same way, in place, pass after
+    pass, gives the seed's sequence entry for entry under the same `random.seed`.
+    """
+    codes = list(range(num_steps * num_envs))
+    while True:
+        shuffle(codes)
+        t_idx, b_idx = np.divmod(np.array(codes, dtype=np.intp), num_envs)
+        yield t_idx, b_idx
+
+
+def _stream_source(
+    num_steps: int, num_envs: int, seed: int | np.random.Generator | random.Random | None
+) -> Iterator[tuple[IntArray, IntArray]]:
+    if isinstance(seed, random.Random):
+        return _list_epochs(num_steps, num_envs, seed.shuffle)
+    return _epochs(num_steps, num_envs, as_generator(seed))
+
+
+def python_random_stream(num_steps: int, num_envs: int) -> Iterator[tuple[IntArray, IntArray]]:
+    """The seed's stream of permutations, shuffled by Python's global `random` module.
+
+    Used by `Rollout.batches()` and `Rollout.entries()` called without a seed, so that
+    `random.seed(s)` reproduces runs of code written against the seed. `random.shuffle` is
+    looked up at each pass, as the seed did.
+    """
+    return _list_epochs(num_steps, num_envs, lambda codes: random.shuffle(codes))
 
 
 def _starts(n: int, size: int, drop_last: bool) -> range:
@@ -88,12 +134,13 @@ def _epoch_minibatches(
             yield t_idx[start : start + size], b_idx[start : start + size]
 
 
-def _stream_batches(
-    num_steps: int, num_envs: int, batch_size: int, count: int, rng: np.random.Generator
+def stream_batches(
+    n: int, batch_size: int, count: int, epochs: Iterator[tuple[IntArray, IntArray]]
 ) -> Iterator[tuple[IntArray, IntArray]]:
-    """Yield `count` batches of `batch_size` cut from endless epochs, spanning epoch boundaries."""
-    n = num_steps * num_envs
-    epochs = _epochs(num_steps, num_envs, rng)
+    """Yield `count` batches of `batch_size` cut from endless epochs, spanning epoch boundaries.
+
+    `epochs` yields permutations of all `n` entries; one is drawn only when it is needed.
+    """
     t_cur: IntArray = np.empty(0, dtype=np.intp)
     b_cur: IntArray = t_cur
     pos = n  # the first batch draws the first epoch
@@ -149,7 +196,8 @@ def minibatch_indices(
 
     Raises:
         ValueError: If a size argument is not an integer (booleans included) or is below its
-            minimum. Raised at the call, not at the first `next()`.
+            minimum, or if `drop_last` and `minibatch_size > T·B > 0` (nothing would be
+            yielded). Raised at the call, not at the first `next()`.
         TypeError: If `seed` is not an int, a Generator or `None`.
 
     Examples:
@@ -167,6 +215,7 @@ def minibatch_indices(
     num_envs = _check_size("num_envs", num_envs, 1)
     minibatch_size = _check_size("minibatch_size", minibatch_size, 1)
     epochs = _check_size("epochs", epochs, 0)
+    _check_drop_last("minibatch_size", minibatch_size, num_steps * num_envs, drop_last, "T*B")
     return _epoch_minibatches(
         num_steps, num_envs, minibatch_size, epochs, drop_last, as_generator(seed)
     )
@@ -176,7 +225,7 @@ def index_stream(
     num_steps: int,
     num_envs: int,
     *,
-    seed: int | np.random.Generator | None = None,
+    seed: int | np.random.Generator | random.Random | None = None,
 ) -> Iterator[tuple[IntArray, IntArray]]:
     """The seed's endless shuffled stream of `(t, b)` entries, one whole permutation at a time.
 
@@ -188,8 +237,9 @@ def index_stream(
     Args:
         num_steps: T, the number of steps (at least 1, see Raises).
         num_envs: B, the number of environments (at least 1).
-        seed: An int seed, a `numpy.random.Generator` (which advances), or `None` for fresh
-            entropy.
+        seed: An int seed, a `numpy.random.Generator` (which advances), a `random.Random`
+            (which shuffles a Python list exactly as the seed's `entries()` did), or `None`
+            for fresh entropy.
 
     Returns:
         An endless iterator of `(t_idx, b_idx)` pairs of `np.intp` arrays of length T·B.
@@ -214,7 +264,7 @@ def index_stream(
             f"index_stream needs at least one entry, got num_steps={num_steps}, "
             f"num_envs={num_envs} (T*B == 0)"
         )
-    return _epochs(num_steps, num_envs, as_generator(seed))
+    return _stream_source(num_steps, num_envs, seed)
 
 
 def index_batches(
@@ -223,7 +273,7 @@ def index_batches(
     batch_size: int,
     count: int,
     *,
-    seed: int | np.random.Generator | None = None,
+    seed: int | np.random.Generator | random.Random | None = None,
 ) -> Iterator[tuple[IntArray, IntArray]]:
     """`count` batches of exactly `batch_size` entries, as the seed's `Rollout.batches()`.
 
@@ -238,8 +288,9 @@ def index_batches(
         num_envs: B, the number of environments (at least 1).
         batch_size: Entries per batch (at least 1).
         count: How many batches to yield (at least 0).
-        seed: An int seed, a `numpy.random.Generator` (which advances), or `None` for fresh
-            entropy.
+        seed: An int seed, a `numpy.random.Generator` (which advances), a `random.Random`
+            (which shuffles a Python list exactly as the seed's `batches()` did), or `None`
+            for fresh entropy.
 
     Returns:
         An iterator of `count` pairs `(t_idx, b_idx)` of `np.intp` arrays of length
@@ -269,7 +320,7 @@ def index_batches(
             f"index_batches cannot draw {count} batches from an empty rollout, got "
             f"num_steps={num_steps}, num_envs={num_envs} (T*B == 0)"
         )
-    return _stream_batches(num_steps, num_envs, batch_size, count, as_generator(seed))
+    return stream_batches(n, batch_size, count, _stream_source(num_steps, num_envs, seed))
 
 
 def sequence_minibatch_indices(
@@ -312,6 +363,7 @@ def sequence_minibatch_indices(
     num_envs = _check_size("num_envs", num_envs, 1)
     envs_per_batch = _check_size("envs_per_batch", envs_per_batch, 1)
     epochs = _check_size("epochs", epochs, 0)
+    _check_drop_last("envs_per_batch", envs_per_batch, num_envs, drop_last, "B")
     rng = as_generator(seed)
     starts = _starts(num_envs, envs_per_batch, drop_last)
     return (

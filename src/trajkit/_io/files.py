@@ -106,6 +106,9 @@ def save(rollout: Rollout, path: PathLike, *, compress: bool = False) -> None:
             the format does not support (such as float128), or a model-output key is not valid
             Unicode.
         OSError: If the file cannot be written.
+        pydantic.ValidationError: If the rollout no longer passes validation (in-place edits
+            since construction are checked by `Rollout.revalidate`), or ValueError if its
+            model outputs are still being appended.
 
     Examples:
         >>> import os, tempfile
@@ -120,6 +123,7 @@ def save(rollout: Rollout, path: PathLike, *, compress: bool = False) -> None:
     """
     if not isinstance(rollout, Rollout):
         raise TypeError(f"save() needs a trajkit.Rollout, got {type(rollout).__name__}")
+    rollout.revalidate()  # in-place edits since construction are checked before writing
     target = Path(os.fspath(path))
     metadata, arrays = _prepare(rollout)
     infos = infos_to_json(rollout.infos)

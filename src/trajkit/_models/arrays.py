@@ -105,8 +105,12 @@ def as_float32(value: Any, name: str, *, copy: bool, min_ndim: int = 1) -> Float
     return array.astype(np.float32, copy=False)
 
 
-def as_int32(value: Any, name: str, *, copy: bool, min_ndim: int = 1) -> Int32Array:
+def as_int32(
+    value: Any, name: str, *, copy: bool, min_ndim: int = 1, axes: str = "tb"
+) -> Int32Array:
     """Convert integer-valued input (ints, or floats with integral values) to int32.
+
+    `axes` names the axes in the position of a message, as for `check_finite`.
 
     Raises:
         ValueError: If a value is not an integer or is outside the int32 range; the message
@@ -114,12 +118,13 @@ def as_int32(value: Any, name: str, *, copy: bool, min_ndim: int = 1) -> Int32Ar
     """
     array = as_numeric(value, name, copy=copy, allow_bool=False, min_ndim=min_ndim)
     if array.dtype.kind == "f":
-        check_finite(array, name)
+        check_finite(array, name, axes)
         bad = array != np.round(array)
         if bad.any():
             pos = first_true(bad)
             raise ValueError(
-                f"{name} must be integer-valued, got {array[pos].item()!r} at {fmt_index(pos)}"
+                f"{name} must be integer-valued, got {array[pos].item()!r} "
+                f"at {fmt_index(pos, axes)}"
             )
     info = np.iinfo(np.int32)
     if array.size and array.dtype != np.int32:
@@ -128,7 +133,7 @@ def as_int32(value: Any, name: str, *, copy: bool, min_ndim: int = 1) -> Int32Ar
             bad = (array < info.min) | (array > info.max)
             pos = first_true(bad)
             raise ValueError(
-                f"{name} must fit in int32, got {array[pos].item()!r} at {fmt_index(pos)}"
+                f"{name} must fit in int32, got {array[pos].item()!r} at {fmt_index(pos, axes)}"
             )
     return array.astype(np.int32, copy=False)
 

@@ -4,12 +4,20 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from types import MappingProxyType
-from typing import Any, overload
+from typing import Any, SupportsIndex, overload
 
 import numpy as np
 
 from trajkit._base.types import AnyArray
-from trajkit._models.arrays import as_float32, as_int32, as_numeric, check_finite, kind_name
+from trajkit._models.arrays import (
+    as_float32,
+    as_int32,
+    as_numeric,
+    check_finite,
+    first_true,
+    fmt_index,
+    kind_name,
+)
 
 __all__ = ["KNOWN_KEYS", "ModelOutputs", "StepOutputs", "coerce_model_outs", "discrete_actions"]
 
@@ -28,11 +36,124 @@ KNOWN_KEYS: Mapping[str, str] = MappingProxyType(
 """Model-output keys with a meaning (and validation rules) in trajkit."""
 
 
+_FLOAT_KEYS = ("critic", "log_probs", "actor")
+_PLACEHOLDER_DTYPES = {"actions": np.dtype(np.int32)}  # other keys' placeholders are float32
+
+
+def _is_discrete(actions: AnyArray, actor: AnyArray | None, lead: int = 2) -> bool:
+    return actor is not None and actions.ndim == lead and actor.ndim == lead + 1
+
+
+def discrete_actions(arrays: Mapping[str, AnyArray]) -> bool:
+    """Whether `arrays` hold Discrete actions: `actions` `[T+1, B]`, `actor` `[T+1, B, A]`.
+
+    Only then are the actions indices into the logits, checked to lie in `[0, A)`.
+
+    Examples:
+        >>> import numpy as np
+        >>> discrete_actions({"actions": np.zeros((3, 2)), "actor": np.zeros((3, 2, 4))})
+        True
+        >>> discrete_actions({"actions": np.zeros((3, 2, 6)), "actor": np.zeros((3, 2, 12))})
+        False
+    """
+    return "actions" in arrays and _is_discrete(arrays["actions"], arrays.get("actor"))
+
+
+def _coerce_actions(array: AnyArray, actor: AnyArray | None, name: str, lead: int) -> AnyArray:
+    """Integer or bool actions (any space but Box) to int32; float ones (Box) to finite float32.
+
+    Float actions next to `actor` logits of one more dimension are Discrete actions written as
+    floats (the seed accepted them): they must be integer-valued and become int32.
+    """
+    axes = "tb"[2 - lead :] if lead <= 2 else "tb"
+    if array.dtype.kind == "b":  # MultiBinary flags given as bool
+        return array.astype(np.int32)
+    if array.dtype.kind in "iu" or _is_discrete(array, actor, lead):
+        return as_int32(array, name, copy=False, min_ndim=0, axes=axes)
+    converted = as_float32(array, name, copy=False, min_ndim=0)
+    check_finite(converted, name, axes)
+    return converted
+
+
+def _coerce_key(
+    key: str, array: AnyArray, actor: AnyArray | None, name: str, lead: int = 2
+) -> AnyArray:
+    """Convert and check one model output (`lead` leading dims: 2 stacked, 1 a step, 0 one env).
+
+    `critic`, `log_probs` and `actor` become finite float32; `actions` see `_coerce_actions`;
+    other keys are kept as given (any real dtype).
+    """
+    if key == "actions":
+        return _coerce_actions(array, actor, name, lead)
+    if key in _FLOAT_KEYS:
+        converted = as_float32(array, name, copy=False, min_ndim=0)
+        axes = ("tb"[2 - lead :] if lead <= 2 else "tb") + ("a" if key == "actor" else "")
+        check_finite(converted, name, axes)
+        return converted
+    return array
+
+
+def _check_action_range(actions: AnyArray, actor: AnyArray, name: str, axes: str) -> None:
+    num_actions = actor.shape[-1]
+    bad = (actions < 0) | (actions >= num_actions)
+    if bad.any():
+        pos = first_true(bad)
+        where = f" at {fmt_index(pos, axes)}" if pos else ""
+        raise ValueError(
+            f"{name} must be in [0, A) with A={num_actions} from model_outs['actor'], "
+            f"got {actions[pos]}{where}"
+        )
+
+
+def _is_placeholder(value: Any) -> bool:
+    """Whether `value` is a row of `None`s: the seed's way to allocate outputs filled later."""
+    if isinstance(value, np.ndarray):
+        return value.dtype.kind == "O" and value.size > 0 and all(v is None for v in value.flat)
+    return isinstance(value, list | tuple) and len(value) > 0 and all(v is None for v in value)
+
+
+class _CheckedRow(np.ndarray[Any, np.dtype[Any]]):
+    """A view of one timestep's output row whose item assignment is validated first.
+
+    `rollout.model_outs[t]['actions'][b] = 3` goes through `__setitem__`, so it is checked as
+    construction would check it. Arithmetic on the row gives plain arrays.
+    """
+
+    _outs: ModelOutputs | None
+    _key: str
+    _t: int
+
+    def __array_finalize__(self, obj: Any) -> None:
+        # Only the row handed out by `StepOutputs` checks writes; views derived from it (whose
+        # indices would not match the row's) write as plain arrays do.
+        self._outs = None
+        self._key = ""
+        self._t = 0
+
+    def __repr__(self) -> str:
+        return repr(np.asarray(self))
+
+    def __array_wrap__(self, array: Any, context: Any = None, return_scalar: bool = False) -> Any:
+        result: AnyArray = np.asarray(array)  # ufunc results are plain arrays, not checked views
+        return result[()] if return_scalar else result
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        outs = self._outs
+        if outs is None:
+            super().__setitem__(index, value)
+            return
+        outs._write(self._key, self._t, index, value)
+
+    def __reduce__(self) -> Any:  # pickles (and copies) as a plain array
+        return np.asarray(self).copy().__reduce__()
+
+
 class StepOutputs(Mapping[str, AnyArray]):
     """The model outputs of one timestep: `key -> [B, ...]` array, as in the seed's dicts.
 
-    Values are views into the stacked storage, so editing one in place edits the rollout, and
-    assigning to an existing key copies into that timestep's row.
+    Values are views into the stacked storage, so reading is free. Writes are checked as
+    construction checks them, whether they replace a key's whole row (`step['critic'] = ...`)
+    or some of its elements (`step['actions'][b] = 3`); a refused write changes nothing.
 
     Examples:
         >>> import numpy as np
@@ -43,67 +164,132 @@ class StepOutputs(Mapping[str, AnyArray]):
         >>> step["critic"] = [1.0, 2.0]
         >>> outs.arrays["critic"][1]
         array([1., 2.], dtype=float32)
+        >>> step["critic"][0] = float("nan")
+        Traceback (most recent call last):
+        ...
+        ValueError: model_outs[1]['critic'][0] must be finite, got nan
     """
 
-    __slots__ = ("_arrays", "_t")
+    __slots__ = ("_outs", "_t")
 
-    def __init__(self, arrays: Mapping[str, AnyArray], t: int) -> None:
-        self._arrays = arrays
+    def __init__(self, outs: ModelOutputs, t: int) -> None:
+        self._outs = outs
         self._t = t
 
     def __getitem__(self, key: str) -> AnyArray:
-        return self._arrays[key][self._t]  # type: ignore[no-any-return]
+        row: _CheckedRow = self._outs._arrays[key][self._t].view(_CheckedRow)
+        row._outs, row._key, row._t = self._outs, key, self._t
+        return row
 
     def __setitem__(self, key: str, value: Any) -> None:
-        if key not in self._arrays:
+        if key not in self._outs._arrays:
             raise KeyError(
-                f"model_outs has no key {key!r} (keys: {sorted(self._arrays)}); "
+                f"model_outs has no key {key!r} (keys: {sorted(self._outs._arrays)}); "
                 "use Rollout.replace(model_outs=...) to add keys"
             )
-        self._arrays[key][self._t] = value
+        self._outs._write(key, self._t, slice(None), value)
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._arrays)
+        return iter(self._outs._arrays)
 
     def __len__(self) -> int:
-        return len(self._arrays)
+        return len(self._outs._arrays)
 
     def __repr__(self) -> str:
-        return f"StepOutputs(t={self._t}, keys={list(self._arrays)})"
+        return f"StepOutputs(t={self._t}, keys={list(self._outs._arrays)})"
 
 
 class ModelOutputs(Sequence[StepOutputs]):
     """Model outputs of a rollout: T+1 timesteps, stored as one `[T+1, B, ...]` array per key.
 
-    It behaves as the seed's list of T+1 dicts (`outs[t][key]`, `len(outs)`, iteration), while
-    [`arrays`][trajkit.ModelOutputs.arrays] gives the stacked arrays without restacking.
+    It behaves as the seed's list of T+1 dicts (`outs[t][key]`, `len(outs)`, iteration,
+    `append`), while [`arrays`][trajkit.ModelOutputs.arrays] gives the stacked arrays without
+    restacking. Every write is validated as construction is: a whole step (`outs[t] = {...}`),
+    one key's row (`outs[t][key] = ...`) or some elements (`outs[t][key][b] = ...`).
+
+    Model outputs can also be built step by step, as obs-tower2's `run_for_rollout` does:
+    assign an empty list to `Rollout.model_outs`, then `append` T+1 steps. Each appended step
+    is checked at once against B and the keys and dtype kinds of the earlier steps, and a
+    rollout refuses to compute anything from its outputs until all T+1 steps are there.
+    Rows of `None` (the seed's recordings allocate `{'actions': [None] * B}`) are accepted as
+    entries to fill in later, element by element; they too must be filled before use.
 
     Args:
-        arrays: Key to stacked array. Used as given (no validation; `Rollout` validates).
+        arrays: Key (a str) to stacked `[T+1, B, ...]` array, validated as `Rollout` validates
+            a mapping of model outputs: known keys are converted (`critic`, `log_probs`,
+            `actor` to finite float32; `actions` to int32 or, for Box actions, finite float32).
+            Arrays of a suitable dtype are used as given, not copied.
         num_rows: The number of timesteps (T+1); inferred from the arrays when omitted.
+
+    Raises:
+        ValueError: If a key is not a str or an array is not a real-valued array of a suitable
+            dtype, naming the key.
 
     Examples:
         >>> import numpy as np
-        >>> outs = ModelOutputs({"actions": np.array([[0, 1], [1, 1], [0, 0]], np.int32)})
+        >>> outs = ModelOutputs({"actions": np.array([[0, 1], [1, 1], [0, 0]])})
         >>> len(outs), outs.keys()
         (3, ('actions',))
         >>> outs[2]["actions"]
         array([0, 0], dtype=int32)
         >>> outs.arrays["actions"].shape
         (3, 2)
+        >>> built = ModelOutputs([])
+        >>> built.append({"critic": np.ones(2)})
+        >>> len(built), built[0]["critic"].dtype
+        (1, dtype('float32'))
     """
 
-    __slots__ = ("_arrays", "_num_rows")
+    __slots__ = ("_arrays", "_batch", "_building", "_expected", "_num_rows", "_unset")
 
-    def __init__(self, arrays: Mapping[str, AnyArray], num_rows: int | None = None) -> None:
-        self._arrays = dict(arrays)
+    def __init__(
+        self,
+        arrays: Mapping[str, Any] | Sequence[Mapping[str, Any]],
+        num_rows: int | None = None,
+    ) -> None:
+        outs = coerce_model_outs(arrays, copy=False)
+        if num_rows is not None and not outs._arrays:
+            outs = ModelOutputs._of({}, num_rows)
+        self._setup(outs._arrays, outs._num_rows, building=outs._building, unset=outs._unset)
+
+    def _setup(
+        self,
+        arrays: dict[str, AnyArray],
+        num_rows: int | None,
+        *,
+        building: bool = False,
+        unset: dict[str, AnyArray] | None = None,
+    ) -> None:
+        self._arrays = arrays
         if num_rows is None:
-            num_rows = len(next(iter(self._arrays.values()))) if self._arrays else 0
+            num_rows = len(next(iter(arrays.values()))) if arrays else 0
         self._num_rows = num_rows
+        self._building = building
+        self._expected: int | None = None if building else num_rows
+        self._batch: int | None = None
+        self._unset = unset or {}
+
+    @classmethod
+    def _of(
+        cls,
+        arrays: dict[str, AnyArray],
+        num_rows: int | None = None,
+        *,
+        building: bool = False,
+        unset: dict[str, AnyArray] | None = None,
+    ) -> ModelOutputs:
+        """Wrap arrays that are already checked (no validation)."""
+        outs = cls.__new__(cls)
+        outs._setup(arrays, num_rows, building=building, unset=unset)
+        return outs
+
+    # ------------------------------------------------------------------ reading
 
     @property
     def arrays(self) -> Mapping[str, AnyArray]:
         """Read-only mapping of key to stacked `[T+1, B, ...]` array (the storage itself).
+
+        While outputs are being appended, the arrays hold the steps appended so far.
 
         Examples:
             >>> import numpy as np
@@ -113,6 +299,9 @@ class ModelOutputs(Sequence[StepOutputs]):
             >>> outs.arrays["critic"] is outs.arrays["critic"]  # no restacking
             True
         """
+        n = self._num_rows
+        if any(len(a) != n for a in self._arrays.values()):
+            return MappingProxyType({k: a[:n] for k, a in self._arrays.items()})
         return MappingProxyType(self._arrays)
 
     def keys(self) -> tuple[str, ...]:
@@ -125,46 +314,325 @@ class ModelOutputs(Sequence[StepOutputs]):
         """
         return tuple(self._arrays)
 
+    def incomplete(self) -> str | None:
+        """Why these outputs cannot be used yet, or `None` when they are complete.
+
+        Outputs are incomplete while fewer than the rollout's T+1 steps have been appended,
+        or while entries allocated as `None` have not been filled in.
+
+        Returns:
+            A sentence saying what is missing, or `None`.
+
+        Examples:
+            >>> import numpy as np
+            >>> outs = ModelOutputs({"actions": np.zeros((2, 3), np.int32)})
+            >>> outs.incomplete() is None
+            True
+            >>> outs = ModelOutputs([{"actions": [None] * 3}] * 2)
+            >>> print(outs.incomplete())  # doctest: +NORMALIZE_WHITESPACE
+            model_outs['actions'] has 6 unset (None) entries, the first at
+            model_outs[0]['actions'][0]: fill them in
+        """
+        if self._building:
+            want = "T+1" if self._expected is None else f"T+1 = {self._expected}"
+            return (
+                f"model_outs has {self._num_rows} of {want} steps: append the remaining "
+                "steps with model_outs.append({key: [B, ...] array, ...})"
+            )
+        for key, mask in self._unset.items():
+            count = int(mask.sum())
+            if count:
+                t, b = first_true(mask)
+                return (
+                    f"model_outs[{key!r}] has {count} unset (None) entries, the first at "
+                    f"model_outs[{t}][{key!r}][{b}]: fill them in"
+                )
+        return None
+
     def __len__(self) -> int:
         return self._num_rows
 
     @overload
-    def __getitem__(self, index: int) -> StepOutputs: ...
+    def __getitem__(self, index: SupportsIndex) -> StepOutputs: ...
 
     @overload
     def __getitem__(self, index: slice) -> list[StepOutputs]: ...
 
-    def __getitem__(self, index: int | slice) -> StepOutputs | list[StepOutputs]:
+    def __getitem__(self, index: SupportsIndex | slice) -> StepOutputs | list[StepOutputs]:
         if isinstance(index, slice):
-            return [StepOutputs(self._arrays, t) for t in range(self._num_rows)[index]]
+            return [StepOutputs(self, t) for t in range(self._num_rows)[index]]
         t = range(self._num_rows)[index]  # IndexError for out-of-range, handles negatives
-        return StepOutputs(self._arrays, t)
+        return StepOutputs(self, t)
+
+    # ------------------------------------------------------------------ writing
+
+    def __setitem__(self, index: SupportsIndex, step: Mapping[str, Any]) -> None:
+        """Replace timestep `index`: `step` must have exactly the existing keys."""
+        t = range(self._num_rows)[index]
+        if not isinstance(step, Mapping):
+            raise ValueError(
+                f"model_outs[{t}] must be a mapping of key -> array, got {type(step).__name__}"
+            )
+        if set(step) != set(self._arrays):
+            raise ValueError(
+                f"model_outs[{t}] must have the keys {sorted(self._arrays)}, got "
+                f"{sorted(map(str, step))}"
+            )
+        rows = self._check_step(step, t)
+        for key, row in rows.items():
+            self._arrays[key][t] = row
+            if key in self._unset:
+                self._unset[key][t] = False
+
+    def append(self, step: Mapping[str, Any]) -> None:
+        """Append the outputs of the next timestep, checking them at once.
+
+        Args:
+            step: Key to `[B, ...]` array. The first step sets the keys; each later step must
+                have the same keys, shapes and dtype kinds.
+
+        Raises:
+            ValueError: If the step disagrees with B, the earlier steps' keys, shapes or
+                dtype kinds, fails a value check, or all T+1 steps are already there.
+
+        Examples:
+            >>> import numpy as np
+            >>> outs = ModelOutputs([])
+            >>> outs.append({"actions": np.array([0, 2])})
+            >>> outs.append({"actions": np.array([0.5, 1.0])})
+            Traceback (most recent call last):
+            ...
+            ValueError: model_outs[1]['actions'] must be integer-valued, got 0.5 at (b=0)
+            >>> outs.append({"actions": np.array([1, 2, 3])})  # doctest: +ELLIPSIS
+            Traceback (most recent call last):
+            ...
+            ValueError: model_outs[1]['actions'] has shape (3,), expected (2,) like ... (B=2)
+        """
+        t = self._num_rows
+        if not self._building:
+            raise ValueError(
+                f"model_outs already has all T+1 = {t} steps; to rebuild them, assign an "
+                "empty list first (rollout.model_outs = []) and append T+1 steps"
+            )
+        if not isinstance(step, Mapping):
+            raise ValueError(
+                f"model_outs[{t}] must be a mapping of key -> array, got {type(step).__name__}"
+            )
+        if t == 0:
+            for key in step:
+                if not isinstance(key, str):
+                    raise ValueError(f"model_outs keys must be strings, got {key!r}")
+            rows = {key: self._coerce_row(key, step[key], t, step) for key in step}
+            if self._batch is not None:
+                for key, row in rows.items():
+                    if row.ndim == 0 or row.shape[0] != self._batch:
+                        raise ValueError(
+                            f"model_outs[{t}][{key!r}] has shape {row.shape}, expected "
+                            f"({self._batch}, ...) (B={self._batch})"
+                        )
+            capacity = self._expected or 8
+            self._arrays = {
+                key: np.empty((capacity, *row.shape), row.dtype) for key, row in rows.items()
+            }
+        else:
+            if set(step) != set(self._arrays):
+                raise ValueError(
+                    f"model_outs[{t}] has keys {sorted(map(str, step))}, expected "
+                    f"{sorted(self._arrays)} (the keys of model_outs[0])"
+                )
+            rows = self._check_step(step, t)
+            if self._expected is None and t == len(next(iter(self._arrays.values()), [])):
+                self._arrays = {
+                    key: np.concatenate([a, np.empty_like(a)]) for key, a in self._arrays.items()
+                }
+        for key, row in rows.items():
+            self._arrays[key][t] = row
+        self._num_rows = t + 1
+        if self._expected is not None and self._num_rows == self._expected:
+            self._building = False
+
+    def _coerce_row(self, key: str, value: Any, t: int, step: Mapping[str, Any]) -> AnyArray:
+        name = f"model_outs[{t}][{key!r}]"
+        row = as_numeric(value, name, copy=False)
+        actor = step.get("actor") if key == "actions" else None
+        actor_row = None if actor is None else np.asarray(actor)
+        row = _coerce_key(key, row, actor_row, name, lead=1)
+        if key == "actions" and actor_row is not None and _is_discrete(row, actor_row, 1):
+            _check_action_range(row, actor_row, name, "b")
+        return row
+
+    def _check_step(self, step: Mapping[str, Any], t: int) -> dict[str, AnyArray]:
+        """Check one step against the stored keys' shapes and dtype kinds; return its rows."""
+        rows: dict[str, AnyArray] = {}
+        for key, storage in self._arrays.items():
+            name = f"model_outs[{t}][{key!r}]"
+            value = step[key]
+            if key in self._unset and _is_placeholder(value):
+                raise ValueError(f"{name} must be an array of values, got a row of None")
+            row = as_numeric(value, name, copy=False)
+            if row.shape != storage.shape[1:]:
+                raise ValueError(
+                    f"{name} has shape {row.shape}, expected {storage.shape[1:]} like "
+                    f"model_outs[0][{key!r}]"
+                    + (f" (B={storage.shape[1]})" if storage.ndim > 1 else "")
+                )
+            if row.dtype.kind != storage.dtype.kind and not (
+                key in _FLOAT_KEYS
+                or (key == "actions" and storage.dtype.kind == "i" and row.dtype.kind in "biuf")
+            ):
+                raise ValueError(
+                    f"{name} has dtype {row.dtype} ({kind_name(row.dtype)}), expected the same "
+                    f"kind as model_outs[0][{key!r}] ({storage.dtype}, "
+                    f"{kind_name(storage.dtype)})"
+                )
+            rows[key] = row
+        for key, row in rows.items():
+            name = f"model_outs[{t}][{key!r}]"
+            if key == "actions" and self._arrays[key].dtype.kind == "i":  # integer spaces
+                rows[key] = as_int32(row, name, copy=False, min_ndim=0, axes="b")
+            else:
+                actor = rows.get("actor") if key == "actions" else None
+                rows[key] = _coerce_key(key, row, actor, name, lead=1)
+        if (
+            "actions" in rows
+            and "actor" in rows
+            and _is_discrete(rows["actions"], rows["actor"], 1)
+        ):
+            _check_action_range(rows["actions"], rows["actor"], f"model_outs[{t}]['actions']", "b")
+        return rows
+
+    def _write(self, key: str, t: int, index: Any, value: Any) -> None:
+        """Validate `value` for `outs[t][key][index]`, then store it (nothing on failure)."""
+        storage = self._arrays[key]
+        target = storage[t][index]
+        suffix = "" if isinstance(index, slice) and index == slice(None) else _fmt_sub(index)
+        name = f"model_outs[{t}][{key!r}]{suffix}"
+        array = as_numeric(value, name, copy=False, min_ndim=0)
+        try:
+            array = np.broadcast_to(array, np.shape(target))
+        except ValueError:
+            raise ValueError(
+                f"{name} has shape {array.shape}, expected {np.shape(target)}"
+                + (f" (B={storage.shape[1]})" if storage.ndim > 1 and not suffix else "")
+            ) from None
+        if key == "actions" and storage.dtype.kind == "i":
+            if array.dtype.kind == "f":
+                check_finite(array, name, "")
+                if (array != np.round(array)).any():
+                    raise ValueError(
+                        f"{name} must be integer-valued, got "
+                        f"{_first_value(array, array != np.round(array))!r}"
+                    )
+            actor = self._arrays.get("actor")
+            if actor is not None and storage.ndim == 2 and actor.ndim == 3:
+                bad = (array < 0) | (array >= actor.shape[-1])
+                if bad.any():
+                    raise ValueError(
+                        f"{name} must be in [0, A) with A={actor.shape[-1]} from "
+                        f"model_outs['actor'], got {_first_value(array, bad)}"
+                    )
+        elif key in _FLOAT_KEYS or key == "actions":
+            finite = np.isfinite(array)
+            if not finite.all():
+                raise ValueError(f"{name} must be finite, got {_first_value(array, ~finite)}")
+        if (
+            storage.dtype.kind in "iu"
+            and array.dtype.kind == "f"
+            and key != "actions"
+            and (array != np.round(array)).any()
+        ):
+            raise ValueError(
+                f"{name} must be integer-valued like model_outs[0][{key!r}] "
+                f"({storage.dtype}), got {_first_value(array, array != np.round(array))!r}"
+            )
+        storage[t][index] = array
+        mask = self._unset.get(key)
+        if mask is not None:
+            mask[t][index[0] if isinstance(index, tuple) else index] = False
+
+    # ------------------------------------------------------------------ plumbing
+
+    def _clone(self, copy: bool) -> ModelOutputs:
+        """A new `ModelOutputs` with the same state (arrays copied when `copy`)."""
+        if not copy:
+            return self
+        n = self._num_rows
+        arrays = {k: a.copy() for k, a in self._arrays.items()}
+        unset = {k: m.copy() for k, m in self._unset.items()}
+        outs = ModelOutputs._of(arrays, n, building=self._building, unset=unset)
+        outs._expected, outs._batch = self._expected, self._batch
+        return outs
+
+    def _attach(self, num_rows: int, batch: int) -> None:
+        """Bind to a rollout's T+1 and B (called by `Rollout` validation)."""
+        if self._building:
+            n = self._num_rows
+            if n > num_rows:
+                raise ValueError(f"model_outs has {n} steps, expected at most T+1 = {num_rows}")
+            for key, a in self._arrays.items():
+                if n and (a.ndim < 2 or a.shape[1] != batch):
+                    raise ValueError(
+                        f"model_outs[{key!r}] has shape {a[:n].shape}, expected "
+                        f"({n}, {batch}, ...) (B={batch})"
+                    )
+            if n and len(next(iter(self._arrays.values()))) != num_rows:
+                self._arrays = {
+                    k: np.concatenate([a[:n], np.empty((num_rows - n, *a.shape[1:]), a.dtype)])
+                    for k, a in self._arrays.items()
+                }
+            if n == num_rows:
+                self._building = False
+        self._expected, self._batch = num_rows, batch
+
+    @property
+    def building(self) -> bool:
+        """Whether steps are still being appended (see [`append`][trajkit.ModelOutputs.append]).
+
+        Examples:
+            >>> ModelOutputs([]).building
+            True
+        """
+        return self._building
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, ModelOutputs):
             return NotImplemented
+        mine, theirs = self.arrays, other.arrays
         return (
             len(self) == len(other)
+            and self._building == other._building
             and self.keys() == other.keys()
             and all(
-                a.dtype == other._arrays[k].dtype and np.array_equal(a, other._arrays[k])
-                for k, a in self._arrays.items()
+                a.dtype == theirs[k].dtype and np.array_equal(a, theirs[k]) for k, a in mine.items()
             )
+            and self.incomplete() == other.incomplete()
         )
 
     __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
-        parts = [f"{k}={a.dtype}{list(a.shape)}" for k, a in self._arrays.items()]
-        return f"ModelOutputs({', '.join(parts)})"
+        parts = [f"{k}={a.dtype}{list(a.shape)}" for k, a in self.arrays.items()]
+        state = f", {self._num_rows} steps appended" if self._building else ""
+        return f"ModelOutputs({', '.join(parts)}{state})"
 
 
-def _stack_steps(steps: Sequence[Any]) -> dict[str, AnyArray]:
-    """Stack the seed's list of T+1 dicts into one array per key, checking every step."""
-    if len(steps) == 0:
-        raise ValueError("model_outs must have T+1 >= 1 timesteps, got an empty list")
-    columns: dict[str, list[AnyArray]] = {}
+def _fmt_sub(index: Any) -> str:
+    parts = index if isinstance(index, tuple) else (index,)
+    return "".join(f"[{p}]" if isinstance(p, int | np.integer) else "[...]" for p in parts)
+
+
+def _first_value(array: AnyArray, bad: AnyArray) -> Any:
+    return array[first_true(bad)].item() if array.ndim else array.item()
+
+
+def _stack_steps(steps: Sequence[Any]) -> tuple[dict[str, AnyArray], dict[str, AnyArray]]:
+    """Stack the seed's list of T+1 dicts into one array per key, checking every step.
+
+    Returns the arrays and, for keys with rows of `None`, masks of the entries still unset.
+    """
+    columns: dict[str, list[AnyArray | None]] = {}
     first_keys: list[str] = []
+    templates: dict[str, AnyArray] = {}
     for t, step in enumerate(steps):
         if not isinstance(step, Mapping):
             raise ValueError(
@@ -183,63 +651,73 @@ def _stack_steps(steps: Sequence[Any]) -> dict[str, AnyArray]:
                 f"{sorted(first_keys)} (the keys of model_outs[0])"
             )
         for key in first_keys:
-            array = as_numeric(step[key], f"model_outs[{t}][{key!r}]", copy=False)
-            if t:
-                ref = columns[key][0]
+            value = step[key]
+            if _is_placeholder(value):
+                columns[key].append(None)
+                if key not in templates:
+                    dtype = _PLACEHOLDER_DTYPES.get(key, np.dtype(np.float32))
+                    templates[key] = np.zeros(len(value), dtype)
+                continue
+            array = as_numeric(value, f"model_outs[{t}][{key!r}]", copy=False)
+            ref = templates.get(key)
+            if ref is None:
+                templates[key] = array
+            else:
                 if array.shape != ref.shape:
                     raise ValueError(
                         f"model_outs[{t}][{key!r}] has shape {array.shape}, expected "
                         f"{ref.shape} like model_outs[0][{key!r}]"
                     )
-                if array.dtype.kind != ref.dtype.kind:
+                if array.dtype.kind != ref.dtype.kind and not _placeholder_only(columns[key]):
                     raise ValueError(
                         f"model_outs[{t}][{key!r}] has dtype {array.dtype} "
                         f"({kind_name(array.dtype)}), expected the same kind as "
                         f"model_outs[0][{key!r}] ({ref.dtype}, {kind_name(ref.dtype)})"
                     )
             columns[key].append(array)
-    # np.stack always copies: the list form never aliases the caller's arrays.
-    return {key: np.stack(column) for key, column in columns.items()}
+    arrays: dict[str, AnyArray] = {}
+    unset: dict[str, AnyArray] = {}
+    for key, column in columns.items():
+        template = templates[key]
+        if any(row is None for row in column):
+            if template.ndim != 1:
+                raise ValueError(
+                    f"model_outs[...][{key!r}] mixes rows of None with rows of shape "
+                    f"{template.shape}: None placeholders stand for one value per env"
+                )
+            zeros = np.zeros_like(template)
+            unset[key] = np.array([[row is None] * len(template) for row in column], bool)
+            column = [zeros if row is None else row for row in column]
+        # np.stack always copies: the list form never aliases the caller's arrays.
+        arrays[key] = np.stack(column)  # type: ignore[arg-type]
+    return arrays, unset
 
 
-def _is_discrete(actions: AnyArray, actor: AnyArray | None) -> bool:
-    return actor is not None and actions.ndim == 2 and actor.ndim == 3
+def _placeholder_only(column: Sequence[AnyArray | None]) -> bool:
+    return all(row is None for row in column)
 
 
-def discrete_actions(arrays: Mapping[str, AnyArray]) -> bool:
-    """Whether `arrays` hold Discrete actions: `actions` `[T+1, B]`, `actor` `[T+1, B, A]`.
-
-    Only then are the actions indices into the logits, checked to lie in `[0, A)`.
-
-    Examples:
-        >>> import numpy as np
-        >>> discrete_actions({"actions": np.zeros((3, 2)), "actor": np.zeros((3, 2, 4))})
-        True
-        >>> discrete_actions({"actions": np.zeros((3, 2, 6)), "actor": np.zeros((3, 2, 12))})
-        False
-    """
-    return "actions" in arrays and _is_discrete(arrays["actions"], arrays.get("actor"))
+def _coerce_mapping(value: Mapping[Any, Any], *, copy: bool) -> dict[str, AnyArray]:
+    raw: dict[str, AnyArray] = {}
+    for key, item in value.items():
+        if not isinstance(key, str):
+            raise ValueError(f"model_outs keys must be strings, got {key!r}")
+        raw[key] = as_numeric(item, f"model_outs[{key!r}]", copy=copy, min_ndim=2)
+    return _coerce_known(raw)
 
 
-def _coerce_actions(array: AnyArray, actor: AnyArray | None, name: str) -> AnyArray:
-    """Integer or bool actions (any space but Box) to int32; float ones (Box) to finite float32.
-
-    Float actions next to `actor` logits of one more dimension are Discrete actions written as
-    floats (the seed accepted them): they must be integer-valued and become int32.
-    """
-    if array.dtype.kind == "b":  # MultiBinary flags given as bool
-        return array.astype(np.int32)
-    if array.dtype.kind in "iu" or _is_discrete(array, actor):
-        return as_int32(array, name, copy=False)
-    converted = as_float32(array, name, copy=False)
-    check_finite(converted, name, "tb")
-    return converted
+def _coerce_known(raw: dict[str, AnyArray]) -> dict[str, AnyArray]:
+    return {
+        key: _coerce_key(key, array, raw.get("actor"), f"model_outs[{key!r}]")
+        for key, array in raw.items()
+    }
 
 
 def coerce_model_outs(value: Any, *, copy: bool) -> ModelOutputs:
     """Turn either accepted form of model outputs into `ModelOutputs`, checking dtypes.
 
-    Accepts the seed's list of T+1 mappings (key -> array with leading dim B), a mapping of
+    Accepts the seed's list of T+1 mappings (key -> array with leading dim B, or a row of
+    `None` to fill in later), an empty list (outputs to be appended step by step), a mapping of
     key -> stacked `[T+1, B, ...]` array, or a `ModelOutputs`. Known keys are converted and
     checked: `critic`, `log_probs` and `actor` to finite float32; `actions` to int32 (integer
     values only) when they are integers or Discrete (see `discrete_actions`), else to finite
@@ -249,33 +727,16 @@ def coerce_model_outs(value: Any, *, copy: bool) -> ModelOutputs:
         ValueError: With a message naming the key and, for the list form, the timestep.
     """
     if isinstance(value, ModelOutputs):
-        raw: dict[str, AnyArray] = {k: (a.copy() if copy else a) for k, a in value.arrays.items()}
-    elif isinstance(value, Mapping):
-        raw = {}
-        for key, item in value.items():
-            if not isinstance(key, str):
-                raise ValueError(f"model_outs keys must be strings, got {key!r}")
-            raw[key] = as_numeric(item, f"model_outs[{key!r}]", copy=copy, min_ndim=2)
-    elif isinstance(value, Sequence) and not isinstance(value, str | bytes):
-        raw = _stack_steps(value)
-    else:
-        raise ValueError(
-            "model_outs must be a list of T+1 mappings (key -> [B, ...] array) or a mapping "
-            f"of key -> stacked [T+1, B, ...] array, got {type(value).__name__}"
-        )
-    arrays: dict[str, AnyArray] = {}
-    for key, array in raw.items():
-        name = f"model_outs[{key!r}]"
-        if key == "actions":
-            arrays[key] = _coerce_actions(array, raw.get("actor"), name)
-        elif key in ("critic", "log_probs", "actor"):
-            converted = as_float32(array, name, copy=False)
-            check_finite(converted, name, "tba" if key == "actor" else "tb")
-            arrays[key] = converted
-        else:
-            arrays[key] = array
-    if arrays:
-        num_rows: int | None = len(next(iter(arrays.values())))
-    else:
-        num_rows = len(value) if isinstance(value, Sequence | ModelOutputs) else None
-    return ModelOutputs(arrays, num_rows)
+        return value._clone(copy)
+    if isinstance(value, Mapping):
+        arrays = _coerce_mapping(value, copy=copy)
+        return ModelOutputs._of(arrays, None if arrays else 0)
+    if isinstance(value, Sequence) and not isinstance(value, str | bytes):
+        if len(value) == 0:
+            return ModelOutputs._of({}, 0, building=True)
+        raw, unset = _stack_steps(value)
+        return ModelOutputs._of(_coerce_known(raw), len(value), unset=unset)
+    raise ValueError(
+        "model_outs must be a list of T+1 mappings (key -> [B, ...] array) or a mapping "
+        f"of key -> stacked [T+1, B, ...] array, got {type(value).__name__}"
+    )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy as _copy
+import random
 from collections.abc import Iterator, Mapping, Sequence
 from types import MappingProxyType
 from typing import Annotated, Any, ClassVar
@@ -240,7 +241,7 @@ class Rollout(BaseModel):
         rews: ArrayLike,
         dones: ArrayLike,
         infos: Sequence[Sequence[Mapping[str, Any]]] | None,
-        model_outs: Sequence[Mapping[str, ArrayLike]] | Mapping[str, ArrayLike] | ModelOutputs,
+        model_outs: Sequence[Mapping[str, Any]] | Mapping[str, ArrayLike] | ModelOutputs,
         *,
         truncated: ArrayLike | None = None,
         final_values: ArrayLike | None = None,
@@ -292,10 +293,11 @@ class Rollout(BaseModel):
         for name in ("obses", "states"):  # every leaf of a nested field votes under its path
             for path, leaf in _tree.flatten(getattr(self, name)):
                 add(_tree.format_path(name, path), leaf.shape, _SPECS[name])
-        outs = self.model_outs.arrays
+        building = self.model_outs.building  # steps still being appended: rows don't vote
+        outs = {} if building else self.model_outs.arrays
         for key, array in outs.items():
             add(f"model_outs[{key!r}]", array.shape, _OUT_SPECS.get(key, _OUT_SPECS["*"]))
-        if not outs and len(self.model_outs):
+        if not outs and len(self.model_outs) and not building:
             add("model_outs", (len(self.model_outs),), _ROWS_ONLY)
         add("rews", self.rews.shape, _SPECS["rews"])
         infos: InfoRows | None = self.__dict__["infos"]  # None until filled in below
@@ -346,8 +348,9 @@ class Rollout(BaseModel):
                 self.__dict__[name] = getattr(self, name).reshape(0, B)
         if infos is None:
             self.__dict__["infos"] = [[{} for _ in range(B)] for _ in range(T)]
-        if not outs:
+        if not outs and not building:
             self.__dict__["model_outs"] = ModelOutputs({}, T + 1)
+        self.model_outs._attach(T + 1, B)
         self._check_values()
         return self
 
@@ -442,8 +445,46 @@ class Rollout(BaseModel):
             values["infos"] = _copy.deepcopy(self.infos)
         return Rollout(**values)
 
+    def revalidate(self) -> None:
+        """Run every check of construction again, on the rollout as it is now.
+
+        In-place NumPy edits of field arrays (`r.rews[t] -= bonus`, as obs-tower2's GAIL and
+        Prierarchy do) are not checked when they happen; call this to check them.
+        [`trajkit.save`][trajkit.save] calls it before writing anything.
+
+        Raises:
+            pydantic.ValidationError: If a field breaks a rule (the message names it).
+            ValueError: If the model outputs are still being appended or filled in.
+
+        Examples:
+            >>> from trajkit.testing import example_rollout
+            >>> r = example_rollout(num_steps=4, num_envs=2)
+            >>> r.revalidate()
+            >>> r.rews[1, 0] = float("nan")  # in place: not checked until asked
+            >>> r.revalidate()  # doctest: +ELLIPSIS
+            Traceback (most recent call last):
+            ...
+            pydantic_core._pydantic_core.ValidationError: 1 validation error for Rollout
+            ...rews must be finite, got nan at (t=1, b=0)...
+        """
+        problem = self.model_outs.incomplete()
+        if problem is not None:
+            raise ValueError(f"the rollout is incomplete: {problem}")
+        self.__pydantic_validator__.validate_python(
+            {name: self.__dict__[name] for name in self._FIELDS},
+            self_instance=self,
+            context={"copy": False},
+        )
+
+    def _complete_outs(self, method: str) -> Mapping[str, AnyArray]:
+        """The model-output arrays, or a ValueError when they are still being filled in."""
+        problem = self.model_outs.incomplete()
+        if problem is not None:
+            raise ValueError(f"{method}() needs complete model outputs, but {problem}")
+        return self.model_outs.arrays
+
     def _model_out(self, key: str, method: str) -> AnyArray:
-        outs = self.model_outs.arrays
+        outs = self._complete_outs(method)
         if key not in outs:
             raise KeyError(
                 f"{method}() needs model_outs key {key!r}, but this rollout has keys {sorted(outs)}"
@@ -572,7 +613,11 @@ class Rollout(BaseModel):
         )
 
     def batches(
-        self, batch_size: int, count: int, *, seed: int | np.random.Generator | None = None
+        self,
+        batch_size: int,
+        count: int,
+        *,
+        seed: int | np.random.Generator | random.Random | None = None,
     ) -> Iterator[list[tuple[int, int]]]:
         """Yield `count` batches, each a list of `batch_size` `(timestep, env)` tuples.
 
@@ -583,7 +628,10 @@ class Rollout(BaseModel):
         Args:
             batch_size: Entries per batch, at least 1.
             count: Number of batches, at least 0.
-            seed: An int, a `numpy.random.Generator`, or `None` for fresh entropy.
+            seed: `None` (the default) shuffles with Python's global `random` exactly as the
+                seed did, so `random.seed(s)` reproduces its batches entry for entry; a
+                `random.Random` does the same with its own state; an int or a
+                `numpy.random.Generator` shuffles with NumPy (faster, independent of `random`).
 
         Raises:
             ValueError: If batch_size < 1, count < 0, or the rollout is empty (T = 0) and
@@ -595,20 +643,28 @@ class Rollout(BaseModel):
             >>> [sorted(batch) for batch in r.batches(4, 1, seed=0)]
             [[(0, 0), (0, 1), (1, 0), (1, 1)]]
         """
-        for t_idx, b_idx in _mb.index_batches(
-            self.num_steps, self.batch_size, batch_size, count, seed=seed
-        ):
+        if seed is None:
+            T, B = self.num_steps, self.batch_size
+            _mb.index_batches(T, B, batch_size, count, seed=0)  # checks the arguments now
+            stream = _mb.stream_batches(T * B, batch_size, count, _mb.python_random_stream(T, B))
+        else:
+            stream = _mb.index_batches(
+                self.num_steps, self.batch_size, batch_size, count, seed=seed
+            )
+        for t_idx, b_idx in stream:
             yield list(zip(t_idx.tolist(), b_idx.tolist(), strict=True))
 
     def entries(
-        self, *, seed: int | np.random.Generator | None = None
+        self, *, seed: int | np.random.Generator | random.Random | None = None
     ) -> Iterator[tuple[int, int]]:
         """Yield an endless, shuffled stream of `(timestep, env)` tuples.
 
         Every consecutive run of T·B entries (from the start) is a permutation of all (t, b).
 
         Args:
-            seed: An int, a `numpy.random.Generator`, or `None` for fresh entropy.
+            seed: `None` (the default) shuffles with Python's global `random` exactly as the
+                seed did (see [`batches`][trajkit.Rollout.batches]); a `random.Random`, an int
+                or a `numpy.random.Generator` as there.
 
         Raises:
             ValueError: If the rollout has no steps (T = 0), where the seed would hang.
@@ -620,7 +676,13 @@ class Rollout(BaseModel):
             >>> sorted(islice(r.entries(seed=1), 4))
             [(0, 0), (0, 1), (1, 0), (1, 1)]
         """
-        for t_idx, b_idx in _mb.index_stream(self.num_steps, self.batch_size, seed=seed):
+        T, B = self.num_steps, self.batch_size
+        if seed is None:
+            _mb.index_stream(T, B, seed=0)  # checks T*B > 0
+            stream = _mb.python_random_stream(T, B)
+        else:
+            stream = _mb.index_stream(T, B, seed=seed)
+        for t_idx, b_idx in stream:
             yield from zip(t_idx.tolist(), b_idx.tolist(), strict=True)
 
     # ------------------------------------------------------------- trajkit additions
@@ -674,7 +736,7 @@ class Rollout(BaseModel):
             "dones": self.dones[:T],
             "rews": self.rews,
         }
-        outs = self.model_outs.arrays
+        outs = self._complete_outs("training_arrays")
         if "critic" in outs:
             advantages = self.advantages(gamma, lam)
             arrays["advantages"] = advantages
@@ -684,6 +746,18 @@ class Rollout(BaseModel):
                 raise ValueError(f"model_outs key {key!r} clashes with the field of that name")
             arrays[key] = array[:T]
         return arrays
+
+    def _ppo_arrays(self, method: str, gamma: float, lam: float) -> dict[str, ArrayTree]:
+        """`training_arrays`, refusing a rollout without the critic that PPO targets need."""
+        outs = self._complete_outs(method)
+        if "critic" not in outs:
+            raise ValueError(
+                f"{method}() needs model_outs['critic'] to compute advantages and returns, "
+                f"but this rollout has keys {sorted(outs)}: record the critic's values as "
+                "model_outs['critic'], or gather your own arrays with "
+                "trajkit.minibatch_indices and trajkit.gather"
+            )
+        return self.training_arrays(gamma, lam)
 
     def minibatches(
         self,
@@ -718,7 +792,7 @@ class Rollout(BaseModel):
             >>> sizes
             [5, 5, 2]
         """
-        arrays = self.training_arrays(gamma, lam)
+        arrays = self._ppo_arrays("minibatches", gamma, lam)
         flat = _tree.flatten_fields(arrays)
         rebuild = _tree.fields_rebuilder(arrays)
         for t_idx, b_idx in _mb.minibatch_indices(
@@ -762,7 +836,7 @@ class Rollout(BaseModel):
             >>> [mb["obses"].shape[:2] for mb in r.sequence_minibatches(2, gamma=0.9, lam=0.9)]
             [(4, 2), (4, 1)]
         """
-        arrays = self.training_arrays(gamma, lam)
+        arrays = self._ppo_arrays("sequence_minibatches", gamma, lam)
         flat = _tree.flatten_fields(arrays)
         rebuild = _tree.fields_rebuilder(arrays)
         for b_idx in _mb.sequence_minibatch_indices(
