@@ -11,21 +11,25 @@ Two observation sizes, T=128 steps of B=8 envs:
 - **vector**: flat float32 `[T+1, B, 64]` vs a dict of four `[T+1, B, 16]` leaves, one of them
   inside a tuple (264 kB): small arrays, where the fixed cost per leaf weighs most.
 
-Measured: `Rollout(...)` construction (copying, as by default) and one epoch of
-`Rollout.minibatches(256)` (advantages, returns and every gather), each the minimum of several
-back-to-back runs.
+Measured: `Rollout(...)` construction (copying, as by default), one epoch of
+`Rollout.minibatches(256)` (advantages, returns and every gather), and `trajkit.save` /
+`trajkit.load` (format version 1 for the flat rollout, version 2 with a member per leaf for the
+nested one), each the minimum of several back-to-back runs.
 
 Run: `python benchmarks/bench_spaces.py` (or `python benchmarks/run.py spaces`).
 """
 
 from __future__ import annotations
 
+import os
+import tempfile
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 from _timing import best_of
 
+import trajkit
 from trajkit import Rollout
 
 T, B = 128, 8
@@ -93,6 +97,16 @@ def bench_case(name: str, flat_obs: Any, nested_obs: Any, rng: np.random.Generat
     r_flat, r_nested = Rollout(**kw_flat), Rollout(**kw_nested)
     row = measure(lambda: epoch(r_flat), lambda: epoch(r_nested), max(1, repeats // 2))
     print(f"| {name} | {size} | minibatches, one epoch | {row} |", flush=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        flat_path, nested_path = os.path.join(tmp, "f.npz"), os.path.join(tmp, "n.npz")
+        row = measure(
+            lambda: trajkit.save(r_flat, flat_path),
+            lambda: trajkit.save(r_nested, nested_path),
+            max(1, repeats // 2),
+        )
+        print(f"| {name} | {size} | save (format v1 vs v2) | {row} |", flush=True)
+        row = measure(lambda: trajkit.load(flat_path), lambda: trajkit.load(nested_path), repeats)
+        print(f"| {name} | {size} | load | {row} |", flush=True)
 
 
 def main() -> None:

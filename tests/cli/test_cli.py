@@ -268,6 +268,22 @@ def test_info(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     assert "(gamma=0.9, lam=0.8)" in out
 
 
+def test_info_names_nested_leaves_and_the_action_space(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path = tmp_path / "n.npz"
+    trajkit.save(example_rollout(nested=True, action_kind="box", action_shape=(2,)), path)
+    code, out, _ = run(capsys, "info", str(path))
+    assert code == 0
+    assert "format trajkit.rollout v2" in out
+    assert "actions:           continuous (Box), float, per step (2,)" in out
+    assert "  obses['proprio'][1]['goal']  float32  (5, 2, 2)" in out
+    assert "  states['h']  " in out
+    trajkit.save(example_rollout(), path)
+    _, out, _ = run(capsys, "info", str(path))
+    assert "actions:           discrete, integer in [0, 3) (A from model_outs['actor'])" in out
+
+
 def test_info_without_critic_or_steps(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     path = tmp_path / "r.npz"
     trajkit.save(example_rollout(keys=("actions",)), path)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 import stat
 import tempfile
@@ -405,3 +406,80 @@ def test_permissions_follow_umask_or_the_replaced_file(tmp_path: Path) -> None:
     path.chmod(0o640)
     save(example_rollout(), path)
     assert stat.S_IMODE(path.stat().st_mode) == 0o640
+
+
+# ------------------------------------------------------- nested fields (format version 2)
+
+
+@settings(max_examples=25)
+@given(
+    rollouts(
+        min_steps=0, max_steps=4, max_envs=3, nested=None, action_kinds=trajkit.testing.ACTION_KINDS
+    )
+)
+def test_nested_and_every_action_space_round_trip(r: trajkit.Rollout) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        plain, packed = Path(tmp, "plain.npz"), Path(tmp, "packed.npz")
+        save(r, plain)
+        save(r, packed, compress=True)
+        for loaded in (load(plain), load(packed), load(plain, mmap=True)):
+            assert loaded == r
+            assert trajkit.RolloutSpec.from_rollout(loaded) == trajkit.RolloutSpec.from_rollout(r)
+        meta = read_metadata(plain)
+        nested = isinstance(r.obses, dict | tuple) or isinstance(r.states, dict | tuple)
+        assert meta.format_version == (2 if nested else 1)
+        assert meta.spec.compare(trajkit.RolloutSpec.from_rollout(r)) == []
+
+
+def test_nested_leaves_are_stored_one_member_each(tmp_path: Path) -> None:
+    r = example_rollout(nested=True)
+    save(r, tmp_path / "n.npz")
+    meta = read_metadata(tmp_path / "n.npz")
+    assert meta.format_version == 2
+    assert [(m.name, m.label) for m in meta.arrays() if m.path is not None] == [
+        ("states/0.npy", "states['h']"),
+        ("states/1.npy", "states['c']"),
+        ("obses/0.npy", "obses['image']"),
+        ("obses/1.npy", "obses['proprio'][0]"),
+        ("obses/2.npy", "obses['proprio'][1]['goal']"),
+    ]
+    with zipfile.ZipFile(tmp_path / "n.npz") as archive:
+        image = np.load(archive.open("obses/0.npy"), allow_pickle=False)
+    np.testing.assert_array_equal(image, r.obses["image"])
+
+
+def test_flat_rollouts_are_still_written_as_version_1(tmp_path: Path) -> None:
+    save(example_rollout(), tmp_path / "f.npz")
+    assert read_metadata(tmp_path / "f.npz").format_version == 1
+
+
+def test_a_version_1_file_declaring_nested_fields_is_refused(tmp_path: Path) -> None:
+    save(example_rollout(nested=True), tmp_path / "n.npz")
+    with zipfile.ZipFile(tmp_path / "n.npz") as archive:
+        members = {name: archive.read(name) for name in archive.namelist()}
+    members["metadata.json"] = members["metadata.json"].replace(
+        b'"format_version": 2', b'"format_version": 1'
+    )
+    with zipfile.ZipFile(tmp_path / "v1.npz", "w") as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
+    with pytest.raises(
+        RolloutFileError,
+        match="nested obses and states need format version 2, but the file declares version 1",
+    ):
+        read_metadata(tmp_path / "v1.npz")
+
+
+def test_a_wrong_leaf_is_named_by_its_path(tmp_path: Path) -> None:
+    r = example_rollout(nested=True)
+    save(r, tmp_path / "n.npz")
+    with zipfile.ZipFile(tmp_path / "n.npz") as archive:
+        members = {name: archive.read(name) for name in archive.namelist()}
+    bad = io.BytesIO()
+    np.save(bad, np.zeros((5, 2, 3), np.float64))  # obses['proprio'][0] is float32 (5, 2, 3)
+    members["obses/1.npy"] = bad.getvalue()
+    with zipfile.ZipFile(tmp_path / "bad.npz", "w") as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
+    with pytest.raises(RolloutFileError, match=r"obses/1\.npy.*obses\['proprio'\]\[0\]"):
+        load(tmp_path / "bad.npz")

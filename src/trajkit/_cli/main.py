@@ -11,7 +11,7 @@ import json
 import os
 import re
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
@@ -20,9 +20,11 @@ from pydantic import ValidationError
 
 from trajkit._base.errors import RolloutFileError
 from trajkit._base.version import __version__
+from trajkit._core import tree as _tree
 from trajkit._io.files import DEFAULT_MAX_BYTES, load, read_metadata
 from trajkit._io.infos import strict_json_loads
 from trajkit._io.metadata import RolloutFileMetadata
+from trajkit._models.model_outputs import discrete_actions
 from trajkit._models.rollout import Rollout
 from trajkit._models.spec import RolloutSpec
 
@@ -398,11 +400,15 @@ def _info(args: argparse.Namespace) -> int:
         f"envs (B):          {r.batch_size}",
         *_episode_lines(r),
         f"model outputs:     {', '.join(r.model_outs.keys()) or '(none)'}",
+        f"actions:           {_action_kind(r.model_outs.arrays)}",
         "arrays:",
     ]
     arrays: list[tuple[str, np.ndarray[Any, Any] | None]] = [
-        ("states", r.states),
-        ("obses", r.obses),
+        (_tree.format_path(name, path), leaf)
+        for name in ("states", "obses")
+        for path, leaf in _tree.flatten(getattr(r, name))
+    ]
+    arrays += [
         ("rews", r.rews),
         ("dones", r.dones),
         ("truncated", r.truncated),
@@ -428,6 +434,21 @@ def _info(args: argparse.Namespace) -> int:
             lines.append(f"advantages:        {_stats(adv)} (gamma={args.gamma}, lam={args.lam})")
     print("\n".join(lines))
     return 0
+
+
+def _action_kind(outs: Mapping[str, np.ndarray[Any, Any]]) -> str:
+    """The kind of action space the stored actions come from, as far as the arrays tell."""
+    actions = outs.get("actions")
+    if actions is None:
+        return "(none)"
+    shape = f"per step {tuple(actions.shape[2:])}"
+    if actions.dtype.kind == "f":
+        return f"continuous (Box), float, {shape}"
+    if discrete_actions(outs):
+        return f"discrete, integer in [0, {outs['actor'].shape[-1]}) (A from model_outs['actor'])"
+    if actions.ndim == 2:
+        return "discrete, integer"
+    return f"multi-discrete or multi-binary, integer, {shape}"
 
 
 # ---------------------------------------------------------------------------------- schema

@@ -29,6 +29,7 @@ from pydantic import ValidationError
 
 from trajkit._base.errors import RolloutFileError
 from trajkit._base.types import AnyArray
+from trajkit._core import tree as _tree
 from trajkit._io.infos import infos_from_json, infos_to_json, strict_json_loads
 from trajkit._io.metadata import (
     FORMAT_NAME,
@@ -147,14 +148,21 @@ def save(rollout: Rollout, path: PathLike, *, compress: bool = False) -> None:
 def _prepare(rollout: Rollout) -> tuple[RolloutFileMetadata, list[tuple[ArrayMember, AnyArray]]]:
     """Check every array can be stored; return the metadata and the (member, array) pairs."""
     sources: dict[str, AnyArray | None] = {
-        "states": rollout.states,
-        "obses": rollout.obses,
         "rews": rollout.rews,
         "dones": rollout.dones,
         "truncated": rollout.truncated,
         "final_values": rollout.final_values,
     }
-    named = [(n, a) for n, a in sources.items() if a is not None]
+    leaves = {
+        name: [leaf for _, leaf in _tree.flatten(getattr(rollout, name))]
+        for name in ("states", "obses")
+    }
+    named = [
+        (_tree.format_path(name, path), leaf)
+        for name in ("states", "obses")
+        for path, leaf in _tree.flatten(getattr(rollout, name))
+    ]
+    named += [(n, a) for n, a in sources.items() if a is not None]
     named += [(f"model_outs[{k!r}]", a) for k, a in rollout.model_outs.arrays.items()]
     for name, array in named:
         if dtype_name(array.dtype) not in SUPPORTED_DTYPES:
@@ -172,6 +180,8 @@ def _prepare(rollout: Rollout) -> tuple[RolloutFileMetadata, list[tuple[ArrayMem
     for member in metadata.arrays():
         if member.key is not None:
             array = rollout.model_outs.arrays[member.key]
+        elif member.field in leaves:  # one member per leaf, in flatten order
+            array = leaves[member.field].pop(0)
         else:
             source = sources[member.field]
             if source is None:  # pragma: no cover - the metadata lists only present fields
@@ -424,7 +434,13 @@ def load(
         reader.check_layout()
         arrays = {m.name: reader.read_array(m, mmap=mmap, verify=verify) for m in metadata.arrays()}
         infos = reader.read_infos()
-    fields: dict[str, Any] = {m.field: arrays[m.name] for m in metadata.arrays() if m.key is None}
+    fields: dict[str, Any] = {
+        m.field: arrays[m.name] for m in metadata.arrays() if m.key is None and m.path is None
+    }
+    for field in ("states", "obses"):
+        pairs = [(m.path, arrays[m.name]) for m in metadata.arrays() if m.field == field and m.path]
+        if pairs:
+            fields[field] = _tree.unflatten_paths(pairs)
     outs = {m.key: arrays[m.name] for m in metadata.arrays() if m.key is not None}
     try:
         return Rollout(

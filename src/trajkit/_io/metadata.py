@@ -16,8 +16,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from typing_extensions import Self
 
 from trajkit._base.version import __version__
+from trajkit._core import tree as _tree
 from trajkit._models.rollout import Rollout
-from trajkit._models.spec import OutputSpec, RolloutSpec
+from trajkit._models.spec import RolloutSpec
 
 __all__ = [
     "FORMAT_NAME",
@@ -32,8 +33,14 @@ __all__ = [
 FORMAT_NAME: Final = "trajkit.rollout"
 """The value of `format` in every rollout file's metadata."""
 
-FORMAT_VERSION: Final = 1
-"""The format version this trajkit writes, and the newest it reads."""
+FORMAT_VERSION: Final = 2
+"""The newest format version this trajkit reads and writes.
+
+Version 2 adds nested `obses` and `states` (one member per leaf). `trajkit.save` writes version 1,
+the same layout, for rollouts without nested fields, so that older readers still open them.
+"""
+
+_NESTED_VERSION: Final = 2  # the first version that stores nested fields
 
 METADATA_MEMBER = "metadata.json"
 """The name of the metadata member, always the first member of the archive."""
@@ -55,6 +62,8 @@ class ArrayMember:
         key: The model-output key for `model_outs` members, else `None`.
         dtype: The canonical dtype name; stored little-endian.
         shape: The full shape, including `T+1` or `T` and `B`.
+        path: For a leaf of nested `obses` or `states` (format version 2), its path in the
+            field's structure, such as `('image',)`; else `None`.
 
     Examples:
         >>> m = ArrayMember("rews.npy", "rews", None, "float32", (4, 2))
@@ -67,6 +76,7 @@ class ArrayMember:
     key: str | None
     dtype: str
     shape: tuple[int, ...]
+    path: tuple[str | int, ...] | None = None
 
     @property
     def nbytes(self) -> int:
@@ -81,6 +91,8 @@ class ArrayMember:
     @property
     def label(self) -> str:
         """The rollout field as written in error messages, e.g. `model_outs['critic']`."""
+        if self.path is not None:
+            return _tree.format_path(self.field, self.path)
         return self.field if self.key is None else f"{self.field}[{self.key!r}]"
 
 
@@ -93,7 +105,8 @@ class RolloutFileMetadata(BaseModel):
 
     Args:
         format: Always `"trajkit.rollout"`.
-        format_version: The file format version, `1`.
+        format_version: The file format version: `1`, or `2` when `obses` or `states` is
+            nested.
         trajkit_version: The trajkit version that wrote the file (informational).
         num_steps: T.
         batch_size: B.
@@ -120,8 +133,8 @@ class RolloutFileMetadata(BaseModel):
 
     format: Literal["trajkit.rollout"]
     """The format name: always `trajkit.rollout`."""
-    format_version: Literal[1]
-    """The format version (an integer; this trajkit reads version 1)."""
+    format_version: Literal[1, 2]
+    """The format version (an integer; this trajkit reads versions 1 and 2)."""
     trajkit_version: Annotated[str, Field(max_length=64)]
     """The version of trajkit that wrote the file; informational only."""
     num_steps: Annotated[int, Field(ge=0)]
@@ -142,6 +155,12 @@ class RolloutFileMetadata(BaseModel):
             raise ValueError(
                 f"model_output_keys {sorted(keys)} differ from the keys of "
                 f"spec.model_outputs {sorted(self.spec.model_outputs)}"
+            )
+        nested = [name for name in ("obses", "states") if self.spec.leaves(name)[0][0]]
+        if nested and self.format_version < _NESTED_VERSION:
+            raise ValueError(
+                f"nested {' and '.join(nested)} need format version {_NESTED_VERSION}, but the "
+                f"file declares version {self.format_version}"
             )
         problems = self.spec.compare(self.spec, num_steps=self.num_steps, num_envs=self.batch_size)
         if problems:
@@ -166,14 +185,16 @@ class RolloutFileMetadata(BaseModel):
             >>> RolloutFileMetadata.from_rollout(example_rollout()).format
             'trajkit.rollout'
         """
+        spec = RolloutSpec.from_rollout(rollout)
+        nested = any(spec.leaves(name)[0][0] for name in ("obses", "states"))
         return cls(
             format=FORMAT_NAME,
-            format_version=FORMAT_VERSION,
+            format_version=_NESTED_VERSION if nested else 1,
             trajkit_version=__version__,
             num_steps=rollout.num_steps,
             batch_size=rollout.batch_size,
             model_output_keys=list(rollout.model_outs.keys()),
-            spec=RolloutSpec.from_rollout(rollout),
+            spec=spec,
         )
 
     def arrays(self) -> list[ArrayMember]:
@@ -181,7 +202,9 @@ class RolloutFileMetadata(BaseModel):
 
         Returns:
             `states.npy`, `obses.npy`, `rews.npy`, `dones.npy`, then `truncated.npy` and
-            `final_values.npy` when the spec has truncation, then `model_outs/{i}.npy`.
+            `final_values.npy` when the spec has truncation, then `model_outs/{i}.npy`. A
+            nested `states` or `obses` (version 2) has a member per leaf instead,
+            `states/{i}.npy` for the i-th leaf in `RolloutSpec.leaves` order.
 
         Examples:
             >>> from trajkit.testing import example_rollout
@@ -191,10 +214,9 @@ class RolloutFileMetadata(BaseModel):
              ('rews.npy', 'float32', (3, 2)), ('dones.npy', 'float32', (4, 2))]
         """
         T, B, spec = self.num_steps, self.batch_size, self.spec
-        states, obses = _flat_leaf(spec, "states"), _flat_leaf(spec, "obses")
         members = [
-            ArrayMember("states.npy", "states", None, states.dtype, (T + 1, B, *states.shape)),
-            ArrayMember("obses.npy", "obses", None, obses.dtype, (T + 1, B, *obses.shape)),
+            *_field_members(spec, "states", T, B),
+            *_field_members(spec, "obses", T, B),
             ArrayMember("rews.npy", "rews", None, "float32", (T, B)),
             ArrayMember("dones.npy", "dones", None, "float32", (T + 1, B)),
         ]
@@ -238,12 +260,15 @@ class RolloutFileMetadata(BaseModel):
         return sum(m.nbytes for m in self.arrays())
 
 
-def _flat_leaf(spec: RolloutSpec, name: Literal["obses", "states"]) -> OutputSpec:
-    """The layout of a flat field; nested fields have no member of this format version."""
-    [(path, leaf), *rest] = spec.leaves(name)
-    if path or rest:
-        raise ValueError(
-            f"nested {name} cannot be stored in format version {FORMAT_VERSION} "
-            "(it stores flat arrays only)"
-        )
-    return leaf
+def _field_members(
+    spec: RolloutSpec, name: Literal["obses", "states"], T: int, B: int
+) -> list[ArrayMember]:
+    """`{name}.npy` for a flat field, else one `{name}/{i}.npy` per leaf, in spec order."""
+    leaves = spec.leaves(name)
+    if len(leaves) == 1 and not leaves[0][0]:
+        leaf = leaves[0][1]
+        return [ArrayMember(f"{name}.npy", name, None, leaf.dtype, (T + 1, B, *leaf.shape))]
+    return [
+        ArrayMember(f"{name}/{i}.npy", name, None, leaf.dtype, (T + 1, B, *leaf.shape), path)
+        for i, (path, leaf) in enumerate(leaves)
+    ]
