@@ -6,9 +6,16 @@ Gymnasium (>= 1.0) is imported here
 only, never by `import trajkit`; without it, importing this module raises an `ImportError`
 that says `pip install 'trajkit[gym]'`.
 
-**Policies.** A policy is a callable from the batch of observations `[B, ...]` to a mapping
-of model outputs, each with leading dimension B: `actions` (integer `[B]`, required), and
-`critic`, `log_probs`, `actor` (logits `[B, A]`) or any other key when it has them. It is
+**Spaces.** Observations of every Box, Discrete, MultiBinary and MultiDiscrete space, and
+Dict and Tuple spaces of those (nested too), recorded as nested `obses` (a dict or tuple of
+`[T+1, B, ...]` arrays); actions of a Discrete (integer `[B]`), MultiDiscrete or MultiBinary
+(integer `[B, K]`) or Box (float `[B, ...]`) space. Text, Graph and Sequence spaces, and Dict
+or Tuple action spaces, are refused with a message naming the part at fault.
+
+**Policies.** A policy is a callable from the batch of observations, as the vector env
+returns it (an array `[B, ...]`, or a dict or tuple of them), to a mapping of model outputs,
+each with leading dimension B: `actions` (required, an element of the action space per env),
+and `critic`, `log_probs`, `actor` (logits `[B, A]`) or any other key when it has them. It is
 always called on a full batch of B observations.
 
 **Autoreset modes.** The mode is read from `env.metadata["autoreset_mode"]` (an

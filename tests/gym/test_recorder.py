@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import itertools
 import json
+import re
 import subprocess
 import sys
 from collections.abc import Callable, Iterator, Mapping
@@ -432,22 +433,49 @@ def test_a_one_column_critic_is_refused(make_env: MakeEnv) -> None:
         RolloutRecorder(make_env(AutoresetMode.NEXT_STEP), column).record(1)
 
 
-class DictObsEnv(gym.Env[Any, Any]):
-    observation_space = gym.spaces.Dict({"pos": gym.spaces.Box(-1, 1, (2,), np.float32)})
+class TextObsEnv(gym.Env[Any, Any]):
+    observation_space = gym.spaces.Dict({"note": gym.spaces.Text(5)})
     action_space = gym.spaces.Discrete(2)
 
 
-def test_an_unstackable_observation_space_is_refused() -> None:
-    env = gym.vector.SyncVectorEnv([DictObsEnv, DictObsEnv])
-    with pytest.raises(ValueError, match=r"observation space Dict\('pos': Box.*must be Box"):
+class DictActionEnv(gym.Env[Any, Any]):
+    observation_space = gym.spaces.Box(-1, 1, (2,), np.float32)
+    action_space = gym.spaces.Dict({"a": gym.spaces.Discrete(2)})
+
+
+def test_a_text_observation_space_is_refused() -> None:
+    env = gym.vector.SyncVectorEnv([TextObsEnv, TextObsEnv])
+    with pytest.raises(
+        ValueError,
+        match=r"the observation space\['note'\] is Text\(.*\), but trajkit stores "
+        r"observations as arrays",
+    ):
         RolloutRecorder(env, policy)
     env.close()
 
 
-def test_a_continuous_action_space_is_refused() -> None:
-    env = gym.make_vec("Pendulum-v1", num_envs=2, vectorization_mode="sync")
-    with pytest.raises(ValueError, match=r"action space Box\(-2.0, 2.0, \(1,\), float32\)"):
+def test_a_dict_action_space_is_refused() -> None:
+    env = gym.vector.SyncVectorEnv([DictActionEnv, DictActionEnv])
+    with pytest.raises(
+        ValueError,
+        match=r"action space Dict\('a': Discrete\(2\)\): .* must be Discrete, MultiDiscrete, "
+        r"MultiBinary or Box",
+    ):
         RolloutRecorder(env, policy)
+    env.close()
+
+
+def test_actions_of_the_wrong_shape_are_refused() -> None:
+    env = gym.make_vec("Pendulum-v1", num_envs=2, vectorization_mode="sync")
+    recorder = RolloutRecorder(env, lambda obs: {"actions": np.zeros(2, np.float32)})
+    with pytest.raises(
+        ValueError,
+        match=re.escape(
+            "the policy's output 'actions' has shape (2,), expected (2, 1): one element of the "
+            "action space Box(-2.0, 2.0, (1,), float32) per env"
+        ),
+    ):
+        recorder.record(1)
     env.close()
 
 

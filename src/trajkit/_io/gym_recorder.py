@@ -22,7 +22,8 @@ from typing import Any, Final, TypeAlias
 
 import numpy as np
 
-from trajkit._base.types import AnyArray, ArrayLike, BoolArray, Float64Array
+from trajkit._base.types import AnyArray, ArrayLike, ArrayTree, BoolArray, Float64Array
+from trajkit._core import tree as _tree
 from trajkit._models.rollout import Rollout
 
 try:
@@ -36,19 +37,41 @@ except ImportError as exc:  # pragma: no cover - exercised with gymnasium hidden
 
 __all__ = ["Policy", "RolloutRecorder", "StateFn"]
 
-Policy: TypeAlias = Callable[[AnyArray], Mapping[str, ArrayLike]]
-"""A policy: a batch of observations `[B, ...]` -> model outputs, each `[B, ...]`.
+Policy: TypeAlias = Callable[[Any], Mapping[str, ArrayLike]]
+"""A policy: a batch of observations -> model outputs, each `[B, ...]`.
 
-The outputs must include `actions` (integer `[B]`); `critic` (float `[B]`), `log_probs`
-(float `[B]`) and `actor` (logits `[B, A]`) are recorded when present, as is any other key.
+The batch is what the vector env returns: an array `[B, ...]`, or for `Dict` and `Tuple`
+observation spaces a dict or tuple of such arrays. The outputs must include `actions` (an
+element of the action space per env: integer `[B]` for Discrete, `[B, K]` for MultiDiscrete
+and MultiBinary, float `[B, ...]` for Box); `critic` (float `[B]`), `log_probs` (float `[B]`)
+and `actor` (logits `[B, A]`) are recorded when present, as is any other key.
 """
 
 StateFn: TypeAlias = Callable[[Any], ArrayLike]
 """An optional hook: the vector env -> its environments' states `[B, ...]` (stored as float32)."""
 
-_STACKABLE_SPACES: Final = (spaces.Box, spaces.Discrete, spaces.MultiBinary, spaces.MultiDiscrete)
+_ARRAY_SPACES: Final = (spaces.Box, spaces.Discrete, spaces.MultiBinary, spaces.MultiDiscrete)
 _BOOKKEEPING_KEYS: Final = frozenset({"final_obs", "final_info"})
-_ONE_D_KEYS: Final = ("actions", "critic", "log_probs")
+_ONE_D_KEYS: Final = ("critic", "log_probs")
+
+
+def _unrecordable(space: spaces.Space[Any], path: str) -> str | None:
+    """Where `space` has a part trajkit cannot store as arrays (Text, Graph, ...), or `None`."""
+    if isinstance(space, _ARRAY_SPACES):
+        return None
+    if isinstance(space, spaces.Dict):
+        for key, sub in space.spaces.items():
+            found = _unrecordable(sub, f"{path}[{key!r}]")
+            if found is not None:
+                return found
+        return None
+    if isinstance(space, spaces.Tuple):
+        for i, sub in enumerate(space.spaces):
+            found = _unrecordable(sub, f"{path}[{i}]")
+            if found is not None:
+                return found
+        return None
+    return f"{path} is {space}"
 
 
 class _Mode(enum.Enum):
@@ -120,11 +143,18 @@ def _env_info(vector_info: Mapping[str, Any], b: int, num_envs: int) -> dict[str
 # ------------------------------------------------------------------------------ the recorder
 
 
+def _env_obs(batch: ArrayTree, b: int) -> ArrayTree:
+    """Env `b`'s observation out of a batch (an array, or a dict/tuple of arrays)."""
+    if isinstance(batch, np.ndarray):
+        return batch[b]
+    return _tree.map_leaves(lambda leaf: leaf[b], batch)
+
+
 @dataclass(frozen=True)
 class _Row:
     """One row of a rollout: what an env showed and what the policy made of it."""
 
-    obs: AnyArray
+    obs: ArrayTree
     done: bool
     outs: dict[str, AnyArray]
     state: AnyArray
@@ -139,10 +169,6 @@ class _Step:
     info: dict[str, Any]
     truncated: bool
     final_value: float
-
-
-def _obs_column(row: _Row) -> AnyArray:
-    return row.obs
 
 
 def _state_column(row: _Row) -> AnyArray:
@@ -174,11 +200,13 @@ class RolloutRecorder:
     (NEXT_STEP's phantom reset step is dropped), so the same episodes give the same rollout.
 
     Args:
-        env: A `gymnasium.vector.VectorEnv` with a Box, Discrete, MultiBinary or
-            MultiDiscrete observation space and a Discrete action space. The recorder owns its
-            stepping: do not step or reset it between calls.
-        policy: Batch of observations `[B, ...]` -> mapping of model outputs with leading
-            dimension B; `actions` is required, `critic` gives truncation bootstraps.
+        env: A `gymnasium.vector.VectorEnv`. Observations of any Box, Discrete, MultiBinary
+            or MultiDiscrete space, or Dict and Tuple spaces of those (nested too), recorded
+            as nested `obses`; actions of a Discrete, MultiDiscrete, MultiBinary or Box space.
+            The recorder owns its stepping: do not step or reset it between calls.
+        policy: Batch of observations (as the env returns them) -> mapping of model outputs
+            with leading dimension B; `actions` is required, `critic` gives truncation
+            bootstraps.
         info_keys: Keep only these top-level info keys (`None`: keep every key).
         seed: Seed of the first `env.reset`.
         state_fn: Optional hook returning the envs' states `[B, ...]`, called after every
@@ -188,9 +216,9 @@ class RolloutRecorder:
 
     Raises:
         TypeError: If `env` is not a `gymnasium.vector.VectorEnv` or `policy` not callable.
-        ValueError: If the observation space cannot be stacked into one array (Dict, Tuple,
-            Text, Graph, Sequence, ...), the action space is not Discrete, or the autoreset
-            mode is missing or unknown.
+        ValueError: If the observation space has a part that is not an array (Text, Graph,
+            Sequence, ...), the action space is not Discrete, MultiDiscrete, MultiBinary or Box,
+            or the autoreset mode is missing or unknown.
 
     Examples:
         >>> import gymnasium as gym
@@ -243,19 +271,22 @@ class RolloutRecorder:
         else:
             self._mode = _parse_mode(autoreset_mode, "autoreset_mode")
         obs_space = env.single_observation_space
-        if not isinstance(obs_space, _STACKABLE_SPACES):
+        bad = _unrecordable(obs_space, "the observation space")
+        if bad is not None:
             raise ValueError(
-                f"cannot record observations from the observation space {obs_space}: trajkit "
-                "stacks observations into one numeric array, so the space must be Box, Discrete, "
-                "MultiBinary or MultiDiscrete; flatten it first (e.g. with "
-                "gymnasium.wrappers.vector.FlattenObservation)"
+                f"cannot record observations from the observation space {obs_space}: {bad}, "
+                "but trajkit stores observations as arrays (Box, Discrete, MultiBinary or "
+                "MultiDiscrete, possibly inside Dict and Tuple spaces); flatten or drop that "
+                "part first (e.g. with a gymnasium.wrappers.TransformObservation)"
             )
         act_space = env.single_action_space
-        if not isinstance(act_space, spaces.Discrete):
+        if not isinstance(act_space, _ARRAY_SPACES):
             raise ValueError(
                 f"cannot record actions from the action space {act_space}: trajkit's 'actions' "
-                "model output holds one integer action per env, so the space must be Discrete"
+                "model output is one array per env, so the space must be Discrete, "
+                "MultiDiscrete, MultiBinary or Box"
             )
+        self._action_shape: tuple[int, ...] = tuple(act_space.shape or ())
         self._env = env
         self._policy = policy
         self._info_keys = None if info_keys is None else frozenset(info_keys)
@@ -265,7 +296,7 @@ class RolloutRecorder:
         self._queues: list[deque[_Step]] = [deque() for _ in range(self._num_envs)]
         # The current row of each env, or None while NEXT_STEP's phantom step is due.
         self._pending: list[_Row | None] = [None] * self._num_envs
-        self._obs: AnyArray | None = None
+        self._obs: ArrayTree | None = None
         self._outs: dict[str, AnyArray] = {}
         self._out_shapes: dict[str, tuple[int, ...]] | None = None
         self._state_shape: tuple[int, ...] | None = None
@@ -395,7 +426,8 @@ class RolloutRecorder:
         outs = self._call_policy(obs)
         states = self._states()
         self._pending = [
-            _Row(obs[b], True, self._row_outs(outs, b), states[b]) for b in range(self._num_envs)
+            _Row(_env_obs(obs, b), True, self._row_outs(outs, b), states[b])
+            for b in range(self._num_envs)
         ]
         self._obs, self._outs = obs, outs
 
@@ -437,7 +469,7 @@ class RolloutRecorder:
             row = self._pending[b]
             outs_b = self._row_outs(new_outs, b)
             if row is None:  # NEXT_STEP's phantom reset step: dropped, its obs starts an episode
-                self._pending[b] = _Row(new_obs[b], True, outs_b, states[b])
+                self._pending[b] = _Row(_env_obs(new_obs, b), True, outs_b, states[b])
                 continue
             self._queues[b].append(
                 _Step(
@@ -451,7 +483,7 @@ class RolloutRecorder:
             if self._mode is _Mode.NEXT_STEP and ended[b]:
                 self._pending[b] = None
             else:
-                self._pending[b] = _Row(new_obs[b], bool(ended[b]), outs_b, states[b])
+                self._pending[b] = _Row(_env_obs(new_obs, b), bool(ended[b]), outs_b, states[b])
         self._obs, self._outs = new_obs, new_outs
 
     def _build(self, T: int) -> Rollout:
@@ -475,9 +507,18 @@ class RolloutRecorder:
             return np.stack([np.stack([column(row) for row in env_rows]) for env_rows in rows], 1)
 
         outs = {key: stack(_OutColumn(key)) for key in self._outs}
+        structure = self._obs
+        obs_leaves = [[_tree.leaves(row.obs) for row in env_rows] for env_rows in rows]
+        obses = _tree.unflatten(
+            structure,
+            [
+                np.stack([np.stack([leaves[i] for leaves in env]) for env in obs_leaves], 1)
+                for i in range(len(_tree.leaves(structure)))
+            ],
+        )
         return Rollout(
             states=stack(_state_column).astype(np.float32, copy=False),
-            obses=stack(_obs_column),
+            obses=obses,
             rews=np.array([[s.rew for s in column] for column in columns]).T.reshape(T, B),
             dones=np.array([[row.done for row in env_rows] for env_rows in rows]).T,
             infos=[[columns[b][t].info for b in range(B)] for t in range(T)],
@@ -489,23 +530,26 @@ class RolloutRecorder:
 
     # ---------------------------------------------------------------------------- helpers
 
-    def _obs_batch(self, obs: Any) -> AnyArray:
-        """The env's observation batch as one numeric `[B, ...]` array (a copy)."""
+    def _obs_batch(self, obs: Any) -> ArrayTree:
+        """The env's observations: a numeric `[B, ...]` array (a copy), or a dict/tuple of them."""
+        tree = _tree.normalize(obs, "the env's observations") if not _tree.is_leaf(obs) else obs
+        return _tree.map_with_path(self._obs_leaf, tree)
+
+    def _obs_leaf(self, path: _tree.Path, value: Any) -> AnyArray:
+        where = _tree.format_path("the env's observations", path)
         try:
-            batch = np.array(obs)
+            batch = np.array(value)
         except (TypeError, ValueError) as exc:
-            raise ValueError(
-                f"the env's observations cannot be stacked into one array: {exc}"
-            ) from exc
+            raise ValueError(f"{where} cannot be stacked into one array: {exc}") from exc
         if batch.dtype.kind not in "biuf" or batch.ndim < 1 or batch.shape[0] != self._num_envs:
             raise ValueError(
-                "the env's observations must stack into one numeric array with leading "
-                f"dimension B={self._num_envs}, got {type(obs).__name__} -> array of dtype "
+                f"{where} must stack into one numeric array with leading dimension "
+                f"B={self._num_envs}, got {type(value).__name__} -> array of dtype "
                 f"{batch.dtype} and shape {batch.shape}"
             )
         return batch
 
-    def _call_policy(self, obs: AnyArray) -> dict[str, AnyArray]:
+    def _call_policy(self, obs: ArrayTree) -> dict[str, AnyArray]:
         """Call the policy and check its outputs: a mapping with `actions`, all `[B, ...]`."""
         B = self._num_envs
         raw = self._policy(obs)
@@ -533,6 +577,12 @@ class RolloutRecorder:
                 raise ValueError(
                     f"the policy's output {key!r} has shape {array.shape}, expected ({B},)"
                 )
+            if key == "actions" and array.shape[1:] != self._action_shape:
+                raise ValueError(
+                    f"the policy's output 'actions' has shape {array.shape}, expected "
+                    f"{(B, *self._action_shape)}: one element of the action space "
+                    f"{self._env.single_action_space} per env"
+                )
             outs[key] = array
         shapes = {key: array.shape[1:] for key, array in outs.items()}
         if self._out_shapes is None:
@@ -544,12 +594,12 @@ class RolloutRecorder:
             )
         return outs
 
-    def _critic(self, obs: AnyArray) -> Float64Array:
+    def _critic(self, obs: ArrayTree) -> Float64Array:
         return np.asarray(self._call_policy(obs)["critic"], dtype=np.float64)
 
     def _with_final_obs(
-        self, obs: AnyArray, infos: Mapping[str, Any], which: BoolArray
-    ) -> AnyArray:
+        self, obs: ArrayTree, infos: Mapping[str, Any], which: BoolArray
+    ) -> ArrayTree:
         """The batch `obs` with the rows of `which` replaced by SAME_STEP's `final_obs`."""
         final_obs = infos.get("final_obs")
         mask = infos.get("_final_obs")
@@ -558,9 +608,14 @@ class RolloutRecorder:
                 "a SAME_STEP env truncated an episode without reporting its final observation "
                 "in infos['final_obs'] (mask infos['_final_obs'])"
             )
-        batch = obs.copy()
+        batch = _tree.map_leaves(np.copy, obs)
+        pairs = _tree.flatten(batch)
         for b in np.flatnonzero(which):
-            batch[b] = final_obs[b]
+            final = final_obs[b]
+            if pairs[0][0]:  # nested: env b's final observation is a dict/tuple of its own
+                final = _tree.normalize(final, "infos['final_obs']")
+            for path, leaf in pairs:
+                leaf[b] = _tree.get_leaf(final, path) if path else final
         return batch
 
     def _states(self) -> AnyArray:
