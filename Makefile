@@ -12,7 +12,7 @@ $(PY):
 
 # Stamp files re-run the install only when pyproject.toml changes.
 $(VENV)/.demo-installed: pyproject.toml | $(PY)
-	$(PY) -m pip install --quiet -e '.[gym]'
+	$(PY) -m pip install --quiet -e '.[gym,plot]'
 	touch $@
 
 $(VENV)/.dev-installed: pyproject.toml constraints-dev.txt | $(PY)

@@ -2,18 +2,19 @@
 
 Eight CartPole-v1 environments with a 60-step time limit (so that episodes both terminate and
 get truncated) are driven by a small NumPy softmax policy with a fixed linear critic, through
-`trajkit.gym.RolloutRecorder`, for 256 steps. The rollout is saved with `trajkit.save`, checked
-with `trajkit validate`, and summarised: episodes, terminations versus truncations, and
-advantage and return statistics. Needs only `pip install -e '.[gym]'` and no network; exits
-non-zero if the file fails validation.
+`trajkit.gym.RolloutRecorder`, for 256 steps. The rollout is saved with `trajkit.save` into
+`demo-output/` (ignored by git), checked with `trajkit validate`, drawn with `trajkit plot`
+(episodes, reward and advantage histograms, a timeline of episode ends) and summarised:
+episodes, terminations versus truncations, and advantage and return statistics. Needs only
+`pip install -e '.[gym,plot]'` and no network; exits non-zero if the file fails validation.
 """
 
 from __future__ import annotations
 
 import contextlib
 import io
+import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -26,6 +27,9 @@ from trajkit._base.types import AnyArray
 from trajkit._cli.main import main as trajkit_cli
 from trajkit.gym import RolloutRecorder
 
+ROOT = Path(__file__).resolve().parents[1]
+# Ignored by git; kept for `trajkit info` and friends. The tests point it elsewhere.
+OUTPUT = Path(os.environ.get("TRAJKIT_DEMO_OUTPUT", ROOT / "demo-output")).resolve()
 NUM_ENVS = 8
 NUM_STEPS = 256
 TIME_LIMIT = 60
@@ -109,20 +113,41 @@ def main() -> int:
     print(f"advantages (gamma={GAMMA}, lambda={LAM}): {stats(advantages)}")
     print(f"returns    (gamma={GAMMA}, lambda={LAM}): {stats(returns)}")
 
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "cartpole.npz"
-        trajkit.save(rollout, path)
-        print(f"saved with trajkit.save: {path.name} ({path.stat().st_size / 1024:.1f} KiB)")
-        output = io.StringIO()
-        with contextlib.redirect_stdout(output), contextlib.redirect_stderr(output):
-            code = trajkit_cli(["validate", str(path)])
-        print(f"$ trajkit validate {path.name}")
-        print("  " + output.getvalue().strip().replace(tmp + "/", ""))
-        loaded = trajkit.load(path)
-        same = loaded == rollout
+    OUTPUT.mkdir(parents=True, exist_ok=True)
+    path = OUTPUT / "cartpole.npz"
+    trajkit.save(rollout, path)
+    shown = Path(os.path.relpath(path, ROOT))
+    folder = Path(os.path.relpath(OUTPUT, ROOT))
+    print(f"saved with trajkit.save: {shown} ({path.stat().st_size / 1024:.1f} KiB)")
+    code = run_cli(["validate", str(shown)])
+    same = trajkit.load(path) == rollout
     print(f"trajkit validate: exit code {code}; loaded back equal: {same}")
+    plotted = run_cli(["plot", str(shown), "--out", str(folder)])
     print(f"done in {time.perf_counter() - start:.2f} s (after imports)")
-    return 0 if code == 0 and same and agree else 1
+    print(
+        f"\nThe recording and its figures are in {folder}/. Next, try:\n"
+        f"  .venv/bin/trajkit info {shown}\n"
+        f"  .venv/bin/trajkit validate {folder}/\n"
+        f"  .venv/bin/trajkit plot {shown} --out {folder}\n"
+        "  .venv/bin/python examples/ppo.py   # PPO with PyTorch (make test installs torch)"
+    )
+    return 0 if code == 0 and plotted == 0 and same and agree else 1
+
+
+def run_cli(argv: list[str]) -> int:
+    """Run a `trajkit` command from the repository root, echoing it and its output."""
+    print(f"$ trajkit {' '.join(argv)}")
+    output = io.StringIO()
+    cwd = os.getcwd()
+    os.chdir(ROOT)
+    try:
+        with contextlib.redirect_stdout(output), contextlib.redirect_stderr(output):
+            code = trajkit_cli(argv)
+    finally:
+        os.chdir(cwd)
+    for line in output.getvalue().strip().splitlines():
+        print(f"  {line}")
+    return code
 
 
 if __name__ == "__main__":

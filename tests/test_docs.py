@@ -28,7 +28,9 @@ import pytest
 import trajkit
 import trajkit.cli
 import trajkit.gym
+import trajkit.plot
 import trajkit.testing
+import trajkit.torch
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -89,6 +91,14 @@ def test_every_gym_name_is_on_the_gym_page() -> None:
     assert not missing, f"add `::: trajkit.gym.<name>` to docs/reference/gym.md: {missing}"
 
 
+@pytest.mark.parametrize("name", ["torch", "plot"])
+def test_every_integration_name_is_on_its_page(name: str) -> None:
+    module = importlib.import_module(f"trajkit.{name}")
+    entries = reference_entries()[f"{name}.md"]
+    missing = [n for n in module.__all__ if f"trajkit.{name}.{n}" not in entries]
+    assert not missing, f"add `::: trajkit.{name}.<name>` to docs/reference/{name}.md: {missing}"
+
+
 def test_the_cli_entry_point_is_on_the_cli_page() -> None:
     cli = _optional_module("trajkit.cli")
     if cli is None:
@@ -116,10 +126,11 @@ def test_reference_entries_name_existing_objects() -> None:
 def _public_callables() -> Iterator[tuple[str, Any]]:
     """Every public function and class, and every public method and property of those classes.
 
-    Public means listed in the `__all__` of `trajkit`, `trajkit.testing`, `trajkit.gym` or
-    `trajkit.cli`. Members inherited from pydantic's `BaseModel` are pydantic's to document.
+    Public means listed in the `__all__` of `trajkit`, `trajkit.testing`, `trajkit.gym`,
+    `trajkit.cli`, `trajkit.torch` or `trajkit.plot`. Members inherited from pydantic's
+    `BaseModel` are pydantic's to document.
     """
-    modules = (trajkit, trajkit.testing, trajkit.gym, trajkit.cli)
+    modules = (trajkit, trajkit.testing, trajkit.gym, trajkit.cli, trajkit.torch, trajkit.plot)
     for module in modules:
         for name in module.__all__:
             obj = getattr(module, name)

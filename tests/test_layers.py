@@ -1,6 +1,8 @@
-"""The layers import one way: _base <- _core <- _models <- _io <- _cli.
+"""The layers import one way: _base <- _core <- _models <- _io <- integrations <- _cli.
 
-The core knows nothing of pydantic or the models; no layer imports one above it.
+The core knows nothing of pydantic or the models; no layer imports one above it. The
+integrations with optional libraries (`trajkit.plot`, `trajkit.torch`, ...) sit above the
+models and files and below the command line, which may call them (lazily).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "trajkit"
 ORDER = ["_base", "_core", "_models", "_io", "_cli"]
+INTEGRATIONS = ["plot", "torch"]  # public modules over optional libraries
 
 
 def _imports(path: Path) -> set[str]:
@@ -27,6 +30,8 @@ def _imports(path: Path) -> set[str]:
 @pytest.mark.parametrize("layer", ORDER)
 def test_layer_imports_only_layers_below(layer: str) -> None:
     allowed = {f"trajkit.{name}" for name in ORDER[: ORDER.index(layer) + 1]}
+    if layer == "_cli":
+        allowed |= {f"trajkit.{name}" for name in INTEGRATIONS}
     for path in sorted((SRC / layer).rglob("*.py")):
         for name in _imports(path):
             if name == "trajkit" or name.startswith("trajkit."):
@@ -46,3 +51,11 @@ def test_relative_imports_are_not_used() -> None:
         assert not any(
             isinstance(node, ast.ImportFrom) and node.level > 0 for node in ast.walk(tree)
         ), path
+
+
+@pytest.mark.parametrize("module", INTEGRATIONS)
+def test_integrations_import_only_the_layers_below_the_command_line(module: str) -> None:
+    allowed = {f"trajkit.{name}" for name in ORDER[:-1]}
+    for name in _imports(SRC / f"{module}.py"):
+        if name.startswith("trajkit."):
+            assert ".".join(name.split(".")[:2]) in allowed, f"{module}.py imports {name}"

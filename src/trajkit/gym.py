@@ -18,6 +18,11 @@ each with leading dimension B: `actions` (required, an element of the action spa
 and `critic`, `log_probs`, `actor` (logits `[B, A]`) or any other key when it has them. It is
 always called on a full batch of B observations.
 
+**Learning curves.** [`RolloutRecorder.last_episodes`][trajkit.gym.RolloutRecorder.last_episodes]
+holds the episodes that ended within the last rollout with their whole returns and lengths,
+counted across `record()` calls as `RecordEpisodeStatistics` counts them (a rollout's own
+`episode_stats()` sees only the episodes that start and end inside it).
+
 **Autoreset modes.** The mode is read from `env.metadata["autoreset_mode"]` (an
 `AutoresetMode`, or its value or name as a string); for an env without it, pass
 `autoreset_mode=`.
@@ -91,6 +96,6 @@ Examples:
 
 from __future__ import annotations
 
-from trajkit._io.gym_recorder import Policy, RolloutRecorder, StateFn
+from trajkit._io.gym_recorder import CompletedEpisodes, Policy, RolloutRecorder, StateFn
 
-__all__ = ["Policy", "RolloutRecorder", "StateFn"]
+__all__ = ["CompletedEpisodes", "Policy", "RolloutRecorder", "StateFn"]

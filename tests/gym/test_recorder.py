@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import itertools
 import json
+import os
 import re
 import subprocess
 import sys
@@ -170,6 +171,35 @@ def test_vector_record_episode_statistics(make_env: MakeEnv, mode: AutoresetMode
     assert stats.returns.tolist() == pytest.approx(reported)
     assert stats.terminations > 0
     assert stats.truncations > 0
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_completed_episodes_match_record_episode_statistics_across_rollouts(
+    make_env: MakeEnv, mode: AutoresetMode
+) -> None:
+    # Short rollouts, so that most episodes span several of them; the per-env wrapper's
+    # info["episode"] is the reference (the vector one restarts under DISABLED, see above).
+    env = make_env(mode, wrappers=[gym.wrappers.RecordEpisodeStatistics])
+    recorder = RolloutRecorder(env, policy, seed=5, info_keys=["episode"])
+    logged = []
+    for _ in range(12):
+        r = recorder.record(7)
+        reported = sorted(
+            (t, b, r.infos[t][b]["episode"]["r"], r.infos[t][b]["episode"]["l"])
+            for t in range(r.num_steps)
+            for b in range(r.batch_size)
+            if "episode" in r.infos[t][b]
+        )
+        done = recorder.last_episodes
+        assert len(done) == len(reported) == r.episode_stats().episodes
+        assert done.returns.tolist() == pytest.approx([e[2] for e in reported])
+        assert done.lengths.tolist() == [e[3] for e in reported]
+        assert done.envs.tolist() == [e[1] for e in reported]
+        assert int(done.truncated.sum()) == r.episode_stats().truncations
+        logged.extend(done.lengths.tolist())
+    assert recorder.episodes.lengths.tolist() == logged
+    assert max(logged) > 7  # some episodes spanned several rollouts
+    assert len(logged) >= 8
 
 
 # --------------------------------------------------------------------- rows line up
@@ -558,10 +588,12 @@ def test_import_trajkit_does_not_import_gymnasium() -> None:
 # -------------------------------------------------------------------------- the demo
 
 
-def test_make_demo_runs() -> None:
+def test_make_demo_runs(tmp_path: Path) -> None:
+    output = tmp_path / "demo-output"
     done = subprocess.run(
         [sys.executable, "examples/demo.py"],
         cwd=ROOT,
+        env={**os.environ, "TRAJKIT_DEMO_OUTPUT": str(output)},
         capture_output=True,
         text=True,
         timeout=120,
@@ -577,7 +609,9 @@ def test_make_demo_runs() -> None:
         "RecordEpisodeStatistics reports",
         "advantages (gamma=0.99, lambda=0.95): mean",
         "returns    (gamma=0.99, lambda=0.95): mean",
-        "$ trajkit validate cartpole.npz\n  cartpole.npz: ok",
+        "demo-output/cartpole.npz: ok",
         "trajkit validate: exit code 0; loaded back equal: True",
+        "demo-output/timeline.png",
+        "Next, try:",
     ):
         assert line in out, out

@@ -130,6 +130,25 @@ def _parser() -> argparse.ArgumentParser:
         "--max-bytes", type=_max_bytes, default=DEFAULT_MAX_BYTES, metavar="SIZE", help=size_help
     )
 
+    plot = commands.add_parser(
+        "plot",
+        help="draw PNG figures of rollout files (needs trajkit[plot])",
+        description=(
+            "Write episodes.png (episode returns and lengths over time), distributions.png "
+            "(reward and advantage histograms) and timeline.png (episode ends and truncations "
+            "per env) for one or more rollout files, taken as consecutive rollouts in the "
+            "order given."
+        ),
+    )
+    plot.add_argument("paths", nargs="+", metavar="PATH", help="rollout files, in order")
+    plot.add_argument("--out", required=True, metavar="DIR", help="folder for the PNG files")
+    plot.add_argument("--gamma", type=_unit_interval, default=0.99, help="discount (0.99)")
+    plot.add_argument("--lam", type=_unit_interval, default=0.95, help="GAE lambda (0.95)")
+    plot.add_argument("--dpi", type=int, default=100, help="resolution of the PNGs (100)")
+    plot.add_argument(
+        "--max-bytes", type=_max_bytes, default=DEFAULT_MAX_BYTES, metavar="SIZE", help=size_help
+    )
+
     schema = commands.add_parser(
         "schema",
         help="print a JSON Schema",
@@ -145,7 +164,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the `trajkit` command line and return its exit code.
 
     Commands: `validate PATH... [--spec SPEC.json] [--json] [--quick] [--max-bytes SIZE]
-    [--progress]`, `info PATH [--gamma G] [--lam L]`, `schema [--metadata]`. See
+    [--progress]`, `info PATH [--gamma G] [--lam L]`, `plot PATH... --out DIR`,
+    `schema [--metadata]`. See
     `docs/file-format.md` for the reference.
 
     Args:
@@ -188,6 +208,8 @@ def _main(argv: list[str]) -> int:
             return _validate(args)
         if args.command == "info":
             return _info(args)
+        if args.command == "plot":
+            return _plot(args)
         return _schema(args)
     except _UsageError as exc:
         print(f"trajkit {args.command}: error: {exc}", file=sys.stderr)
@@ -449,6 +471,36 @@ def _action_kind(outs: Mapping[str, np.ndarray[Any, Any]]) -> str:
     if actions.ndim == 2:
         return "discrete, integer"
     return f"multi-discrete or multi-binary, integer, {shape}"
+
+
+# ------------------------------------------------------------------------------------ plot
+
+
+def _plot(args: argparse.Namespace) -> int:
+    try:
+        import trajkit.plot as plot  # matplotlib is imported only for this command
+    except ImportError as exc:
+        print(f"trajkit plot: error: {exc}", file=sys.stderr)
+        return 2
+    rollouts: list[Rollout] = []
+    for path in args.paths:
+        try:
+            rollouts.append(load(path, mmap=True, max_bytes=args.max_bytes))
+        except RolloutFileError as exc:
+            print(f"{path}: invalid: {_one_line(_file_error(exc))}", file=sys.stderr)
+            return 1
+    out = args.out
+    os.makedirs(out, exist_ok=True)
+    figures = {
+        "episodes.png": plot.plot_episodes(rollouts),
+        "distributions.png": plot.plot_distributions(rollouts, gamma=args.gamma, lam=args.lam),
+        "timeline.png": plot.plot_timeline(rollouts),
+    }
+    for name, figure in figures.items():
+        target = os.path.join(out, name)
+        figure.savefig(target, dpi=args.dpi)
+        print(target)
+    return 0
 
 
 # ---------------------------------------------------------------------------------- schema

@@ -17,12 +17,19 @@ from __future__ import annotations
 import enum
 from collections import deque
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final, TypeAlias
 
 import numpy as np
 
-from trajkit._base.types import AnyArray, ArrayLike, ArrayTree, BoolArray, Float64Array
+from trajkit._base.types import (
+    AnyArray,
+    ArrayLike,
+    ArrayTree,
+    BoolArray,
+    Float64Array,
+    Int64Array,
+)
 from trajkit._core import tree as _tree
 from trajkit._models.rollout import Rollout
 
@@ -35,7 +42,7 @@ except ImportError as exc:  # pragma: no cover - exercised with gymnasium hidden
         "install it with: pip install 'trajkit[gym]'"
     ) from exc
 
-__all__ = ["Policy", "RolloutRecorder", "StateFn"]
+__all__ = ["CompletedEpisodes", "Policy", "RolloutRecorder", "StateFn"]
 
 Policy: TypeAlias = Callable[[Any], Mapping[str, ArrayLike]]
 """A policy: a batch of observations -> model outputs, each `[B, ...]`.
@@ -141,6 +148,66 @@ def _env_info(vector_info: Mapping[str, Any], b: int, num_envs: int) -> dict[str
 
 
 # ------------------------------------------------------------------------------ the recorder
+
+
+@dataclass(frozen=True)
+class CompletedEpisodes:
+    """Episodes that ended, with their whole returns and lengths, as Gymnasium reports them.
+
+    The numbers are those `gymnasium.wrappers.vector.RecordEpisodeStatistics` puts in
+    `info["episode"]` (undiscounted return `r` and length `l`), counted across `record()`
+    calls, so an episode that spanned several rollouts has its full return. Episodes are
+    ordered by the step they ended at, then by env.
+
+    Attributes:
+        returns: Undiscounted returns, float64.
+        lengths: Lengths in real transitions, int64.
+        envs: The env each episode ran in, int64.
+        truncated: Whether each episode was cut by a time limit (else it terminated).
+
+    Examples:
+        >>> import numpy as np
+        >>> done = CompletedEpisodes(
+        ...     returns=np.array([12.0, 30.0]),
+        ...     lengths=np.array([12, 30]),
+        ...     envs=np.array([1, 0]),
+        ...     truncated=np.array([False, True]),
+        ... )
+        >>> len(done), done.mean_return
+        (2, 21.0)
+    """
+
+    returns: Float64Array = field(repr=False)
+    lengths: Int64Array = field(repr=False)
+    envs: Int64Array = field(repr=False)
+    truncated: BoolArray = field(repr=False)
+
+    def __len__(self) -> int:
+        return int(self.returns.size)
+
+    @property
+    def mean_return(self) -> float:
+        """Mean return, or NaN when no episode ended.
+
+        Examples:
+            >>> import numpy as np
+            >>> e = np.zeros(0)
+            >>> CompletedEpisodes(e, e.astype(int), e.astype(int), e > 0).mean_return
+            nan
+        """
+        return float(self.returns.mean()) if self.returns.size else float("nan")
+
+    def __repr__(self) -> str:
+        return f"CompletedEpisodes(episodes={len(self)}, mean_return={self.mean_return:.6g})"
+
+
+_EP_FIELDS: Final = ("returns", "lengths", "envs", "truncated")
+
+
+def _no_episodes() -> CompletedEpisodes:
+    return CompletedEpisodes(
+        np.zeros(0, np.float64), np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, bool)
+    )
 
 
 def _env_obs(batch: ArrayTree, b: int) -> ArrayTree:
@@ -301,6 +368,11 @@ class RolloutRecorder:
         self._out_shapes: dict[str, tuple[int, ...]] | None = None
         self._state_shape: tuple[int, ...] | None = None
         self._failure: str | None = None
+        # Episode bookkeeping across record() calls, as RecordEpisodeStatistics keeps it.
+        self._ep_return = np.zeros(self._num_envs, dtype=np.float64)
+        self._ep_length = np.zeros(self._num_envs, dtype=np.int64)
+        self._last_episodes = _no_episodes()
+        self._all_episodes: list[CompletedEpisodes] = []
 
     # ------------------------------------------------------------------------ properties
 
@@ -351,6 +423,50 @@ class RolloutRecorder:
             >>> env.close()
         """
         return AutoresetMode(self._mode.value)
+
+    @property
+    def last_episodes(self) -> CompletedEpisodes:
+        """The episodes that ended within the rollout the last `record()` returned.
+
+        Each has its whole return and length, including the steps it ran in earlier rollouts,
+        as `RecordEpisodeStatistics` reports them: use these for learning curves.
+
+        Examples:
+            >>> import gymnasium as gym
+            >>> import numpy as np
+            >>> from trajkit.gym import RolloutRecorder
+            >>> env = gym.make_vec("CartPole-v1", num_envs=2, vectorization_mode="sync")
+            >>> recorder = RolloutRecorder(env, lambda obs: {"actions": np.zeros(2, int)}, seed=0)
+            >>> r = recorder.record(40)
+            >>> len(recorder.last_episodes) == r.episode_stats().episodes
+            True
+            >>> env.close()
+        """
+        return self._last_episodes
+
+    @property
+    def episodes(self) -> CompletedEpisodes:
+        """Every episode that ended in the rollouts recorded so far, in order.
+
+        Examples:
+            >>> import gymnasium as gym
+            >>> import numpy as np
+            >>> from trajkit.gym import RolloutRecorder
+            >>> env = gym.make_vec("CartPole-v1", num_envs=2, vectorization_mode="sync")
+            >>> recorder = RolloutRecorder(env, lambda obs: {"actions": np.ones(2, int)}, seed=0)
+            >>> counts = []
+            >>> for _ in range(3):
+            ...     _ = recorder.record(20)
+            ...     counts.append(len(recorder.last_episodes))
+            >>> len(recorder.episodes) == sum(counts)
+            True
+            >>> env.close()
+        """
+        if not self._all_episodes:
+            return _no_episodes()
+        return CompletedEpisodes(
+            *(np.concatenate([getattr(e, name) for e in self._all_episodes]) for name in _EP_FIELDS)
+        )
 
     # ---------------------------------------------------------------------- recording
 
@@ -502,6 +618,8 @@ class RolloutRecorder:
             [step.row for step in column] + [end] for column, end in zip(columns, last, strict=True)
         ]
 
+        self._track_episodes(columns, rows)
+
         def stack(column: Callable[[_Row], AnyArray]) -> AnyArray:
             """Stack one column of every row into a time-major `[T+1, B, ...]` array."""
             return np.stack([np.stack([column(row) for row in env_rows]) for env_rows in rows], 1)
@@ -527,6 +645,27 @@ class RolloutRecorder:
             final_values=np.array([[s.final_value for s in c] for c in columns]).T.reshape(T, B),
             copy=False,
         )
+
+    def _track_episodes(self, columns: list[list[_Step]], rows: list[list[_Row]]) -> None:
+        """Add the rollout's rewards to the running episodes; log the ones that end in it."""
+        ended: list[tuple[int, int, float, int, bool]] = []  # (t, b, return, length, truncated)
+        for b, (column, env_rows) in enumerate(zip(columns, rows, strict=True)):
+            ret, length = float(self._ep_return[b]), int(self._ep_length[b])
+            for t, step in enumerate(column):
+                ret += step.rew
+                length += 1
+                if env_rows[t + 1].done:
+                    ended.append((t, b, ret, length, step.truncated))
+                    ret, length = 0.0, 0
+            self._ep_return[b], self._ep_length[b] = ret, length
+        ended.sort(key=lambda e: (e[0], e[1]))
+        self._last_episodes = CompletedEpisodes(
+            np.array([e[2] for e in ended], dtype=np.float64),
+            np.array([e[3] for e in ended], dtype=np.int64),
+            np.array([e[1] for e in ended], dtype=np.int64),
+            np.array([e[4] for e in ended], dtype=bool),
+        )
+        self._all_episodes.append(self._last_episodes)
 
     # ---------------------------------------------------------------------------- helpers
 
