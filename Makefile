@@ -26,14 +26,20 @@ lint: $(VENV)/.dev-installed
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
+# pyright's type-completeness check: what Pylance users see. PYTHONPATH finds the editable src.
 typecheck: $(VENV)/.dev-installed
 	$(BIN)/mypy --strict
+	PYTHONPATH=src $(BIN)/pyright --verifytypes trajkit --ignoreexternal
 
 pytest: $(VENV)/.dev-installed
 	$(BIN)/pytest
 
 docs: $(VENV)/.dev-installed
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
+# Serve the docs with live reload on http://127.0.0.1:8000 (or open site/index.html from disk).
+docs-serve: $(VENV)/.dev-installed
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve --dev-addr 127.0.0.1:8000
 
 test: lint typecheck pytest docs
 

@@ -8,7 +8,8 @@ The public API, by layer (each layer imports only the ones above it):
   `minibatch_indices`, `index_batches`, `index_stream`, `gather`,
   `sequence_minibatch_indices`, `gather_sequences`.
 - **Models** (pydantic): `Rollout`, `ModelOutputs`, `StepOutputs`, `FIELD_DIMS`,
-  `MODEL_OUTPUT_DIMS`, `RolloutSpec`, `OutputSpec`.
+  `MODEL_OUTPUT_DIMS`, `RolloutFields`, `RolloutSpec`, `OutputSpec`,
+  `RolloutValidationError`.
 - **Files**: `save`, `load`, `read_metadata`, `RolloutFileMetadata`, `DEFAULT_MAX_BYTES`,
   `FORMAT_NAME`, `FORMAT_VERSION`.
 
@@ -37,8 +38,9 @@ from trajkit._core.minibatch import (
 )
 from trajkit._io.files import DEFAULT_MAX_BYTES, load, read_metadata, save
 from trajkit._io.metadata import FORMAT_NAME, FORMAT_VERSION, RolloutFileMetadata
+from trajkit._models.errors import RolloutValidationError
 from trajkit._models.model_outputs import ModelOutputs, StepOutputs
-from trajkit._models.rollout import FIELD_DIMS, MODEL_OUTPUT_DIMS, Rollout
+from trajkit._models.rollout import FIELD_DIMS, MODEL_OUTPUT_DIMS, Rollout, RolloutFields
 from trajkit._models.spec import OutputSpec, RolloutSpec
 
 __all__ = [
@@ -51,9 +53,11 @@ __all__ = [
     "ModelOutputs",
     "OutputSpec",
     "Rollout",
+    "RolloutFields",
     "RolloutFileError",
     "RolloutFileMetadata",
     "RolloutSpec",
+    "RolloutValidationError",
     "StepOutputs",
     "__version__",
     "episode_stats",

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 from hypothesis import given, settings
+from numpy.typing import NDArray
 
 import trajkit
 from trajkit import RolloutFileError, load, read_metadata, save
@@ -108,7 +109,7 @@ def test_big_endian_arrays_load_little_endian(tmp_path: Path) -> None:
 
 def test_model_output_keys_of_any_text_and_order_round_trip(tmp_path: Path) -> None:
     r = example_rollout(keys=())
-    outs = OrderedDict(
+    outs: OrderedDict[str, NDArray[Any]] = OrderedDict(
         [
             ("z/last", np.ones((5, 2, 2), np.float64)),
             ("ключ ✓", np.zeros((5, 2), np.uint8)),

@@ -300,7 +300,7 @@ def test_replace_returns_validated_independent_copy() -> None:
     with pytest.raises(ValidationError, match="rews has shape"):
         r.replace(rews=np.zeros((T + 1, B)))
     with pytest.raises(TypeError, match="unknown field"):
-        r.replace(reward=1)
+        r.replace(reward=1)  # type: ignore[call-arg]  # the typo type checkers catch too
 
 
 def test_failed_assignment_leaves_the_rollout_unchanged() -> None:

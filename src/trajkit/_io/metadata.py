@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Annotated, Final, Literal
+from typing import Annotated, ClassVar, Final, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -127,7 +127,7 @@ class RolloutFileMetadata(BaseModel):
         ['states.npy', 'obses.npy', 'rews.npy', 'dones.npy', 'model_outs/0.npy']
     """
 
-    model_config = ConfigDict(
+    model_config: ClassVar[ConfigDict] = ConfigDict(
         extra="forbid", frozen=True, use_attribute_docstrings=True, protected_namespaces=()
     )
 

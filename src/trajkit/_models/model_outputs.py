@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from types import MappingProxyType
-from typing import Any, SupportsIndex, overload
+from typing import Any, ClassVar, SupportsIndex, overload
 
 import numpy as np
 
@@ -608,7 +608,7 @@ class ModelOutputs(Sequence[StepOutputs]):
             and self.incomplete() == other.incomplete()
         )
 
-    __hash__ = None  # type: ignore[assignment]
+    __hash__: ClassVar[None] = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
         parts = [f"{k}={a.dtype}{list(a.shape)}" for k, a in self.arrays.items()]

@@ -6,7 +6,7 @@ import copy as _copy
 import random
 from collections.abc import Iterator, Mapping, Sequence
 from types import MappingProxyType
-from typing import Annotated, Any, ClassVar
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Generic, TypeAlias, TypeVar, overload
 
 import numpy as np
 from pydantic import (
@@ -17,7 +17,7 @@ from pydantic import (
     ValidationInfo,
     model_validator,
 )
-from typing_extensions import Self
+from typing_extensions import Self, TypedDict, Unpack
 
 from trajkit._base.types import AnyArray, ArrayLike, ArrayTree, Float32Array, Int32Array
 from trajkit._core import gae as _gae
@@ -33,9 +33,10 @@ from trajkit._models.arrays import (
     fmt_index,
 )
 from trajkit._models.dims import DimSpec, Shape, bind_dims
+from trajkit._models.errors import clean_validation_error
 from trajkit._models.model_outputs import ModelOutputs, coerce_model_outs, discrete_actions
 
-__all__ = ["FIELD_DIMS", "MODEL_OUTPUT_DIMS", "Rollout"]
+__all__ = ["FIELD_DIMS", "MODEL_OUTPUT_DIMS", "Rollout", "RolloutFields"]
 
 FIELD_DIMS: Mapping[str, str] = MappingProxyType(
     {
@@ -66,6 +67,52 @@ _OUT_SPECS = {name: DimSpec.parse(text) for name, text in MODEL_OUTPUT_DIMS.item
 _ROWS_ONLY = DimSpec.parse("T+1")
 
 InfoRows = list[list[dict[str, Any]]]
+ModelOutsLike: TypeAlias = "Sequence[Mapping[str, Any]] | Mapping[str, ArrayLike] | ModelOutputs"
+
+
+class RolloutFields(TypedDict, total=False):
+    """The fields of a [`Rollout`][trajkit.Rollout], typed as the constructor accepts them.
+
+    This types the keyword arguments of [`Rollout.replace`][trajkit.Rollout.replace], so that
+    a misspelt field or a value of the wrong kind is caught by mypy and pyright. Use it to
+    type a dict of fields built up before a `replace(**fields)`.
+
+    Examples:
+        >>> import numpy as np
+        >>> from trajkit import RolloutFields
+        >>> from trajkit.testing import example_rollout
+        >>> r = example_rollout(num_steps=4, num_envs=2)
+        >>> fields: RolloutFields = {"rews": np.zeros((4, 2)), "infos": None}
+        >>> float(r.replace(**fields).rews.sum())
+        0.0
+    """
+
+    states: ArrayLike | Mapping[str, Any]
+    obses: ArrayLike | Mapping[str, Any]
+    rews: ArrayLike
+    dones: ArrayLike
+    infos: Sequence[Sequence[Mapping[str, Any]]] | None
+    model_outs: ModelOutsLike
+    truncated: ArrayLike | None
+    final_values: ArrayLike | None
+
+
+_Get = TypeVar("_Get")
+_Set = TypeVar("_Set")
+
+
+class _Field(Generic[_Get, _Set]):
+    """For type checkers only: a field that reads as `_Get` and accepts `_Set` on assignment."""
+
+    @overload
+    def __get__(self, instance: None, owner: type[Any]) -> Self: ...
+    @overload
+    def __get__(self, instance: object, owner: type[Any]) -> _Get: ...
+    def __get__(self, instance: object, owner: type[Any]) -> Self | _Get:
+        raise NotImplementedError  # pragma: no cover - never instantiated
+
+    def __set__(self, instance: object, value: _Set) -> None:
+        raise NotImplementedError  # pragma: no cover - never instantiated
 
 
 def _copying(info: ValidationInfo) -> bool:
@@ -151,7 +198,8 @@ class Rollout(BaseModel):
     and `infos` have T. `dones[t] = 1` means observation t is the first of a new episode.
 
     Every malformed rollout is refused at construction, and on assignment of a whole field,
-    with a `pydantic.ValidationError` (a `ValueError`) naming the field, the key and the
+    with a `trajkit.RolloutValidationError` (a `pydantic.ValidationError` and a `ValueError`)
+    naming the field, the key and the
     timestep or env where it applies, and the expected and actual values. A failed assignment
     leaves the rollout as it was. Editing arrays in place (`r.rews[t] -= bonus`) is allowed and
     not re-validated.
@@ -193,11 +241,10 @@ class Rollout(BaseModel):
         >>> r.rews = np.ones((T + 1, B))  # doctest: +ELLIPSIS
         Traceback (most recent call last):
         ...
-        pydantic_core._pydantic_core.ValidationError: 1 validation error for Rollout
-          Value error, rews has shape (4, 2), expected (T, B) = (3, 2); T=3 from ...
+        trajkit.RolloutValidationError: rews has shape (4, 2), expected (T, B) = (3, 2); T=3 ...
     """
 
-    model_config = ConfigDict(
+    model_config: ClassVar[ConfigDict] = ConfigDict(
         arbitrary_types_allowed=True,
         validate_assignment=True,
         extra="forbid",
@@ -206,22 +253,35 @@ class Rollout(BaseModel):
         revalidate_instances="never",
     )
 
-    states: Annotated[ArrayTree, PlainValidator(_v_states)]
-    """Env states `[T+1, B, ...]`, float32, at least 2-D; or a dict/tuple of such arrays."""
-    obses: Annotated[ArrayTree, PlainValidator(_v_obses)]
-    """Observations `[T+1, B, ...]`, any real dtype; or a dict/tuple of such arrays."""
-    rews: Annotated[Float32Array, PlainValidator(_v_rews)]
-    """Rewards `[T, B]`, float32, finite."""
-    dones: Annotated[Float32Array, PlainValidator(_v_dones)]
-    """Episode starts `[T+1, B]`, float32 0/1: `dones[t] = 1` if observation t starts one."""
-    infos: Annotated[InfoRows, PlainValidator(_v_infos)]
-    """Env infos: T rows of B dicts."""
-    model_outs: Annotated[ModelOutputs, PlainValidator(_v_model_outs)]
-    """Model outputs for T+1 timesteps: `model_outs[t][key]` is a `[B, ...]` array."""
-    truncated: Annotated[Float32Array | None, PlainValidator(_v_truncated)] = None
-    """Optional time-limit truncation flags `[T, B]`, float32 0/1."""
-    final_values: Annotated[Float32Array | None, PlainValidator(_v_final_values)] = None
-    """Optional values of the true final observations `[T, B]`, float32; read where truncated."""
+    if TYPE_CHECKING:
+        # What type checkers see: each field reads as the validated type and accepts, on
+        # assignment, what the constructor accepts (validated at run time). pydantic sees the
+        # `else` branch.
+        states: _Field[ArrayTree, ArrayLike | Mapping[str, Any]]
+        """Env states `[T+1, B, ...]`, float32, at least 2-D; or a dict/tuple of such arrays."""
+        obses: _Field[ArrayTree, ArrayLike | Mapping[str, Any]]
+        """Observations `[T+1, B, ...]`, any real dtype; or a dict/tuple of such arrays."""
+        rews: _Field[Float32Array, ArrayLike]
+        """Rewards `[T, B]`, float32, finite."""
+        dones: _Field[Float32Array, ArrayLike]
+        """Episode starts `[T+1, B]`, float32 0/1: `dones[t] = 1` if observation t starts one."""
+        infos: _Field[InfoRows, Sequence[Sequence[Mapping[str, Any]]] | None]
+        """Env infos: T rows of B dicts."""
+        model_outs: _Field[ModelOutputs, ModelOutsLike]
+        """Model outputs for T+1 timesteps: `model_outs[t][key]` is a `[B, ...]` array."""
+        truncated: _Field[Float32Array | None, ArrayLike | None]
+        """Optional time-limit truncation flags `[T, B]`, float32 0/1."""
+        final_values: _Field[Float32Array | None, ArrayLike | None]
+        """Optional values of true final observations `[T, B]`, float32; read where truncated."""
+    else:
+        states: Annotated[ArrayTree, PlainValidator(_v_states)]
+        obses: Annotated[ArrayTree, PlainValidator(_v_obses)]
+        rews: Annotated[Float32Array, PlainValidator(_v_rews)]
+        dones: Annotated[Float32Array, PlainValidator(_v_dones)]
+        infos: Annotated[InfoRows, PlainValidator(_v_infos)]
+        model_outs: Annotated[ModelOutputs, PlainValidator(_v_model_outs)]
+        truncated: Annotated[Float32Array | None, PlainValidator(_v_truncated)] = None
+        final_values: Annotated[Float32Array | None, PlainValidator(_v_final_values)] = None
 
     _FIELDS: ClassVar[tuple[str, ...]] = (
         "states",
@@ -241,27 +301,30 @@ class Rollout(BaseModel):
         rews: ArrayLike,
         dones: ArrayLike,
         infos: Sequence[Sequence[Mapping[str, Any]]] | None,
-        model_outs: Sequence[Mapping[str, Any]] | Mapping[str, ArrayLike] | ModelOutputs,
+        model_outs: ModelOutsLike,
         *,
         truncated: ArrayLike | None = None,
         final_values: ArrayLike | None = None,
         copy: bool = True,
     ) -> None:
         __tracebackhide__ = True
-        self.__pydantic_validator__.validate_python(
-            {
-                "states": states,
-                "obses": obses,
-                "rews": rews,
-                "dones": dones,
-                "infos": infos,
-                "model_outs": model_outs,
-                "truncated": truncated,
-                "final_values": final_values,
-            },
-            self_instance=self,
-            context={"copy": copy},
-        )
+        try:
+            self.__pydantic_validator__.validate_python(
+                {
+                    "states": states,
+                    "obses": obses,
+                    "rews": rews,
+                    "dones": dones,
+                    "infos": infos,
+                    "model_outs": model_outs,
+                    "truncated": truncated,
+                    "final_values": final_values,
+                },
+                self_instance=self,
+                context={"copy": copy},
+            )
+        except ValidationError as exc:
+            raise clean_validation_error(exc) from None
 
     def __setattr__(self, name: str, value: Any) -> None:
         # pydantic leaves a field assigned even when the model validator then refuses it;
@@ -269,12 +332,13 @@ class Rollout(BaseModel):
         if name not in self._FIELDS:
             super().__setattr__(name, value)
             return
+        __tracebackhide__ = True
         previous = self.__dict__.get(name)
         try:
             super().__setattr__(name, value)
-        except ValidationError:
+        except ValidationError as exc:
             self.__dict__[name] = previous
-            raise
+            raise clean_validation_error(exc) from None
 
     @model_validator(mode="after")
     def _check_across_fields(self) -> Self:
@@ -413,12 +477,13 @@ class Rollout(BaseModel):
         """
         return self.replace()
 
-    def replace(self, **fields: Any) -> Rollout:
+    def replace(self, **fields: Unpack[RolloutFields]) -> Rollout:
         """Return a validated copy with some fields replaced.
 
         Args:
             **fields: New values for any of `states`, `obses`, `rews`, `dones`, `infos`,
-                `model_outs`, `truncated`, `final_values`.
+                `model_outs`, `truncated`, `final_values`: what the constructor accepts for
+                each (typed by [`RolloutFields`][trajkit.RolloutFields]).
 
         Returns:
             A new, independent `Rollout`; `self` is unchanged.
@@ -439,7 +504,7 @@ class Rollout(BaseModel):
             raise TypeError(
                 f"replace() got unknown field(s) {sorted(unknown)}; fields are {list(self._FIELDS)}"
             )
-        values = {name: getattr(self, name) for name in self._FIELDS}
+        values: dict[str, Any] = {name: getattr(self, name) for name in self._FIELDS}
         values.update(fields)
         if "infos" not in fields:
             values["infos"] = _copy.deepcopy(self.infos)
@@ -464,17 +529,19 @@ class Rollout(BaseModel):
             >>> r.revalidate()  # doctest: +ELLIPSIS
             Traceback (most recent call last):
             ...
-            pydantic_core._pydantic_core.ValidationError: 1 validation error for Rollout
-            ...rews must be finite, got nan at (t=1, b=0)...
+            trajkit.RolloutValidationError: rews must be finite, got nan at (t=1, b=0)...
         """
         problem = self.model_outs.incomplete()
         if problem is not None:
             raise ValueError(f"the rollout is incomplete: {problem}")
-        self.__pydantic_validator__.validate_python(
-            {name: self.__dict__[name] for name in self._FIELDS},
-            self_instance=self,
-            context={"copy": False},
-        )
+        try:
+            self.__pydantic_validator__.validate_python(
+                {name: self.__dict__[name] for name in self._FIELDS},
+                self_instance=self,
+                context={"copy": False},
+            )
+        except ValidationError as exc:
+            raise clean_validation_error(exc) from None
 
     def _complete_outs(self, method: str) -> Mapping[str, AnyArray]:
         """The model-output arrays, or a ValueError when they are still being filled in."""
@@ -881,7 +948,7 @@ class Rollout(BaseModel):
                     return False
         return self.model_outs == other.model_outs and self.infos == other.infos
 
-    __hash__ = None  # type: ignore[assignment]
+    __hash__: ClassVar[None] = None  # type: ignore[assignment]
 
 
 def _per_step_tuple_hints(rollout: Rollout, T: int) -> list[str]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, Any, Literal, get_args
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, get_args
 
 import numpy as np
 from pydantic import (
@@ -108,7 +108,7 @@ class OutputSpec(BaseModel):
         {'shape': (6,), 'dtype': 'float32'}
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config: ClassVar[ConfigDict] = ConfigDict(extra="forbid", frozen=True)
 
     shape: Shape
     """Trailing shape after `[T+1, B]`."""
@@ -183,7 +183,7 @@ class RolloutSpec(BaseModel):
         {"['image']": 'uint8', "['proprio'][0]": 'float32', "['proprio'][1]['goal']": 'float32'}
     """
 
-    model_config = ConfigDict(
+    model_config: ClassVar[ConfigDict] = ConfigDict(
         extra="forbid",
         frozen=True,
         use_attribute_docstrings=True,
