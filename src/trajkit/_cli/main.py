@@ -123,7 +123,7 @@ def _parser() -> argparse.ArgumentParser:
             "reward statistics and (when there is a critic) advantage statistics."
         ),
     )
-    info.add_argument("path", metavar="PATH")
+    info.add_argument("path", metavar="PATH", help="a rollout file")
     info.add_argument("--gamma", type=_unit_interval, default=0.99, help="discount (0.99)")
     info.add_argument("--lam", type=_unit_interval, default=0.95, help="GAE lambda (0.95)")
     info.add_argument(
