@@ -60,3 +60,13 @@ def test_cpu_tensors_share_memory_with_the_arrays() -> None:
 def test_an_unknown_device_is_refused() -> None:
     with pytest.raises(RuntimeError, match="Expected one of"):
         tt.to_tensor(np.zeros(2, np.float32), "gpu")
+
+
+def test_per_minibatch_normalization_matches_cleanrl_on_tensors() -> None:
+    r = example_rollout(num_steps=8, num_envs=4, seed=3)
+    raw = tt.minibatches(r, 10, gamma=0.99, lam=0.95, seed=0)
+    done = tt.minibatches(r, 10, gamma=0.99, lam=0.95, seed=0, normalize_advantages="minibatch")
+    for a, b in zip(raw, done, strict=True):
+        adv = a["advantages"]
+        expected = (adv - adv.mean()) / (adv.std() + 1e-8)  # CleanRL's line; torch std is unbiased
+        torch.testing.assert_close(b["advantages"], expected, rtol=1e-5, atol=1e-5)

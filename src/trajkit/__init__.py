@@ -8,7 +8,7 @@ The public API, by layer (each layer imports only the ones above it):
   `minibatch_indices`, `index_batches`, `index_stream`, `gather`,
   `sequence_minibatch_indices`, `gather_sequences`.
 - **Models** (pydantic): `Rollout`, `ModelOutputs`, `StepOutputs`, `FIELD_DIMS`,
-  `MODEL_OUTPUT_DIMS`, `RolloutFields`, `RolloutSpec`, `OutputSpec`,
+  `MODEL_OUTPUT_DIMS`, `RolloutFields`, `AdvantageNormalization`, `RolloutSpec`, `OutputSpec`,
   `RolloutValidationError`.
 - **Files**: `save`, `load`, `read_metadata`, `RolloutFileMetadata`, `DEFAULT_MAX_BYTES`,
   `FORMAT_NAME`, `FORMAT_VERSION`.
@@ -40,10 +40,17 @@ from trajkit._io.files import DEFAULT_MAX_BYTES, load, read_metadata, save
 from trajkit._io.metadata import FORMAT_NAME, FORMAT_VERSION, RolloutFileMetadata
 from trajkit._models.errors import RolloutValidationError
 from trajkit._models.model_outputs import ModelOutputs, StepOutputs
-from trajkit._models.rollout import FIELD_DIMS, MODEL_OUTPUT_DIMS, Rollout, RolloutFields
+from trajkit._models.rollout import (
+    FIELD_DIMS,
+    MODEL_OUTPUT_DIMS,
+    AdvantageNormalization,
+    Rollout,
+    RolloutFields,
+)
 from trajkit._models.spec import OutputSpec, RolloutSpec
 
 __all__ = [
+    "AdvantageNormalization",
     "DEFAULT_MAX_BYTES",
     "EpisodeStats",
     "FIELD_DIMS",

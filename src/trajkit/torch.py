@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 import numpy as np
 
@@ -135,6 +135,7 @@ def minibatches(
     drop_last: bool = False,
     seed: int | np.random.Generator | None = None,
     device: Device = "cpu",
+    normalize_advantages: Literal["rollout", "minibatch"] | None = None,
 ) -> Iterator[dict[str, Any]]:
     """Shuffled PPO minibatches of a rollout, as tensors on `device`.
 
@@ -151,6 +152,9 @@ def minibatches(
         drop_last: Drop each epoch's last, smaller minibatch.
         seed: An int, a `numpy.random.Generator`, or `None` for fresh entropy.
         device: Where the tensors should live.
+        normalize_advantages: `None`, `"rollout"` or `"minibatch"` (standardize each
+            minibatch with the unbiased std, as stable-baselines3 and CleanRL do); see
+            [`Rollout.minibatches`][trajkit.Rollout.minibatches].
 
     Returns:
         An iterator of minibatches, each name to tensor: `obses`, `states`, `dones`, `rews`,
@@ -168,6 +172,12 @@ def minibatches(
     _torch()  # fail at the call, not at the first minibatch, when torch is missing
     rng = as_generator(seed)
     batches = rollout.minibatches(
-        minibatch_size, gamma=gamma, lam=lam, epochs=epochs, drop_last=drop_last, seed=rng
+        minibatch_size,
+        gamma=gamma,
+        lam=lam,
+        epochs=epochs,
+        drop_last=drop_last,
+        seed=rng,
+        normalize_advantages=normalize_advantages,
     )
     return (to_tensors(batch, device) for batch in batches)

@@ -487,28 +487,37 @@ def lambda_returns(
     return advantages
 
 
-def normalize_advantages(advantages: ArrayLike, eps: float = 1e-8) -> Float32Array:
+def normalize_advantages(
+    advantages: ArrayLike, eps: float = 1e-8, *, ddof: int = 0
+) -> Float32Array:
     """Standardize advantages to zero mean and unit standard deviation over all elements.
 
     Computes `(a - mean) / (std + eps)` over every element (not per column), with the mean and
-    (population) standard deviation accumulated in float64.
+    standard deviation accumulated in float64. The default is the population standard
+    deviation (`ddof=0`); stable-baselines3 and CleanRL standardize each minibatch with the
+    unbiased one (`torch.std`, `ddof=1`).
 
     Args:
         advantages: Advantages of any shape, typically [T, B].
         eps: A finite number >= 0 added to the standard deviation. When `std + eps` is 0 (all
             elements equal and `eps = 0`) the result is all zeros.
+        ddof: Delta degrees of freedom of the standard deviation: 0 (population) or 1
+            (unbiased). With `ddof=1` and a single element the input is returned unchanged,
+            as stable-baselines3 leaves a minibatch of one.
 
     Returns:
         The normalized advantages, float32, of the same shape (empty for an empty input).
 
     Raises:
-        ValueError: If `eps` is negative or not finite.
+        ValueError: If `eps` is negative or not finite, or `ddof` is not 0 or 1.
         TypeError: If `eps` is not a real number.
 
     Examples:
         >>> normalize_advantages([[1.0, 3.0], [1.0, 3.0]])
         array([[-1.,  1.],
                [-1.,  1.]], dtype=float32)
+        >>> normalize_advantages([1.0, 3.0], ddof=1)  # std is sqrt(2)
+        array([-0.70710677,  0.70710677], dtype=float32)
     """
     given: object = eps  # checked at runtime whatever its static type
     if isinstance(given, bool) or not isinstance(given, numbers.Real):
@@ -516,11 +525,15 @@ def normalize_advantages(advantages: ArrayLike, eps: float = 1e-8) -> Float32Arr
     eps_f = float(given)
     if not (math.isfinite(eps_f) and eps_f >= 0.0):
         raise ValueError(f"eps must be a finite number >= 0, got {eps!r}")
+    if isinstance(ddof, bool) or ddof not in (0, 1):
+        raise ValueError(f"ddof must be 0 (population std) or 1 (unbiased std), got {ddof!r}")
     a = np.asarray(advantages, dtype=np.float32)
     if a.size == 0:
         return np.empty(a.shape, dtype=np.float32)
+    if a.size <= ddof:  # one element has no unbiased std
+        return a.copy()
     mean = float(a.mean(dtype=np.float64))
-    denom = float(a.std(dtype=np.float64)) + eps_f
+    denom = float(a.std(dtype=np.float64, ddof=ddof)) + eps_f
     if denom == 0.0:
         return np.zeros(a.shape, dtype=np.float32)
     return ((a.astype(np.float64) - mean) / denom).astype(np.float32)

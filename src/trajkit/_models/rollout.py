@@ -6,7 +6,17 @@ import copy as _copy
 import random
 from collections.abc import Iterator, Mapping, Sequence
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Generic, TypeAlias, TypeVar, overload
+from typing import (
+    TYPE_CHECKING,
+    Annotated,
+    Any,
+    ClassVar,
+    Generic,
+    Literal,
+    TypeAlias,
+    TypeVar,
+    overload,
+)
 
 import numpy as np
 from pydantic import (
@@ -36,7 +46,7 @@ from trajkit._models.dims import DimSpec, Shape, bind_dims
 from trajkit._models.errors import clean_validation_error
 from trajkit._models.model_outputs import ModelOutputs, coerce_model_outs, discrete_actions
 
-__all__ = ["FIELD_DIMS", "MODEL_OUTPUT_DIMS", "Rollout", "RolloutFields"]
+__all__ = ["FIELD_DIMS", "MODEL_OUTPUT_DIMS", "AdvantageNormalization", "Rollout", "RolloutFields"]
 
 FIELD_DIMS: Mapping[str, str] = MappingProxyType(
     {
@@ -67,6 +77,8 @@ _OUT_SPECS = {name: DimSpec.parse(text) for name, text in MODEL_OUTPUT_DIMS.item
 _ROWS_ONLY = DimSpec.parse("T+1")
 
 InfoRows = list[list[dict[str, Any]]]
+AdvantageNormalization: TypeAlias = Literal["rollout", "minibatch"] | None
+"""How minibatch methods standardize advantages: not at all, over the rollout, or per batch."""
 ModelOutsLike: TypeAlias = "Sequence[Mapping[str, Any]] | Mapping[str, ArrayLike] | ModelOutputs"
 
 
@@ -814,7 +826,9 @@ class Rollout(BaseModel):
             arrays[key] = array[:T]
         return arrays
 
-    def _ppo_arrays(self, method: str, gamma: float, lam: float) -> dict[str, ArrayTree]:
+    def _ppo_arrays(
+        self, method: str, gamma: float, lam: float, normalize: AdvantageNormalization = None
+    ) -> dict[str, ArrayTree]:
         """`training_arrays`, refusing a rollout without the critic that PPO targets need."""
         outs = self._complete_outs(method)
         if "critic" not in outs:
@@ -824,7 +838,10 @@ class Rollout(BaseModel):
                 "model_outs['critic'], or gather your own arrays with "
                 "trajkit.minibatch_indices and trajkit.gather"
             )
-        return self.training_arrays(gamma, lam)
+        arrays = self.training_arrays(gamma, lam)
+        if normalize == "rollout":
+            arrays["advantages"] = _gae.normalize_advantages(arrays["advantages"])
+        return arrays
 
     def minibatches(
         self,
@@ -835,6 +852,7 @@ class Rollout(BaseModel):
         epochs: int = 1,
         drop_last: bool = False,
         seed: int | np.random.Generator | None = None,
+        normalize_advantages: AdvantageNormalization = None,
     ) -> Iterator[dict[str, ArrayTree]]:
         """Yield shuffled PPO minibatches: every training array gathered at once.
 
@@ -851,6 +869,11 @@ class Rollout(BaseModel):
             epochs: Passes over the data.
             drop_last: Drop each epoch's last, smaller minibatch.
             seed: An int, a `numpy.random.Generator`, or `None` for fresh entropy.
+            normalize_advantages: `None` (the default) leaves `advantages` as computed;
+                `"rollout"` standardizes them once over the whole rollout (population std);
+                `"minibatch"` standardizes each minibatch on its own with the unbiased std,
+                as stable-baselines3 and CleanRL do (a minibatch of one is left as is).
+                `returns` are never changed.
 
         Examples:
             >>> from trajkit.testing import example_rollout
@@ -858,8 +881,12 @@ class Rollout(BaseModel):
             >>> sizes = [len(mb["advantages"]) for mb in r.minibatches(5, gamma=0.99, lam=0.95)]
             >>> sizes
             [5, 5, 2]
+            >>> mb = next(r.minibatches(6, gamma=0.99, lam=0.95, normalize_advantages="minibatch"))
+            >>> round(float(mb["advantages"].std(ddof=1)), 4)
+            1.0
         """
-        arrays = self._ppo_arrays("minibatches", gamma, lam)
+        per_minibatch = _normalization(normalize_advantages)
+        arrays = self._ppo_arrays("minibatches", gamma, lam, normalize_advantages)
         flat = _tree.flatten_fields(arrays)
         rebuild = _tree.fields_rebuilder(arrays)
         for t_idx, b_idx in _mb.minibatch_indices(
@@ -870,7 +897,7 @@ class Rollout(BaseModel):
             drop_last=drop_last,
             seed=seed,
         ):
-            yield rebuild(_mb.gather(flat, t_idx, b_idx))
+            yield _per_minibatch(rebuild(_mb.gather(flat, t_idx, b_idx)), per_minibatch)
 
     def sequence_minibatches(
         self,
@@ -881,6 +908,7 @@ class Rollout(BaseModel):
         epochs: int = 1,
         drop_last: bool = False,
         seed: int | np.random.Generator | None = None,
+        normalize_advantages: AdvantageNormalization = None,
     ) -> Iterator[dict[str, ArrayTree]]:
         """Yield minibatches of whole env columns (all T steps) for recurrent policies.
 
@@ -896,6 +924,8 @@ class Rollout(BaseModel):
             epochs: Passes over the envs.
             drop_last: Drop each epoch's last, smaller minibatch.
             seed: An int, a `numpy.random.Generator`, or `None` for fresh entropy.
+            normalize_advantages: As for [`minibatches`][trajkit.Rollout.minibatches]:
+                `None`, `"rollout"` or `"minibatch"` (over the `[T, n]` advantages of each).
 
         Examples:
             >>> from trajkit.testing import example_rollout
@@ -903,13 +933,14 @@ class Rollout(BaseModel):
             >>> [mb["obses"].shape[:2] for mb in r.sequence_minibatches(2, gamma=0.9, lam=0.9)]
             [(4, 2), (4, 1)]
         """
-        arrays = self._ppo_arrays("sequence_minibatches", gamma, lam)
+        per_minibatch = _normalization(normalize_advantages)
+        arrays = self._ppo_arrays("sequence_minibatches", gamma, lam, normalize_advantages)
         flat = _tree.flatten_fields(arrays)
         rebuild = _tree.fields_rebuilder(arrays)
         for b_idx in _mb.sequence_minibatch_indices(
             self.batch_size, envs_per_batch, epochs=epochs, drop_last=drop_last, seed=seed
         ):
-            yield rebuild(_mb.gather_sequences(flat, b_idx))
+            yield _per_minibatch(rebuild(_mb.gather_sequences(flat, b_idx)), per_minibatch)
 
     # ----------------------------------------------------------------- dunder methods
 
@@ -949,6 +980,21 @@ class Rollout(BaseModel):
         return self.model_outs == other.model_outs and self.infos == other.infos
 
     __hash__: ClassVar[None] = None  # type: ignore[assignment]
+
+
+def _normalization(mode: object) -> bool:
+    """Check a `normalize_advantages=` argument; return whether it asks for per-minibatch."""
+    if mode is not None and mode not in ("rollout", "minibatch"):
+        raise ValueError(
+            f"normalize_advantages must be None, 'rollout' or 'minibatch', got {mode!r}"
+        )
+    return mode == "minibatch"
+
+
+def _per_minibatch(batch: dict[str, ArrayTree], normalize: bool) -> dict[str, ArrayTree]:
+    if normalize:
+        batch["advantages"] = _gae.normalize_advantages(batch["advantages"], ddof=1)
+    return batch
 
 
 def _per_step_tuple_hints(rollout: Rollout, T: int) -> list[str]:
