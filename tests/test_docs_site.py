@@ -7,8 +7,10 @@ saying so. Nothing here touches the network: a request for anything but the site
 
 from __future__ import annotations
 
+# ruff: noqa: RUF001 - Greek letters in the expected search text
 import functools
 import http.server
+import importlib.util
 import os
 import re
 import shutil
@@ -159,3 +161,27 @@ def test_search_finds_pages_and_opens_them(browser: Any, home: str) -> None:
     assert "truncat" in page.locator("article").inner_text().lower()
     assert outside == []
     page.close()
+
+
+def test_search_previews_show_math_as_text(site: Path) -> None:
+    index = (site / "search" / "search_index.json").read_text(encoding="utf-8")
+    assert "\\\\(" not in index
+    assert "\\\\gamma" not in index
+    assert "δ_t = r_t + γ(1 - d_(t+1))V_(t+1) - V_t" in index
+    assert (site / "search" / "search_index.js").read_text(encoding="utf-8").endswith(index.strip())
+
+
+def test_the_math_hook_reads_tex_as_text() -> None:
+    path = ROOT / "docs" / "plugins" / "search_math.py"
+    spec = importlib.util.spec_from_file_location("search_math_hook", path)
+    assert spec is not None
+    assert spec.loader is not None
+    hook = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hook)
+    assert hook.math_as_text(
+        r"(A - \operatorname{mean} A) / (\operatorname{std} A + \epsilon)"
+    ) == ("(A - mean A) / (std A + ε)")
+    assert hook.math_as_text(r"\gamma\,V_{\text{final}}\,(\gamma\lambda)^{t-k}") == (
+        "γ V_(final) (γλ)^(t-k)"
+    )
+    assert hook.readable(r"where \(\gamma \in [0, 1]\) is") == "where γ ∈ [0, 1] is"

@@ -165,8 +165,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     Commands: `validate PATH... [--spec SPEC.json] [--json] [--quick] [--max-bytes SIZE]
     [--progress]`, `info PATH [--gamma G] [--lam L]`, `plot PATH... --out DIR`,
-    `schema [--metadata]`. See
-    `docs/file-format.md` for the reference.
+    `schema [--metadata]`. The [CLI reference](cli.md) lists every option, and
+    [Recorded trajectories](../file-format.md#command-line) the output of each command.
 
     Args:
         argv: The arguments, without the program name; `None` reads `sys.argv[1:]`.
