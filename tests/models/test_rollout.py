@@ -19,6 +19,7 @@ from pydantic import ValidationError
 
 from tests.reference import as_seed_model_outs, gae_loop, stack_key
 from trajkit import ModelOutputs, Rollout
+from trajkit._models import arrays
 from trajkit.testing import example_rollout, rollouts
 
 T, B, A = 5, 3, 4
@@ -725,8 +726,31 @@ def _python_calls_to_build(num_steps: int, num_envs: int) -> int:
     return calls
 
 
-def test_validation_does_not_loop_over_elements() -> None:
+def test_validation_does_not_loop_over_elements(monkeypatch: pytest.MonkeyPatch) -> None:
     # The same number of Python calls for 16 elements as for 65,536: validation is a fixed
     # number of vectorised NumPy operations per field, not a loop over timesteps or envs.
+    # (Arrays over a MiB are copied and checked in 256 KiB blocks: a loop over blocks, which
+    # is switched off here so that the count is exact.)
+    monkeypatch.setattr(arrays, "_FUSED_BYTES", 1 << 62)
     _python_calls_to_build(1, 1)  # warm caches (e.g. abc's subclass checks) first
     assert _python_calls_to_build(8, 2) == _python_calls_to_build(1024, 64)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_large_fields_are_copied_and_checked_block_by_block_with_the_same_result(
+    dtype: type[np.floating[Any]],
+) -> None:
+    # 3 MiB of rewards: copied in 256 KiB blocks, each checked while it is in the cache.
+    T, B = 3072, 256
+    r = example_rollout(num_steps=T, num_envs=B, seed=2)
+    rews = np.random.default_rng(0).normal(size=(T, B)).astype(dtype)
+    assert rews.nbytes >= arrays._FUSED_BYTES
+    built = r.replace(rews=rews)
+    np.testing.assert_array_equal(built.rews, rews.astype(np.float32))
+    assert built.rews.dtype == np.float32
+    assert not np.shares_memory(built.rews, rews)
+    rews[2900, 17] = np.nan  # in the twelfth block: the message names the exact position
+    with pytest.raises(ValueError, match=r"rews must be finite, got nan at \(t=2900, b=17\)"):
+        r.replace(rews=rews)
+    with pytest.raises(ValueError, match=r"rews must be finite, got nan at \(t=2900, b=17\)"):
+        Rollout(r.states, r.obses, rews, r.dones, None, r.model_outs, copy=False)

@@ -22,6 +22,7 @@ from trajkit import (
     sequence_minibatch_indices,
 )
 from trajkit._core.tree import flatten, format_path
+from trajkit._models import arrays
 from trajkit.testing import ACTION_KINDS, example_rollout, rollouts
 
 T, B = 4, 3
@@ -296,8 +297,10 @@ def _calls_to_build_nested(num_steps: int, num_envs: int) -> int:
     return calls
 
 
-def test_nested_validation_does_not_loop_over_elements() -> None:
-    # Per-leaf work only: the same number of calls for 16 elements per leaf as for 65,536.
+def test_nested_validation_does_not_loop_over_elements(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Per-leaf work only: the same number of calls for 16 elements per leaf as for 65,536
+    # (with the block-by-block copy of arrays over a MiB switched off, for an exact count).
+    monkeypatch.setattr(arrays, "_FUSED_BYTES", 1 << 62)
     _calls_to_build_nested(1, 1)
     assert _calls_to_build_nested(8, 2) == _calls_to_build_nested(1024, 64)
 

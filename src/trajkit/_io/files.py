@@ -92,8 +92,8 @@ def save(rollout: Rollout, path: PathLike, *, compress: bool = False) -> None:
     member per array and `infos.json`; see [Recorded trajectories](../file-format.md). The
     data is written to a temporary file in the same folder (`.NAME.*.tmp`), flushed and
     fsynced, then renamed over `path` with `os.replace`. A save that fails midway leaves any
-    previous file at `path` as it was and leaves no temporary file behind. Uncompressed array data is 64-byte aligned, so
-    that `load(path, mmap=True)` can memory-map it.
+    previous file at `path` as it was and leaves no temporary file behind. Uncompressed array
+    data is 64-byte aligned, so that `load(path, mmap=True)` can memory-map it.
 
     Args:
         rollout: The rollout to save.

@@ -99,10 +99,38 @@ def as_numeric(
     return array
 
 
-def as_float32(value: Any, name: str, *, copy: bool, min_ndim: int = 1) -> Float32Array:
-    """Like `as_numeric`, then cast to float32 (as the seed does for rewards, dones and states)."""
-    array = as_numeric(value, name, copy=copy, min_ndim=min_ndim)
-    return array.astype(np.float32, copy=False)
+_FUSED_BYTES = 1 << 20  # from this size, copy block by block and check each block in cache
+_BLOCK_BYTES = 1 << 18  # bytes per block: well inside the L2 cache
+
+
+def as_float32(
+    value: Any, name: str, *, copy: bool, min_ndim: int = 1, finite: bool = False, axes: str = "tb"
+) -> Float32Array:
+    """Like `as_numeric`, then cast to float32 (as the seed does for rewards, dones and states).
+
+    The copy and the cast are one pass (float64 input is not copied and then cast). With
+    `finite`, NaN and ±inf are refused as by `check_finite`; a large array is checked block by
+    block right after each block is copied, while it is in the cache, so that the check costs
+    next to nothing beside the copy.
+    """
+    array = as_numeric(value, name, copy=False, min_ndim=min_ndim)
+    if not copy and array.dtype == np.float32:
+        if finite:
+            check_finite(array, name, axes)
+        return array
+    if array.nbytes < _FUSED_BYTES or array.ndim == 0 or not finite:
+        converted: Float32Array = array.astype(np.float32)
+        if finite:
+            check_finite(converted, name, axes)
+        return converted
+    out = np.empty(array.shape, np.float32)
+    rows = max(1, _BLOCK_BYTES // max(1, out[0].nbytes))
+    for start in range(0, len(out), rows):
+        block = out[start : start + rows]
+        np.copyto(block, array[start : start + rows], casting="unsafe")
+        if not np.isfinite(block).all():
+            check_finite(out[: start + len(block)], name, axes)  # names the first position
+    return out
 
 
 def as_int32(
@@ -116,7 +144,7 @@ def as_int32(
         ValueError: If a value is not an integer or is outside the int32 range; the message
             names the first offending position.
     """
-    array = as_numeric(value, name, copy=copy, allow_bool=False, min_ndim=min_ndim)
+    array = as_numeric(value, name, copy=False, allow_bool=False, min_ndim=min_ndim)
     if array.dtype.kind == "f":
         check_finite(array, name, axes)
         bad = array != np.round(array)
@@ -135,7 +163,7 @@ def as_int32(
             raise ValueError(
                 f"{name} must fit in int32, got {array[pos].item()!r} at {fmt_index(pos, axes)}"
             )
-    return array.astype(np.int32, copy=False)
+    return array.astype(np.int32, copy=copy)  # the copy and the cast in one pass
 
 
 def check_finite(array: AnyArray, name: str, axes: str = "tb") -> None:

@@ -129,6 +129,9 @@ def bind_dims(shapes: Mapping[str, Shape], specs: Mapping[str, DimSpec]) -> Bind
         >>> print(b.problems[0])
         rews has shape (9, 4), expected (T, B) = (8, 4); T=8 from dones (9 rows is T+1)
     """
+    agreed = _agreed_values(shapes, specs)
+    if agreed is not None:  # the common case, without votes: every field agrees
+        return Binding(values=agreed, sources={symbol: list(shapes) for symbol in agreed})
     binding = Binding()
     votes: dict[str, dict[int, list[str]]] = {}
     ranked: dict[str, Shape] = {}
@@ -165,6 +168,24 @@ def bind_dims(shapes: Mapping[str, Shape], specs: Mapping[str, DimSpec]) -> Bind
                 + "; ".join(_why(dim.symbol, binding, specs) for dim in dict.fromkeys(wrong))
             )
     return binding
+
+
+def _agreed_values(
+    shapes: Mapping[str, Shape], specs: Mapping[str, DimSpec]
+) -> dict[str, int] | None:
+    """The symbols' values when every field has the right rank and agrees; else `None`."""
+    values: dict[str, int] = {}
+    for name, shape in shapes.items():
+        spec = specs[name]
+        dims = spec.dims
+        if len(shape) < len(dims) or (not spec.variadic and len(shape) != len(dims)):
+            return None
+        for dim, size in zip(dims, shape, strict=False):
+            if size is not None and values.setdefault(dim.symbol, size - dim.offset) != (
+                size - dim.offset
+            ):
+                return None
+    return values
 
 
 def _why(symbol: str, binding: Binding, specs: Mapping[str, DimSpec]) -> str:

@@ -59,7 +59,9 @@ def discrete_actions(arrays: Mapping[str, AnyArray]) -> bool:
     return "actions" in arrays and _is_discrete(arrays["actions"], arrays.get("actor"))
 
 
-def _coerce_actions(array: AnyArray, actor: AnyArray | None, name: str, lead: int) -> AnyArray:
+def _coerce_actions(
+    array: AnyArray, actor: AnyArray | None, name: str, lead: int, copy: bool = False
+) -> AnyArray:
     """Integer or bool actions (any space but Box) to int32; float ones (Box) to finite float32.
 
     Float actions next to `actor` logits of one more dimension are Discrete actions written as
@@ -69,14 +71,12 @@ def _coerce_actions(array: AnyArray, actor: AnyArray | None, name: str, lead: in
     if array.dtype.kind == "b":  # MultiBinary flags given as bool
         return array.astype(np.int32)
     if array.dtype.kind in "iu" or _is_discrete(array, actor, lead):
-        return as_int32(array, name, copy=False, min_ndim=0, axes=axes)
-    converted = as_float32(array, name, copy=False, min_ndim=0)
-    check_finite(converted, name, axes)
-    return converted
+        return as_int32(array, name, copy=copy, min_ndim=0, axes=axes)
+    return as_float32(array, name, copy=copy, min_ndim=0, finite=True, axes=axes)
 
 
 def _coerce_key(
-    key: str, array: AnyArray, actor: AnyArray | None, name: str, lead: int = 2
+    key: str, array: AnyArray, actor: AnyArray | None, name: str, lead: int = 2, copy: bool = False
 ) -> AnyArray:
     """Convert and check one model output (`lead` leading dims: 2 stacked, 1 a step, 0 one env).
 
@@ -84,13 +84,11 @@ def _coerce_key(
     other keys are kept as given (any real dtype).
     """
     if key == "actions":
-        return _coerce_actions(array, actor, name, lead)
+        return _coerce_actions(array, actor, name, lead, copy)
     if key in _FLOAT_KEYS:
-        converted = as_float32(array, name, copy=False, min_ndim=0)
         axes = ("tb"[2 - lead :] if lead <= 2 else "tb") + ("a" if key == "actor" else "")
-        check_finite(converted, name, axes)
-        return converted
-    return array
+        return as_float32(array, name, copy=copy, min_ndim=0, finite=True, axes=axes)
+    return array.copy() if copy else array
 
 
 def _check_action_range(actions: AnyArray, actor: AnyArray, name: str, axes: str) -> None:
@@ -702,13 +700,13 @@ def _coerce_mapping(value: Mapping[Any, Any], *, copy: bool) -> dict[str, AnyArr
     for key, item in value.items():
         if not isinstance(key, str):
             raise ValueError(f"model_outs keys must be strings, got {key!r}")
-        raw[key] = as_numeric(item, f"model_outs[{key!r}]", copy=copy, min_ndim=2)
-    return _coerce_known(raw)
+        raw[key] = as_numeric(item, f"model_outs[{key!r}]", copy=False, min_ndim=2)
+    return _coerce_known(raw, copy=copy)  # copied while converted: one pass per array
 
 
-def _coerce_known(raw: dict[str, AnyArray]) -> dict[str, AnyArray]:
+def _coerce_known(raw: dict[str, AnyArray], *, copy: bool = False) -> dict[str, AnyArray]:
     return {
-        key: _coerce_key(key, array, raw.get("actor"), f"model_outs[{key!r}]")
+        key: _coerce_key(key, array, raw.get("actor"), f"model_outs[{key!r}]", copy=copy)
         for key, array in raw.items()
     }
 

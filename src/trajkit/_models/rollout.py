@@ -38,7 +38,6 @@ from trajkit._models.arrays import (
     as_float32,
     as_numeric,
     check_binary,
-    check_finite,
     first_true,
     fmt_index,
 )
@@ -152,9 +151,7 @@ def _v_obses(value: Any, info: ValidationInfo) -> ArrayTree:
 
 
 def _v_rews(value: Any, info: ValidationInfo) -> Float32Array:
-    rews = as_float32(value, "rews", copy=_copying(info))
-    check_finite(rews, "rews")
-    return rews
+    return as_float32(value, "rews", copy=_copying(info), finite=True)
 
 
 def _v_dones(value: Any, info: ValidationInfo) -> Float32Array:
@@ -174,9 +171,7 @@ def _v_truncated(value: Any, info: ValidationInfo) -> Float32Array | None:
 def _v_final_values(value: Any, info: ValidationInfo) -> Float32Array | None:
     if value is None:
         return None
-    final_values = as_float32(value, "final_values", copy=_copying(info))
-    check_finite(final_values, "final_values")
-    return final_values
+    return as_float32(value, "final_values", copy=_copying(info), finite=True)
 
 
 def _v_model_outs(value: Any, info: ValidationInfo) -> ModelOutputs:
@@ -338,6 +333,18 @@ class Rollout(BaseModel):
         except ValidationError as exc:
             raise clean_validation_error(exc) from None
 
+    if not TYPE_CHECKING:
+
+        def __getattr__(self, name: str) -> Any:
+            # `infos=None` stores no per-step objects: the T rows of B empty dicts are made
+            # the first time `infos` is read, so rollouts without infos cost only arrays.
+            if name == "infos" and "dones" in self.__dict__:
+                T, B = self.num_steps, self.batch_size
+                rows: InfoRows = [[{} for _ in range(B)] for _ in range(T)]
+                self.__dict__["infos"] = rows
+                return rows
+            return super().__getattr__(name)
+
     def __setattr__(self, name: str, value: Any) -> None:
         # pydantic leaves a field assigned even when the model validator then refuses it;
         # put the previous value back so that a failed assignment loses nothing.
@@ -376,7 +383,7 @@ class Rollout(BaseModel):
         if not outs and len(self.model_outs) and not building:
             add("model_outs", (len(self.model_outs),), _ROWS_ONLY)
         add("rews", self.rews.shape, _SPECS["rews"])
-        infos: InfoRows | None = self.__dict__["infos"]  # None until filled in below
+        infos: InfoRows | None = self.__dict__.get("infos")  # None: no infos were given
         if infos is not None:
             widths = {len(row) for row in infos}
             width = widths.pop() if len(widths) == 1 else None
@@ -422,8 +429,8 @@ class Rollout(BaseModel):
         for name in empty_rows:  # `[]` given for a T = 0 field becomes (0, B)
             if name in self._FIELDS:
                 self.__dict__[name] = getattr(self, name).reshape(0, B)
-        if infos is None:
-            self.__dict__["infos"] = [[{} for _ in range(B)] for _ in range(T)]
+        if infos is None:  # no per-step objects until someone reads `infos` (__getattr__)
+            self.__dict__.pop("infos", None)
         if not outs and not building:
             self.__dict__["model_outs"] = ModelOutputs({}, T + 1)
         self.model_outs._attach(T + 1, B)
@@ -516,10 +523,10 @@ class Rollout(BaseModel):
             raise TypeError(
                 f"replace() got unknown field(s) {sorted(unknown)}; fields are {list(self._FIELDS)}"
             )
-        values: dict[str, Any] = {name: getattr(self, name) for name in self._FIELDS}
+        values: dict[str, Any] = {name: self.__dict__.get(name) for name in self._FIELDS}
         values.update(fields)
         if "infos" not in fields:
-            values["infos"] = _copy.deepcopy(self.infos)
+            values["infos"] = _copy.deepcopy(self.__dict__.get("infos"))
         return Rollout(**values)
 
     def revalidate(self) -> None:
@@ -548,7 +555,7 @@ class Rollout(BaseModel):
             raise ValueError(f"the rollout is incomplete: {problem}")
         try:
             self.__pydantic_validator__.validate_python(
-                {name: self.__dict__[name] for name in self._FIELDS},
+                {name: self.__dict__.get(name) for name in self._FIELDS},
                 self_instance=self,
                 context={"copy": False},
             )
@@ -977,9 +984,20 @@ class Rollout(BaseModel):
             for (_, x), (_, y) in zip(pairs_a, pairs_b, strict=True):
                 if x.dtype != y.dtype or not np.array_equal(x, y):
                     return False
-        return self.model_outs == other.model_outs and self.infos == other.infos
+        return self.model_outs == other.model_outs and _same_infos(
+            self.__dict__.get("infos"), other.__dict__.get("infos")
+        )
 
     __hash__: ClassVar[None] = None  # type: ignore[assignment]
+
+
+def _same_infos(a: InfoRows | None, b: InfoRows | None) -> bool:
+    """Equal infos; `None` (none given, not yet read) equals rows of empty dicts."""
+    if a is None:
+        return b is None or not any(item for row in b for item in row)
+    if b is None:
+        return not any(item for row in a for item in row)
+    return a == b
 
 
 def _normalization(mode: object) -> bool:
