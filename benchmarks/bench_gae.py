@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from trajkit._core import gae as gae_module
 from trajkit._core.gae import gae
 
 F32 = NDArray[np.float32]
@@ -60,16 +61,23 @@ def seed_gae(rews: F32, values: F32, dones: F32, gamma: float, lam: float) -> F3
 
 
 def seed_kernel(rews: F32, values: F32, dones: F32, gamma: float, lam: float) -> F32:
-    """The seed loop with its row operations written as a loop over environments (for numba)."""
+    """The seed loop written as a loop over environments (for numba), all in float32.
+
+    The scalars are float32 too: with Python floats numba would compute every step in float64,
+    which is slower than the float32 kernel a user would write and would flatter trajkit.
+    """
     T, B = rews.shape
+    g = np.float32(gamma)
+    gl = np.float32(gamma * lam)
+    one = np.float32(1.0)
     result = np.zeros((T, B), dtype=np.float32)
     current = np.zeros(B, dtype=np.float32)
     for t in range(T - 1, -1, -1):
         for b in range(B):
-            delta = rews[t, b] - values[t, b] + (1 - dones[t + 1, b]) * gamma * values[t + 1, b]
-            current[b] = current[b] * gamma * lam + delta
+            delta = rews[t, b] - values[t, b] + (one - dones[t + 1, b]) * g * values[t + 1, b]
+            current[b] = current[b] * gl + delta
             result[t, b] = current[b]
-            current[b] *= 1 - dones[t, b]
+            current[b] *= one - dones[t, b]
     return result
 
 
@@ -172,6 +180,44 @@ def main() -> None:
     if bench_kernel is None:
         print("\nnumba is not installed: the numba columns and targets were skipped.")
     print(f"\nAll targets met: {'yes' if all_met else 'NO'}")
+    backend_grid()
+
+
+GRID_T = (16, 64, 256, 1024, 4096)
+GRID_B = (64, 256, 1024, 2048, 4096)
+
+
+def backend_grid() -> None:
+    """Time both NumPy strategies on a grid of shapes; show which one trajkit picks.
+
+    Each cell is (loop over time) / (doubling scan): above 1 the scan is faster. `*` marks
+    the strategy `trajkit.gae` picks for that shape, `!` a pick more than 10% slower than the
+    other strategy.
+    """
+    print(
+        "\nBackend choice of the NumPy path: time of the loop over time / time of the doubling "
+        "scan (above 1: the scan is faster). `S` or `L` is trajkit's pick (scan or loop); `!` "
+        "marks a pick more than 10% slower than the other.\n"
+    )
+    print("| T \\ B | " + " | ".join(map(str, GRID_B)) + " |")
+    print("|---" * (len(GRID_B) + 1) + "|")
+    wrong = 0
+    for T in GRID_T:
+        cells = []
+        for B in GRID_B:
+            if T * B > 1 << 22:
+                cells.append("-")
+                continue
+            r, v, d = make_inputs(T, B)
+            loop = best_time(partial(gae_module._gae_row_loop, r, v, d, None, GAMMA, LAM), 5)
+            scan = best_time(partial(gae_module._gae_scan, r, v, d, None, GAMMA, LAM), 5)
+            picks_loop = gae_module._use_row_loop(T, B)
+            slower = (loop if picks_loop else scan) / (scan if picks_loop else loop)
+            flag = "!" if slower > 1.1 else ""
+            wrong += bool(flag)
+            cells.append(f"{loop / scan:.2f} {'L' if picks_loop else 'S'}{flag}")
+        print(f"| {T} | " + " | ".join(cells) + " |", flush=True)
+    print(f"\nPicks more than 10% slower than the alternative: {wrong}")
 
 
 if __name__ == "__main__":

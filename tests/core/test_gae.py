@@ -552,10 +552,11 @@ def test_accepts_lists_bools_ints_float64_and_strided_views() -> None:
 
 def test_wide_batches_use_the_loop_and_match_the_reference() -> None:
     rng = np.random.default_rng(1)
-    rewards = rng.standard_normal((40, 1100)).astype(np.float32)
-    values = rng.standard_normal((41, 1100)).astype(np.float32)
-    dones = (rng.random((41, 1100)) < 0.05).astype(np.float32)
-    assert gae_module._use_row_loop(40, 1100)
+    rewards = rng.standard_normal((70, 2100)).astype(np.float32)
+    values = rng.standard_normal((71, 2100)).astype(np.float32)
+    dones = (rng.random((71, 2100)) < 0.05).astype(np.float32)
+    assert gae_module._use_row_loop(70, 2100)
+    assert not gae_module._use_row_loop(1024, 256)  # the scan is about 3x faster there
     expected = reference_gae64(rewards, values, dones, 0.99, 0.95)
     assert_close(gae(rewards, values, dones, 0.99, 0.95, backend="numpy"), expected, 100.0)
 

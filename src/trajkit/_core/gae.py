@@ -195,8 +195,14 @@ def gae_backend() -> Backend:
 
 
 def _use_row_loop(n_steps: int, n_envs: int) -> bool:
-    """Whether the loop over time beats the doubling scan for this shape (measured)."""
-    return n_envs >= 1024 or (n_envs >= 256 and n_steps * n_envs >= 1 << 17)
+    """Whether the loop over time beats the doubling scan for this shape.
+
+    Measured on a grid of shapes by `benchmarks/bench_gae.py` (see docs/benchmarks.md): the
+    loop wins only for very wide batches, where each of its row operations is long.
+    """
+    return (
+        n_envs >= 4096 or (n_envs >= 2048 and n_steps >= 64) or (n_envs >= 1024 and n_steps >= 2048)
+    )
 
 
 def _bootstrap(truncated: Float32Array, final_values: Float32Array, gamma: float) -> Float32Array:
