@@ -524,3 +524,35 @@ def test_gather_sequences_with_sequence_minibatches() -> None:
 def test_gather_sequences_rejects_bad_indices(b_idx: Any, message: str) -> None:
     with pytest.raises(ValueError, match=re.escape(message)):
         gather_sequences(RANGE_ARRAYS, b_idx)
+
+
+def test_gather_into_buffers_gives_the_same_arrays_in_place() -> None:
+    rng = np.random.default_rng(3)
+    arrays: dict[str, AnyArray] = {
+        "obses": rng.integers(0, 255, size=(9, 4, 3, 2), dtype=np.uint8),
+        "rews": rng.normal(size=(8, 4)).astype(np.float32),
+        "strided": rng.normal(size=(4, 9)).astype(np.float32).T,  # the fancy-indexing path
+    }
+    t_idx, b_idx = np.array([0, 7, 3, 3, 5]), np.array([1, 3, 0, 2, 2])
+    fresh = gather(arrays, t_idx, b_idx)
+    out = {name: np.empty_like(value) for name, value in fresh.items()}
+    into = gather(arrays, t_idx, b_idx, out=out)
+    for name, value in fresh.items():
+        assert into[name] is out[name]
+        np.testing.assert_array_equal(into[name], value)
+
+
+def test_gather_refuses_mismatched_buffers() -> None:
+    arrays = {"rews": np.zeros((8, 4), np.float32)}
+    t_idx, b_idx = np.array([0, 1]), np.array([1, 3])
+    with pytest.raises(ValueError, match=r"out must have the same names as arrays: got \['r'\]"):
+        gather(arrays, t_idx, b_idx, out={"r": np.empty(2, np.float32)})
+    message = r"out\['rews'\] must be a writable C-contiguous float32 array of shape \(2,\), got"
+    with pytest.raises(ValueError, match=message + r" float64\[2\]"):
+        gather(arrays, t_idx, b_idx, out={"rews": np.empty(2)})
+    with pytest.raises(ValueError, match=message + r" float32\[3\]"):
+        gather(arrays, t_idx, b_idx, out={"rews": np.empty(3, np.float32)})
+    frozen = np.empty(2, np.float32)
+    frozen.flags.writeable = False
+    with pytest.raises(ValueError, match=message):
+        gather(arrays, t_idx, b_idx, out={"rews": frozen})
