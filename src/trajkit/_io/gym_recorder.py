@@ -15,7 +15,6 @@ choices (phantom transitions, truncation, infos, states). In short:
 from __future__ import annotations
 
 import enum
-from collections import deque
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeAlias
@@ -210,44 +209,68 @@ def _no_episodes() -> CompletedEpisodes:
     )
 
 
-def _env_obs(batch: ArrayTree, b: int) -> ArrayTree:
-    """Env `b`'s observation out of a batch (an array, or a dict/tuple of arrays)."""
-    if isinstance(batch, np.ndarray):
-        return batch[b]
-    return _tree.map_leaves(lambda leaf: leaf[b], batch)
+class _Log:
+    """Growable time-major logs `[capacity, B, ...]` of whole vector steps, one per field.
+
+    Each call of `append` writes one batch per field at the next index: a plain row write,
+    whatever the envs are doing. Which entries belong to which env's timeline is logged too
+    (as masks), and sorted out once per rollout, by `_Recorder._build`.
+    """
+
+    def __init__(self) -> None:
+        self.arrays: dict[str, AnyArray] = {}
+        self.size = 0
+        self._order: list[str] = []  # the fields of the last append, in order
+        self._targets: list[AnyArray] = []  # their arrays
+
+    def append(self, batch: Mapping[str, AnyArray]) -> None:
+        k = self.size
+        if self._targets and k < self._targets[0].shape[0] and list(batch) == self._order:
+            for target, value in zip(self._targets, batch.values(), strict=True):
+                target[k] = value  # the usual append: same fields, room left
+            self.size = k + 1
+            return
+        for name, value in batch.items():
+            found = self.arrays.get(name)
+            array = found if found is not None and found.shape[0] > k else None
+            if array is None:
+                array = self._grow(name, found, value)
+            array[k] = value
+        self.size = k + 1
+        self._order = list(batch)
+        self._targets = [self.arrays[name] for name in self._order]
+        if len({array.shape[0] for array in self._targets}) != 1:  # pragma: no cover - defensive
+            self._targets = []
+
+    def _grow(self, name: str, array: AnyArray | None, value: AnyArray) -> AnyArray:
+        capacity = 64 if array is None else 2 * array.shape[0]
+        grown = np.zeros((capacity, *value.shape), dtype=value.dtype)
+        if array is not None:
+            grown[: array.shape[0]] = array
+        self.arrays[name] = grown
+        return grown
+
+    def gather(self, name: str, index: Int64Array) -> AnyArray:
+        """Entry `index[t, b]` of env `b` for every `(t, b)`: `[rows, B, ...]`."""
+        envs = np.arange(index.shape[1])
+        return self.arrays[name][index, envs]
+
+    def drop(self, count: int) -> None:
+        """Forget the first `count` entries."""
+        if count == 0:
+            return
+        keep = self.size - count
+        for array in self.arrays.values():
+            array[:keep] = array[count : self.size]  # NumPy handles the overlap
+        self.size = keep
 
 
-@dataclass(frozen=True)
-class _Row:
-    """One row of a rollout: what an env showed and what the policy made of it."""
-
-    obs: ArrayTree
-    done: bool
-    outs: dict[str, AnyArray]
-    state: AnyArray
-
-
-@dataclass(frozen=True)
-class _Step:
-    """A real transition: a row, the reward of its action, and how the step ended."""
-
-    row: _Row
-    rew: float
-    info: dict[str, Any]
-    truncated: bool
-    final_value: float
-
-
-def _state_column(row: _Row) -> AnyArray:
-    return row.state
-
-
-@dataclass(frozen=True)
-class _OutColumn:
-    key: str
-
-    def __call__(self, row: _Row) -> AnyArray:
-        return row.outs[self.key]
+def _positions(mask: BoolArray, count: int) -> Int64Array:
+    """For each env (column of `mask`), the indices of its first `count` True entries."""
+    out = np.empty((count, mask.shape[1]), dtype=np.int64)
+    for b in range(mask.shape[1]):
+        out[:, b] = np.flatnonzero(mask[:, b])[:count]
+    return out
 
 
 class RolloutRecorder:
@@ -360,12 +383,22 @@ class RolloutRecorder:
         self._seed = seed
         self._state_fn = state_fn
         self._num_envs = int(env.num_envs)
-        self._queues: list[deque[_Step]] = [deque() for _ in range(self._num_envs)]
-        # The current row of each env, or None while NEXT_STEP's phantom step is due.
-        self._pending: list[_Row | None] = [None] * self._num_envs
+        # Logs of whole vector steps not yet returned: the rows (observations, done flags,
+        # model outputs, states) each reset or step showed, with `row_new` marking the envs
+        # for which they are a row of the rollout; and the steps (reward, ending, ...), with
+        # `real` marking real transitions. Env b's t-th row and t-th step are the t-th marked
+        # entries of its column: step t is the action taken from row t.
+        self._rows = _Log()
+        self._steps = _Log()
+        self._infos: dict[tuple[int, int], dict[str, Any]] = {}  # (step entry, env) -> info
+        self._count = np.zeros(self._num_envs, dtype=np.int64)  # real steps logged per env
+        # Whether env b has a current row (False while NEXT_STEP's phantom step is due).
+        self._pending = np.zeros(self._num_envs, dtype=bool)
         self._obs: ArrayTree | None = None
+        self._no_states = np.zeros((self._num_envs, 0), dtype=np.float32)
         self._outs: dict[str, AnyArray] = {}
         self._out_shapes: dict[str, tuple[int, ...]] | None = None
+        self._out_full_shapes: dict[str, tuple[int, ...]] | None = None
         self._state_shape: tuple[int, ...] | None = None
         self._failure: str | None = None
         # Episode bookkeeping across record() calls, as RecordEpisodeStatistics keeps it.
@@ -521,7 +554,9 @@ class RolloutRecorder:
             self._start()
         try:
             while not self._ready(T):
-                self._advance()
+                # No env can be ready before T - min(count) more steps: skip the checks.
+                for _ in range(max(1, T - int(self._count.min()))):
+                    self._advance()
         except Exception as exc:
             self._failure = f"{type(exc).__name__}: {exc}".splitlines()[0]
             raise
@@ -530,10 +565,8 @@ class RolloutRecorder:
     __call__ = record
 
     def _ready(self, T: int) -> bool:
-        return all(
-            len(queue) > T or (len(queue) == T and pending is not None)
-            for queue, pending in zip(self._queues, self._pending, strict=True)
-        )
+        count, pending = self._count, self._pending
+        return bool(np.all((count > T) | ((count == T) & pending)))
 
     def _start(self) -> None:
         """Reset the env and call the policy; on failure nothing is kept, so a retry is safe."""
@@ -541,21 +574,36 @@ class RolloutRecorder:
         obs = self._obs_batch(reset_obs)
         outs = self._call_policy(obs)
         states = self._states()
-        self._pending = [
-            _Row(_env_obs(obs, b), True, self._row_outs(outs, b), states[b])
-            for b in range(self._num_envs)
-        ]
+        everyone = np.ones(self._num_envs, dtype=bool)
+        self._log_rows(everyone, obs, everyone, outs, states)
+        self._pending[:] = True
         self._obs, self._outs = obs, outs
 
+    def _log_rows(
+        self,
+        new: BoolArray,
+        obs: ArrayTree,
+        dones: BoolArray,
+        outs: Mapping[str, AnyArray],
+        states: AnyArray,
+    ) -> None:
+        batch = {f"obs{i}": leaf for i, leaf in enumerate(_tree.leaves(obs))}
+        batch["row_new"] = new
+        batch["done"] = dones
+        batch["state"] = states
+        for key, array in outs.items():
+            batch[f"out:{key}"] = array
+        self._rows.append(batch)
+
     def _advance(self) -> None:
-        """One vector step: queue each env's real transition, drop phantom ones."""
+        """One vector step: log each env's real transition; phantom ones are not rows."""
         B = self._num_envs
         obs, rews, terms, truncs, infos = self._env.step(self._outs["actions"])
         obs_batch = self._obs_batch(obs)
         rew = np.asarray(rews, dtype=np.float64).reshape(B)
         terminated = np.asarray(terms, dtype=bool).reshape(B)
         ended = terminated | np.asarray(truncs, dtype=bool).reshape(B)
-        real = np.array([row is not None for row in self._pending])
+        real = self._pending
         truncated: BoolArray = ended & ~terminated & real
         has_critic = "critic" in self._outs
         final_values = np.zeros(B, dtype=np.float64)
@@ -581,106 +629,124 @@ class RolloutRecorder:
             new_outs = self._call_policy(new_obs)
         states = self._states()
 
-        for b in range(B):
-            row = self._pending[b]
-            outs_b = self._row_outs(new_outs, b)
-            if row is None:  # NEXT_STEP's phantom reset step: dropped, its obs starts an episode
-                self._pending[b] = _Row(_env_obs(new_obs, b), True, outs_b, states[b])
-                continue
-            self._queues[b].append(
-                _Step(
-                    row=row,
-                    rew=float(rew[b]),
-                    info=self._info(infos, b),
-                    truncated=bool(truncated[b]),
-                    final_value=float(final_values[b]) if truncated[b] else 0.0,
-                )
-            )
-            if self._mode is _Mode.NEXT_STEP and ended[b]:
-                self._pending[b] = None
-            else:
-                self._pending[b] = _Row(_env_obs(new_obs, b), bool(ended[b]), outs_b, states[b])
+        # Episode returns summed step by step, as RecordEpisodeStatistics sums them.
+        ep_return, ep_length = self._ep_return, self._ep_length
+        ep_return += np.where(real, rew, 0.0)
+        ep_length += real
+        if self._keeps_infos(infos):
+            entry = self._steps.size
+            for b in np.flatnonzero(real).tolist():
+                info = self._info(infos, b)
+                if info:
+                    self._infos[entry, b] = info
+        self._steps.append(
+            {
+                "real": real,
+                "rew": rew,
+                "ended": ended,
+                "truncated": truncated,
+                "final_value": np.where(truncated, final_values, 0.0),
+                "ep_return": ep_return,
+                "ep_length": ep_length,
+            }
+        )
+        episode_over = ended & real
+        if episode_over.any():
+            ep_return[episode_over] = 0.0
+            ep_length[episode_over] = 0
+        self._count += real
+        # The new rows: every env's but NEXT_STEP's just ended ones (their next step is the
+        # phantom reset, whose observation starts the next episode and is a row).
+        new = ~episode_over if self._mode is _Mode.NEXT_STEP else np.ones(B, dtype=bool)
+        self._log_rows(new, new_obs, ended | ~real, new_outs, states)
+        self._pending = new
         self._obs, self._outs = new_obs, new_outs
+
+    def _keeps_infos(self, infos: Mapping[str, Any]) -> bool:
+        """Whether this step's vector info can hold anything the rollout keeps."""
+        if self._info_keys is not None and not self._info_keys:
+            return False
+        for key, value in infos.items():
+            name = str(key)
+            if name.startswith("_") and name[1:] in infos:
+                continue  # a mask
+            if name not in _BOOKKEEPING_KEYS or (name == "final_info" and value):
+                return True
+        return False
 
     def _build(self, T: int) -> Rollout:
         B = self._num_envs
-        columns: list[list[_Step]] = [[queue.popleft() for _ in range(T)] for queue in self._queues]
-        last: list[_Row] = []
-        for b, queue in enumerate(self._queues):
-            pending = self._pending[b]
-            if queue:
-                last.append(queue[0].row)
-            elif pending is not None:
-                last.append(pending)
-            else:  # pragma: no cover - _ready() guarantees a real last row
-                raise RuntimeError("internal error: no last row")
-        rows = [
-            [step.row for step in column] + [end] for column, end in zip(columns, last, strict=True)
-        ]
+        rows, steps = self._rows, self._steps
+        row_at = _positions(rows.arrays["row_new"][: rows.size], T + 1)  # [T+1, B]
+        if steps.size:
+            step_at = _positions(steps.arrays["real"][: steps.size], T)  # [T, B]
+        else:
+            step_at = np.zeros((0, B), dtype=np.int64)
 
-        self._track_episodes(columns, rows)
+        def step_field(name: str, dtype: type[Any]) -> AnyArray:
+            if not steps.size:  # no step logged yet (T = 0)
+                return np.zeros((0, B), dtype)
+            return steps.gather(name, step_at).astype(dtype, copy=False)
 
-        def stack(column: Callable[[_Row], AnyArray]) -> AnyArray:
-            """Stack one column of every row into a time-major `[T+1, B, ...]` array."""
-            return np.stack([np.stack([column(row) for row in env_rows]) for env_rows in rows], 1)
-
-        outs = {key: stack(_OutColumn(key)) for key in self._outs}
-        structure = self._obs
-        obs_leaves = [[_tree.leaves(row.obs) for row in env_rows] for env_rows in rows]
-        obses = _tree.unflatten(
-            structure,
-            [
-                np.stack([np.stack([leaves[i] for leaves in env]) for env in obs_leaves], 1)
-                for i in range(len(_tree.leaves(structure)))
-            ],
-        )
-        return Rollout(
-            states=stack(_state_column).astype(np.float32, copy=False),
-            obses=obses,
-            rews=np.array([[s.rew for s in column] for column in columns]).T.reshape(T, B),
-            dones=np.array([[row.done for row in env_rows] for env_rows in rows]).T,
-            infos=[[columns[b][t].info for b in range(B)] for t in range(T)],
-            model_outs=outs,
-            truncated=np.array([[s.truncated for s in c] for c in columns]).T.reshape(T, B),
-            final_values=np.array([[s.final_value for s in c] for c in columns]).T.reshape(T, B),
-            copy=False,
-        )
-
-    def _track_episodes(self, columns: list[list[_Step]], rows: list[list[_Row]]) -> None:
-        """Add the rollout's rewards to the running episodes; log the ones that end in it."""
-        ended: list[tuple[int, int, float, int, bool]] = []  # (t, b, return, length, truncated)
-        for b, (column, env_rows) in enumerate(zip(columns, rows, strict=True)):
-            ret, length = float(self._ep_return[b]), int(self._ep_length[b])
-            for t, step in enumerate(column):
-                ret += step.rew
-                length += 1
-                if env_rows[t + 1].done:
-                    ended.append((t, b, ret, length, step.truncated))
-                    ret, length = 0.0, 0
-            self._ep_return[b], self._ep_length[b] = ret, length
-        ended.sort(key=lambda e: (e[0], e[1]))
+        truncated = step_field("truncated", bool)
+        t_end, b_end = np.nonzero(step_field("ended", bool))  # in (t, b) order
         self._last_episodes = CompletedEpisodes(
-            np.array([e[2] for e in ended], dtype=np.float64),
-            np.array([e[3] for e in ended], dtype=np.int64),
-            np.array([e[1] for e in ended], dtype=np.int64),
-            np.array([e[4] for e in ended], dtype=bool),
+            step_field("ep_return", np.float64)[t_end, b_end],
+            step_field("ep_length", np.int64)[t_end, b_end],
+            b_end.astype(np.int64),
+            truncated[t_end, b_end],
         )
         self._all_episodes.append(self._last_episodes)
+
+        infos = None
+        if self._infos:
+            infos = [
+                [self._infos.pop((int(step_at[t, b]), b), {}) for b in range(B)] for t in range(T)
+            ]
+        leaves = [rows.gather(f"obs{i}", row_at) for i in range(len(_tree.leaves(self._obs)))]
+        rollout = Rollout(
+            states=rows.gather("state", row_at).astype(np.float32, copy=False),
+            obses=_tree.unflatten(self._obs, leaves),
+            rews=step_field("rew", np.float64),
+            dones=rows.gather("done", row_at),
+            infos=infos,
+            model_outs={key: rows.gather(f"out:{key}", row_at) for key in self._outs},
+            truncated=truncated,
+            final_values=step_field("final_value", np.float64),
+            copy=False,
+        )
+        self._forget(self._rows, "row_new", row_at[T])  # row T is the next rollout's row 0
+        if T:
+            self._forget(self._steps, "real", step_at[T - 1] + 1)
+            self._count -= T
+        return rollout
+
+    def _forget(self, log: _Log, mark: str, first: Int64Array) -> None:
+        """Drop what a rollout used: env b's entries before `first[b]` are no longer its own."""
+        flags = log.arrays[mark][: log.size]
+        flags[np.arange(log.size)[:, None] < first[None, :]] = False
+        drop = int(first.min())
+        if log is self._steps and self._infos:
+            self._infos = {(k - drop, b): info for (k, b), info in self._infos.items()}
+        log.drop(drop)
 
     # ---------------------------------------------------------------------------- helpers
 
     def _obs_batch(self, obs: Any) -> ArrayTree:
         """The env's observations: a numeric `[B, ...]` array (a copy), or a dict/tuple of them."""
+        if isinstance(obs, np.ndarray):  # the common flat case, without walking a tree
+            return self._obs_leaf((), obs)
         tree = _tree.normalize(obs, "the env's observations") if not _tree.is_leaf(obs) else obs
         return _tree.map_with_path(self._obs_leaf, tree)
 
     def _obs_leaf(self, path: _tree.Path, value: Any) -> AnyArray:
-        where = _tree.format_path("the env's observations", path)
         try:
             batch = np.array(value)
         except (TypeError, ValueError) as exc:
+            where = _tree.format_path("the env's observations", path)
             raise ValueError(f"{where} cannot be stacked into one array: {exc}") from exc
         if batch.dtype.kind not in "biuf" or batch.ndim < 1 or batch.shape[0] != self._num_envs:
+            where = _tree.format_path("the env's observations", path)
             raise ValueError(
                 f"{where} must stack into one numeric array with leading dimension "
                 f"B={self._num_envs}, got {type(value).__name__} -> array of dtype "
@@ -702,7 +768,12 @@ class RolloutRecorder:
                 "the policy's outputs have no 'actions' key (keys: "
                 f"{sorted(map(str, raw))}); return the actions to take as outputs['actions']"
             )
-        outs: dict[str, AnyArray] = {}
+        known = self._out_full_shapes
+        if known is not None and len(raw) == len(known):  # the usual call: shapes as before
+            outs = {key: np.array(value) for key, value in raw.items()}
+            if all(known.get(key) == array.shape for key, array in outs.items()):
+                return outs
+        outs = {}
         for key, value in raw.items():
             if not isinstance(key, str):
                 raise ValueError(f"the policy's output keys must be strings, got {key!r}")
@@ -726,6 +797,7 @@ class RolloutRecorder:
         shapes = {key: array.shape[1:] for key, array in outs.items()}
         if self._out_shapes is None:
             self._out_shapes = shapes
+            self._out_full_shapes = {key: array.shape for key, array in outs.items()}
         elif shapes != self._out_shapes:
             raise ValueError(
                 "the policy's outputs changed between calls: expected keys and per-env shapes "
@@ -760,7 +832,7 @@ class RolloutRecorder:
     def _states(self) -> AnyArray:
         B = self._num_envs
         if self._state_fn is None:
-            return np.zeros((B, 0), dtype=np.float32)
+            return self._no_states
         states = np.array(self._state_fn(self._env), dtype=np.float32)
         if states.ndim < 1 or states.shape[0] != B:
             raise ValueError(f"state_fn returned shape {states.shape}, expected ({B}, ...)")

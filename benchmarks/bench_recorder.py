@@ -1,0 +1,78 @@
+"""Benchmark `trajkit.gym.RolloutRecorder` against stepping the same env with the same policy.
+
+Run `python benchmarks/bench_recorder.py` (or `make bench`). For CartPole-v1 with B = 8 and
+B = 64 sync envs and a linear policy (actions, critic, log-probs), it times T = 128 steps of
+
+* plain: `obs, *_ = env.step(policy(obs)["actions"])` in a loop, keeping nothing;
+* recorder: `recorder.record(128)`: the same steps, plus everything a rollout needs (rows,
+  rewards, episode ends, truncation bootstraps, episode returns) and the validated `Rollout`.
+
+The two alternate, 30 times each, and the minimum of each is kept (noise only adds time).
+Target: the recorder within 1.2x of plain. Reported, never asserted.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from trajkit.gym import RolloutRecorder
+
+T = 128
+ROUNDS = 30
+TARGET = 1.2
+
+
+def interleaved(first: Callable[[], object], second: Callable[[], object]) -> tuple[float, float]:
+    best = [float("inf"), float("inf")]
+    for _ in range(ROUNDS):
+        for i, fn in enumerate((first, second)):
+            start = time.perf_counter()
+            fn()
+            best[i] = min(best[i], time.perf_counter() - start)
+    return best[0], best[1]
+
+
+def main() -> None:
+    weights = np.random.default_rng(0).normal(size=4).astype(np.float32)
+
+    def policy(obs: Any) -> dict[str, Any]:
+        logits = obs @ weights
+        return {
+            "actions": (logits > 0).astype(np.int64),
+            "critic": logits,
+            "log_probs": np.zeros(len(obs), np.float32),
+        }
+
+    print(
+        f"CartPole-v1, sync vector env, T={T} steps per call; min of {ROUNDS} alternating runs.\n"
+    )
+    print("| B | plain ms | recorder ms | recorder / plain | target | met |")
+    print("|---|---|---|---|---|---|")
+    for B in (8, 64):
+        env = gym.make_vec("CartPole-v1", num_envs=B, vectorization_mode="sync")
+        state = [env.reset(seed=0)[0]]
+
+        def plain(env: Any = env, state: list[Any] = state) -> None:
+            for _ in range(T):
+                state[0], *_ = env.step(policy(state[0])["actions"])
+
+        recorder = RolloutRecorder(env, policy, seed=0)
+        recorder.record(T)  # warm up: the first call resets
+        t_plain, t_rec = interleaved(plain, partial(recorder.record, T))
+        ratio = t_rec / t_plain
+        print(
+            f"| {B} | {t_plain * 1e3:.2f} | {t_rec * 1e3:.2f} | {ratio:.2f}x | <= {TARGET}x "
+            f"| {'yes' if ratio <= TARGET else 'NO'} |",
+            flush=True,
+        )
+        env.close()
+
+
+if __name__ == "__main__":
+    main()
