@@ -754,3 +754,14 @@ def test_large_fields_are_copied_and_checked_block_by_block_with_the_same_result
         r.replace(rews=rews)
     with pytest.raises(ValueError, match=r"rews must be finite, got nan at \(t=2900, b=17\)"):
         Rollout(r.states, r.obses, rews, r.dones, None, r.model_outs, copy=False)
+
+
+def test_the_block_check_sees_through_overflowing_squares() -> None:
+    # 3e19 squared overflows float32, yet the values are finite: they must be accepted.
+    T, B = 2048, 256
+    r = example_rollout(num_steps=T, num_envs=B, seed=2)
+    rews = np.full((T, B), 3e19, np.float32)
+    np.testing.assert_array_equal(r.replace(rews=rews).rews, rews)
+    rews[-1, -1] = -np.inf
+    with pytest.raises(ValueError, match=r"rews must be finite, got -inf at \(t=2047, b=255\)"):
+        r.replace(rews=rews)

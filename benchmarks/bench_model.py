@@ -1,0 +1,130 @@
+"""Benchmark the model layer: `Rollout(...)` against a plain copy, memory, and scaling.
+
+Run `python benchmarks/bench_model.py` (or `make bench`). In one process:
+
+* **Construction** of a MuJoCo-like rollout (17 float32 observations, 6 float32 Box actions,
+  critic and log-probs, no infos) at several sizes, against `.copy()` of the same arrays; with
+  `copy=False` against the same copy (only the checks remain); and the peak memory of the
+  construction (tracemalloc) over the arrays' bytes.
+* **Scaling**: construction, advantages, save and load at T = 2^14 ... 2^18 steps of B = 8
+  envs; the exponent is the slope of log(time) against log(size), about 1.0 for linear cost.
+
+Targets (reported, never asserted): construction within 1.2x a copy from 10 MB, within 10x at
+T=2048, B=1; peak memory within 1.1x of the raw bytes; exponents about 1 (<= 1.15).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+import tracemalloc
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+import numpy as np
+
+import trajkit
+
+ROUNDS = 15
+
+
+def fields(T: int, B: int) -> dict[str, Any]:
+    rng = np.random.default_rng(0)
+    return {
+        "states": np.zeros((T + 1, B, 0), np.float32),
+        "obses": rng.normal(size=(T + 1, B, 17)).astype(np.float32),
+        "rews": rng.normal(size=(T, B)).astype(np.float32),
+        "dones": (rng.random((T + 1, B)) < 0.01).astype(np.float32),
+        "infos": None,
+        "model_outs": {
+            "critic": rng.normal(size=(T + 1, B)).astype(np.float32),
+            "log_probs": rng.normal(size=(T + 1, B)).astype(np.float32),
+            "actions": rng.normal(size=(T + 1, B, 6)).astype(np.float32),
+        },
+    }
+
+
+def arrays_of(f: dict[str, Any]) -> list[np.ndarray[Any, Any]]:
+    return [f["states"], f["obses"], f["rews"], f["dones"], *f["model_outs"].values()]
+
+
+def interleaved(*fns: Callable[[], object], rounds: int = ROUNDS) -> list[float]:
+    best = [float("inf")] * len(fns)
+    for _ in range(rounds):
+        for i, fn in enumerate(fns):
+            start = time.perf_counter()
+            fn()
+            best[i] = min(best[i], time.perf_counter() - start)
+    return best
+
+
+def construction() -> None:
+    print("| T | B | MB | copy ms | Rollout / copy | copy=False / copy | peak / bytes | met |")
+    print("|---|---|---|---|---|---|---|---|")
+    for T, B in ((2048, 1), (2048, 64), (64, 4096), (256, 2048)):
+        f = fields(T, B)
+        arrays = arrays_of(f)
+        nbytes = sum(a.nbytes for a in arrays)
+
+        def copy(arrays: list[np.ndarray[Any, Any]] = arrays) -> None:
+            for a in arrays:
+                a.copy()
+
+        t_copy, t_new, t_view = interleaved(
+            copy, partial(trajkit.Rollout, **f), partial(trajkit.Rollout, **f, copy=False)
+        )
+        tracemalloc.start()
+        built = trajkit.Rollout(**f)
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        del built
+        ratio = t_new / t_copy
+        target = 10.0 if nbytes < 10e6 else 1.2
+        ok = ratio <= target and peak / nbytes <= 1.1
+        print(
+            f"| {T} | {B} | {nbytes / 1e6:.1f} | {t_copy * 1e3:.3f} "
+            f"| {ratio:.2f}x (<= {target:g}x) "
+            f"| {t_view / t_copy:.2f}x | {peak / nbytes:.2f} | {'yes' if ok else 'NO'} |",
+            flush=True,
+        )
+
+
+def scaling() -> None:
+    B = 8
+    sizes = [1 << k for k in range(14, 19)]
+    names = ("construct", "advantages", "save", "load")
+    times: dict[str, list[float]] = {name: [] for name in names}
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "r.npz")
+        for T in sizes:
+            f = fields(T, B)
+            r = trajkit.Rollout(**f)
+            trajkit.save(r, path)
+            best = interleaved(
+                partial(trajkit.Rollout, **f),
+                partial(r.advantages, 0.99, 0.95),
+                partial(trajkit.save, r, path),
+                partial(trajkit.load, path),
+                rounds=5,
+            )
+            for name, value in zip(names, best, strict=True):
+                times[name].append(value)
+    logs = np.log([T * B for T in sizes])
+    print("\n| operation | " + " | ".join(f"T={T} ms" for T in sizes) + " | exponent | met |")
+    print("|---" * (len(sizes) + 3) + "|")
+    for name in names:
+        slope = float(np.polyfit(logs, np.log(times[name]), 1)[0])
+        cells = " | ".join(f"{t * 1e3:.2f}" for t in times[name])
+        ok = slope <= 1.15
+        print(f"| {name} | {cells} | {slope:.2f} | {'yes' if ok else 'NO'} |", flush=True)
+
+
+def main() -> None:
+    construction()
+    scaling()
+
+
+if __name__ == "__main__":
+    main()
