@@ -91,7 +91,7 @@ def test_every_gym_name_is_on_the_gym_page() -> None:
     assert not missing, f"add `::: trajkit.gym.<name>` to docs/reference/gym.md: {missing}"
 
 
-@pytest.mark.parametrize("name", ["torch", "plot"])
+@pytest.mark.parametrize("name", ["torch", "plot", "arrow", "minari"])
 def test_every_integration_name_is_on_its_page(name: str) -> None:
     module = importlib.import_module(f"trajkit.{name}")
     entries = reference_entries()[f"{name}.md"]

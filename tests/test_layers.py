@@ -14,7 +14,7 @@ import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "trajkit"
 ORDER = ["_base", "_core", "_models", "_io", "_cli"]
-INTEGRATIONS = ["plot", "torch"]  # public modules over optional libraries
+INTEGRATIONS = ["arrow", "minari", "plot", "torch"]  # public modules over optional libraries
 
 
 def _imports(path: Path) -> set[str]:

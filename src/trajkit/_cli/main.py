@@ -21,7 +21,7 @@ from pydantic import ValidationError
 from trajkit._base.errors import RolloutFileError
 from trajkit._base.version import __version__
 from trajkit._core import tree as _tree
-from trajkit._io.files import DEFAULT_MAX_BYTES, load, read_metadata
+from trajkit._io.files import DEFAULT_MAX_BYTES, load, read_metadata, save
 from trajkit._io.infos import strict_json_loads
 from trajkit._io.metadata import RolloutFileMetadata
 from trajkit._models.model_outputs import discrete_actions
@@ -149,6 +149,39 @@ def _parser() -> argparse.ArgumentParser:
         "--max-bytes", type=_max_bytes, default=DEFAULT_MAX_BYTES, metavar="SIZE", help=size_help
     )
 
+    export = commands.add_parser(
+        "export",
+        help="write rollout files to a Parquet file (needs trajkit[arrow])",
+        description=(
+            "Write rollout files, taken in the order given, to one Parquet file in trajkit's "
+            "columnar layout: one row per step and env, readable as-is by pyarrow, polars, "
+            "DuckDB and HF datasets. The rollouts must share their structure."
+        ),
+    )
+    export.add_argument("paths", nargs="+", metavar="PATH", help="rollout files, in order")
+    export.add_argument("--out", required=True, metavar="FILE", help="the Parquet file to write")
+    export.add_argument(
+        "--compression",
+        default="zstd",
+        choices=("zstd", "snappy", "gzip", "none"),
+        help="Parquet compression (zstd)",
+    )
+    export.add_argument(
+        "--max-bytes", type=_max_bytes, default=DEFAULT_MAX_BYTES, metavar="SIZE", help=size_help
+    )
+
+    import_ = commands.add_parser(
+        "import",
+        help="turn a Parquet file back into rollout files (needs trajkit[arrow])",
+        description=(
+            "Read a Parquet file in trajkit's columnar layout (written by trajkit export or "
+            "trajkit.arrow.write_parquet), validate each rollout, and save them as "
+            "DIR/rollout-00000.npz, DIR/rollout-00001.npz, ..."
+        ),
+    )
+    import_.add_argument("path", metavar="FILE", help="the Parquet file")
+    import_.add_argument("--out", required=True, metavar="DIR", help="folder for the files")
+
     schema = commands.add_parser(
         "schema",
         help="print a JSON Schema",
@@ -165,6 +198,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     Commands: `validate PATH... [--spec SPEC.json] [--json] [--quick] [--max-bytes SIZE]
     [--progress]`, `info PATH [--gamma G] [--lam L]`, `plot PATH... --out DIR`,
+    `export PATH... --out FILE.parquet`, `import FILE.parquet --out DIR`,
     `schema [--metadata]`. The [CLI reference](cli.md) lists every option, and
     [Recorded trajectories](../file-format.md#command-line) the output of each command.
 
@@ -210,6 +244,10 @@ def _main(argv: list[str]) -> int:
             return _info(args)
         if args.command == "plot":
             return _plot(args)
+        if args.command == "export":
+            return _export(args)
+        if args.command == "import":
+            return _import(args)
         return _schema(args)
     except _UsageError as exc:
         print(f"trajkit {args.command}: error: {exc}", file=sys.stderr)
@@ -499,6 +537,57 @@ def _plot(args: argparse.Namespace) -> int:
     for name, figure in figures.items():
         target = os.path.join(out, name)
         figure.savefig(target, dpi=args.dpi)
+        print(target)
+    return 0
+
+
+# ------------------------------------------------------------------------ export, import
+
+
+def _arrow_module(command: str) -> Any:
+    try:
+        import trajkit.arrow as arrow  # pyarrow is imported only for these commands
+    except ImportError as exc:  # pragma: no cover - pyarrow is installed with the dev extras
+        print(f"trajkit {command}: error: {exc}", file=sys.stderr)
+        return None
+    return arrow
+
+
+def _export(args: argparse.Namespace) -> int:
+    arrow = _arrow_module("export")
+    if arrow is None:  # pragma: no cover - pyarrow is installed with the dev extras
+        return 2
+    rollouts: list[Rollout] = []
+    for path in args.paths:
+        try:
+            rollouts.append(load(path, mmap=True, max_bytes=args.max_bytes))
+        except RolloutFileError as exc:
+            print(f"{path}: invalid: {_one_line(_file_error(exc))}", file=sys.stderr)
+            return 1
+    compression = None if args.compression == "none" else args.compression
+    try:
+        arrow.write_parquet(rollouts, args.out, compression=compression)
+    except (ValueError, OSError) as exc:
+        print(f"trajkit export: error: {_one_line(str(exc))}", file=sys.stderr)
+        return 1
+    steps = sum((r.num_steps + 1) * r.batch_size for r in rollouts)
+    print(f"{args.out}: {len(rollouts)} rollout(s), {steps} rows")
+    return 0
+
+
+def _import(args: argparse.Namespace) -> int:
+    arrow = _arrow_module("import")
+    if arrow is None:  # pragma: no cover - pyarrow is installed with the dev extras
+        return 2
+    try:
+        rollouts = arrow.read_parquet(args.path)
+    except (ValueError, OSError) as exc:
+        print(f"{args.path}: invalid: {_one_line(str(exc))}", file=sys.stderr)
+        return 1
+    os.makedirs(args.out, exist_ok=True)
+    for i, rollout in enumerate(rollouts):
+        target = os.path.join(args.out, f"rollout-{i:05d}{SUFFIX}")
+        save(rollout, target)
         print(target)
     return 0
 

@@ -45,7 +45,14 @@ from trajkit._models.dims import DimSpec, Shape, bind_dims
 from trajkit._models.errors import clean_validation_error
 from trajkit._models.model_outputs import ModelOutputs, coerce_model_outs, discrete_actions
 
-__all__ = ["FIELD_DIMS", "MODEL_OUTPUT_DIMS", "AdvantageNormalization", "Rollout", "RolloutFields"]
+__all__ = [
+    "FIELD_DIMS",
+    "MODEL_OUTPUT_DIMS",
+    "AdvantageNormalization",
+    "Rollout",
+    "RolloutFields",
+    "given_infos",
+]
 
 FIELD_DIMS: Mapping[str, str] = MappingProxyType(
     {
@@ -989,6 +996,15 @@ class Rollout(BaseModel):
         )
 
     __hash__: ClassVar[None] = None  # type: ignore[assignment]
+
+
+def given_infos(rollout: Rollout) -> InfoRows | None:
+    """The rollout's infos, or `None` when none were given and `infos` was never read.
+
+    Lets writers store "no infos" without making T*B empty dicts to find out.
+    """
+    infos: InfoRows | None = rollout.__dict__.get("infos")
+    return infos
 
 
 def _same_infos(a: InfoRows | None, b: InfoRows | None) -> bool:

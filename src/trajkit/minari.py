@@ -1,0 +1,312 @@
+"""Rollouts to and from Minari datasets, Farama's standard for offline RL (`trajkit[minari]`).
+
+A Minari dataset is a list of episodes, each with `n + 1` observations (the last one is where
+the episode stopped), `n` actions and rewards, and separate `terminations` and `truncations`
+flags. A trajkit rollout is B env timelines of T steps cut at arbitrary points. The two meet
+as follows.
+
+**Export** ([`to_minari`][trajkit.minari.to_minari]) walks each env's timeline across the
+rollouts given (in order: consecutive rollouts of one recorder share a row, so an episode that
+spans rollouts is exported whole) and cuts it at episode ends:
+
+- an episode that ended inside the data becomes one Minari episode, flagged terminated or
+  truncated as the rollout says (`truncated`); its last observation is **repeated** from the
+  observation before it, because a rollout does not keep the observation an episode ended in
+  (row t+1 is already the next episode's first, as in obs-tower2);
+- the still-running episode of each env at the end of the data becomes an episode with
+  neither flag set, whose last observation is the rollout's bootstrap row, which is exact.
+
+**Import** ([`from_minari`][trajkit.minari.from_minari]) gives one rollout per episode, with
+B = 1 and T = n: `obses` are the n + 1 observations, `dones[0] = 1`, and `dones[T] = 1` when
+the episode ended (so that GAE does not bootstrap past it). A truncated episode carries
+`truncated[T-1] = 1` and `final_values = 0`: there is no critic in a dataset, so compute
+`final_values` with yours (on `obses[T]`) before using advantages. `model_outs['actions']`
+has T + 1 rows, the last a copy of the one before (no action is taken from the final
+observation).
+
+Examples:
+    >>> import os, tempfile
+    >>> import trajkit.minari
+    >>> from trajkit.testing import example_rollout
+    >>> r = example_rollout(num_steps=8, num_envs=2, keys={"actions", "critic"})
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     os.environ["MINARI_DATASETS_PATH"] = tmp
+    ...     dataset = trajkit.minari.to_minari([r], "trajkit/example-v0")
+    ...     episodes = trajkit.minari.from_minari(dataset)
+    >>> dataset.total_steps == sum(e.num_steps for e in episodes) == 16
+    True
+"""
+
+from __future__ import annotations
+
+import importlib
+import warnings
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from trajkit._base.types import AnyArray
+from trajkit._core import tree as _tree
+from trajkit._models.rollout import Rollout
+
+__all__ = ["from_minari", "to_minari"]
+
+
+def _import(name: str) -> Any:
+    try:
+        return importlib.import_module(name)
+    except ImportError as exc:  # pragma: no cover - minari is installed with the dev extras
+        raise ImportError(
+            "trajkit.minari needs minari and gymnasium; install them with: "
+            "pip install 'trajkit[minari]'"
+        ) from exc
+
+
+@dataclass
+class _Episode:
+    """An episode being collected from one env's timeline."""
+
+    obs: list[Any] = field(default_factory=list)  # one tree per row
+    actions: list[AnyArray] = field(default_factory=list)
+    rewards: list[float] = field(default_factory=list)
+    truncated: bool = False
+
+
+def _row(tree: Any, t: int, b: int) -> Any:
+    return _tree.map_leaves(lambda leaf: leaf[t, b], tree)
+
+
+def _stack(rows: Sequence[Any]) -> Any:
+    columns = zip(*map(_tree.leaves, rows), strict=True)
+    return _tree.unflatten(rows[0], [np.stack(leaves) for leaves in columns])
+
+
+def _buffer(index: int, episode: _Episode, final_obs: Any, ended: bool) -> Any:
+    n = len(episode.actions)
+    terminations = np.zeros(n, dtype=bool)
+    truncations = np.zeros(n, dtype=bool)
+    if ended:
+        (truncations if episode.truncated else terminations)[-1] = True
+    data_collector = _import("minari.data_collector")
+    return data_collector.EpisodeBuffer(
+        id=index,
+        observations=_stack([*episode.obs, final_obs]),
+        actions=np.stack(episode.actions),
+        rewards=np.asarray(episode.rewards, dtype=np.float64),
+        terminations=terminations,
+        truncations=truncations,
+        infos={},
+    )
+
+
+def _episodes(rollouts: Sequence[Rollout]) -> list[tuple[_Episode, Any, bool]]:
+    """Cut every env's timeline at episode ends: (episode, final observation, ended)."""
+    B = rollouts[0].batch_size
+    done: list[tuple[_Episode, Any, bool]] = []
+    open_: list[_Episode] = [_Episode() for _ in range(B)]
+    for r in rollouts:
+        if r.batch_size != B:
+            raise ValueError(
+                f"the rollouts must have the same number of envs, got B={B} and B={r.batch_size}"
+            )
+        actions = r.model_outs.arrays.get("actions")
+        if actions is None:
+            raise ValueError("to_minari needs model_outs['actions'] in every rollout")
+        T = r.num_steps
+        for b in range(B):
+            episode = open_[b]
+            for t in range(T):
+                if r.dones[t, b] == 1 and episode.actions:  # a new episode starts here
+                    done.append((episode, episode.obs[-1], True))
+                    episode = _Episode()
+                episode.obs.append(_row(r.obses, t, b))
+                episode.actions.append(actions[t, b])
+                episode.rewards.append(float(r.rews[t, b]))
+                episode.truncated = r.truncated is not None and bool(r.truncated[t, b] == 1)
+            if r.dones[T, b] == 1 and episode.actions:  # ended at the rollout's last step
+                done.append((episode, episode.obs[-1], True))
+                episode = _Episode()
+            open_[b] = episode
+    last = rollouts[-1]
+    for b, episode in enumerate(open_):
+        if episode.actions:  # still running: the bootstrap row is its next observation
+            done.append((episode, _row(last.obses, last.num_steps, b), False))
+    return done
+
+
+def _space(spaces: Any, leaf: AnyArray) -> Any:
+    cell = leaf.shape[2:]
+    if leaf.dtype.kind == "f":
+        return spaces.Box(-np.inf, np.inf, cell, leaf.dtype)
+    if leaf.dtype.kind == "b":
+        return spaces.MultiBinary(list(cell) or 1)
+    info = np.iinfo(leaf.dtype)
+    return spaces.Box(info.min, info.max, cell, leaf.dtype)
+
+
+def _obs_space(spaces: Any, tree: Any) -> Any:
+    if isinstance(tree, dict):
+        return spaces.Dict({key: _obs_space(spaces, value) for key, value in tree.items()})
+    if isinstance(tree, tuple):
+        return spaces.Tuple([_obs_space(spaces, value) for value in tree])
+    return _space(spaces, tree)
+
+
+def _action_space(spaces: Any, rollouts: Sequence[Rollout]) -> Any:
+    per_rollout = [r.model_outs.arrays["actions"] for r in rollouts]
+    actions = np.concatenate([a.reshape(-1, *a.shape[2:]) for a in per_rollout])
+    if actions.dtype.kind == "f":
+        return spaces.Box(-np.inf, np.inf, actions.shape[1:], np.float32)
+    actor = rollouts[0].model_outs.arrays.get("actor")
+    if actions.ndim == 1:
+        n = actor.shape[-1] if actor is not None else int(actions.max()) + 1
+        return spaces.Discrete(max(n, 1))
+    return spaces.MultiDiscrete(np.maximum(actions.max(axis=0), 0) + 1)
+
+
+def to_minari(
+    rollouts: Rollout | Iterable[Rollout],
+    dataset_id: str,
+    *,
+    observation_space: Any = None,
+    action_space: Any = None,
+    **metadata: Any,
+) -> Any:
+    """Write rollouts as a new local Minari dataset; return it (a `minari.MinariDataset`).
+
+    Episodes are cut as the module documentation describes: one Minari episode per episode
+    of each env, joined across consecutive rollouts, terminations and truncations kept apart.
+    The dataset goes where Minari keeps local datasets (`MINARI_DATASETS_PATH`, by default
+    `~/.minari/datasets`).
+
+    Args:
+        rollouts: A rollout, or consecutive rollouts of the same envs (as a recorder returns
+            them), each with `model_outs['actions']`.
+        dataset_id: The new dataset's id, `namespace/name-vN` (e.g. `"me/cartpole-v0"`).
+        observation_space: The Gymnasium observation space; by default one is inferred from
+            the observations (`Box` of each leaf's dtype, unbounded for floats; `Dict` and
+            `Tuple` for nested ones).
+        action_space: The Gymnasium action space; by default inferred: `Discrete` (width of
+            `actor` when present), `MultiDiscrete` or an unbounded `Box`.
+        **metadata: Passed to `minari.create_dataset_from_buffers` (`author`,
+            `algorithm_name`, `code_permalink`, `description`, `env`, ...). Minari's
+            warnings advising them are not shown. `data_format` defaults to `"arrow"`
+            (pyarrow comes with `trajkit[minari]`; `"hdf5"` needs h5py).
+
+    Returns:
+        The dataset, loaded.
+
+    Raises:
+        ImportError: If minari is not installed.
+        ValueError: If no rollout is given, the rollouts differ in B, or lack `actions`.
+
+    Examples:
+        >>> import os, tempfile
+        >>> import trajkit.minari
+        >>> from trajkit.testing import example_rollout
+        >>> r = example_rollout(num_steps=6, num_envs=1, keys={"actions"}, done_prob=0.0)
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     os.environ["MINARI_DATASETS_PATH"] = tmp
+        ...     ds = trajkit.minari.to_minari(r, "trajkit/one-v0")
+        ...     ep = next(ds.iterate_episodes())
+        >>> ds.total_episodes, ep.observations.shape, bool(ep.truncations.any())
+        (1, (7, 4), False)
+    """
+    minari = _import("minari")
+    spaces = _import("gymnasium.spaces")
+    items = [rollouts] if isinstance(rollouts, Rollout) else list(rollouts)
+    if not items:
+        raise ValueError("to_minari needs at least one rollout")
+    episodes = _episodes(items)
+    buffers = [_buffer(i, *episode) for i, episode in enumerate(episodes)]
+    if observation_space is None:
+        observation_space = _obs_space(spaces, items[0].obses)
+    if action_space is None:
+        action_space = _action_space(spaces, items)
+    with warnings.catch_warnings():
+        # Minari advises, with UserWarnings, naming an env, an author and a code permalink;
+        # they are optional metadata (pass them as keywords), not problems with the data.
+        warnings.filterwarnings("ignore", category=UserWarning, module=r"minari\.")
+        return minari.create_dataset_from_buffers(
+            dataset_id,
+            buffers,
+            observation_space=observation_space,
+            action_space=action_space,
+            **{"data_format": "arrow", **metadata},
+        )
+
+
+def from_minari(dataset: Any) -> list[Rollout]:
+    """Read a Minari dataset as validated rollouts, one per episode (B = 1, T = its length).
+
+    See the module documentation for how episode ends, truncations and the final observation
+    map onto a rollout.
+
+    Args:
+        dataset: A `minari.MinariDataset`, or the id of a local dataset.
+
+    Returns:
+        One rollout per episode, in the dataset's order.
+
+    Raises:
+        ImportError: If minari is not installed.
+
+    Examples:
+        >>> import os, tempfile
+        >>> import trajkit.minari
+        >>> from trajkit.testing import example_rollout
+        >>> r = example_rollout(num_steps=6, num_envs=1, keys={"actions"}, done_prob=0.0)
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     os.environ["MINARI_DATASETS_PATH"] = tmp
+        ...     _ = trajkit.minari.to_minari(r, "trajkit/one-v0")
+        ...     (back,) = trajkit.minari.from_minari("trajkit/one-v0")
+        >>> back.num_steps, bool((back.obses == r.obses).all())
+        (6, True)
+    """
+    minari = _import("minari")
+    if isinstance(dataset, str):
+        dataset = minari.load_dataset(dataset)
+    rollouts = []
+    for episode in dataset.iterate_episodes():
+        rollouts.append(_episode_rollout(episode))
+    return rollouts
+
+
+def _episode_rollout(episode: Any) -> Rollout:
+    rewards = np.asarray(episode.rewards, dtype=np.float32)
+    T = len(rewards)
+    terminated = bool(np.asarray(episode.terminations)[-1]) if T else False
+    truncated = bool(np.asarray(episode.truncations)[-1]) if T else False
+    obses = _tree.map_leaves(lambda leaf: np.asarray(leaf)[:, None], _as_tree(episode.observations))
+    actions = np.asarray(episode.actions)
+    if T:  # no action is taken from the final observation: repeat the last one
+        actions = np.concatenate([actions, actions[-1:]])
+    else:
+        actions = np.zeros((1, *actions.shape[1:]), actions.dtype)
+    dones = np.zeros((T + 1, 1), dtype=np.float32)
+    dones[0] = 1
+    if terminated or truncated:
+        dones[T] = 1
+    cut = np.zeros((T, 1), dtype=np.float32)
+    if truncated:
+        cut[-1] = 1
+    return Rollout(
+        states=np.zeros((T + 1, 1, 0), np.float32),
+        obses=obses,
+        rews=rewards[:, None],
+        dones=dones,
+        infos=None,
+        model_outs={"actions": actions[:, None]},
+        truncated=cut if truncated else None,
+        final_values=np.zeros((T, 1), np.float32) if truncated else None,
+    )
+
+
+def _as_tree(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(key): _as_tree(item) for key, item in value.items()}
+    if isinstance(value, tuple | list):
+        return tuple(_as_tree(item) for item in value)
+    return np.asarray(value)
