@@ -659,3 +659,30 @@ def test_overlapping_members_are_refused(tmp_path: Path, good: Path) -> None:
     path = tmp_path / "overlap.npz"
     path.write_bytes(build_zip(entries, [(rews, offset)]))
     assert "overlaps" in str(refused(path))
+
+
+# ------------------------------------------------------------------- archives of any size
+
+
+def test_archives_with_thousands_of_members_are_checked_in_linear_time(tmp_path: Path) -> None:
+    """Issue 12: duplicate and member-set checks were quadratic (40,000 entries took 11.7 s)."""
+    r = example_rollout(num_steps=2, num_envs=1, keys=())
+    outs = {f"k{i}": np.zeros((3, 1), np.float32) for i in range(2000)}
+    path = tmp_path / "wide.npz"
+    save(r.replace(model_outs=outs), path)  # _prepare read model_outs.arrays once per key
+    assert len(read_metadata(path).model_output_keys) == 2000
+    assert list(load(path, mmap=True).model_outs.keys()) == list(outs)
+    good = tmp_path / "good.npz"
+    save(r, good)
+    extra = {**members(good), **{f"x{i}": b"" for i in range(10_000)}}
+    error = refused(rebuild(tmp_path / "many.npz", extra))
+    assert error.member == "x0"
+    assert "x7 and 9992 more" in str(error)
+    assert len(str(error)) < 1000
+    duplicated = [Entry(n, d) for n, d in members(good).items()]
+    duplicated += [Entry(f"y{i}", b"") for i in range(10_000)] + [Entry("y9999", b"")]
+    dup = tmp_path / "dup.npz"
+    dup.write_bytes(build_zip(duplicated))
+    error = refused(dup)
+    assert error.member == "y9999"
+    assert "more than once" in str(error)

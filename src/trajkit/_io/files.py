@@ -153,6 +153,7 @@ def _prepare(rollout: Rollout) -> tuple[RolloutFileMetadata, list[tuple[ArrayMem
         "truncated": rollout.truncated,
         "final_values": rollout.final_values,
     }
+    outs = rollout.model_outs.arrays  # built once: each access walks every key
     leaves = {
         name: [leaf for _, leaf in _tree.flatten(getattr(rollout, name))]
         for name in ("states", "obses")
@@ -163,25 +164,31 @@ def _prepare(rollout: Rollout) -> tuple[RolloutFileMetadata, list[tuple[ArrayMem
         for path, leaf in _tree.flatten(getattr(rollout, name))
     ]
     named += [(n, a) for n, a in sources.items() if a is not None]
-    named += [(f"model_outs[{k!r}]", a) for k, a in rollout.model_outs.arrays.items()]
+    named += [(f"model_outs[{k!r}]", a) for k, a in outs.items()]
     for name, array in named:
         if dtype_name(array.dtype) not in SUPPORTED_DTYPES:
             raise ValueError(
                 f"{name} has dtype {array.dtype}, which the file format cannot store; "
                 f"supported: {', '.join(SUPPORTED_DTYPES)}"
             )
-    for key in rollout.model_outs.arrays:
+        if array.dtype == np.bool_ and array.size and array.view(np.uint8).max() > 1:
+            raise ValueError(
+                f"{name} is a bool array holding bytes other than 0 and 1 (made with "
+                ".view(bool)?), which the file format refuses; use .astype(bool)"
+            )
+    for key in outs:
         try:
             key.encode("utf-8")
         except UnicodeEncodeError:
             raise ValueError(f"model_outs key {key!r} is not valid Unicode") from None
     metadata = RolloutFileMetadata.from_rollout(rollout)
+    pending = {name: iter(arrays) for name, arrays in leaves.items()}
     pairs: list[tuple[ArrayMember, AnyArray]] = []
     for member in metadata.arrays():
         if member.key is not None:
-            array = rollout.model_outs.arrays[member.key]
-        elif member.field in leaves:  # one member per leaf, in flatten order
-            array = leaves[member.field].pop(0)
+            array = outs[member.key]
+        elif member.field in pending:  # one member per leaf, in flatten order
+            array = next(pending[member.field])
         else:
             source = sources[member.field]
             if source is None:  # pragma: no cover - the metadata lists only present fields
@@ -469,6 +476,12 @@ def _path_str(path: PathLike) -> str:
     return os.fspath(path)
 
 
+def _some(names: list[str], shown: int = 8) -> str:
+    """The first few names, and how many more: messages stay short for any archive."""
+    more = len(names) - shown
+    return ", ".join(names[:shown]) + (f" and {more} more" if more > 0 else "")
+
+
 def _describe(exc: BaseException) -> str:
     if isinstance(exc, MemoryError):
         return "out of memory while reading"
@@ -650,10 +663,12 @@ class _Reader:
 
     def _read_metadata(self) -> RolloutFileMetadata:
         infos = self._infos
-        names = [info.filename for info in infos]
-        if len(self._by_name) != len(names):
-            dup = next(n for n in names if names.count(n) > 1)
-            self.fail("the archive holds this member more than once", dup)
+        if len(self._by_name) != len(infos):
+            seen: set[str] = set()
+            for info in infos:
+                if info.filename in seen:
+                    self.fail("the archive holds this member more than once", info.filename)
+                seen.add(info.filename)
         if METADATA_MEMBER not in self._by_name:
             self.fail(
                 f"missing member {METADATA_MEMBER}: not a trajkit rollout file "
@@ -726,17 +741,17 @@ class _Reader:
 
     def _check_members(self, metadata: RolloutFileMetadata) -> None:
         expected = metadata.members()
+        expected_set = set(expected)
         actual = self._by_name
         missing = [name for name in expected if name not in actual]
-        unexpected = [name for name in actual if name not in set(expected)]
+        unexpected = [name for name in actual if name not in expected_set]
         if missing:
             self.fail(
-                f"missing member(s) {', '.join(missing)} that the metadata declares", missing[0]
+                f"missing member(s) {_some(missing)} that the metadata declares", missing[0]
             )
         if unexpected:
             self.fail(
-                f"unexpected member(s) {', '.join(unexpected)}; expected exactly "
-                f"{', '.join(expected)}",
+                f"unexpected member(s) {_some(unexpected)}; expected exactly {_some(expected)}",
                 unexpected[0],
             )
         limit = self.max_bytes
