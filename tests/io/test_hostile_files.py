@@ -686,3 +686,163 @@ def test_archives_with_thousands_of_members_are_checked_in_linear_time(tmp_path:
     error = refused(dup)
     assert error.member == "y9999"
     assert "more than once" in str(error)
+
+
+# ----------------------------------------------------- JSON members: memory and shared rules
+
+
+def with_infos(good: Path, text: bytes, *, compress: bool = True, size: int | None = None) -> bytes:
+    """The good file with this infos.json, deflated, its declared size optionally a lie."""
+    entries = [Entry(n, d) for n, d in members(good).items() if n != "infos.json"]
+    infos = Entry("infos.json", text, zipfile.ZIP_DEFLATED if compress else zipfile.ZIP_STORED)
+    infos.file_size = size
+    return build_zip([*entries, infos])
+
+
+def test_a_json_member_declaring_4_gb_is_refused_without_allocating_it(
+    tmp_path: Path, good: Path
+) -> None:
+    """Issue 12: the reader zero-filled a buffer of the declared size (4.1 GB, 8.7 s)."""
+    path = tmp_path / "big.npz"
+    path.write_bytes(with_infos(good, b"[" + b" " * 100_000, size=4_000_000_000))
+    assert path.stat().st_size < 16 << 10
+
+    def check() -> None:
+        error = refused(path)
+        assert error.member == "infos.json"
+        assert "truncated" in str(error)
+
+    assert peak_bytes_of(check) < 2 << 20
+
+
+def dense(count: int) -> bytes:
+    """Honest infos (T=16, B=2) whose infos[0][0] holds `count` empty objects."""
+    rows: list[list[dict[str, Any]]] = [[{} for _ in range(B)] for _ in range(T)]
+    text = json.dumps(rows, separators=(",", ":")).encode()
+    return text.replace(b"{}", b'{"a":[' + b",".join([b"{}"] * count) + b"]}", 1)
+
+
+def test_densely_nested_infos_are_refused_before_decoding(tmp_path: Path, good: Path) -> None:
+    """Issue 12: 40 Mi empty objects in a 124 KB file took 3.2 GB (26x the JSON) to load."""
+    text = dense(1 << 20)  # 3 MiB of JSON in a few KB
+    path = tmp_path / "dense.npz"
+    path.write_bytes(with_infos(good, text))
+    assert path.stat().st_size < 64 << 10
+
+    def check() -> None:
+        error = refused(path)
+        assert error.member == "infos.json"
+        assert "1048577 '{' and '[' bytes besides its 32 info dicts and 17 arrays" in str(error)
+        limit = 4096 + len(text) // 16
+        assert f"more than the {limit} the format allows (4096 plus one per 16" in str(error)
+
+    assert peak_bytes_of(check) < 2 * len(text) + (1 << 20)  # the bytes, never their objects
+    r = example_rollout(num_steps=T, num_envs=B, truncation=True)
+    infos = r.infos
+    infos[0][0] = {"a": [{} for _ in range(1 << 20)]}
+    with pytest.raises(ValueError, match=r"1048577 '\{' and '\[' bytes besides its 32 info dicts"):
+        save(r.replace(infos=infos), tmp_path / "x.npz")  # the writer refuses the same
+
+
+def test_nested_infos_within_the_limit_load_in_memory_proportional_to_their_size(
+    tmp_path: Path, rollout: trajkit.Rollout
+) -> None:
+    limit = 4096 + 400_000 // 16
+    infos = rollout.infos
+    infos[0][0] = {"pad": "x" * 400_000, "a": [{} for _ in range(limit - 200)]}
+    r = rollout.replace(infos=infos)
+    path = tmp_path / "r.npz"
+    save(r, path, compress=True)
+    size = len(json.dumps(infos, separators=(",", ":")))
+    loaded: list[trajkit.Rollout] = []
+    peak = peak_bytes_of(lambda: loaded.append(load(path)))
+    assert loaded[0] == r
+    assert peak < 12 * size
+
+
+def lone_surrogate_infos() -> bytes:
+    return json.dumps([[{"k": "ok"}, {"k": "\ud800"}]] + [[{}, {}]] * (T - 1)).encode()
+
+
+def nested_infos(levels: int) -> list[list[dict[str, Any]]]:
+    """Infos whose infos[1][0] nests `levels` containers, itself included."""
+    info: Any = {}
+    for i in range(levels - 1):  # lists and dicts in turn, a dict outermost
+        info = {"a": info} if (levels - 2 - i) % 2 == 0 else [info]
+    rows: list[list[dict[str, Any]]] = [[{}, {}] for _ in range(T)]
+    rows[1][0] = info
+    return rows
+
+
+def depth_of(value: Any) -> int:
+    if isinstance(value, dict):
+        return 1 + max(map(depth_of, value.values()), default=0)
+    if isinstance(value, list):
+        return 1 + max(map(depth_of, value), default=0)
+    return 0
+
+
+@pytest.mark.parametrize("levels", [60, 64])
+def test_infos_nested_to_the_limit_round_trip(
+    tmp_path: Path, rollout: trajkit.Rollout, levels: int
+) -> None:
+    infos = nested_infos(levels)
+    assert depth_of(infos[1][0]) == levels
+    r = rollout.replace(infos=infos)
+    save(r, tmp_path / "r.npz")
+    assert load(tmp_path / "r.npz") == r
+
+
+def test_the_reader_refuses_exactly_what_the_writer_refuses(
+    tmp_path: Path, good: Path, rollout: trajkit.Rollout
+) -> None:
+    """Issue 12: load accepted infos that save refused, so save(load(f)) failed."""
+    deep = nested_infos(65)
+    assert depth_of(deep[1][0]) == 65
+    with pytest.raises(ValueError, match=r"infos\[1\]\[0\]\['a'\].* is nested more than 64"):
+        save(rollout.replace(infos=deep), tmp_path / "w.npz")
+    path = tmp_path / "deep.npz"
+    path.write_bytes(with_infos(good, json.dumps(deep).encode()))
+    assert "nests lists and dicts more than 64 levels deep" in str(refused(path))
+
+    with pytest.raises(ValueError, match=r"infos\[0\]\[1\]\['k'\] is a str that is not valid"):
+        save(rollout.replace(infos=json.loads(lone_surrogate_infos())), tmp_path / "w.npz")
+    path.write_bytes(with_infos(good, lone_surrogate_infos()))
+    error = refused(path)
+    assert "infos[0][1]['k'] is a str that is not valid Unicode (lone surrogate)" in str(error)
+    pair = lone_surrogate_infos().replace(b"\\ud800", b"\\ud83d\\ude00")
+    path.write_bytes(with_infos(good, pair))
+    assert load(path).infos[0][1] == {"k": "\U0001f600"}
+    key = lone_surrogate_infos().replace(b'{"k": "\\ud800"}', b'{"\\udfff": 1}')
+    path.write_bytes(with_infos(good, key))
+    assert "infos[0][1] key '\\udfff' is a str that is not valid" in str(refused(path))
+
+
+@pytest.mark.parametrize("limit", [None, 0, 10_000])
+def test_integers_of_more_than_4300_digits_are_refused_naming_them(
+    tmp_path: Path, good: Path, rollout: trajkit.Rollout, limit: int | None
+) -> None:
+    """Issue 12: a 4,301-digit int raised json's error without naming infos[t][b], and the
+    limit depended on the process's sys.set_int_max_str_digits()."""
+    import sys
+
+    before = sys.get_int_max_str_digits()
+    if limit is not None:
+        sys.set_int_max_str_digits(limit)
+    try:
+        infos: list[list[dict[str, Any]]] = [[{}, {}] for _ in range(T)]
+        infos[2][1] = {"n": [1, 10**4300]}
+        with pytest.raises(ValueError, match=r"infos\[2\]\[1\]\['n'\]\[1\] is an integer of more"):
+            save(rollout.replace(infos=infos), tmp_path / "w.npz")
+        infos[2][1] = {"n": [1, 7777]}
+        text = json.dumps(infos).encode().replace(b"7777", b"9" * 4301)
+        path = tmp_path / "int.npz"
+        path.write_bytes(with_infos(good, text))
+        error = refused(path)
+        assert error.member == "infos.json"
+        assert "infos[2][1]['n'][1] is an integer of more than 4300 digits" in str(error)
+        infos[2][1] = {"n": [1, 10**4299]}  # 4300 digits: stored and loaded back
+        save(rollout.replace(infos=infos), tmp_path / "ok.npz")
+        assert load(tmp_path / "ok.npz").infos[2][1]["n"][1] == 10**4299
+    finally:
+        sys.set_int_max_str_digits(before)

@@ -564,19 +564,21 @@ class _MemberStream:
             self.crc = zlib.crc32(buffer[:count], self.crc)
         return count
 
-    def read(self, n: int) -> bytes:
-        """Read `n` bytes, fewer only where the member ends."""
-        out = bytearray(min(n, self._left_out))
-        view = memoryview(out)
-        count = 0
-        while count < len(out):
-            got = self.readinto(view[count:])
+    def read(self, n: int) -> bytearray:
+        """Read `n` bytes, fewer only where the member ends.
+
+        The buffer grows as bytes arrive, `_IO_CHUNK` at a time: memory follows what the
+        member really holds, never what its header declares.
+        """
+        out = bytearray()
+        while len(out) < n and self._left_out:
+            piece = bytearray(min(n - len(out), _IO_CHUNK, self._left_out))
+            got = self.readinto(memoryview(piece))
             if not got:
                 break
-            count += got
-        view.release()
-        del out[count:]
-        return bytes(out)
+            del piece[got:]
+            out += piece
+        return out
 
     def finish(self) -> None:
         """Check the member ended exactly where declared, and its CRC-32."""
@@ -708,7 +710,7 @@ class _Reader:
                 name,
             )
 
-    def _parse_metadata(self, data: bytes) -> RolloutFileMetadata:
+    def _parse_metadata(self, data: bytes | bytearray) -> RolloutFileMetadata:
         raw = strict_json_loads(data)
         if not isinstance(raw, dict):
             self.fail("must hold a JSON object", METADATA_MEMBER)
@@ -746,9 +748,7 @@ class _Reader:
         missing = [name for name in expected if name not in actual]
         unexpected = [name for name in actual if name not in expected_set]
         if missing:
-            self.fail(
-                f"missing member(s) {_some(missing)} that the metadata declares", missing[0]
-            )
+            self.fail(f"missing member(s) {_some(missing)} that the metadata declares", missing[0])
         if unexpected:
             self.fail(
                 f"unexpected member(s) {_some(unexpected)}; expected exactly {_some(expected)}",
@@ -819,8 +819,8 @@ class _Reader:
     def _stream(self, info: zipfile.ZipInfo, *, check_crc: bool = True) -> _MemberStream:
         return _MemberStream(self, info, self._data_start(info), check_crc=check_crc)
 
-    def _read_small(self, info: zipfile.ZipInfo) -> bytes:
-        """Read a whole (size-checked) JSON member, checking its CRC-32."""
+    def _read_small(self, info: zipfile.ZipInfo) -> bytearray:
+        """Read a whole JSON member, checking its CRC-32; memory grows with what arrives."""
         stream = self._stream(info)
         data = stream.read(info.file_size)
         stream.finish()
@@ -885,7 +885,7 @@ class _Reader:
         total = 8 + len(length_bytes) + length
         if total > min(info.file_size, _MAX_NPY_HEADER):
             self.fail(f"the .npy header claims {length} bytes, longer than allowed", name)
-        header = start + length_bytes + stream.read(length)
+        header = bytes(start + length_bytes + stream.read(length))
         if len(header) != total:
             self.fail("truncated .npy header", name)
         parse = io.BytesIO(header)

@@ -1,25 +1,56 @@
 """Infos as strict UTF-8 JSON: exact round trips, refusals that name `infos[t][b][key]`.
 
-Only values that load back equal to what was saved are accepted: `None`, `bool`, `int`, finite
-`float`, `str`, lists, and dicts with string keys, nested; NumPy scalars are stored as the
-matching Python value. Tuples (they would load as lists), arrays, NaN, infinities, bytes and
-other objects are refused.
+Only values that load back equal to what was saved are accepted: `None`, `bool`, `int` (at
+most 4,300 digits), finite `float`, `str` (valid Unicode), lists, and dicts with string keys,
+nested at most 64 levels; NumPy scalars are stored as the matching Python value. Tuples (they
+would load as lists), arrays, NaN, infinities, bytes and other objects are refused.
+
+The writer and the reader share every rule: `infos_to_json` refuses what `infos_from_json`
+would refuse, and the reader refuses what the writer would, so `save(load(f))` works for every
+file that loads. Reading is bounded: the brackets of `infos.json` are counted before it is
+decoded (`check_infos_json`), so that decoding cannot take memory out of proportion to its
+size, and infos that are all empty dicts are built without decoding.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+import re
+import sys
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-__all__ = ["MAX_DEPTH", "infos_from_json", "infos_to_json", "strict_json_loads"]
+__all__ = [
+    "BYTES_PER_NESTED",
+    "MAX_DEPTH",
+    "MAX_INT_DIGITS",
+    "NESTED_ALLOWANCE",
+    "check_infos_json",
+    "infos_from_json",
+    "infos_to_json",
+    "strict_json_loads",
+]
 
 MAX_DEPTH = 64
 """The deepest nesting of lists and dicts inside one info dict."""
 
+MAX_INT_DIGITS = 4300
+"""The most digits an integer in infos may have (Python's default `int_max_str_digits`)."""
+
+NESTED_ALLOWANCE = 4096
+"""`{` and `[` bytes allowed in `infos.json` besides its rows and info dicts, on top of
+one per `BYTES_PER_NESTED` bytes."""
+
+BYTES_PER_NESTED = 16
+"""Bytes of `infos.json` per further `{` or `[` allowed (see `check_infos_json`)."""
+
+_INT_BOUND = 10**MAX_INT_DIGITS  # an int has more than MAX_INT_DIGITS digits iff |int| >= this
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")  # how a surrogate gets into JSON text
+_QUOTE = ord('"')
+_NOT_STRUCTURAL = bytes(c for c in range(256) if c not in b'"[]{}')
 
 Path = tuple[Any, ...]  # (t, b, key or index, ...): formatted only for a message
 
@@ -34,17 +65,22 @@ def _refuse(where: Path | str, why: str) -> ValueError:
     return ValueError(f"{text} {why}; infos are saved as JSON and must load back equal")
 
 
+_TOO_DEEP = f"is nested more than {MAX_DEPTH} levels deep"
+_TOO_LONG = f"is an integer of more than {MAX_INT_DIGITS} digits, more than JSON readers accept"
+_SURROGATE = "is a str that is not valid Unicode (lone surrogate)"
+
+
 def _convert(value: Any, path: Path) -> Any:
     """Return `value` as plain JSON data, or raise naming its path. Plain types go fast."""
     kind = type(value)
     if kind is str or kind is int or kind is bool or value is None:
-        return value  # strings are checked for lone surrogates when encoded
+        return value  # strings are checked for lone surrogates and ints for length when encoded
     if kind is float:
         if not math.isfinite(value):
             raise _refuse(path, f"is {value}, which JSON cannot store (only finite numbers)")
         return value
     if len(path) - 2 >= MAX_DEPTH:
-        raise _refuse(path, f"is nested more than {MAX_DEPTH} levels deep")
+        raise _refuse(path, _TOO_DEEP)
     if kind is dict:
         out: dict[str, Any] = {}
         for key, item in value.items():
@@ -75,7 +111,7 @@ def _convert_other(value: Any, path: Path) -> Any:
     if isinstance(value, bool):
         return bool(value)
     if isinstance(value, int):
-        return int(value)
+        return _convert(int(value), path)
     if isinstance(value, float):
         return _convert(float(value), path)
     if isinstance(value, str):
@@ -95,27 +131,133 @@ def _convert_other(value: Any, path: Path) -> Any:
     raise _refuse(path, f"is a {type(value).__module__}.{type(value).__qualname__}")
 
 
-def _find_surrogate(value: Any, where: str) -> str | None:
-    """Where the first string that is not valid Unicode is (run only after encoding failed)."""
-    if isinstance(value, str):
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            return where
+def _first(rows: Sequence[Sequence[Any]], flagged: Callable[[Any], bool]) -> str | None:
+    """Where the first value or key `flagged` is, depth-first: `infos[t][b]['key']...`.
+
+    Run only once a cheaper check has found a possible problem, to name it. It descends at
+    most `MAX_DEPTH` levels (the nesting is checked before).
+    """
+
+    def walk(value: Any, path: Path) -> str | None:
+        if flagged(value):
+            return _where(path)
+        if len(path) - 2 > MAX_DEPTH:
+            return None
+        if type(value) is dict:
+            for key, item in value.items():
+                if flagged(key):
+                    return f"{_where(path)} key {key!r}"
+                found = walk(item, (*path, key))
+                if found:
+                    return found
+        elif type(value) is list:
+            for i, item in enumerate(value):
+                found = walk(item, (*path, i))
+                if found:
+                    return found
         return None
-    if isinstance(value, dict):
-        for key, item in value.items():
-            found = _find_surrogate(key, f"{where} key {key!r}") or _find_surrogate(
-                item, f"{where}[{key!r}]"
-            )
-            if found:
-                return found
-    if isinstance(value, list):
-        for i, item in enumerate(value):
-            found = _find_surrogate(item, f"{where}[{i}]")
+
+    for t, row in enumerate(rows):
+        for b, item in enumerate(row):
+            found = walk(item, (t, b))
             if found:
                 return found
     return None
+
+
+def _lone_surrogate(value: Any) -> bool:
+    if type(value) is not str:
+        return False
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def _overlong(value: Any) -> bool:
+    return isinstance(value, _Overlong) or (
+        type(value) is int and not -_INT_BOUND < value < _INT_BOUND
+    )
+
+
+class _Overlong(int):
+    """An integer literal too long for Python to parse here: stands in for it, to name it."""
+
+
+def _parse_int_tolerantly(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        return _Overlong(0)
+
+
+def _nesting_depth(data: bytes | bytearray) -> int:
+    """The deepest nesting of `{` and `[` outside strings in JSON text, at C and NumPy speed.
+
+    Escaped backslashes, then escaped quotes, are dropped (left to right, as a JSON parser
+    reads them); every byte but quotes and brackets is dropped; then a bracket is outside the
+    strings when an even number of quotes precede it. No Python loop per byte.
+    """
+    if b"\\" in data:
+        data = bytes(data).replace(b"\\\\", b"").replace(b'\\"', b"")
+    marks = np.frombuffer(data.translate(None, _NOT_STRUCTURAL), np.uint8)
+    if not marks.size:
+        return 0
+    quote = marks == _QUOTE
+    outside = (np.cumsum(quote) & 1) == 0  # an opening quote counts as inside
+    steps = np.where(outside & ~quote, 1 - (marks & 4).astype(np.int32) // 2, 0)  # `[{` +1
+    return max(0, int(np.cumsum(steps).max()))
+
+
+def check_infos_json(data: bytes | bytearray, num_steps: int, batch_size: int) -> None:
+    """The rules on the bytes of `infos.json` that the writer and the reader share.
+
+    `infos.json` may hold at most `NESTED_ALLOWANCE` (4,096) plus one per `BYTES_PER_NESTED`
+    (16) bytes of `{` and `[` besides the T * B info objects and the T + 1 arrays around them
+    (brackets inside strings count too): decoded, each list or dict takes 50 to 200 bytes, so
+    densely nested infos would take memory far out of proportion to the file. This is checked
+    on the bytes, before anything is decoded. Lists and dicts are nested at most `MAX_DEPTH`
+    levels inside an info dict.
+
+    Args:
+        data: The UTF-8 JSON text.
+        num_steps: T.
+        batch_size: B.
+
+    Raises:
+        ValueError: If the text breaks either rule.
+
+    Examples:
+        >>> check_infos_json(b'[[{"a":[1,2]},{}]]', 1, 2)
+        >>> check_infos_json(b"[[{}]]" + b"[" * 5000, 1, 1)  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        ValueError: infos.json holds 5000 '{' and '[' bytes besides its 1 info dicts ...
+        >>> check_infos_json(b'[[{"a":' + b"[" * 70 + b"]" * 70 + b"}]]", 1, 1)
+        Traceback (most recent call last):
+        ...
+        ValueError: infos.json nests lists and dicts more than 64 levels deep
+    """
+    _nested_brackets(data, num_steps, batch_size)
+
+
+def _nested_brackets(data: bytes | bytearray, num_steps: int, batch_size: int) -> int:
+    """Check the rules of `check_infos_json`; return the count of further `{` and `[`."""
+    structural = num_steps * batch_size + num_steps + 1
+    nested = data.count(b"{") + data.count(b"[") - structural
+    limit = NESTED_ALLOWANCE + len(data) // BYTES_PER_NESTED
+    if nested > limit:
+        raise ValueError(
+            f"infos.json holds {nested} '{{' and '[' bytes besides its {num_steps * batch_size} "
+            f"info dicts and {num_steps + 1} arrays of rows, more than the {limit} the format "
+            f"allows ({NESTED_ALLOWANCE} plus one per {BYTES_PER_NESTED} bytes): lists and "
+            "dicts nested this densely would take far more memory than the file; store "
+            "per-step arrays in model_outs"
+        )
+    if nested >= MAX_DEPTH and _nesting_depth(data) > MAX_DEPTH + 2:  # rows, then info dicts
+        raise ValueError(f"infos.json nests lists and dicts more than {MAX_DEPTH} levels deep")
+    return nested
 
 
 def infos_to_json(infos: Sequence[Sequence[Mapping[str, Any]]]) -> bytes:
@@ -129,7 +271,7 @@ def infos_to_json(infos: Sequence[Sequence[Mapping[str, Any]]]) -> bytes:
 
     Raises:
         ValueError: For the first value that JSON cannot store exactly, naming it as
-            `infos[t][b]['key']...`.
+            `infos[t][b]['key']...`, or infos that break `check_infos_json`.
 
     Examples:
         >>> import numpy as np
@@ -141,20 +283,45 @@ def infos_to_json(infos: Sequence[Sequence[Mapping[str, Any]]]) -> bytes:
         ValueError: infos[0][0]['pos'] is a numpy array (shape (2,), dtype float64), ...
     """
     rows = [[_convert(item, (t, b)) for b, item in enumerate(row)] for t, row in enumerate(infos)]
-    text = json.dumps(rows, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
     try:
-        return text.encode("utf-8")
+        text = json.dumps(rows, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    except ValueError:  # an int over this process's sys.set_int_max_str_digits() limit
+        raise _refuse(_first(rows, _unprintable) or "infos", _TOO_LONG) from None
+    try:
+        data = text.encode("utf-8")
     except UnicodeEncodeError:
-        where = _find_surrogate(rows, "infos") or "infos"
-        raise _refuse(where, "is a str that is not valid Unicode (lone surrogate)") from None
+        raise _refuse(_first(rows, _lone_surrogate) or "infos", _SURROGATE) from None
+    if not _ints_bounded_by_python():  # json.dumps took ints of any length: check them
+        overlong = _first(rows, _overlong)
+        if overlong:
+            raise _refuse(overlong, _TOO_LONG)
+    check_infos_json(data, len(rows), len(rows[0]) if rows else 0)
+    return data
+
+
+def _ints_bounded_by_python() -> bool:
+    """Whether this process's JSON module refuses ints of more than `MAX_INT_DIGITS` digits."""
+    return 0 < sys.get_int_max_str_digits() <= MAX_INT_DIGITS
+
+
+def _unprintable(value: Any) -> bool:
+    if type(value) is not int:
+        return False
+    try:
+        str(value)
+    except ValueError:
+        return True
+    return False
 
 
 def _unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise ValueError(f"duplicate key {key!r} in a JSON object")
-        out[key] = value
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise ValueError(f"duplicate key {key!r} in a JSON object")
+            seen.add(key)
     return out
 
 
@@ -169,7 +336,7 @@ def _finite_float(text: str) -> float:
     return value
 
 
-def strict_json_loads(data: bytes) -> Any:
+def strict_json_loads(data: bytes | bytearray) -> Any:
     """Parse UTF-8 JSON strictly: no NaN or infinities, no duplicate keys, no BOM.
 
     Args:
@@ -198,8 +365,19 @@ def strict_json_loads(data: bytes) -> Any:
     )
 
 
-def infos_from_json(data: bytes, num_steps: int, batch_size: int) -> list[list[dict[str, Any]]]:
-    """Decode `infos.json`, checking that it holds T rows of B objects.
+def _all_empty(num_steps: int, batch_size: int) -> bytes:
+    """The bytes `infos_to_json` writes for T rows of B empty dicts."""
+    row = b"[" + b",".join([b"{}"] * batch_size) + b"]"
+    return b"[" + b",".join([row] * num_steps) + b"]"
+
+
+def infos_from_json(
+    data: bytes | bytearray, num_steps: int, batch_size: int
+) -> list[list[dict[str, Any]]]:
+    """Decode `infos.json`, checking that it holds T rows of B objects the writer would accept.
+
+    The bytes are checked (`check_infos_json`) before they are decoded; infos that are all
+    empty dicts are built directly.
 
     Args:
         data: The member's bytes.
@@ -210,7 +388,8 @@ def infos_from_json(data: bytes, num_steps: int, batch_size: int) -> list[list[d
         The infos.
 
     Raises:
-        ValueError: If the bytes are not strict UTF-8 JSON or not T rows of B objects.
+        ValueError: If the bytes are not strict UTF-8 JSON, not T rows of B objects, or hold
+            anything `infos_to_json` refuses (the message names it as `infos[t][b]...`).
 
     Examples:
         >>> infos_from_json(b'[[{"lives":3},{}]]', 1, 2)
@@ -220,10 +399,25 @@ def infos_from_json(data: bytes, num_steps: int, batch_size: int) -> list[list[d
         ...
         ValueError: infos.json holds 1 rows, expected T=2
     """
+    nested = _nested_brackets(data, num_steps, batch_size)
+    empty_size = 3 * num_steps * batch_size + 2 * num_steps + 1 if num_steps else 2
+    if len(data) == empty_size and data == _all_empty(num_steps, batch_size):
+        return [[{} for _ in range(batch_size)] for _ in range(num_steps)]
+    flat = nested <= 0  # no list or dict inside the info dicts
     try:
-        rows = strict_json_loads(data)
+        if flat:  # dicts built by the C parser; duplicate keys are found by counting below
+            rows = json.loads(
+                data.decode("utf-8"), parse_constant=_no_constant, parse_float=_finite_float
+            )
+        else:
+            rows = strict_json_loads(data)
     except RecursionError:
         raise ValueError("infos.json is nested too deeply") from None
+    except ValueError as exc:
+        if "integer string conversion" not in str(exc):  # Python's int_max_str_digits
+            raise
+        rows = json.loads(data.decode("utf-8"), parse_int=_parse_int_tolerantly)
+        raise _refuse(_first(_rows(rows), _overlong) or "infos", _TOO_LONG) from None
     if not isinstance(rows, list):
         raise ValueError(f"infos.json must be a JSON array, got {type(rows).__name__}")
     if len(rows) != num_steps:
@@ -237,4 +431,26 @@ def infos_from_json(data: bytes, num_steps: int, batch_size: int) -> list[list[d
         for b, item in enumerate(row):
             if not isinstance(item, dict):
                 raise ValueError(f"infos[{t}][{b}] in infos.json must be an object")
+    if flat and data.count(b":") != sum(len(item) for row in rows for item in row):
+        strict_json_loads(data)  # raises for a duplicate key (else colons inside strings)
+    _check_decoded(data, rows)
     return rows
+
+
+def _rows(value: Any) -> list[list[Any]]:
+    """`value` as rows to search, whatever its shape (it failed to decode as infos)."""
+    if isinstance(value, list) and all(isinstance(row, list) for row in value):
+        return value
+    return [[value]]
+
+
+def _check_decoded(data: bytes | bytearray, rows: list[list[dict[str, Any]]]) -> None:
+    """Refuse what `infos_to_json` refuses and the JSON parser let through, naming it."""
+    if b"\\u" in data and _SURROGATE_ESCAPE.search(data):  # a surrogate: is it in a pair?
+        where = _first(rows, _lone_surrogate)
+        if where:
+            raise _refuse(where, _SURROGATE)
+    if not _ints_bounded_by_python():  # the parser took ints of any length
+        where = _first(rows, _overlong)
+        if where:
+            raise _refuse(where, _TOO_LONG)
