@@ -846,3 +846,30 @@ def test_integers_of_more_than_4300_digits_are_refused_naming_them(
         assert load(tmp_path / "ok.npz").infos[2][1]["n"][1] == 10**4299
     finally:
         sys.set_int_max_str_digits(before)
+
+
+# ------------------------------------------------------------------ one exception, always
+
+
+def test_a_memory_error_while_validating_is_a_refusal(
+    tmp_path: Path, good: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 12: an 877 KB file declaring B=1e8 under a 1.2 GB limit let MemoryError escape
+    from the validation of its values, outside the block that turned errors into refusals."""
+    from trajkit._io import files as files_module
+
+    def exhausted(*args: object, **kwargs: object) -> trajkit.Rollout:
+        raise MemoryError
+
+    monkeypatch.setattr(files_module, "Rollout", exhausted)
+    for mmap in (False, True):
+        error = refused(good, mmap=mmap)
+        assert "out of memory while reading" in str(error)
+        assert isinstance(error.__cause__, MemoryError)
+
+
+def test_a_nul_byte_in_the_path_is_a_refusal(tmp_path: Path) -> None:
+    with pytest.raises(RolloutFileError, match="cannot open: the path holds a NUL byte"):
+        load(str(tmp_path / "a\0b.npz"))
+    with pytest.raises(RolloutFileError, match="the path holds a NUL byte"):
+        read_metadata(str(tmp_path / "a\0b.npz"))

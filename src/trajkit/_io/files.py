@@ -436,19 +436,31 @@ def load(
     if verify is None:
         verify = not mmap
     name = _path_str(path)
-    with _Reader(name, max_bytes) as reader:
+    with _Reader(name, max_bytes) as reader, reader.refusing(None):
         metadata = reader.metadata
         reader.check_layout()
-        arrays = {m.name: reader.read_array(m, mmap=mmap, verify=verify) for m in metadata.arrays()}
+        members = metadata.arrays()
+        arrays = {m.name: reader.read_array(m, mmap=mmap, verify=verify) for m in members}
         infos = reader.read_infos()
+        # Building and validating the rollout is guarded too: a MemoryError while checking
+        # the values of a huge (declared within max_bytes) array is a refusal like any other.
+        return _rollout(name, members, arrays, infos)
+
+
+def _rollout(
+    name: str,
+    members: list[ArrayMember],
+    arrays: dict[str, AnyArray],
+    infos: list[list[dict[str, Any]]],
+) -> Rollout:
     fields: dict[str, Any] = {
-        m.field: arrays[m.name] for m in metadata.arrays() if m.key is None and m.path is None
+        m.field: arrays[m.name] for m in members if m.key is None and not m.path
     }
     for field in ("states", "obses"):
-        pairs = [(m.path, arrays[m.name]) for m in metadata.arrays() if m.field == field and m.path]
+        pairs = [(m.path, arrays[m.name]) for m in members if m.field == field and m.path]
         if pairs:
             fields[field] = _tree.unflatten_paths(pairs)
-    outs = {m.key: arrays[m.name] for m in metadata.arrays() if m.key is not None}
+    outs = {m.key: arrays[m.name] for m in members if m.key is not None}
     try:
         return Rollout(
             states=fields["states"],
@@ -464,7 +476,7 @@ def load(
     except ValidationError as exc:
         messages = "; ".join(str(err["msg"]).removeprefix("Value error, ") for err in exc.errors())
         locations = {loc[0] for err in exc.errors() for loc in [err["loc"]] if loc}
-        member = next((m.name for m in metadata.arrays() if m.field in locations), None)
+        member = next((m.name for m in members if m.field in locations), None)
         raise RolloutFileError(
             f"the arrays do not form a valid rollout: {messages}", path=name, member=member
         ) from exc
@@ -618,8 +630,12 @@ class _Reader:
             self._file = open(path, "rb")  # noqa: SIM115 - closed in close()
         except OSError as exc:
             raise RolloutFileError(f"cannot open: {exc.strerror or exc}", path=path) from exc
+        except RolloutFileError:
+            raise
+        except ValueError as exc:  # os.stat refuses a NUL byte in a path
+            raise RolloutFileError("cannot open: the path holds a NUL byte", path=path) from exc
         try:
-            with self._at(None):
+            with self.refusing(None):
                 self._size = os.fstat(self._file.fileno()).st_size
                 if self._size == 0:
                     self.fail("the file is empty (a rollout file is a ZIP archive)")
@@ -652,7 +668,7 @@ class _Reader:
         raise RolloutFileError(message, path=self.path, member=member)
 
     @contextlib.contextmanager
-    def _at(self, member: str | None) -> Iterator[None]:
+    def refusing(self, member: str | None) -> Iterator[None]:
         """Turn every low-level exception inside the block into a `RolloutFileError`."""
         try:
             yield
@@ -687,7 +703,7 @@ class _Reader:
                 "for metadata",
                 METADATA_MEMBER,
             )
-        with self._at(METADATA_MEMBER):
+        with self.refusing(METADATA_MEMBER):
             data = self._read_small(first)
             metadata = self._parse_metadata(data)
         self._check_members(metadata)
@@ -808,7 +824,7 @@ class _Reader:
         """Check every local header; members must not overlap one another."""
         spans: list[tuple[int, int, str]] = []
         for info in self._infos:
-            with self._at(info.filename):
+            with self.refusing(info.filename):
                 start = self._data_start(info)
             spans.append((info.header_offset, start + info.compress_size, info.filename))
         spans.sort()
@@ -827,14 +843,14 @@ class _Reader:
         return data
 
     def read_infos(self) -> list[list[dict[str, Any]]]:
-        with self._at(INFOS_MEMBER):
+        with self.refusing(INFOS_MEMBER):
             data = self._read_small(self._by_name[INFOS_MEMBER])
             return infos_from_json(data, self.metadata.num_steps, self.metadata.batch_size)
 
     def read_array(self, member: ArrayMember, *, mmap: bool, verify: bool) -> AnyArray:
         info = self._by_name[member.name]
         stored = info.compress_type == zipfile.ZIP_STORED
-        with self._at(member.name):
+        with self.refusing(member.name):
             stream = self._stream(info, check_crc=verify or not stored)
             header = self._read_npy_header(member, info, stream)
             dtype = np.dtype(member.descr)
