@@ -484,3 +484,13 @@ def test_a_wrong_leaf_is_named_by_its_path(tmp_path: Path) -> None:
             archive.writestr(name, data)
     with pytest.raises(RolloutFileError, match=r"obses/1\.npy.*obses\['proprio'\]\[0\]"):
         load(tmp_path / "bad.npz")
+
+
+def test_bool_arrays_holding_other_bytes_are_refused_before_writing(tmp_path: Path) -> None:
+    r = example_rollout()
+    raw = np.zeros(r.obses.shape, np.uint8)
+    raw[1, 0, 2] = 2
+    r = r.replace(obses=raw.view(bool))
+    with pytest.raises(ValueError, match="obses is a bool array holding bytes other than 0 and 1"):
+        save(r, tmp_path / "r.npz")
+    assert list(tmp_path.iterdir()) == []

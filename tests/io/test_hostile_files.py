@@ -873,3 +873,145 @@ def test_a_nul_byte_in_the_path_is_a_refusal(tmp_path: Path) -> None:
         load(str(tmp_path / "a\0b.npz"))
     with pytest.raises(RolloutFileError, match="the path holds a NUL byte"):
         read_metadata(str(tmp_path / "a\0b.npz"))
+
+
+# ------------------------------------------------------- no more lenient than the spec
+
+
+@pytest.mark.parametrize(
+    ("drop", "add", "match"),
+    [
+        ("min_steps", None, "spec: missing field\\(s\\) min_steps"),
+        ("max_envs", None, "spec: missing field\\(s\\) max_envs"),
+        ("state_dtype", None, "spec: missing field\\(s\\) state_dtype"),
+        ("has_truncation", None, "spec: missing field\\(s\\) has_truncation"),
+        (None, "obs_leaves", "spec: field\\(s\\) obs_leaves must be left out"),
+    ],
+)
+def test_metadata_must_hold_every_field_save_writes(
+    tmp_path: Path, good: Path, drop: str | None, add: str | None, match: str
+) -> None:
+    """Issue 12: the reader filled in the spec's defaults for fields missing from a file."""
+    contents = members(good)
+    meta = json.loads(contents["metadata.json"])
+    if drop:
+        del meta["spec"][drop]
+    if add:
+        meta["spec"][add] = None
+    path = rebuild(tmp_path / "m.npz", {**contents, "metadata.json": json.dumps(meta).encode()})
+    error = refused(path)
+    assert error.member == "metadata.json"
+    assert pytest.importorskip("re").search(match, str(error)), str(error)
+    with pytest.raises(RolloutFileError, match=match):
+        read_metadata(path)
+
+
+def npy_with(header_dict: bytes, data: bytes, version: bytes = b"\x01\x00") -> bytes:
+    """A .npy member with this header dict text, padded as NumPy pads it."""
+    prefix = len(b"\x93NUMPY") + 2 + (2 if version == b"\x01\x00" else 4)
+    text = header_dict + b" " * (-(prefix + len(header_dict) + 1) % 64) + b"\n"
+    width = 2 if version == b"\x01\x00" else 4
+    return b"\x93NUMPY" + version + len(text).to_bytes(width, "little") + text + data
+
+
+@pytest.mark.parametrize(
+    ("header", "match"),
+    [
+        (b"{'descr': '=f4', 'fortran_order': False, 'shape': (16, 2), }", "has dtype =f4"),
+        (b"{'descr': 'float32', 'fortran_order': False, 'shape': (16, 2), }", "has dtype float32"),
+        (b"{'descr': 'f4', 'fortran_order': False, 'shape': (16, 2), }", "has dtype f4"),
+        (
+            b"{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': (16, 2), }",
+            "keys descr, fortran_order, shape once each",
+        ),
+        (b"{'descr': '<f4', 'fortran_order': False, 'shape': (16L, 2L), }", "malformed"),
+        (b"{'descr': '<f4', 'fortran_order': 0, 'shape': (16, 2), }", "True or False"),
+        (b"{'descr': '<f4', 'fortran_order': False, 'shape': (16, True), }", "integers >= 0"),
+        (b"{'descr': '<f4', 'fortran_order': False, 'shape': [16, 2], }", "integers >= 0"),
+        (b"{'descr': '<f4', 'fortran_order': False, 'shape': (16, -2), }", "integers >= 0"),
+        (b"{'descr': '<f4', 'fortran_order': False, 'shape': (16, 2), 'x': 1}", "once each"),
+        (b"{'descr': b'<f4', 'fortran_order': False, 'shape': (16, 2), }", "descr must be a str"),
+        (b"{'descr': '<f4', 'fortran_order': False, 'shape': (16, 2), }\n", "one line"),
+        (b"{'descr': '<f4', 'fortran_order': False, 'shape': (16, 2), }\xe9", "not ASCII"),
+        (b"dict(descr='<f4', fortran_order=False, shape=(16, 2))", "not a dict literal"),
+    ],
+)
+def test_npy_headers_are_parsed_as_the_spec_says(
+    tmp_path: Path, good: Path, rollout: trajkit.Rollout, header: bytes, match: str
+) -> None:
+    """Issue 12: NumPy's parser took '=f4' and 'float32', duplicate keys and Python-2 `16L`."""
+    contents = members(good)
+    for version in (b"\x01\x00", b"\x02\x00"):
+        blob = npy_with(header, rollout.rews.tobytes(), version)
+        path = rebuild(tmp_path / "h.npz", {**contents, "rews.npy": blob})
+        error = refused(path)
+        assert error.member == "rews.npy"
+        assert match in str(error), str(error)
+    honest = b"{'descr': '<f4', 'fortran_order': False, 'shape': (16, 2), }"
+    path = rebuild(
+        tmp_path / "ok.npz", {**contents, "rews.npy": npy_with(honest, rollout.rews.tobytes())}
+    )
+    assert load(path) == rollout
+
+
+def test_a_member_name_with_a_nul_byte_is_refused(tmp_path: Path, good: Path) -> None:
+    """Issue 12: zipfile cuts names at a NUL, so `states.npy\\x00evil` read as states.npy."""
+    entries = [
+        Entry("states.npy\x00evil" if n == "states.npy" else n, d) for n, d in members(good).items()
+    ]
+    path = tmp_path / "nul.npz"
+    path.write_bytes(build_zip(entries))
+    error = refused(path)
+    assert error.member == "states.npy"
+    assert "'states.npy\\x00evil' holds a NUL byte" in str(error)
+
+
+def test_bool_bytes_other_than_0_and_1_are_refused(tmp_path: Path) -> None:
+    """Issue 12: a bool array's byte 2 loaded as a value that is True yet not equal to True."""
+    r = example_rollout(num_steps=T, num_envs=B)
+    r = r.replace(obses=r.obses > 0)
+    path = tmp_path / "b.npz"
+    save(r, path)
+    contents = members(path)
+    blob = bytearray(contents["obses.npy"])
+    blob[-1] = 2
+    for compress in (False, True):
+        bad = rebuild(
+            tmp_path / "bad.npz", {**contents, "obses.npy": bytes(blob)}, compress=compress
+        )
+        for mmap in (False, True):
+            error = refused(bad, mmap=mmap)
+            assert error.member == "obses.npy"
+            assert "a bool array holds bytes other than 0 and 1" in str(error)
+
+
+def test_bytes_after_the_end_record_are_refused(tmp_path: Path, good: Path) -> None:
+    """Issue 12: zipfile ignores what follows the end of central directory record."""
+    blob = good.read_bytes()
+    path = tmp_path / "junk.npz"
+    path.write_bytes(blob + b"junk")
+    assert "4 bytes after the end of the ZIP archive" in str(refused(path))
+    with pytest.raises(RolloutFileError, match="after the end of the ZIP archive"):
+        read_metadata(path)
+    path.write_bytes(blob[:-2] + b"\x10\x00" + b"a comment, 16 b.")  # a comment: no data
+    assert load(path) == load(good)
+    path.write_bytes(blob[:-2] + b"\x10\x00" + b"short")
+    assert "comment runs past the end of the file" in str(refused(path))
+
+
+def test_a_memory_mapped_rollout_holds_one_file_descriptor(tmp_path: Path) -> None:
+    """Issue 12: each mapped member held a descriptor (8 for an ordinary file)."""
+    r = example_rollout(num_steps=T, num_envs=B, truncation=True, nested=True)
+    save(r, tmp_path / "r.npz")
+    fds = Path("/proc/self/fd")
+    if not fds.is_dir():  # pragma: no cover - Linux only
+        pytest.skip("no /proc/self/fd")
+    before = len(list(fds.iterdir()))
+    loaded = load(tmp_path / "r.npz", mmap=True)
+    assert len(list(fds.iterdir())) - before == 1
+    assert loaded == r
+    base = loaded.obses["image"]
+    while isinstance(base.base, np.ndarray):
+        base = base.base
+    assert base.size == (tmp_path / "r.npz").stat().st_size  # a view of the one map of the file
+    del loaded

@@ -10,6 +10,7 @@ the `Rollout` constructor checks. Every refusal is a `RolloutFileError`. The spe
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import io
 import itertools
@@ -57,6 +58,8 @@ _ALIGN_EXTRA_ID = 0xD935  # the "Android zipalign" extra field, used as padding
 _ZIP64_EXTRA_LEN = 20  # the ZIP64 extra field zipfile writes with force_zip64
 _LOCAL_HEADER = struct.Struct("<4sHHHHHIIIHH")
 _LOCAL_SIGNATURE = b"PK\x03\x04"
+_END_RECORD = struct.Struct("<4s4H2LH")  # end of central directory, then a comment
+_END_SIGNATURE = b"PK\x05\x06"
 _MAX_NPY_HEADER = 1 << 16  # bytes of `.npy` header (magic, version, length and dict) we accept
 _NPY_MAGIC = b"\x93NUMPY"
 _DATE_TIME = (1980, 1, 1, 0, 0, 0)  # fixed, so that equal rollouts give identical files
@@ -482,10 +485,62 @@ def _rollout(
         ) from exc
 
 
+def _check_regular(mode: int, path: str) -> None:
+    if not stat.S_ISREG(mode):  # a folder, or a FIFO or device that reading could block on
+        kind = "a folder" if stat.S_ISDIR(mode) else "not a regular file"
+        raise RolloutFileError(f"cannot open: {kind}", path=path)
+
+
 def _path_str(path: PathLike) -> str:
     if not isinstance(path, str | os.PathLike):
         raise TypeError(f"path must be a str or os.PathLike, got {type(path).__name__}")
     return os.fspath(path)
+
+
+_NPY_KEYS = ("descr", "fortran_order", "shape")
+
+
+def _parse_npy_dict(text: bytes) -> tuple[str, bool, tuple[int, ...]]:
+    """Parse a `.npy` header dict as the format specifies it, strictly.
+
+    ASCII, one line ended by a newline, a Python dict literal with exactly the keys `descr` (a
+    string), `fortran_order` (a bool) and `shape` (a tuple of integers >= 0), each once. The
+    literal is parsed into a syntax tree and read from it; nothing is evaluated. Python-2
+    spellings (`3L`), duplicate keys and any other form are refused.
+    """
+    if not text.isascii():
+        raise ValueError("the header is not ASCII")
+    if not text.endswith(b"\n") or b"\n" in text[:-1]:
+        raise ValueError("the header is not one line ended by a newline")
+    tree = ast.parse(text[:-1].decode("ascii").strip(" "), mode="eval").body
+    if not isinstance(tree, ast.Dict):
+        raise ValueError("the header is not a dict literal")
+    keys = [key.value if isinstance(key, ast.Constant) else None for key in tree.keys]
+    if len(keys) != len(set(keys)) or sorted(map(str, keys)) != sorted(_NPY_KEYS):
+        raise ValueError(
+            f"the header must have the keys {', '.join(_NPY_KEYS)} once each, got "
+            f"{', '.join(map(repr, keys))}"
+        )
+    fields = dict(zip(keys, tree.values, strict=True))
+    descr, fortran, shape = (fields[key] for key in _NPY_KEYS)
+    if not (isinstance(descr, ast.Constant) and type(descr.value) is str):
+        raise ValueError("descr must be a string")
+    if not (isinstance(fortran, ast.Constant) and type(fortran.value) is bool):
+        raise ValueError("fortran_order must be True or False")
+    elements = shape.elts if isinstance(shape, ast.Tuple) else [shape]
+    # A minus sign is an operator, not part of a Constant: negative sizes are refused here.
+    ints = [d.value for d in elements if isinstance(d, ast.Constant) and type(d.value) is int]
+    if not isinstance(shape, ast.Tuple) or len(ints) != len(elements):
+        raise ValueError("shape must be a tuple of integers >= 0")
+    return descr.value, fortran.value, tuple(ints)
+
+
+def _holds_objects(descr: str) -> bool:
+    """Whether a `.npy` descr names an object (pickled) dtype; only to say so when refusing."""
+    try:
+        return bool(np.dtype(descr).hasobject)
+    except (TypeError, ValueError, SyntaxError, RecursionError, MemoryError):
+        return False
 
 
 def _some(names: list[str], shown: int = 8) -> str:
@@ -621,13 +676,18 @@ class _Reader:
         self.path = path
         self.max_bytes = max_bytes
         self._file: io.BufferedReader | None = None
+        self._whole: np.memmap[Any, np.dtype[np.uint8]] | None = None  # the file, mapped
         self._starts: dict[str, int] = {}
         try:
-            mode = os.stat(path).st_mode
-            if not stat.S_ISREG(mode):  # a folder, or a FIFO or device that open() could block on
-                kind = "a folder" if stat.S_ISDIR(mode) else "not a regular file"
-                raise RolloutFileError(f"cannot open: {kind}", path=path)
-            self._file = open(path, "rb")  # noqa: SIM115 - closed in close()
+            _check_regular(os.stat(path).st_mode, path)  # before opening a device or FIFO
+            # Non-blocking, in case a FIFO took the file's place since: checked again below.
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+            try:
+                _check_regular(os.fstat(fd).st_mode, path)
+            except BaseException:
+                os.close(fd)
+                raise
+            self._file = open(fd, "rb")  # noqa: SIM115 - closed in close()
         except OSError as exc:
             raise RolloutFileError(f"cannot open: {exc.strerror or exc}", path=path) from exc
         except RolloutFileError:
@@ -641,6 +701,7 @@ class _Reader:
                     self.fail("the file is empty (a rollout file is a ZIP archive)")
                 with zipfile.ZipFile(self._file) as archive:
                     self._infos = archive.infolist()
+                self._check_end()
                 self._by_name = {info.filename: info for info in self._infos}
                 self.metadata = self._read_metadata()
         except BaseException:
@@ -709,8 +770,32 @@ class _Reader:
         self._check_members(metadata)
         return metadata
 
+    def _check_end(self) -> None:
+        """The file ends with the end of central directory record and its comment, exactly.
+
+        `zipfile` takes the last record signature in the file's last 64 KiB as the end record
+        and ignores what follows its comment; a rollout file has nothing there.
+        """
+        tail_size = min(self._size, _END_RECORD.size + 0xFFFF)
+        self.file.seek(self._size - tail_size)
+        tail = self.file.read(tail_size)
+        at = tail.rfind(_END_SIGNATURE)
+        if at < 0 or at + _END_RECORD.size > len(tail):  # pragma: no cover - zipfile refused it
+            self.fail("no end of central directory record")
+        comment_size = _END_RECORD.unpack_from(tail, at)[-1]
+        extra = len(tail) - (at + _END_RECORD.size + comment_size)
+        if extra:
+            self.fail(
+                f"{extra} bytes after the end of the ZIP archive (its end of central directory "
+                "record and comment)"
+                if extra > 0
+                else "the end of central directory record's comment runs past the end of the file"
+            )
+
     def _check_entry(self, info: zipfile.ZipInfo) -> None:
         name = info.filename
+        if info.orig_filename != name:  # zipfile cuts a name at a NUL byte
+            self.fail(f"the member name {info.orig_filename!r} holds a NUL byte", name)
         if info.flag_bits & 0x1:
             self.fail("the member is encrypted", name)
         if info.compress_type not in _METHODS:
@@ -748,7 +833,7 @@ class _Reader:
                 METADATA_MEMBER,
             )
         try:
-            return RolloutFileMetadata.model_validate_json(data, strict=True)
+            metadata = RolloutFileMetadata.model_validate_json(data, strict=True)
         except ValidationError as exc:
             problems = "; ".join(
                 f"{'.'.join(map(str, err['loc'])) or 'metadata'}: "
@@ -756,6 +841,24 @@ class _Reader:
                 for err in exc.errors()
             )
             self.fail(f"invalid metadata: {problems}", METADATA_MEMBER)
+        # Defaults serve specs written by hand; a file holds every field, as save writes it.
+        written = metadata.spec.model_dump(mode="json")
+        spec = raw["spec"]
+        missing = [key for key in written if key not in spec]
+        if missing:
+            self.fail(
+                f"invalid metadata: spec: missing field(s) {', '.join(missing)} (a file holds "
+                "every field, null where unset)",
+                METADATA_MEMBER,
+            )
+        unused = [key for key in spec if key not in written]
+        if unused:
+            self.fail(
+                f"invalid metadata: spec: field(s) {', '.join(unused)} must be left out (they "
+                "describe the form of a field that is not in use)",
+                METADATA_MEMBER,
+            )
+        return metadata
 
     def _check_members(self, metadata: RolloutFileMetadata) -> None:
         expected = metadata.members()
@@ -855,7 +958,7 @@ class _Reader:
             header = self._read_npy_header(member, info, stream)
             dtype = np.dtype(member.descr)
             if mmap and stored:
-                array = self._map(member, info, self._data_start(info) + len(header), dtype)
+                array = self._map(member, self._data_start(info) + len(header), dtype)
                 if verify:
                     flat = array.reshape(-1).view(np.uint8)
                     crc = zlib.crc32(header)
@@ -863,25 +966,33 @@ class _Reader:
                         crc = zlib.crc32(flat[pos : pos + _CHUNK].data, crc)
                     if crc != info.CRC:
                         self.fail("CRC-32 mismatch: the data is damaged", member.name)
-                return array
-            array = np.empty(member.shape, dtype)
-            buffer = array.reshape(-1).view(np.uint8).data
-            pos = 0
-            while pos < len(buffer):
-                count = stream.readinto(buffer[pos : pos + _IO_CHUNK])
-                if not count:
-                    break
-                pos += count
-            stream.finish()
+            else:
+                array = np.empty(member.shape, dtype)
+                buffer = array.reshape(-1).view(np.uint8).data
+                pos = 0
+                while pos < len(buffer):
+                    count = stream.readinto(buffer[pos : pos + _IO_CHUNK])
+                    if not count:
+                        break
+                    pos += count
+                stream.finish()
+            if dtype == np.bool_ and array.size and array.view(np.uint8).max() > 1:
+                self.fail("a bool array holds bytes other than 0 and 1", member.name)
             return array
 
-    def _map(
-        self, member: ArrayMember, info: zipfile.ZipInfo, offset: int, dtype: np.dtype[Any]
-    ) -> AnyArray:
+    def _map(self, member: ArrayMember, offset: int, dtype: np.dtype[Any]) -> AnyArray:
+        """A read-only view of the member's data in one memory map of the whole file.
+
+        Every member of a file shares that map, which holds one file descriptor, whatever the
+        number of members.
+        """
         if member.nbytes == 0:
             array: AnyArray = np.empty(member.shape, dtype)
         else:
-            array = np.memmap(self.file, dtype=dtype, mode="r", offset=offset, shape=member.shape)
+            if self._whole is None:
+                self._whole = np.memmap(self.file, dtype=np.uint8, mode="r")
+            data = self._whole[offset : offset + member.nbytes]
+            array = data.view(dtype).reshape(member.shape)
         array.flags.writeable = False
         return array
 
@@ -904,30 +1015,23 @@ class _Reader:
         header = bytes(start + length_bytes + stream.read(length))
         if len(header) != total:
             self.fail("truncated .npy header", name)
-        parse = io.BytesIO(header)
-        np.lib.format.read_magic(parse)
-        read_header = (
-            np.lib.format.read_array_header_1_0
-            if version == (1, 0)
-            else np.lib.format.read_array_header_2_0
-        )
-        try:  # NumPy parses the dict with ast.literal_eval: any error means a bad header
-            shape, fortran, dtype = read_header(parse, _MAX_NPY_HEADER)
-        except Exception as exc:  # SyntaxError, tokenize.TokenError, ValueError, ...
-            self.fail(f"malformed .npy header: {type(exc).__name__}: {exc}", name)
-        if dtype.hasobject:
+        try:
+            descr, fortran, shape = _parse_npy_dict(header[8 + len(length_bytes) :])
+        except (ValueError, SyntaxError, RecursionError, MemoryError) as exc:
+            self.fail(f"malformed .npy header: {exc}", name)
+        if _holds_objects(descr):
             self.fail(
-                f"holds an object (pickled) array, dtype {dtype}; files never hold pickles", name
+                f"holds an object (pickled) array, descr {descr!r}; files never hold pickles", name
             )
-        if dtype.str != member.descr or dtype.names is not None or dtype.shape != ():
+        if descr != member.descr:
             self.fail(
-                f"has dtype {dtype.str}, but the metadata declares {member.label} as "
-                f"{member.dtype} ({member.descr})",
+                f"has dtype {descr}, but the metadata declares {member.label} as "
+                f"{member.dtype} ({member.descr}, spelled exactly so)",
                 name,
             )
-        if tuple(shape) != member.shape:
+        if shape != member.shape:
             self.fail(
-                f"has shape {tuple(shape)}, but the metadata declares {member.label} as "
+                f"has shape {shape}, but the metadata declares {member.label} as "
                 f"{member.shape} (T={self.metadata.num_steps}, B={self.metadata.batch_size})",
                 name,
             )
