@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import stat
 import tempfile
 import zipfile
@@ -394,8 +395,7 @@ def test_temp_files_are_hidden_and_not_npz(tmp_path: Path, monkeypatch: pytest.M
     temp = {name for name in seen if name != "r.npz"}
     assert len(temp) == 1
     (name,) = temp
-    assert name.startswith(".r.npz.")
-    assert name.endswith(".tmp")
+    assert re.fullmatch(r"\.trajkit-[a-z0-9_]{8}\.tmp", name), name
 
 
 def test_permissions_follow_umask_or_the_replaced_file(tmp_path: Path) -> None:
@@ -493,4 +493,88 @@ def test_bool_arrays_holding_other_bytes_are_refused_before_writing(tmp_path: Pa
     r = r.replace(obses=raw.view(bool))
     with pytest.raises(ValueError, match="obses is a bool array holding bytes other than 0 and 1"):
         save(r, tmp_path / "r.npz")
+    assert list(tmp_path.iterdir()) == []
+
+
+# --------------------------------------------------------------- what save writes over
+
+
+def test_names_of_up_to_255_bytes_can_be_saved(tmp_path: Path) -> None:
+    """Issue 12: the temporary name added the target's name to a prefix and a suffix, so that
+    names of 242 to 255 bytes failed with 'File name too long'."""
+    r = example_rollout()
+    for length in (242, 250, 255):
+        path = tmp_path / ("r" * (length - 4) + ".npz")
+        save(r, path)
+        assert load(path) == r
+    assert sorted(len(p.name) for p in tmp_path.iterdir()) == [242, 250, 255]
+
+
+def test_save_through_a_symlink_replaces_its_target(tmp_path: Path) -> None:
+    """Issue 12: a symlink was replaced by a regular file and its target left as it was."""
+    (tmp_path / "data").mkdir()
+    target = tmp_path / "data" / "run.npz"
+    save(example_rollout(seed=1), target)
+    link = tmp_path / "latest.npz"
+    link.symlink_to(Path("data") / "run.npz")
+    r = example_rollout(seed=2)
+    save(r, link)
+    assert link.is_symlink()
+    assert load(target) == r
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data", "latest.npz"]
+    assert [p.name for p in (tmp_path / "data").iterdir()] == ["run.npz"]  # written next to it
+    dangling = tmp_path / "new.npz"
+    dangling.symlink_to(tmp_path / "data" / "new-target.npz")
+    save(r, dangling)
+    assert dangling.is_symlink()
+    assert load(tmp_path / "data" / "new-target.npz") == r
+
+
+def _writes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Count the arrays written, to show that a refusal comes before any writing."""
+    calls: list[int] = []
+    real = files_module._write_data
+
+    def counting(out: Any, array: Any) -> None:
+        calls.append(array.size)
+        real(out, array)
+
+    monkeypatch.setattr(files_module, "_write_data", counting)
+    return calls
+
+
+def test_save_refuses_folders_fifos_and_devices_before_writing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 12: a FIFO or a device node was replaced; a folder failed after the whole file
+    had been written."""
+    calls = _writes(monkeypatch)
+    folder = tmp_path / "dir.npz"
+    folder.mkdir()
+    with pytest.raises(IsADirectoryError, match="cannot save over a folder"):
+        save(example_rollout(), folder)
+    fifo = tmp_path / "fifo.npz"
+    os.mkfifo(fifo)
+    with pytest.raises(OSError, match="cannot save over a FIFO") as caught:
+        save(example_rollout(), fifo)
+    assert caught.value.filename == str(fifo)
+    link = tmp_path / "to-fifo.npz"
+    link.symlink_to(fifo)
+    with pytest.raises(OSError, match="cannot save over a FIFO"):
+        save(example_rollout(), link)
+    assert calls == []
+    assert stat.S_ISFIFO(fifo.stat().st_mode)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dir.npz", "fifo.npz", "to-fifo.npz"]
+    for mode, kind in (
+        (stat.S_IFCHR, "a device"),
+        (stat.S_IFBLK, "a device"),
+        (stat.S_IFSOCK, "a socket"),
+    ):
+        with pytest.raises(OSError, match=f"cannot save over {kind}"):
+            files_module._refuse_to_replace(mode | 0o600, "x.npz")
+
+
+def test_a_nul_byte_in_the_path_is_refused_before_writing(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"cannot save to '.*a\\x00b.npz': the path holds a NUL"):
+        save(example_rollout(), str(tmp_path / "a\0b.npz"))
     assert list(tmp_path.iterdir()) == []

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import errno
 import io
 import itertools
 import os
@@ -62,6 +63,7 @@ _END_RECORD = struct.Struct("<4s4H2LH")  # end of central directory, then a comm
 _END_SIGNATURE = b"PK\x05\x06"
 _MAX_NPY_HEADER = 1 << 16  # bytes of `.npy` header (magic, version, length and dict) we accept
 _NPY_MAGIC = b"\x93NUMPY"
+_TEMP_PREFIX, _TEMP_SUFFIX = ".trajkit-", ".tmp"  # save's temporary files: .trajkit-*.tmp
 _DATE_TIME = (1980, 1, 1, 0, 0, 0)  # fixed, so that equal rollouts give identical files
 _METHODS = {zipfile.ZIP_STORED: "stored", zipfile.ZIP_DEFLATED: "deflated"}
 
@@ -92,15 +94,17 @@ def save(rollout: Rollout, path: PathLike, *, compress: bool = False) -> None:
     """Save a rollout to `path`, atomically, in the trajkit rollout file format.
 
     The file is a ZIP archive (conventionally named `*.npz`): `metadata.json`, one `.npy`
-    member per array and `infos.json`; see [Recorded trajectories](../file-format.md). The
-    data is written to a temporary file in the same folder (`.NAME.*.tmp`), flushed and
-    fsynced, then renamed over `path` with `os.replace`. A save that fails midway leaves any
-    previous file at `path` as it was and leaves no temporary file behind. Uncompressed array
-    data is 64-byte aligned, so that `load(path, mmap=True)` can memory-map it.
+    member per array and `infos.json`; see [Recorded trajectories](../file-format.md). The data is written
+    to a temporary file in the same folder (`.trajkit-XXXXXXXX.tmp`), flushed and fsynced, then
+    renamed over `path` with `os.replace`. A save that fails midway (an exception, Ctrl-C)
+    leaves any previous file at `path` as it was and leaves no temporary file behind; only a
+    killed process (`kill -9`, power loss) can leave a `.trajkit-*.tmp` file, safe to delete.
+    A symlink at `path` is followed: its target is replaced and the link stays. Uncompressed
+    array data is 64-byte aligned, so that `load(path, mmap=True)` can memory-map it.
 
     Args:
         rollout: The rollout to save.
-        path: Where to write; an existing file is replaced.
+        path: Where to write; an existing regular file is replaced.
         compress: Deflate the arrays and infos (`metadata.json` is always stored as is).
 
     Raises:
@@ -108,8 +112,9 @@ def save(rollout: Rollout, path: PathLike, *, compress: bool = False) -> None:
         ValueError: Before anything is written, if an info value cannot be stored as JSON
             exactly (the message names it as `infos[t][b]['key']`), or an array has a dtype
             the format does not support (such as float128), or a model-output key is not valid
-            Unicode.
-        OSError: If the file cannot be written.
+            Unicode, or `path` holds a NUL byte.
+        OSError: If the file cannot be written; before anything is written, if `path` is a
+            folder (`IsADirectoryError`), a FIFO, a device or a socket.
         pydantic.ValidationError: If the rollout no longer passes validation (in-place edits
             since construction are checked by `Rollout.revalidate`), or ValueError if its
             model outputs are still being appended.
@@ -127,8 +132,8 @@ def save(rollout: Rollout, path: PathLike, *, compress: bool = False) -> None:
     """
     if not isinstance(rollout, Rollout):
         raise TypeError(f"save() needs a trajkit.Rollout, got {type(rollout).__name__}")
+    target = _save_target(path)
     rollout.revalidate()  # in-place edits since construction are checked before writing
-    target = Path(os.fspath(path))
     metadata, arrays = _prepare(rollout)
     infos = infos_to_json(rollout.infos)
     meta_bytes = metadata.model_dump_json(indent=2).encode("utf-8") + b"\n"
@@ -260,11 +265,55 @@ def _write_data(out: IO[bytes], array: AnyArray) -> None:
         out.write(np.ascontiguousarray(array[start : start + rows]).data)
 
 
+def _save_target(path: PathLike) -> Path:
+    """The file `save` writes: `path` with symlinks resolved, refused up front if it cannot be.
+
+    A symlink is followed, so that its target is replaced (next to the target) and the link
+    stays. An existing folder, FIFO, device or socket is refused before anything is written.
+    """
+    text = _path_str(path)
+    if "\0" in text:
+        raise ValueError(f"cannot save to {text!r}: the path holds a NUL byte")
+    target = Path(os.path.realpath(text))
+    try:
+        mode = os.stat(target).st_mode
+    except OSError:
+        return target  # a new file (or one we cannot stat): writing reports any problem
+    _refuse_to_replace(mode, text)
+    return target
+
+
+def _refuse_to_replace(mode: int, path: str) -> None:
+    """Refuse to replace anything but a regular file."""
+    if stat.S_ISREG(mode):
+        return
+    if stat.S_ISDIR(mode):
+        raise IsADirectoryError(
+            errno.EISDIR, "cannot save over a folder (save() replaces only regular files)", path
+        )
+    kind = (
+        "a FIFO"
+        if stat.S_ISFIFO(mode)
+        else "a device"
+        if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+        else "a socket"
+        if stat.S_ISSOCK(mode)
+        else "not a regular file"
+    )
+    raise OSError(
+        errno.EINVAL, f"cannot save over {kind} (save() replaces only regular files)", path
+    )
+
+
 def _atomic_write(target: Path, write: Callable[[IO[bytes]], None]) -> None:
-    """Write through `write` into a temporary file next to `target`, fsync, then rename."""
+    """Write through `write` into a temporary file next to `target`, fsync, then rename.
+
+    The temporary file is `.trajkit-XXXXXXXX.tmp` (short, so that any name the folder allows
+    can be saved): hidden, not `*.npz`, and removed on any exception, Ctrl-C included.
+    """
     directory = target.parent
     mode = _new_file_mode(target)
-    fd, temp_name = tempfile.mkstemp(dir=directory, prefix=f".{target.name}.", suffix=".tmp")
+    fd, temp_name = tempfile.mkstemp(dir=directory, prefix=_TEMP_PREFIX, suffix=_TEMP_SUFFIX)
     try:
         with open(fd, "wb") as file, _WritebackThread(file.fileno()):
             write(file)
