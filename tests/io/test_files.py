@@ -106,6 +106,21 @@ def test_big_endian_arrays_load_little_endian(tmp_path: Path) -> None:
     assert loaded.obses.dtype == np.dtype("<f4")
     np.testing.assert_array_equal(loaded.obses, r.obses)
     np.testing.assert_array_equal(loaded.model_outs.arrays["extra"], r.obses.astype(np.int64))
+    assert loaded == big  # values compare, not byte order
+
+
+def test_nan_in_observations_states_and_custom_outputs_round_trips_equal(tmp_path: Path) -> None:
+    r = example_rollout()
+    obses, states = r.obses.copy(), r.states.copy()
+    obses[1, 0, 2] = np.nan
+    states[0, 1, 0] = np.nan
+    custom = np.zeros((r.num_steps + 1, r.batch_size), np.float16)
+    custom[-1, -1] = np.nan
+    r = r.replace(obses=obses, states=states, model_outs={**r.model_outs.arrays, "x": custom})
+    for compress in (False, True):
+        save(r, tmp_path / "r.npz", compress=compress)
+        assert load(tmp_path / "r.npz") == r
+        assert load(tmp_path / "r.npz", mmap=True) == r
 
 
 def test_model_output_keys_of_any_text_and_order_round_trip(tmp_path: Path) -> None:

@@ -333,6 +333,58 @@ def test_equality_and_repr() -> None:
     assert len(text) < 300
 
 
+def test_equality_holds_for_nan_and_byte_order() -> None:
+    """Issue 12: a rollout with NaN in an observation, a state or a custom output was unequal
+    to itself, and a big-endian rollout unequal to its saved and loaded (little-endian) copy."""
+    states = valid_kwargs()["states"]
+    states[1, 0, 0] = np.nan
+    obses = np.random.default_rng(1).normal(size=(T + 1, B, 2))
+    obses[2, 1, 1] = np.nan
+    extra = np.zeros((T + 1, B), np.float64)
+    extra[0, 0] = np.nan
+    r = make(states=states, obses=obses.astype(">f8"), model_outs={"extra": extra})
+    assert r == r
+    assert r == r.copy()
+    little = r.replace(obses=obses.astype("<f8"))
+    assert r == little
+    assert r.model_outs == little.model_outs
+    moved = obses.copy()
+    moved[2, 1, 1], moved[2, 1, 0] = moved[2, 1, 0], np.nan  # NaN elsewhere: not equal
+    assert r != r.replace(obses=moved)
+    assert r != r.replace(obses=obses.astype(np.float32))  # another dtype: not equal
+    assert r != r.replace(model_outs={"extra": np.zeros((T + 1, B), np.float64)})
+
+
+def test_masked_arrays_are_refused() -> None:
+    """Issue 12: a numpy.ma array's mask was silently dropped."""
+    masked = np.ma.masked_less(valid_kwargs()["obses"], 10)
+    with pytest.raises(ValidationError, match=r"obses is a masked array \(numpy.ma\), whose mask"):
+        make(obses=masked)
+    rews = np.ma.array(np.zeros((T, B)), mask=np.eye(T, B, dtype=bool))
+    with pytest.raises(ValidationError, match=r"rews is a masked array .* x\.filled\(fill_value\)"):
+        make(rews=rews)
+    with pytest.raises(ValidationError, match=r"model_outs\['extra'\] is a masked array"):
+        make(model_outs={"extra": np.ma.zeros((T + 1, B))})
+    assert make(obses=masked.filled(0)).obses.dtype == np.uint8
+
+
+def test_values_beyond_float32_are_refused_not_made_infinite() -> None:
+    """Issue 12: float64 1e39 in states silently became inf when stored as float32."""
+    states = valid_kwargs()["states"]
+    states[3, 2, 1] = 1e39
+    with pytest.raises(
+        ValidationError,
+        match=r"states holds 1e\+39 at \(t=3, b=2, 1\), beyond float32's range \(\+-3.403e\+38\)",
+    ):
+        make(states=states)
+    states[3, 2, 1] = -np.inf  # infinite already: kept, as before
+    assert np.isneginf(make(states=states).states[3, 2, 1])
+    states[3, 2, 1] = 3e38  # within range
+    assert make(states=states).states[3, 2, 1] == np.float32(3e38)
+    with pytest.raises(ValidationError, match=r"model_outs\['critic'\] holds -1e\+300"):
+        make(model_outs={"critic": np.full((T + 1, B), -1e300)})
+
+
 def test_deepcopy_and_pickle_free_copy() -> None:
     r = make()
     assert copy.deepcopy(r) == r

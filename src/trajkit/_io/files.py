@@ -94,13 +94,14 @@ def save(rollout: Rollout, path: PathLike, *, compress: bool = False) -> None:
     """Save a rollout to `path`, atomically, in the trajkit rollout file format.
 
     The file is a ZIP archive (conventionally named `*.npz`): `metadata.json`, one `.npy`
-    member per array and `infos.json`; see [Recorded trajectories](../file-format.md). The data is written
-    to a temporary file in the same folder (`.trajkit-XXXXXXXX.tmp`), flushed and fsynced, then
-    renamed over `path` with `os.replace`. A save that fails midway (an exception, Ctrl-C)
-    leaves any previous file at `path` as it was and leaves no temporary file behind; only a
-    killed process (`kill -9`, power loss) can leave a `.trajkit-*.tmp` file, safe to delete.
-    A symlink at `path` is followed: its target is replaced and the link stays. Uncompressed
-    array data is 64-byte aligned, so that `load(path, mmap=True)` can memory-map it.
+    member per array and `infos.json`; see [Recorded trajectories](../file-format.md). The
+    data is written to a temporary file in the same folder (`.trajkit-XXXXXXXX.tmp`),
+    flushed and fsynced, then renamed over `path` with `os.replace`. A save that fails midway
+    (an exception, Ctrl-C) leaves any previous file at `path` as it was and leaves no
+    temporary file behind; only a killed process (`kill -9`, power loss) can leave a
+    `.trajkit-*.tmp` file, safe to delete. A symlink at `path` is followed: its target is
+    replaced and the link stays. Uncompressed array data is 64-byte aligned, so that
+    `load(path, mmap=True)` can memory-map it.
 
     Args:
         rollout: The rollout to save.

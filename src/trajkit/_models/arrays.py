@@ -14,6 +14,7 @@ import numpy as np
 from trajkit._base.types import AnyArray, Float32Array, Int32Array
 
 __all__ = [
+    "arrays_equal",
     "as_float32",
     "as_int32",
     "as_numeric",
@@ -77,6 +78,11 @@ def as_numeric(
     """
     if isinstance(value, str | bytes):
         raise ValueError(f"{name} must be an array, got a {type(value).__name__} {value!r:.40}")
+    if isinstance(value, np.ma.MaskedArray):
+        raise ValueError(
+            f"{name} is a masked array (numpy.ma), whose mask a rollout cannot keep: pass "
+            "x.filled(fill_value) to choose what the masked entries hold, or x.data"
+        )
     try:
         array = np.array(value, copy=True) if copy else np.asarray(value)
     except (ValueError, TypeError) as exc:
@@ -112,14 +118,22 @@ def as_float32(
     `finite`, NaN and ±inf are refused as by `check_finite`; a large array is checked block by
     block right after each block is copied, while it is in the cache, so that the check costs
     next to nothing beside the copy.
+
+    Raises:
+        ValueError: As `as_numeric`; if a finite value is beyond float32's range (it would
+            become inf); with `finite`, for NaN or ±inf. Messages name the first position.
     """
     array = as_numeric(value, name, copy=False, min_ndim=min_ndim)
     if not copy and array.dtype == np.float32:
         if finite:
             check_finite(array, name, axes)
         return array
+    wide = array.dtype.kind == "f" and array.dtype.itemsize > 4  # can overflow float32
     if array.nbytes < _FUSED_BYTES or array.ndim == 0 or not finite:
-        converted: Float32Array = array.astype(np.float32)
+        with np.errstate(over="ignore"):
+            converted: Float32Array = array.astype(np.float32)
+        if wide:
+            _check_overflow(array, converted, name, axes)
         if finite:
             check_finite(converted, name, axes)
         return converted
@@ -130,8 +144,25 @@ def as_float32(
             block = out[start : start + rows]
             np.copyto(block, array[start : start + rows], casting="unsafe")
             if not _surely_finite(block):
-                check_finite(out[: start + len(block)], name, axes)  # names the first position
+                done = start + len(block)  # names the first position, overflow first
+                if wide:
+                    _check_overflow(array[:done], out[:done], name, axes)
+                check_finite(out[:done], name, axes)
     return out
+
+
+def _check_overflow(source: AnyArray, cast: Float32Array, name: str, axes: str = "tb") -> None:
+    """Refuse finite values of `source` that became ±inf in its float32 `cast`."""
+    overflow = np.isinf(cast)
+    if overflow.any():
+        overflow &= np.isfinite(source)
+        if overflow.any():
+            pos = first_true(overflow)
+            raise ValueError(
+                f"{name} holds {source[pos].item()!r} at {fmt_index(pos, axes)}, beyond "
+                f"float32's range (+-{float(np.finfo(np.float32).max):.4g}): stored as float32 "
+                "it would become inf"
+            )
 
 
 def _surely_finite(block: Float32Array) -> bool:
@@ -142,6 +173,23 @@ def _surely_finite(block: Float32Array) -> bool:
     """
     flat = block.reshape(-1)
     return bool(np.isfinite(np.dot(flat, flat))) or bool(np.isfinite(flat).all())
+
+
+def arrays_equal(a: AnyArray, b: AnyArray) -> bool:
+    """Equal shapes, dtypes up to byte order, and values; NaN equals NaN in the same place.
+
+    This is the equality of `Rollout` and `ModelOutputs`: a big-endian array equals its
+    little-endian copy (a saved file holds little-endian data), and a NaN kept in an
+    observation, a state or a custom output does not make a rollout unequal to itself.
+
+    Examples:
+        >>> x = np.array([1.0, np.nan], np.float32)
+        >>> arrays_equal(x, x.astype(">f4")), arrays_equal(x, x.astype(np.float64))
+        (True, False)
+    """
+    if a.dtype.newbyteorder("<") != b.dtype.newbyteorder("<") or a.shape != b.shape:
+        return False
+    return bool(np.array_equal(a, b, equal_nan=a.dtype.kind in "fc"))
 
 
 def as_int32(

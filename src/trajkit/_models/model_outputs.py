@@ -10,6 +10,7 @@ import numpy as np
 
 from trajkit._base.types import AnyArray
 from trajkit._models.arrays import (
+    arrays_equal,
     as_float32,
     as_int32,
     as_numeric,
@@ -600,9 +601,7 @@ class ModelOutputs(Sequence[StepOutputs]):
             len(self) == len(other)
             and self._building == other._building
             and self.keys() == other.keys()
-            and all(
-                a.dtype == theirs[k].dtype and np.array_equal(a, theirs[k]) for k, a in mine.items()
-            )
+            and all(arrays_equal(a, theirs[k]) for k, a in mine.items())
             and self.incomplete() == other.incomplete()
         )
 

@@ -35,6 +35,7 @@ from trajkit._core import minibatch as _mb
 from trajkit._core import tree as _tree
 from trajkit._core.episodes import EpisodeStats, episode_stats
 from trajkit._models.arrays import (
+    arrays_equal,
     as_float32,
     as_numeric,
     check_binary,
@@ -976,7 +977,12 @@ class Rollout(BaseModel):
     __str__ = __repr__
 
     def __eq__(self, other: object) -> bool:
-        """Exact equality: same dtypes, shapes and values in every field, equal infos."""
+        """Exact equality: same dtypes, shapes and values in every field, equal infos.
+
+        Values compare up to byte order (a big-endian array equals its little-endian copy),
+        and NaN equals NaN in the same position, so that a rollout equals itself and its
+        saved and loaded copy.
+        """
         if not isinstance(other, Rollout):
             return NotImplemented
         for name in ("states", "obses", "rews", "dones", "truncated", "final_values"):
@@ -989,7 +995,7 @@ class Rollout(BaseModel):
             if [p for p, _ in pairs_a] != [p for p, _ in pairs_b]:
                 return False
             for (_, x), (_, y) in zip(pairs_a, pairs_b, strict=True):
-                if x.dtype != y.dtype or not np.array_equal(x, y):
+                if not arrays_equal(x, y):
                     return False
         return self.model_outs == other.model_outs and _same_infos(
             self.__dict__.get("infos"), other.__dict__.get("infos")
