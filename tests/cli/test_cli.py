@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -336,3 +337,83 @@ def test_python_dash_m_trajkit(dataset: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.count(": ok") == 2
+
+
+# ----------------------------------------------------------------- hostile names and text
+
+
+def test_file_names_that_are_not_utf8_are_shown_escaped(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Issue 12: validate and info printed a traceback for a name that is not valid UTF-8."""
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    name = os.fsdecode(b"bad\xff\x1b[2J.npz")  # undecodable bytes and a terminal escape
+    trajkit.save(example_rollout(), folder / name)
+    code, out, _ = run(capsys, "validate", str(folder))
+    assert code == 0
+    assert out == f"{folder}/bad\\xff\\x1b[2J.npz: ok\n"
+    code, out, _ = run(capsys, "validate", "--json", str(folder))
+    assert json.loads(out)[0]["ok"] is True
+    code, out, _ = run(capsys, "info", str(folder / name))
+    assert code == 0
+    assert "bad\\xff\\x1b[2J.npz (" in out
+    (folder / name).write_bytes(b"junk")
+    code, _, err = run(capsys, "info", str(folder / name))
+    assert code == 1
+    assert err.startswith(f"{folder}/bad\\xff\\x1b[2J.npz: invalid:")
+
+
+def test_info_escapes_control_characters_from_the_file(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Issue 12: keys and metadata reached the terminal as escape sequences."""
+    r = example_rollout()
+    infos = r.infos
+    infos[0][0] = {"\x1b]0;owned\x07": 1, "bidi\u202eevil": 2}
+    r = r.replace(model_outs={"\x1b[31mred": r.obses[..., 0]}, infos=infos)
+    path = tmp_path / "r.npz"
+    trajkit.save(r, path)
+    code, out, _ = run(capsys, "info", str(path))
+    assert code == 0
+    assert "\x1b" not in out
+    assert "\u202e" not in out
+    assert "model outputs:     \\x1b[31mred" in out
+    assert "keys: \\x1b]0;owned\\x07, bidi\\u202eevil" in out
+
+
+def test_a_spec_that_is_not_a_regular_file_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, dataset: Path
+) -> None:
+    """Issue 12: `trajkit validate --spec FIFO` blocked forever, opening the FIFO."""
+    fifo = tmp_path / "spec.json"
+    os.mkfifo(fifo)
+    done = subprocess.run(  # in a subprocess, so that a regression fails instead of hanging
+        [sys.executable, "-m", "trajkit", "validate", "--spec", str(fifo), str(dataset)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert f"cannot read the spec {fifo}: not a regular file" in done.stderr
+    code, _, err = run(capsys, "validate", "--spec", str(tmp_path), str(dataset))
+    assert code == 2
+    assert "not a regular file" in err
+
+
+def test_the_console_script_escapes_what_the_terminal_cannot_show(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "é.npz"
+    trajkit.save(example_rollout(), path)
+    done = subprocess.run(
+        [sys.executable, "-c", "from trajkit.cli import console_main; console_main()"]
+        + ["validate", str(path)],
+        capture_output=True,
+        timeout=120,
+        check=False,
+        env={**os.environ, "PYTHONIOENCODING": "ascii"},
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"{tmp_path}/\\xe9.npz: ok\n".encode()

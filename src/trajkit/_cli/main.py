@@ -7,9 +7,11 @@ error (bad options, unreadable `--spec` file). Bad input never prints a tracebac
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
 import re
+import stat
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -39,6 +41,33 @@ PROGRESS_THRESHOLD = 20
 _MAX_SHOWN = 3  # problems shown per file on the text output
 _SIZE = re.compile(r"^\s*(\d+)\s*([kmgt]i?b?|b)?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+# Characters that would act on a terminal instead of showing: C0 and C1 controls, DEL, the
+# line and paragraph separators and the bidirectional controls (which reorder what follows).
+_CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+# Surrogates that are not undecodable bytes of a file name (those are U+DC80 to U+DCFF).
+_LONE_SURROGATES = re.compile("[\ud800-\udc7f\udd00-\udfff]")
+
+
+def _shown(text: str) -> str:
+    r"""`text` made safe to print on any terminal: one line, printable, encodable.
+
+    File names that are not valid UTF-8 (whose bytes Python holds as lone surrogates) show
+    their bytes as `\xff`; other lone surrogates as `\udfff`; control characters (from a
+    file's keys, metadata or name) as escapes such as `\x1b` or `\n`.
+
+    Examples:
+        >>> print(_shown("run\udcff.npz: key '\x1b[31m'"))
+        run\xff.npz: key '\x1b[31m'
+    """
+    text = _LONE_SURROGATES.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
+    return _CONTROLS.sub(
+        lambda match: match.group().encode("unicode_escape").decode("ascii"),
+        text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace"),
+    )
 
 
 class _UsageError(Exception):
@@ -250,7 +279,7 @@ def _main(argv: list[str]) -> int:
             return _import(args)
         return _schema(args)
     except _UsageError as exc:
-        print(f"trajkit {args.command}: error: {exc}", file=sys.stderr)
+        print(_shown(f"trajkit {args.command}: error: {exc}"), file=sys.stderr)
         return 2
 
 
@@ -266,6 +295,9 @@ def console_main() -> None:
         ...
         SystemExit: 0
     """
+    for stream in (sys.stdout, sys.stderr):  # a terminal that cannot show a character
+        if isinstance(stream, io.TextIOWrapper):  # gets an escape, never a traceback
+            stream.reconfigure(errors="backslashreplace")
     try:
         code = main()
         sys.stdout.flush()
@@ -319,7 +351,11 @@ def _discover(paths: Sequence[str]) -> list[_Result]:
 
 def _read_spec(path: str) -> RolloutSpec:
     try:
-        with open(path, "rb") as file:
+        if not stat.S_ISREG(os.stat(path).st_mode):  # a FIFO would block the command forever
+            raise _UsageError(f"cannot read the spec {path}: not a regular file")
+        with open(os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)), "rb") as file:
+            if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):  # swapped since the stat
+                raise _UsageError(f"cannot read the spec {path}: not a regular file")
             data = file.read((1 << 20) + 1)
         if len(data) > 1 << 20:
             raise _UsageError(f"invalid spec {path}: larger than 1 MiB")
@@ -369,7 +405,7 @@ class _Progress:
     def show(self, index: int, path: str) -> None:
         if self.enabled:
             shown = path if len(path) <= 60 else "..." + path[-57:]
-            text = f"[{index}/{self.total}] checking {shown}"
+            text = _shown(f"[{index}/{self.total}] checking {shown}")
             self.stream.write("\r" + text.ljust(self._width))
             self.stream.flush()
             self._width = len(text)
@@ -402,12 +438,12 @@ def _validate(args: argparse.Namespace) -> int:
         if not args.json:
             progress.clear()
             if result.ok:
-                print(f"{result.path}: ok")
+                print(_shown(f"{result.path}: ok"))
             else:
                 shown = "; ".join(_one_line(p) for p in result.problems[:_MAX_SHOWN])
                 more = len(result.problems) - _MAX_SHOWN
                 extra = f" (+{more} more)" if more > 0 else ""
-                print(f"{result.path}: invalid: {shown}{extra}")
+                print(_shown(f"{result.path}: invalid: {shown}{extra}"))
     progress.clear()
     if args.json:
         payload = [{"path": r.path, "ok": r.ok, "problems": r.problems} for r in results]
@@ -450,7 +486,7 @@ def _info(args: argparse.Namespace) -> int:
         meta = read_metadata(path, max_bytes=args.max_bytes)
         r = load(path, mmap=True, max_bytes=args.max_bytes)
     except RolloutFileError as exc:
-        print(f"{path}: invalid: {_one_line(_file_error(exc))}", file=sys.stderr)
+        print(_shown(f"{path}: invalid: {_one_line(_file_error(exc))}"), file=sys.stderr)
         return 1
     size = os.path.getsize(path)
     lines = [
@@ -492,7 +528,7 @@ def _info(args: argparse.Namespace) -> int:
         if "critic" in r.model_outs.arrays:
             adv = r.advantages(args.gamma, args.lam)
             lines.append(f"advantages:        {_stats(adv)} (gamma={args.gamma}, lam={args.lam})")
-    print("\n".join(lines))
+    print("\n".join(map(_shown, lines)))
     return 0
 
 
@@ -518,14 +554,14 @@ def _plot(args: argparse.Namespace) -> int:
     try:
         import trajkit.plot as plot  # matplotlib is imported only for this command
     except ImportError as exc:
-        print(f"trajkit plot: error: {exc}", file=sys.stderr)
+        print(_shown(f"trajkit plot: error: {exc}"), file=sys.stderr)
         return 2
     rollouts: list[Rollout] = []
     for path in args.paths:
         try:
             rollouts.append(load(path, mmap=True, max_bytes=args.max_bytes))
         except RolloutFileError as exc:
-            print(f"{path}: invalid: {_one_line(_file_error(exc))}", file=sys.stderr)
+            print(_shown(f"{path}: invalid: {_one_line(_file_error(exc))}"), file=sys.stderr)
             return 1
     out = args.out
     os.makedirs(out, exist_ok=True)
@@ -537,7 +573,7 @@ def _plot(args: argparse.Namespace) -> int:
     for name, figure in figures.items():
         target = os.path.join(out, name)
         figure.savefig(target, dpi=args.dpi)
-        print(target)
+        print(_shown(target))
     return 0
 
 
