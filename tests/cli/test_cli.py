@@ -402,14 +402,16 @@ def test_a_spec_that_is_not_a_regular_file_is_a_usage_error(
     assert "not a regular file" in err
 
 
+CONSOLE_MAIN = "from trajkit.cli import console_main; console_main()"
+
+
 def test_the_console_script_escapes_what_the_terminal_cannot_show(
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "é.npz"
     trajkit.save(example_rollout(), path)
     done = subprocess.run(
-        [sys.executable, "-c", "from trajkit.cli import console_main; console_main()"]
-        + ["validate", str(path)],
+        [sys.executable, "-c", CONSOLE_MAIN, "validate", str(path)],
         capture_output=True,
         timeout=120,
         check=False,
