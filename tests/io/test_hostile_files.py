@@ -920,6 +920,8 @@ def npy_with(header_dict: bytes, data: bytes, version: bytes = b"\x01\x00") -> b
         (b"{'descr': '=f4', 'fortran_order': False, 'shape': (16, 2), }", "has dtype =f4"),
         (b"{'descr': 'float32', 'fortran_order': False, 'shape': (16, 2), }", "has dtype float32"),
         (b"{'descr': 'f4', 'fortran_order': False, 'shape': (16, 2), }", "has dtype f4"),
+        # NumPy warns of the deprecated alias 'a': found by the fuzz suite, with warnings as errors
+        (b"{'descr': 'a4', 'fortran_order': False, 'shape': (16, 2), }", "has dtype a4"),
         (
             b"{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': (16, 2), }",
             "keys descr, fortran_order, shape once each",
