@@ -827,6 +827,11 @@ class _Reader:
         `zipfile` takes the last record signature in the file's last 64 KiB as the end record
         and ignores what follows its comment; a rollout file has nothing there.
         """
+        tail_size = min(self._size, _END_RECORD.size)
+        self.file.seek(self._size - tail_size)
+        tail = self.file.read(tail_size)
+        if tail.startswith(_END_SIGNATURE) and tail.endswith(b"\0\0"):
+            return  # the end record, without a comment, ends the file: as save writes it
         tail_size = min(self._size, _END_RECORD.size + 0xFFFF)
         self.file.seek(self._size - tail_size)
         tail = self.file.read(tail_size)
