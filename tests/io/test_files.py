@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from numpy.typing import NDArray
 
 import trajkit
-from trajkit import RolloutFileError, load, read_metadata, save
+from trajkit import Rollout, RolloutFileError, load, read_metadata, save
 from trajkit._io import files as files_module
 from trajkit.testing import example_rollout, rollouts
 
@@ -593,3 +593,37 @@ def test_a_nul_byte_in_the_path_is_refused_before_writing(tmp_path: Path) -> Non
     with pytest.raises(ValueError, match=r"cannot save to '.*a\\x00b.npz': the path holds a NUL"):
         save(example_rollout(), str(tmp_path / "a\0b.npz"))
     assert list(tmp_path.iterdir()) == []
+
+
+def test_save_and_load_agree_on_the_size_limit(tmp_path: Path) -> None:
+    r = example_rollout(num_steps=32, num_envs=4)
+    path = tmp_path / "r.npz"
+    save(r, path, max_bytes=None)
+    size = sum(info.file_size for info in zipfile.ZipFile(path).infolist())
+    save(r, path, max_bytes=size)  # exactly at the limit: written, and loads with it
+    assert load(path, max_bytes=size) == r
+    before = path.read_bytes()
+    message = (
+        rf"the file would hold {size} bytes uncompressed, over max_bytes={size - 1}, so "
+        r"load\(\) would refuse it with the same limit"
+    )
+    with pytest.raises(ValueError, match=message):
+        save(r, path, max_bytes=size - 1)
+    assert path.read_bytes() == before  # nothing written
+    with pytest.raises(RolloutFileError, match="over the limit"):
+        load(path, max_bytes=size - 1)
+
+
+def test_rollouts_without_infos_save_and_load_without_per_step_dicts(tmp_path: Path) -> None:
+    r = example_rollout(num_steps=6, num_envs=3)
+    bare = Rollout(r.states, r.obses, r.rews, r.dones, None, r.model_outs)
+    save(bare, tmp_path / "bare.npz")
+    assert "infos" not in bare.__dict__  # saving did not make the T*B empty dicts
+    loaded = load(tmp_path / "bare.npz")
+    assert "infos" not in loaded.__dict__  # nor did loading
+    assert loaded == bare
+    assert loaded.infos == [[{}, {}, {}]] * 6
+    # the same bytes as for infos given as empty dicts: the format is unchanged
+    save(bare.replace(infos=[[{}] * 3] * 6), tmp_path / "given.npz")
+    with zipfile.ZipFile(tmp_path / "bare.npz") as a, zipfile.ZipFile(tmp_path / "given.npz") as b:
+        assert a.read("infos.json") == b.read("infos.json")

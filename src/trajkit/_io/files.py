@@ -32,7 +32,7 @@ from pydantic import ValidationError
 from trajkit._base.errors import RolloutFileError
 from trajkit._base.types import AnyArray
 from trajkit._core import tree as _tree
-from trajkit._io.infos import infos_from_json, infos_to_json, strict_json_loads
+from trajkit._io.infos import all_empty_json, infos_from_json, infos_to_json, strict_json_loads
 from trajkit._io.metadata import (
     FORMAT_NAME,
     FORMAT_VERSION,
@@ -42,7 +42,7 @@ from trajkit._io.metadata import (
     ArrayMember,
     RolloutFileMetadata,
 )
-from trajkit._models.rollout import Rollout
+from trajkit._models.rollout import Rollout, given_infos
 from trajkit._models.spec import SUPPORTED_DTYPES, dtype_name
 
 __all__ = ["DEFAULT_MAX_BYTES", "load", "read_metadata", "save"]
@@ -90,7 +90,13 @@ PathLike = str | os.PathLike[str]
 # --------------------------------------------------------------------------------- writing
 
 
-def save(rollout: Rollout, path: PathLike, *, compress: bool = False) -> None:
+def save(
+    rollout: Rollout,
+    path: PathLike,
+    *,
+    compress: bool = False,
+    max_bytes: int | None = DEFAULT_MAX_BYTES,
+) -> None:
     """Save a rollout to `path`, atomically, in the trajkit rollout file format.
 
     The file is a ZIP archive (conventionally named `*.npz`): `metadata.json`, one `.npy`
@@ -107,13 +113,16 @@ def save(rollout: Rollout, path: PathLike, *, compress: bool = False) -> None:
         rollout: The rollout to save.
         path: Where to write; an existing regular file is replaced.
         compress: Deflate the arrays and infos (`metadata.json` is always stored as is).
+        max_bytes: The same limit as `load`'s, on the contents uncompressed: a file over it
+            is not written, since `load` would refuse it with the same `max_bytes`. `None`
+            for no limit (then load it with `max_bytes=None` too).
 
     Raises:
         TypeError: If `rollout` is not a `Rollout`.
         ValueError: Before anything is written, if an info value cannot be stored as JSON
             exactly (the message names it as `infos[t][b]['key']`), or an array has a dtype
             the format does not support (such as float128), or a model-output key is not valid
-            Unicode, or `path` holds a NUL byte.
+            Unicode, or `path` holds a NUL byte, or the file would be over `max_bytes`.
         OSError: If the file cannot be written; before anything is written, if `path` is a
             folder (`IsADirectoryError`), a FIFO, a device or a socket.
         pydantic.ValidationError: If the rollout no longer passes validation (in-place edits
@@ -136,12 +145,22 @@ def save(rollout: Rollout, path: PathLike, *, compress: bool = False) -> None:
     target = _save_target(path)
     rollout.revalidate()  # in-place edits since construction are checked before writing
     metadata, arrays = _prepare(rollout)
-    infos = infos_to_json(rollout.infos)
+    given = given_infos(rollout)  # None: no infos, written without making T*B dicts
+    T, B = rollout.num_steps, rollout.batch_size
+    infos = all_empty_json(T, B) if given is None else infos_to_json(given)
     meta_bytes = metadata.model_dump_json(indent=2).encode("utf-8") + b"\n"
     if len(meta_bytes) > MAX_METADATA_BYTES:
         raise ValueError(
             f"the metadata would take {len(meta_bytes)} bytes, over the format's limit of "
             f"{MAX_METADATA_BYTES} (too many or too long model-output keys)"
+        )
+    total = len(meta_bytes) + len(infos)
+    total += sum(len(_npy_header(array)) + array.nbytes for _, array in arrays)
+    if max_bytes is not None and total > max_bytes:
+        raise ValueError(
+            f"the file would hold {total} bytes uncompressed, over max_bytes={max_bytes}, so "
+            "load() would refuse it with the same limit; pass a larger max_bytes (or None) "
+            "here and to load()"
         )
 
     def write(file: IO[bytes]) -> None:
@@ -504,7 +523,7 @@ def _rollout(
     name: str,
     members: list[ArrayMember],
     arrays: dict[str, AnyArray],
-    infos: list[list[dict[str, Any]]],
+    infos: list[list[dict[str, Any]]] | None,
 ) -> Rollout:
     fields: dict[str, Any] = {
         m.field: arrays[m.name] for m in members if m.key is None and not m.path
@@ -1001,10 +1020,12 @@ class _Reader:
         stream.finish()
         return data
 
-    def read_infos(self) -> list[list[dict[str, Any]]]:
+    def read_infos(self) -> list[list[dict[str, Any]]] | None:
+        """The infos, or `None` when all are empty (the rollout makes them if they are read)."""
         with self.refusing(INFOS_MEMBER):
             data = self._read_small(self._by_name[INFOS_MEMBER])
-            return infos_from_json(data, self.metadata.num_steps, self.metadata.batch_size)
+            meta = self.metadata
+            return infos_from_json(data, meta.num_steps, meta.batch_size, none_if_empty=True)
 
     def read_array(self, member: ArrayMember, *, mmap: bool, verify: bool) -> AnyArray:
         info = self._by_name[member.name]

@@ -19,7 +19,7 @@ import math
 import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 
@@ -28,6 +28,7 @@ __all__ = [
     "MAX_DEPTH",
     "MAX_INT_DIGITS",
     "NESTED_ALLOWANCE",
+    "all_empty_json",
     "check_infos_json",
     "infos_from_json",
     "infos_to_json",
@@ -367,15 +368,23 @@ def strict_json_loads(data: bytes | bytearray) -> Any:
     )
 
 
-def _all_empty(num_steps: int, batch_size: int) -> bytes:
+def all_empty_json(num_steps: int, batch_size: int) -> bytes:
     """The bytes `infos_to_json` writes for T rows of B empty dicts."""
     row = b"[" + b",".join([b"{}"] * batch_size) + b"]"
     return b"[" + b",".join([row] * num_steps) + b"]"
 
 
+@overload
 def infos_from_json(
     data: bytes | bytearray, num_steps: int, batch_size: int
-) -> list[list[dict[str, Any]]]:
+) -> list[list[dict[str, Any]]]: ...
+@overload
+def infos_from_json(
+    data: bytes | bytearray, num_steps: int, batch_size: int, *, none_if_empty: bool
+) -> list[list[dict[str, Any]]] | None: ...
+def infos_from_json(
+    data: bytes | bytearray, num_steps: int, batch_size: int, *, none_if_empty: bool = False
+) -> list[list[dict[str, Any]]] | None:
     """Decode `infos.json`, checking that it holds T rows of B objects the writer would accept.
 
     The bytes are checked (`check_infos_json`) before they are decoded; infos that are all
@@ -385,6 +394,8 @@ def infos_from_json(
         data: The member's bytes.
         num_steps: T.
         batch_size: B.
+        none_if_empty: Return `None` instead of T rows of B empty dicts when every info is
+            empty (`Rollout(infos=None)` then makes them only if they are read).
 
     Returns:
         The infos.
@@ -403,7 +414,9 @@ def infos_from_json(
     """
     nested = _nested_brackets(data, num_steps, batch_size)
     empty_size = 3 * num_steps * batch_size + 2 * num_steps + 1 if num_steps else 2
-    if len(data) == empty_size and data == _all_empty(num_steps, batch_size):
+    if len(data) == empty_size and data == all_empty_json(num_steps, batch_size):
+        if none_if_empty:
+            return None
         return [[{} for _ in range(batch_size)] for _ in range(num_steps)]
     flat = nested <= 0  # no list or dict inside the info dicts
     try:
