@@ -37,7 +37,6 @@ Examples:
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 from collections.abc import Iterable
@@ -45,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from trajkit._base.optional import require
 from trajkit._base.types import AnyArray
 from trajkit._core import tree as _tree
 from trajkit._io.infos import infos_to_json, strict_json_loads
@@ -63,12 +63,7 @@ _FORMAT = "trajkit-arrow"
 
 
 def _pyarrow() -> Any:
-    try:
-        return importlib.import_module("pyarrow")
-    except ImportError as exc:  # pragma: no cover - pyarrow is installed with the dev extras
-        raise ImportError(
-            "trajkit.arrow needs pyarrow; install it with: pip install 'trajkit[arrow]'"
-        ) from exc
+    return require("pyarrow", "arrow", "trajkit.arrow")
 
 
 def _leaf_column(pa: Any, array: AnyArray) -> Any:
@@ -353,7 +348,7 @@ def write_parquet(
         True
     """
     pa = _pyarrow()
-    parquet = importlib.import_module("pyarrow.parquet")
+    parquet = require("pyarrow.parquet", "arrow", "trajkit.arrow")
     items = [rollouts] if isinstance(rollouts, Rollout) else list(rollouts)
     if not items:
         raise ValueError("write_parquet needs at least one rollout")
@@ -392,7 +387,7 @@ def read_parquet(path: str | os.PathLike[str]) -> list[Rollout]:
         [4]
     """
     _pyarrow()
-    parquet = importlib.import_module("pyarrow.parquet")
+    parquet = require("pyarrow.parquet", "arrow", "trajkit.arrow")
     table = parquet.read_table(os.fspath(path))
     _layout(table)
     ids = table.column("rollout").to_numpy()

@@ -39,7 +39,6 @@ Examples:
 
 from __future__ import annotations
 
-import importlib
 import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -47,6 +46,7 @@ from typing import Any
 
 import numpy as np
 
+from trajkit._base.optional import require
 from trajkit._base.types import AnyArray
 from trajkit._core import tree as _tree
 from trajkit._models.rollout import Rollout
@@ -55,13 +55,7 @@ __all__ = ["from_minari", "to_minari"]
 
 
 def _import(name: str) -> Any:
-    try:
-        return importlib.import_module(name)
-    except ImportError as exc:  # pragma: no cover - minari is installed with the dev extras
-        raise ImportError(
-            "trajkit.minari needs minari and gymnasium; install them with: "
-            "pip install 'trajkit[minari]'"
-        ) from exc
+    return require(name, "minari", "trajkit.minari")
 
 
 @dataclass

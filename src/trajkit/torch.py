@@ -28,12 +28,12 @@ Examples:
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 import numpy as np
 
+from trajkit._base.optional import require
 from trajkit._base.rng import as_generator
 from trajkit._base.types import AnyArray
 from trajkit._core import tree as _tree
@@ -51,12 +51,7 @@ _INT64_KEYS = frozenset({"actions"})
 
 
 def _torch() -> Any:
-    try:
-        return importlib.import_module("torch")
-    except ImportError as exc:  # pragma: no cover - torch is installed with the dev extras
-        raise ImportError(
-            "trajkit.torch needs PyTorch; install it with: pip install 'trajkit[torch]'"
-        ) from exc
+    return require("torch", "torch", "trajkit.torch")
 
 
 def to_tensor(array: AnyArray, device: Device = "cpu", *, key: str | None = None) -> torch.Tensor:

@@ -97,6 +97,19 @@ def _unit_interval(text: str) -> float:
     return value
 
 
+def _add_max_bytes(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--max-bytes",
+        type=_max_bytes,
+        default=DEFAULT_MAX_BYTES,
+        metavar="SIZE",
+        help=(
+            "refuse files whose declared contents exceed SIZE (bytes, or e.g. 512MiB, 8GiB; "
+            "'none' for no limit; default 4GiB)"
+        ),
+    )
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="trajkit",
@@ -106,10 +119,6 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"trajkit {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    size_help = (
-        "refuse files whose declared contents exceed SIZE (bytes, or e.g. 512MiB, 8GiB; "
-        "'none' for no limit; default 4GiB)"
-    )
     validate = commands.add_parser(
         "validate",
         help="check rollout files (folders are searched for *.npz)",
@@ -140,9 +149,7 @@ def _parser() -> argparse.ArgumentParser:
         help=f"show a progress line on stderr (default: when stderr is a terminal and there "
         f"are more than {PROGRESS_THRESHOLD} files)",
     )
-    validate.add_argument(
-        "--max-bytes", type=_max_bytes, default=DEFAULT_MAX_BYTES, metavar="SIZE", help=size_help
-    )
+    _add_max_bytes(validate)
 
     info = commands.add_parser(
         "info",
@@ -155,9 +162,7 @@ def _parser() -> argparse.ArgumentParser:
     info.add_argument("path", metavar="PATH", help="a rollout file")
     info.add_argument("--gamma", type=_unit_interval, default=0.99, help="discount (0.99)")
     info.add_argument("--lam", type=_unit_interval, default=0.95, help="GAE lambda (0.95)")
-    info.add_argument(
-        "--max-bytes", type=_max_bytes, default=DEFAULT_MAX_BYTES, metavar="SIZE", help=size_help
-    )
+    _add_max_bytes(info)
 
     plot = commands.add_parser(
         "plot",
@@ -174,9 +179,7 @@ def _parser() -> argparse.ArgumentParser:
     plot.add_argument("--gamma", type=_unit_interval, default=0.99, help="discount (0.99)")
     plot.add_argument("--lam", type=_unit_interval, default=0.95, help="GAE lambda (0.95)")
     plot.add_argument("--dpi", type=int, default=100, help="resolution of the PNGs (100)")
-    plot.add_argument(
-        "--max-bytes", type=_max_bytes, default=DEFAULT_MAX_BYTES, metavar="SIZE", help=size_help
-    )
+    _add_max_bytes(plot)
 
     export = commands.add_parser(
         "export",
@@ -195,9 +198,7 @@ def _parser() -> argparse.ArgumentParser:
         choices=("zstd", "snappy", "gzip", "none"),
         help="Parquet compression (zstd)",
     )
-    export.add_argument(
-        "--max-bytes", type=_max_bytes, default=DEFAULT_MAX_BYTES, metavar="SIZE", help=size_help
-    )
+    _add_max_bytes(export)
 
     import_ = commands.add_parser(
         "import",
@@ -556,13 +557,9 @@ def _plot(args: argparse.Namespace) -> int:
     except ImportError as exc:
         print(_shown(f"trajkit plot: error: {exc}"), file=sys.stderr)
         return 2
-    rollouts: list[Rollout] = []
-    for path in args.paths:
-        try:
-            rollouts.append(load(path, mmap=True, max_bytes=args.max_bytes))
-        except RolloutFileError as exc:
-            print(_shown(f"{path}: invalid: {_one_line(_file_error(exc))}"), file=sys.stderr)
-            return 1
+    rollouts = _load_all(args.paths, args.max_bytes)
+    if rollouts is None:
+        return 1
     out = args.out
     os.makedirs(out, exist_ok=True)
     figures = {
@@ -584,7 +581,7 @@ def _arrow_module(command: str) -> Any:
     try:
         import trajkit.arrow as arrow  # pyarrow is imported only for these commands
     except ImportError as exc:  # pragma: no cover - pyarrow is installed with the dev extras
-        print(f"trajkit {command}: error: {exc}", file=sys.stderr)
+        print(_shown(f"trajkit {command}: error: {exc}"), file=sys.stderr)
         return None
     return arrow
 
@@ -593,21 +590,17 @@ def _export(args: argparse.Namespace) -> int:
     arrow = _arrow_module("export")
     if arrow is None:  # pragma: no cover - pyarrow is installed with the dev extras
         return 2
-    rollouts: list[Rollout] = []
-    for path in args.paths:
-        try:
-            rollouts.append(load(path, mmap=True, max_bytes=args.max_bytes))
-        except RolloutFileError as exc:
-            print(f"{path}: invalid: {_one_line(_file_error(exc))}", file=sys.stderr)
-            return 1
+    rollouts = _load_all(args.paths, args.max_bytes)
+    if rollouts is None:
+        return 1
     compression = None if args.compression == "none" else args.compression
     try:
         arrow.write_parquet(rollouts, args.out, compression=compression)
     except (ValueError, OSError) as exc:
-        print(f"trajkit export: error: {_one_line(str(exc))}", file=sys.stderr)
+        print(_shown(f"trajkit export: error: {_one_line(str(exc))}"), file=sys.stderr)
         return 1
     steps = sum((r.num_steps + 1) * r.batch_size for r in rollouts)
-    print(f"{args.out}: {len(rollouts)} rollout(s), {steps} rows")
+    print(_shown(f"{args.out}: {len(rollouts)} rollout(s), {steps} rows"))
     return 0
 
 
@@ -618,14 +611,26 @@ def _import(args: argparse.Namespace) -> int:
     try:
         rollouts = arrow.read_parquet(args.path)
     except (ValueError, OSError) as exc:
-        print(f"{args.path}: invalid: {_one_line(str(exc))}", file=sys.stderr)
+        print(_shown(f"{args.path}: invalid: {_one_line(str(exc))}"), file=sys.stderr)
         return 1
     os.makedirs(args.out, exist_ok=True)
     for i, rollout in enumerate(rollouts):
         target = os.path.join(args.out, f"rollout-{i:05d}{SUFFIX}")
         save(rollout, target)
-        print(target)
+        print(_shown(target))
     return 0
+
+
+def _load_all(paths: Sequence[str], max_bytes: int | None) -> list[Rollout] | None:
+    """Memory-map every file, in order; `None` (having said which) if one is refused."""
+    rollouts: list[Rollout] = []
+    for path in paths:
+        try:
+            rollouts.append(load(path, mmap=True, max_bytes=max_bytes))
+        except RolloutFileError as exc:
+            print(_shown(f"{path}: invalid: {_one_line(_file_error(exc))}"), file=sys.stderr)
+            return None
+    return rollouts
 
 
 # ---------------------------------------------------------------------------------- schema
