@@ -17,3 +17,18 @@ def best_of(fn: Callable[[], object], repeats: int) -> float:
         fn()
         best = min(best, time.perf_counter() - start)
     return best
+
+
+def interleaved(*fns: Callable[[], object], rounds: int) -> list[float]:
+    """Minimum wall time of each of `fns`, run in turn `rounds` times, in seconds.
+
+    Alternating the candidates spreads the machine's noise over all of them alike, so that
+    their ratios stay fair on a shared machine.
+    """
+    best = [float("inf")] * len(fns)
+    for _ in range(rounds):
+        for i, fn in enumerate(fns):
+            start = time.perf_counter()
+            fn()
+            best[i] = min(best[i], time.perf_counter() - start)
+    return best

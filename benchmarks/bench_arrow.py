@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import os
 import tempfile
-import time
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+from _timing import interleaved
 
 import trajkit
 import trajkit.arrow
@@ -69,16 +68,6 @@ def plain_table(r: trajkit.Rollout) -> pa.Table:
     )
 
 
-def interleaved(*fns: Callable[[], object]) -> list[float]:
-    best = [float("inf")] * len(fns)
-    for _ in range(ROUNDS):
-        for i, fn in enumerate(fns):
-            start = time.perf_counter()
-            fn()
-            best[i] = min(best[i], time.perf_counter() - start)
-    return best
-
-
 def main() -> None:
     print("| rollout | MB | direction | pyarrow ms | trajkit ms | ratio | target | met |")
     print("|---|---|---|---|---|---|---|---|")
@@ -108,8 +97,8 @@ def main() -> None:
             def ours_read() -> None:
                 trajkit.arrow.read_parquet(ours)
 
-            t_plain_w, t_ours_w = interleaved(plain_write, ours_write)
-            t_plain_r, t_ours_r = interleaved(plain_read, ours_read)
+            t_plain_w, t_ours_w = interleaved(plain_write, ours_write, rounds=ROUNDS)
+            t_plain_r, t_ours_r = interleaved(plain_read, ours_read, rounds=ROUNDS)
             for direction, base, mine in (
                 ("export", t_plain_w, t_ours_w),
                 ("import", t_plain_r, t_ours_r),

@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import os
 import tempfile
-import time
 import tracemalloc
-from collections.abc import Callable
 from functools import partial
 from typing import Any
 
 import numpy as np
+from _timing import interleaved
 
 import trajkit
 
@@ -50,16 +49,6 @@ def arrays_of(f: dict[str, Any]) -> list[np.ndarray[Any, Any]]:
     return [f["states"], f["obses"], f["rews"], f["dones"], *f["model_outs"].values()]
 
 
-def interleaved(*fns: Callable[[], object], rounds: int = ROUNDS) -> list[float]:
-    best = [float("inf")] * len(fns)
-    for _ in range(rounds):
-        for i, fn in enumerate(fns):
-            start = time.perf_counter()
-            fn()
-            best[i] = min(best[i], time.perf_counter() - start)
-    return best
-
-
 def construction() -> None:
     print("| T | B | MB | copy ms | Rollout / copy | copy=False / copy | peak / bytes | met |")
     print("|---|---|---|---|---|---|---|---|")
@@ -73,7 +62,10 @@ def construction() -> None:
                 a.copy()
 
         t_copy, t_new, t_view = interleaved(
-            copy, partial(trajkit.Rollout, **f), partial(trajkit.Rollout, **f, copy=False)
+            copy,
+            partial(trajkit.Rollout, **f),
+            partial(trajkit.Rollout, **f, copy=False),
+            rounds=ROUNDS,
         )
         tracemalloc.start()
         built = trajkit.Rollout(**f)

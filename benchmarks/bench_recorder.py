@@ -13,29 +13,18 @@ Target: the recorder within 1.2x of plain. Reported, never asserted.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from functools import partial
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
+from _timing import interleaved
 
 from trajkit.gym import RolloutRecorder
 
 T = 128
 ROUNDS = 30
 TARGET = 1.2
-
-
-def interleaved(first: Callable[[], object], second: Callable[[], object]) -> tuple[float, float]:
-    best = [float("inf"), float("inf")]
-    for _ in range(ROUNDS):
-        for i, fn in enumerate((first, second)):
-            start = time.perf_counter()
-            fn()
-            best[i] = min(best[i], time.perf_counter() - start)
-    return best[0], best[1]
 
 
 def main() -> None:
@@ -64,7 +53,7 @@ def main() -> None:
 
         recorder = RolloutRecorder(env, policy, seed=0)
         recorder.record(T)  # warm up: the first call resets
-        t_plain, t_rec = interleaved(plain, partial(recorder.record, T))
+        t_plain, t_rec = interleaved(plain, partial(recorder.record, T), rounds=ROUNDS)
         ratio = t_rec / t_plain
         print(
             f"| {B} | {t_plain * 1e3:.2f} | {t_rec * 1e3:.2f} | {ratio:.2f}x | <= {TARGET}x "

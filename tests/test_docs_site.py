@@ -38,6 +38,18 @@ BROWSER_ARGS = [
 ]
 
 
+def load_hook(name: str) -> Any:
+    """Import one of the MkDocs hooks in docs/plugins/ (they are not part of the package)."""
+    spec = importlib.util.spec_from_file_location(
+        f"{name}_hook", ROOT / "docs" / "plugins" / f"{name}.py"
+    )
+    assert spec is not None
+    assert spec.loader is not None
+    hook = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hook)
+    return hook
+
+
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if shutil.which("mkdocs", path=str(Path(sys.executable).parent)) is None:
@@ -172,12 +184,7 @@ def test_search_previews_show_math_as_text(site: Path) -> None:
 
 
 def test_the_math_hook_reads_tex_as_text() -> None:
-    path = ROOT / "docs" / "plugins" / "search_math.py"
-    spec = importlib.util.spec_from_file_location("search_math_hook", path)
-    assert spec is not None
-    assert spec.loader is not None
-    hook = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(hook)
+    hook = load_hook("search_math")
     assert hook.math_as_text(
         r"(A - \operatorname{mean} A) / (\operatorname{std} A + \epsilon)"
     ) == ("(A - mean A) / (std A + ε)")

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import importlib.util
 from pathlib import Path
 
+from tests.test_docs_site import load_hook
 from trajkit._cli.main import _parser
 from trajkit._cli.reference import cli_reference
 
@@ -44,12 +44,7 @@ def test_markdown_markup_in_help_is_escaped() -> None:
 
 
 def test_the_docs_hook_puts_the_reference_on_the_cli_page() -> None:
-    path = ROOT / "docs" / "plugins" / "cli_reference.py"
-    spec = importlib.util.spec_from_file_location("cli_reference_hook", path)
-    assert spec is not None
-    assert spec.loader is not None
-    hook = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(hook)
+    hook = load_hook("cli_reference")
     page = (ROOT / "docs" / "reference" / "cli.md").read_text(encoding="utf-8")
     assert hook.MARKER in page
     rendered = hook.on_page_markdown(page, page=None)
