@@ -24,6 +24,9 @@ class RolloutFileError(ValueError):
         'run.npz: member rews.npy: truncated file'
         >>> isinstance(err, ValueError)
         True
+        >>> import pickle  # it survives pickling, e.g. from a worker process
+        >>> pickle.loads(pickle.dumps(err)).member
+        'rews.npy'
     """
 
     def __init__(self, message: str, *, path: str, member: str | None = None) -> None:
@@ -32,3 +35,14 @@ class RolloutFileError(ValueError):
         self.reason = message
         where = f"{path}: member {member}" if member is not None else path
         super().__init__(f"{where}: {message}")
+
+    def __reduce__(self) -> tuple[object, ...]:
+        # Rebuilt from its keyword arguments, so that it crosses process boundaries (a
+        # process pool, Ray) intact; the default would call `RolloutFileError(str(self))`.
+        return (_rebuild, (type(self), self.reason, self.path, self.member))
+
+
+def _rebuild(
+    cls: type[RolloutFileError], message: str, path: str, member: str | None
+) -> RolloutFileError:
+    return cls(message, path=path, member=member)
