@@ -8,13 +8,16 @@ models and files and below the command line, which may call them (lazily).
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "trajkit"
 ORDER = ["_base", "_core", "_models", "_io", "_cli"]
-INTEGRATIONS = ["arrow", "minari", "plot", "torch"]  # public modules over optional libraries
+# Public modules over optional libraries.
+INTEGRATIONS = ["arrow", "dataset", "minari", "plot", "ray", "torch"]
 
 
 def _imports(path: Path) -> set[str]:
@@ -59,3 +62,14 @@ def test_integrations_import_only_the_layers_below_the_command_line(module: str)
     for name in _imports(SRC / f"{module}.py"):
         if name.startswith("trajkit."):
             assert ".".join(name.split(".")[:2]) in allowed, f"{module}.py imports {name}"
+
+
+def test_optional_libraries_are_imported_lazily() -> None:
+    code = (
+        "import sys, trajkit, trajkit.cli, trajkit.dataset, trajkit.ray\n"
+        "print(sorted({'fsspec', 'ray', 'tqdm', 'pyarrow'} & set(sys.modules)))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert done.stdout.strip() == "[]"

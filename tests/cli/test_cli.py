@@ -194,20 +194,28 @@ def test_max_bytes_option(capsys: pytest.CaptureFixture[str], dataset: Path) -> 
     assert run(capsys, "validate", "--max-bytes", "1g", str(dataset))[0] == 0
 
 
-def test_progress_line(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+def test_progress_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     path = tmp_path / "r.npz"
     trajkit.save(example_rollout(num_steps=1), path)
     for i in range(25):
         (tmp_path / f"copy{i:02d}.npz").write_bytes(path.read_bytes())
     code, out, err = run(capsys, "validate", str(tmp_path))
     assert code == 0
-    assert "checking" not in err  # stderr is not a terminal
+    assert "26/26" not in err  # stderr is not a terminal
+    code, out, err = run(capsys, "validate", "--progress", str(tmp_path))
+    assert code == 0
+    assert "26/26 [" in err  # tqdm's bar
+    assert out.count(": ok") == 26
+    monkeypatch.setitem(sys.modules, "tqdm", None)  # without trajkit[progress]: a plain line
     code, out, err = run(capsys, "validate", "--progress", str(tmp_path))
     assert code == 0
     assert "\r[26/26] checking" in err
     assert out.count(": ok") == 26
     code, out, err = run(capsys, "validate", "--no-progress", str(tmp_path))
     assert "checking" not in err
+    assert "26/26" not in err
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,203 @@
+"""Rollout files behind fsspec URLs (`s3://`, `gs://`, `file://`, `memory://`, ...).
+
+fsspec is imported only when a path has a scheme (`trajkit[cloud]`). Checking or loading a
+remote file reads it into a local temporary file first, after refusing a file larger than the
+size limit, so that everything `trajkit.load` checks applies unchanged; errors name the URL,
+never the temporary file. `file://` URLs are read in place.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import os
+import re
+import tempfile
+from collections.abc import Iterator
+from typing import Any
+
+from trajkit._base.errors import RolloutFileError
+from trajkit._io.files import DEFAULT_MAX_BYTES, load, read_metadata
+from trajkit._io.metadata import RolloutFileMetadata
+from trajkit._models.rollout import Rollout
+
+__all__ = [
+    "PROCESS_LOCAL_SCHEMES",
+    "copy_out",
+    "filesystem",
+    "fsspec_module",
+    "is_url",
+    "join_url",
+    "load_any",
+    "local_copy",
+    "mappable",
+    "naming",
+    "read_metadata_any",
+    "runs_in_any_process",
+]
+
+PROCESS_LOCAL_SCHEMES = frozenset({"memory"})
+"""URL schemes whose files exist in one process only: never handed to a worker process."""
+
+_URL = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*)://")
+_COPY_CHUNK = 1 << 20
+
+
+def is_url(path: str) -> bool:
+    """Whether `path` is a URL (`scheme://...`) rather than a local path.
+
+    Examples:
+        >>> is_url("s3://bucket/run.npz"), is_url("memory://x"), is_url("runs/a.npz")
+        (True, True, False)
+    """
+    return _URL.match(path) is not None
+
+
+def runs_in_any_process(path: str) -> bool:
+    """Whether another process (a worker) can read `path`: not a `memory://` URL.
+
+    Examples:
+        >>> runs_in_any_process("memory://runs/a.npz"), runs_in_any_process("a.npz")
+        (False, True)
+    """
+    match = _URL.match(path)
+    return match is None or match["scheme"].lower() not in PROCESS_LOCAL_SCHEMES
+
+
+def join_url(url: str, relative: str) -> str:
+    """`relative` (with `/` separators) under the folder URL `url`.
+
+    Examples:
+        >>> join_url("s3://bucket/runs/", "day1/a.npz")
+        's3://bucket/runs/day1/a.npz'
+    """
+    return f"{url.rstrip('/')}/{relative.lstrip('/')}"
+
+
+def fsspec_module() -> Any:
+    """Import fsspec, or fail with an error that names the extra to install."""
+    try:
+        return importlib.import_module("fsspec")
+    except ImportError as exc:
+        raise ImportError(
+            "reading URLs needs fsspec; install it with: pip install 'trajkit[cloud]'"
+        ) from exc
+
+
+def filesystem(url: str) -> tuple[Any, str]:
+    """The fsspec filesystem of `url` and the path within it."""
+    fs, path = fsspec_module().core.url_to_fs(url)
+    return fs, str(path)
+
+
+@contextlib.contextmanager
+def local_copy(path: str, max_bytes: int | None) -> Iterator[str]:
+    """A local path holding the file at `path`: `path` itself, or a temporary copy of a URL.
+
+    A remote file larger than `max_bytes` is refused before anything is read, and the copy
+    stops at `max_bytes` should the file grow while it is read. The copy is removed on exit.
+
+    Raises:
+        RolloutFileError: If the URL cannot be read, or its file is over the limit.
+    """
+    if not is_url(path):
+        yield path
+        return
+    try:
+        fs, inner = filesystem(path)
+        size = None if _in_place(path) else int(fs.size(inner))
+    except (OSError, ValueError) as exc:
+        raise RolloutFileError(f"cannot open: {_reason(exc)}", path=path) from exc
+    if size is None:  # file://: read in place
+        yield inner
+        return
+    if max_bytes is not None and size > max_bytes:
+        raise RolloutFileError(
+            f"the file is {size} bytes, over the limit of {max_bytes} bytes; pass a larger "
+            "max_bytes to read it",
+            path=path,
+        )
+    fd, temp = tempfile.mkstemp(prefix="trajkit-", suffix=".npz")
+    try:
+        with open(fd, "wb") as out:
+            try:
+                with fs.open(inner, "rb") as source:
+                    _copy(source, out, path, max_bytes)
+            except OSError as exc:
+                raise RolloutFileError(f"cannot open: {_reason(exc)}", path=path) from exc
+        yield temp
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+
+
+def _in_place(url: str) -> bool:
+    """Whether `local_copy` reads `url` in place (a `file://` URL) rather than copying it."""
+    return url.lower().startswith("file://")
+
+
+def _copy(source: Any, out: Any, path: str, max_bytes: int | None) -> None:
+    copied = 0
+    while chunk := source.read(_COPY_CHUNK):
+        copied += len(chunk)
+        if max_bytes is not None and copied > max_bytes:
+            raise RolloutFileError(
+                f"the file grew past the limit of {max_bytes} bytes while it was read",
+                path=path,
+            )
+        out.write(chunk)
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, FileNotFoundError):
+        return "no such file or directory"
+    return getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+
+
+@contextlib.contextmanager
+def naming(path: str) -> Iterator[None]:
+    """Make the refusals raised inside the block name `path` (not a temporary copy of it)."""
+    try:
+        yield
+    except RolloutFileError as exc:
+        if exc.path == path:
+            raise
+        raise RolloutFileError(exc.reason, path=path, member=exc.member) from exc
+
+
+def mappable(path: str) -> bool:
+    """Whether `local_copy(path)` is the file itself, which can be memory-mapped.
+
+    True for a local path or a `file://` URL; false for a URL that is read into a copy.
+
+    Examples:
+        >>> mappable("runs/a.npz"), mappable("file:///runs/a.npz"), mappable("s3://b/a.npz")
+        (True, True, False)
+    """
+    return not is_url(path) or _in_place(path)
+
+
+def load_any(
+    path: str,
+    *,
+    mmap: bool = False,
+    max_bytes: int | None = DEFAULT_MAX_BYTES,
+    verify: bool | None = None,
+) -> Rollout:
+    """`trajkit.load` for a local path or a URL (a remote file is read, never mapped)."""
+    with local_copy(path, max_bytes) as local, naming(path):
+        return load(local, mmap=mmap and mappable(path), max_bytes=max_bytes, verify=verify)
+
+
+def read_metadata_any(
+    path: str, *, max_bytes: int | None = DEFAULT_MAX_BYTES
+) -> RolloutFileMetadata:
+    """`trajkit.read_metadata` for a local path or a URL."""
+    with local_copy(path, max_bytes) as local, naming(path):
+        return read_metadata(local, max_bytes=max_bytes)
+
+
+def copy_out(source: str, target: str) -> None:
+    """Upload the local file `source` to the URL `target`."""
+    fs, inner = filesystem(target)
+    fs.put_file(source, inner)

@@ -1,0 +1,673 @@
+"""Datasets of recorded rollouts: a folder of rollout files that pins one spec.
+
+A dataset is a folder (or an fsspec URL such as `s3://bucket/runs`, with `trajkit[cloud]`)
+holding `spec.json`, a [`RolloutSpec`][trajkit.RolloutSpec] as JSON, and any number of
+rollout files (`*.npz`, found recursively, hidden ones skipped). Every file must conform to
+the spec: iterating, computing statistics and sampling minibatches check each file as it is
+loaded, and refuse one that does not with a [`RolloutFileError`][trajkit.RolloutFileError].
+
+Everything streams file by file, so a dataset may be far larger than memory:
+[`Dataset.stats`][trajkit.dataset.Dataset.stats] merges per-file statistics (optionally in
+several processes), and [`Dataset.minibatches`][trajkit.dataset.Dataset.minibatches] keeps a
+few files in a shuffle buffer. The same per-file checks as `trajkit validate` are here as
+[`check_file`][trajkit.dataset.check_file] and [`validate_files`][trajkit.dataset.validate_files].
+
+Examples:
+    >>> import tempfile
+    >>> from trajkit.dataset import Dataset
+    >>> from trajkit.testing import example_rollout
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     ds = Dataset.write(tmp, [example_rollout(num_steps=8, seed=s) for s in range(3)])
+    ...     stats = Dataset.open(tmp).stats()
+    >>> len(ds), stats.files, stats.steps
+    (3, 3, 48)
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import re
+import tempfile
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from functools import partial
+from pathlib import Path
+from typing import IO
+
+import numpy as np
+from pydantic import ValidationError
+
+from trajkit._base.errors import RolloutFileError
+from trajkit._base.rng import as_generator
+from trajkit._base.types import AnyArray, ArrayTree
+from trajkit._core import tree as _tree
+from trajkit._core.gae import normalize_advantages as _normalize
+from trajkit._core.minibatch import _check_size
+from trajkit._io.files import DEFAULT_MAX_BYTES, _atomic_write, save
+from trajkit._io.infos import strict_json_loads
+from trajkit._io.remote import copy_out, filesystem, is_url, join_url, load_any
+from trajkit._io.scan import (
+    DatasetStats,
+    FileCheck,
+    Found,
+    Moments,
+    check_chunk,
+    check_file,
+    conform,
+    cpu_count,
+    discover,
+    run_ordered,
+    stats_chunk,
+    validate_files,
+    walk_key,
+)
+from trajkit._models.rollout import AdvantageNormalization, Rollout
+from trajkit._models.spec import RolloutSpec
+
+__all__ = [
+    "SPEC_FILE",
+    "Dataset",
+    "DatasetStats",
+    "FileCheck",
+    "Moments",
+    "check_file",
+    "validate_files",
+]
+
+SPEC_FILE = "spec.json"
+"""The name of the file that pins a dataset's spec, at the top of its folder."""
+
+_MAX_SPEC_BYTES = 1 << 20
+_NAME = re.compile(r"^rollout-(\d+)\.npz$")
+
+
+class Dataset:
+    """A folder (or fsspec URL) of rollout files that all conform to one pinned spec.
+
+    Make one with [`create`][trajkit.dataset.Dataset.create] or
+    [`write`][trajkit.dataset.Dataset.write], open one with
+    [`open`][trajkit.dataset.Dataset.open]. Opening reads `spec.json` only; the files are
+    listed the first time they are needed and loaded one at a time, memory-mapped where
+    they are local (a remote file is read into memory).
+
+    Args:
+        path: The folder or URL.
+        spec: The spec every file must conform to.
+        max_bytes: The size limit for each file, as for `trajkit.load`; `None` for none.
+
+    Examples:
+        >>> import tempfile
+        >>> from trajkit.dataset import Dataset
+        >>> from trajkit.testing import example_rollout
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     rollouts = [example_rollout(num_steps=4), example_rollout(num_steps=6)]
+        ...     [r.num_steps for r in Dataset.write(tmp, rollouts)]
+        [4, 6]
+    """
+
+    def __init__(
+        self, path: str | os.PathLike[str], spec: RolloutSpec, *, max_bytes: int | None = None
+    ) -> None:
+        self._path = os.fspath(path)
+        self._spec = spec
+        self._max_bytes = DEFAULT_MAX_BYTES if max_bytes is None else max_bytes
+        self._found: list[Found] | None = None
+        self._next = -1  # the number of the next file `append` writes, once known
+
+    # ------------------------------------------------------------------ making and opening
+
+    @classmethod
+    def create(
+        cls,
+        path: str | os.PathLike[str],
+        spec: RolloutSpec,
+        *,
+        max_bytes: int | None = None,
+    ) -> Dataset:
+        """Make the folder (if needed) and pin `spec` in its `spec.json`.
+
+        Creating a dataset that already pins the same spec opens it.
+
+        Args:
+            path: The folder or URL.
+            spec: The spec every file must conform to.
+            max_bytes: The size limit for each file; `None` for the default (4 GiB).
+
+        Returns:
+            The dataset.
+
+        Raises:
+            ValueError: If the folder already pins a different spec.
+            RolloutFileError: If its `spec.json` is not a valid spec.
+
+        Examples:
+            >>> import tempfile
+            >>> from trajkit import RolloutSpec
+            >>> from trajkit.dataset import Dataset
+            >>> from trajkit.testing import example_rollout
+            >>> spec = RolloutSpec.from_rollout(example_rollout())
+            >>> with tempfile.TemporaryDirectory() as tmp:
+            ...     ds = Dataset.create(tmp, spec)
+            ...     Dataset.open(tmp).spec == spec, len(ds)
+            (True, 0)
+        """
+        root = os.fspath(path)
+        try:
+            pinned = _read_spec(root)
+        except FileNotFoundError:
+            pinned = None
+        if pinned is not None and pinned != spec:
+            raise ValueError(
+                f"{root} already pins a different spec in {SPEC_FILE}; open it with "
+                "Dataset.open, or use another folder"
+            )
+        if pinned is None:
+            _write_spec(root, spec)
+        return cls(root, spec, max_bytes=max_bytes)
+
+    @classmethod
+    def write(
+        cls,
+        path: str | os.PathLike[str],
+        rollouts: Iterable[Rollout],
+        *,
+        spec: RolloutSpec | None = None,
+        compress: bool = False,
+        max_bytes: int | None = None,
+    ) -> Dataset:
+        """Save rollouts as a dataset: pin a spec, then append each rollout as a file.
+
+        Args:
+            path: The folder or URL (created if needed; existing files are kept).
+            rollouts: The rollouts, saved in order as `rollout-000000.npz`, ...
+            spec: The spec to pin; by default that of the first rollout.
+            compress: Deflate the arrays (see [`trajkit.save`][trajkit.save]).
+            max_bytes: The size limit for each file; `None` for the default (4 GiB).
+
+        Returns:
+            The dataset.
+
+        Raises:
+            ValueError: If a rollout does not conform to the spec (nothing more is written),
+                or the folder pins a different spec, or there is no rollout and no spec.
+
+        Examples:
+            >>> import os, tempfile
+            >>> from trajkit.dataset import Dataset
+            >>> from trajkit.testing import example_rollout
+            >>> with tempfile.TemporaryDirectory() as tmp:
+            ...     ds = Dataset.write(tmp, [example_rollout(), example_rollout()])
+            ...     sorted(os.listdir(tmp))
+            ['rollout-000000.npz', 'rollout-000001.npz', 'spec.json']
+        """
+        it = iter(rollouts)
+        first = next(it, None)
+        if spec is None:
+            if first is None:
+                raise ValueError("Dataset.write() needs a spec when there are no rollouts")
+            spec = RolloutSpec.from_rollout(first)
+        dataset = cls.create(path, spec, max_bytes=max_bytes)
+        if first is not None:
+            for index, rollout in enumerate(_chain(first, it)):
+                dataset._append(rollout, compress, f"rollout {index}")
+        return dataset
+
+    @classmethod
+    def open(cls, path: str | os.PathLike[str], *, max_bytes: int | None = None) -> Dataset:
+        """Open a dataset: read its `spec.json` (the files are listed when first needed).
+
+        Args:
+            path: The folder or URL.
+            max_bytes: The size limit for each file; `None` for the default (4 GiB).
+
+        Returns:
+            The dataset.
+
+        Raises:
+            FileNotFoundError: If there is no `spec.json` (not a dataset).
+            RolloutFileError: If `spec.json` is not a valid spec.
+
+        Examples:
+            >>> import tempfile
+            >>> from trajkit.dataset import Dataset
+            >>> from trajkit.testing import example_rollout
+            >>> with tempfile.TemporaryDirectory() as tmp:
+            ...     _ = Dataset.write(tmp, [example_rollout()])
+            ...     ds = Dataset.open(tmp)
+            ...     ds.spec.obs_shape, len(ds)
+            ((4,), 1)
+        """
+        root = os.fspath(path)
+        return cls(root, _read_spec(root), max_bytes=max_bytes)
+
+    # -------------------------------------------------------------------------- contents
+
+    @property
+    def path(self) -> str:
+        """The folder or URL.
+
+        Examples:
+            >>> from trajkit import RolloutSpec
+            >>> from trajkit.testing import example_rollout
+            >>> Dataset("runs", RolloutSpec.from_rollout(example_rollout())).path
+            'runs'
+        """
+        return self._path
+
+    @property
+    def spec(self) -> RolloutSpec:
+        """The spec that every file conforms to.
+
+        Examples:
+            >>> from trajkit import RolloutSpec
+            >>> from trajkit.testing import example_rollout
+            >>> Dataset("runs", RolloutSpec.from_rollout(example_rollout())).spec.obs_dtype
+            'float32'
+        """
+        return self._spec
+
+    @property
+    def files(self) -> tuple[str, ...]:
+        """The rollout files, sorted: `*.npz` under the folder, hidden ones skipped.
+
+        Listed once, the first time they are needed (and kept up to date by `append`).
+
+        Raises:
+            OSError: If the folder, or a folder inside it, cannot be read.
+
+        Examples:
+            >>> import os, tempfile
+            >>> from trajkit.dataset import Dataset
+            >>> from trajkit.testing import example_rollout
+            >>> with tempfile.TemporaryDirectory() as tmp:
+            ...     ds = Dataset.write(tmp, [example_rollout()])
+            ...     [os.path.basename(f) for f in ds.files]
+            ['rollout-000000.npz']
+        """
+        return tuple(found.path for found in self._listing())
+
+    def _listing(self) -> list[Found]:
+        if self._found is None:
+            found: list[Found] = []
+            for item in discover([self._path]):
+                if isinstance(item, Found):
+                    found.append(item)
+                elif not item.problems[0].startswith("no *"):  # an empty dataset is fine
+                    raise OSError(f"{item.path}: {item.problems[0]}")
+            self._found = found
+        return self._found
+
+    def __len__(self) -> int:
+        return len(self._listing())
+
+    def __repr__(self) -> str:
+        files = "?" if self._found is None else str(len(self._found))
+        return f"Dataset({self._path!r}, files={files})"
+
+    def __getitem__(self, index: int) -> Rollout:
+        """The rollout of file `index` (in `files` order), checked against the spec.
+
+        Examples:
+            >>> import tempfile
+            >>> from trajkit.dataset import Dataset
+            >>> from trajkit.testing import example_rollout
+            >>> with tempfile.TemporaryDirectory() as tmp:
+            ...     ds = Dataset.write(tmp, [example_rollout(num_steps=4)])
+            ...     ds[0].num_steps
+            4
+        """
+        return self.load(self.files[index])
+
+    def __iter__(self) -> Iterator[Rollout]:
+        """Each file's rollout in turn, memory-mapped where local, checked against the spec.
+
+        Raises:
+            RolloutFileError: When a file is refused or does not conform to the spec.
+        """
+        for path in self.files:
+            yield self.load(path)
+
+    def load(self, path: str) -> Rollout:
+        """Load one file of the dataset (or any file), and check it against the spec.
+
+        Args:
+            path: The file, as listed in `files`.
+
+        Returns:
+            The rollout, memory-mapped when the file is local.
+
+        Raises:
+            RolloutFileError: If the file is refused or does not conform to the spec.
+
+        Examples:
+            >>> import tempfile
+            >>> from trajkit.dataset import Dataset
+            >>> from trajkit.testing import example_rollout
+            >>> with tempfile.TemporaryDirectory() as tmp:
+            ...     ds = Dataset.write(tmp, [example_rollout()])
+            ...     ds.load(ds.files[0]).obses.flags.writeable
+            False
+        """
+        rollout = load_any(path, mmap=True, max_bytes=self._max_bytes)
+        return conform(rollout, self._spec, path)
+
+    def append(self, rollout: Rollout, *, compress: bool = False) -> str:
+        """Save `rollout` as the dataset's next file, `rollout-NNNNNN.npz` at the top.
+
+        Args:
+            rollout: A rollout that conforms to the spec.
+            compress: Deflate the arrays (see [`trajkit.save`][trajkit.save]).
+
+        Returns:
+            The path (or URL) of the new file.
+
+        Raises:
+            ValueError: If the rollout does not conform to the spec (nothing is written).
+
+        Examples:
+            >>> import os, tempfile
+            >>> from trajkit import RolloutSpec
+            >>> from trajkit.dataset import Dataset
+            >>> from trajkit.testing import example_rollout
+            >>> r = example_rollout()
+            >>> with tempfile.TemporaryDirectory() as tmp:
+            ...     ds = Dataset.create(tmp, RolloutSpec.from_rollout(r))
+            ...     os.path.basename(ds.append(r)), len(ds)
+            ('rollout-000000.npz', 1)
+        """
+        return self._append(rollout, compress, "the rollout")
+
+    def _append(self, rollout: Rollout, compress: bool, label: str) -> str:
+        problems = self._spec.check(rollout)
+        if problems:
+            raise ValueError(
+                f"{label} does not conform to the spec of {self._path}: " + "; ".join(problems)
+            )
+        listing = self._listing()
+        if self._next < 0:
+            numbers = [
+                int(m.group(1))
+                for found in listing
+                for m in [_NAME.match(_basename(found.path))]
+                if m is not None and _parent(found.path) == self._path.rstrip("/\\")
+            ]
+            self._next = max(numbers, default=-1) + 1
+        name = f"rollout-{self._next:06d}.npz"
+        if is_url(self._path):
+            target = join_url(self._path, name)
+            with tempfile.TemporaryDirectory(prefix="trajkit-") as tmp:
+                local = os.path.join(tmp, name)
+                save(rollout, local, compress=compress)
+                size = os.path.getsize(local)
+                copy_out(local, target)
+        else:
+            target = os.path.join(self._path, name)
+            save(rollout, target, compress=compress)
+            size = os.path.getsize(target)
+        self._next += 1
+        bisect.insort(listing, Found(target, size), key=lambda found: self._walk_key(found.path))
+        return target
+
+    def _walk_key(self, path: str) -> tuple[tuple[int, str], ...]:
+        relative = path[len(self._path) :].replace("\\", "/").lstrip("/")
+        return walk_key(relative)
+
+    # ------------------------------------------------------------------------ whole-set work
+
+    def validate(self, *, quick: bool = False, jobs: int | None = 1) -> Iterator[FileCheck]:
+        """Check every file (and its conformance to the spec), like `trajkit validate --spec`.
+
+        Args:
+            quick: Check only the ZIP directory and the metadata.
+            jobs: Worker processes; `None` for every core.
+
+        Returns:
+            One [`FileCheck`][trajkit.dataset.FileCheck] per file, in `files` order.
+
+        Examples:
+            >>> import tempfile
+            >>> from trajkit.dataset import Dataset
+            >>> from trajkit.testing import example_rollout
+            >>> with tempfile.TemporaryDirectory() as tmp:
+            ...     ds = Dataset.write(tmp, [example_rollout(), example_rollout()])
+            ...     [check.ok for check in ds.validate()]
+            [True, True]
+        """
+        work = partial(check_chunk, spec=self._spec, quick=quick, max_bytes=self._max_bytes)
+        return run_ordered(work, iter(self._listing()), jobs=_jobs(jobs))
+
+    def stats(self, *, jobs: int | None = 1) -> DatasetStats:
+        """Episode statistics over every file, streamed file by file.
+
+        Each file is loaded (memory-mapped), checked against the spec, summarised and let go;
+        with `jobs > 1` the files are summarised in worker processes. The per-file summaries
+        are merged in `files` order, so the result is the same for any `jobs`.
+
+        Args:
+            jobs: Worker processes; `None` for every core.
+
+        Returns:
+            The [`DatasetStats`][trajkit.dataset.DatasetStats].
+
+        Raises:
+            RolloutFileError: If a file is refused or does not conform to the spec.
+
+        Examples:
+            >>> import tempfile
+            >>> from trajkit.dataset import Dataset
+            >>> from trajkit.testing import example_rollout
+            >>> rollouts = [example_rollout(num_steps=64, num_envs=2, seed=s) for s in range(4)]
+            >>> with tempfile.TemporaryDirectory() as tmp:
+            ...     stats = Dataset.write(tmp, rollouts).stats()
+            >>> stats.files, stats.steps, stats.returns.count > 0
+            (4, 512, True)
+        """
+        work = partial(stats_chunk, spec=self._spec, max_bytes=self._max_bytes)
+        total = DatasetStats()
+        for part in run_ordered(work, iter(self._listing()), jobs=_jobs(jobs)):
+            total = total.merge(part)
+        return total
+
+    def minibatches(
+        self,
+        minibatch_size: int,
+        *,
+        gamma: float,
+        lam: float,
+        epochs: int = 1,
+        files_per_buffer: int = 4,
+        drop_last: bool = False,
+        seed: int | np.random.Generator | None = None,
+        normalize_advantages: AdvantageNormalization = None,
+    ) -> Iterator[dict[str, ArrayTree]]:
+        """Yield shuffled PPO minibatches drawn across the dataset's files (offline training).
+
+        The sampling scheme, per epoch:
+
+        1. shuffle the order of the files;
+        2. take the next `files_per_buffer` files, load each (memory-mapped), check it
+           against the spec, and compute its advantages and returns with GAE over its own
+           rollout (each file is a separate rollout, with its own bootstrap values);
+        3. put all their `(t, b)` entries in a buffer, together with the entries left over
+           from the previous buffer, shuffle the buffer and cut it into minibatches of
+           `minibatch_size`; the entries left over (fewer than `minibatch_size`) carry over
+           to the next buffer;
+        4. at the end of the epoch, the last entries make one smaller minibatch (dropped
+           with `drop_last`).
+
+        So every entry of every file appears exactly once per epoch, every minibatch but the
+        epoch's last is full, and a minibatch mixes entries of up to `files_per_buffer + 1`
+        files. Memory holds the training arrays of one buffer: a larger buffer mixes files
+        more at the cost of memory. Each minibatch maps the names of
+        [`Rollout.training_arrays`][trajkit.Rollout.training_arrays] to `[n, ...]` arrays
+        (nested `obses` and `states` keep their structure), as
+        [`Rollout.minibatches`][trajkit.Rollout.minibatches] gives.
+
+        Args:
+            minibatch_size: Entries per minibatch, at least 1.
+            gamma: Discount, finite, in [0, 1].
+            lam: GAE λ, finite, in [0, 1].
+            epochs: Passes over the dataset.
+            files_per_buffer: Files loaded into the shuffle buffer at a time, at least 1.
+            drop_last: Drop each epoch's last, smaller minibatch.
+            seed: An int, a `numpy.random.Generator`, or `None` for fresh entropy. It drives
+                both the file order and the shuffles.
+            normalize_advantages: `None` (the default) leaves `advantages` as computed;
+                `"rollout"` standardizes them over each file's rollout (population std);
+                `"minibatch"` standardizes each minibatch on its own (unbiased std).
+
+        Raises:
+            ValueError: If the spec has no `critic` output (advantages need one), or an
+                argument is out of range.
+            RolloutFileError: When a file is refused or does not conform to the spec.
+
+        Examples:
+            >>> import tempfile
+            >>> from trajkit.dataset import Dataset
+            >>> from trajkit.testing import example_rollout
+            >>> rollouts = [example_rollout(num_steps=8, num_envs=2, seed=s) for s in range(3)]
+            >>> with tempfile.TemporaryDirectory() as tmp:
+            ...     ds = Dataset.write(tmp, rollouts)
+            ...     batches = list(ds.minibatches(10, gamma=0.99, lam=0.95, seed=0))
+            >>> [len(b["advantages"]) for b in batches]  # 3 files x 8 steps x 2 envs = 48
+            [10, 10, 10, 10, 8]
+        """
+        size = _check_size("minibatch_size", minibatch_size, 1)
+        per_buffer = _check_size("files_per_buffer", files_per_buffer, 1)
+        passes = _check_size("epochs", epochs, 0)
+        if normalize_advantages not in (None, "rollout", "minibatch"):
+            raise ValueError(
+                "normalize_advantages must be None, 'rollout' or 'minibatch', got "
+                f"{normalize_advantages!r}"
+            )
+        if "critic" not in self._spec.model_outputs:
+            raise ValueError(
+                "minibatches() needs model_outs['critic'] to compute advantages and returns, "
+                f"but the dataset's spec has keys {sorted(self._spec.model_outputs)}"
+            )
+        return self._minibatches(
+            size, gamma, lam, passes, per_buffer, drop_last, seed, normalize_advantages
+        )
+
+    def _minibatches(
+        self,
+        size: int,
+        gamma: float,
+        lam: float,
+        epochs: int,
+        per_buffer: int,
+        drop_last: bool,
+        seed: int | np.random.Generator | None,
+        normalize: AdvantageNormalization,
+    ) -> Iterator[dict[str, ArrayTree]]:
+        rng = as_generator(seed)
+        files = self.files
+        if not files:
+            return
+        # Every file has the spec's structure: rebuild minibatches as the first file's arrays.
+        rebuild = _tree.fields_rebuilder(self.load(files[0]).training_arrays(gamma, lam))
+        for _ in range(epochs):
+            order = rng.permutation(len(files))
+            carry: dict[str, AnyArray] = {}
+            for start in range(0, len(files), per_buffer):
+                parts = [carry] if carry else []
+                for index in order[start : start + per_buffer]:
+                    arrays = self.load(files[index]).training_arrays(gamma, lam)
+                    if normalize == "rollout":
+                        arrays["advantages"] = _normalize(arrays["advantages"])
+                    parts.append(
+                        {
+                            key: leaf.reshape(-1, *leaf.shape[2:])
+                            for key, leaf in _tree.flatten_fields(arrays).items()
+                        }
+                    )
+                buffer = {key: np.concatenate([p[key] for p in parts]) for key in parts[0]}
+                n = len(buffer["advantages"])
+                perm = rng.permutation(n)
+                full = n - n % size
+                for at in range(0, full, size):
+                    batch = {key: leaf[perm[at : at + size]] for key, leaf in buffer.items()}
+                    yield _finish(rebuild, batch, normalize)
+                carry = {key: leaf[perm[full:]] for key, leaf in buffer.items()} if full < n else {}
+            if carry and not drop_last:
+                yield _finish(rebuild, carry, normalize)
+
+
+def _finish(
+    rebuild: Callable[[Mapping[str, AnyArray]], dict[str, ArrayTree]],
+    batch: dict[str, AnyArray],
+    normalize: AdvantageNormalization,
+) -> dict[str, ArrayTree]:
+    if normalize == "minibatch":
+        batch["advantages"] = _normalize(batch["advantages"], ddof=1)
+    return rebuild(batch)
+
+
+def _chain(first: Rollout, rest: Iterator[Rollout]) -> Iterator[Rollout]:
+    yield first
+    yield from rest
+
+
+def _jobs(jobs: int | None) -> int:
+    workers = cpu_count() if jobs is None else jobs
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ValueError(f"jobs must be None or an integer >= 1, got {jobs!r}")
+    return workers
+
+
+def _basename(path: str) -> str:
+    return path.replace("\\", "/").rsplit("/", 1)[-1]
+
+
+def _parent(path: str) -> str:
+    return path[: len(path) - len(_basename(path))].rstrip("/\\")
+
+
+def _spec_location(root: str) -> str:
+    return join_url(root, SPEC_FILE) if is_url(root) else os.path.join(root, SPEC_FILE)
+
+
+def _read_spec(root: str) -> RolloutSpec:
+    """Read and check `root`'s `spec.json`."""
+    where = _spec_location(root)
+    try:
+        if is_url(root):
+            fs, inner = filesystem(where)
+            with fs.open(inner, "rb") as file:
+                data = file.read(_MAX_SPEC_BYTES + 1)
+        else:
+            with open(where, "rb") as file:
+                data = file.read(_MAX_SPEC_BYTES + 1)
+    except FileNotFoundError:
+        raise FileNotFoundError(
+            f"{where}: no such file: a dataset pins its spec in {SPEC_FILE}; make one with "
+            "Dataset.create(path, spec)"
+        ) from None
+    if len(data) > _MAX_SPEC_BYTES:
+        raise RolloutFileError(f"larger than {_MAX_SPEC_BYTES} bytes: not a spec", path=where)
+    try:
+        strict_json_loads(data)
+        return RolloutSpec.model_validate_json(data)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(map(str, e['loc'])) or 'spec'}: {e['msg']}" for e in exc.errors()
+        )
+        raise RolloutFileError(f"invalid spec: {problems}", path=where) from None
+    except (ValueError, RecursionError) as exc:
+        raise RolloutFileError(f"invalid spec: not strict JSON: {exc}", path=where) from None
+
+
+def _write_spec(root: str, spec: RolloutSpec) -> None:
+    data = spec.model_dump_json(indent=2).encode() + b"\n"
+    where = _spec_location(root)
+    if is_url(root):
+        fs, inner = filesystem(root)
+        fs.makedirs(inner, exist_ok=True)
+        fs.pipe_file(filesystem(where)[1], data)
+        return
+    os.makedirs(root, exist_ok=True)
+
+    def write(file: IO[bytes]) -> None:
+        file.write(data)
+
+    _atomic_write(Path(where), write)

@@ -1,0 +1,256 @@
+"""`trajkit.dataset`: a folder of rollout files with a pinned spec."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import trajkit
+from trajkit import RolloutFileError, RolloutSpec
+from trajkit._io import scan
+from trajkit.dataset import SPEC_FILE, Dataset, DatasetStats
+from trajkit.testing import example_rollout
+
+
+def rollouts(count: int = 5, **kwargs: object) -> list[trajkit.Rollout]:
+    """Rollouts of several lengths whose rewards are all different (0, 1, 2, ...)."""
+    out = []
+    start = 0
+    for i in range(count):
+        r = example_rollout(num_steps=4 + i, num_envs=3, seed=i, **kwargs)  # type: ignore[arg-type]
+        n = r.rews.size
+        out.append(r.replace(rews=np.arange(start, start + n, dtype=np.float32).reshape(-1, 3)))
+        start += n
+    return out
+
+
+@pytest.fixture
+def ds(tmp_path: Path) -> Dataset:
+    return Dataset.write(tmp_path / "ds", rollouts())
+
+
+# ------------------------------------------------------------------------ making, opening
+
+
+def test_write_then_open(ds: Dataset, tmp_path: Path) -> None:
+    root = tmp_path / "ds"
+    assert sorted(os.listdir(root)) == [f"rollout-{i:06d}.npz" for i in range(5)] + [SPEC_FILE]
+    opened = Dataset.open(root)
+    assert opened.spec == RolloutSpec.from_rollout(example_rollout(num_envs=3))
+    assert repr(opened) == f"Dataset({str(root)!r}, files=?)"  # not listed yet
+    assert len(opened) == 5
+    assert repr(opened) == f"Dataset({str(root)!r}, files=5)"
+    assert [r.num_steps for r in opened] == [4, 5, 6, 7, 8]
+    assert opened[-1] == rollouts()[-1]
+    assert json.loads((root / SPEC_FILE).read_text()) == json.loads(opened.spec.model_dump_json())
+
+
+def test_iteration_memory_maps_and_checks_the_spec(ds: Dataset, tmp_path: Path) -> None:
+    assert all(not r.obses.flags.writeable for r in ds)
+    (tmp_path / "ds" / "z").mkdir()
+    trajkit.save(example_rollout(num_envs=3, obs_shape=(7,)), tmp_path / "ds" / "z" / "odd.npz")
+    again = Dataset.open(tmp_path / "ds")
+    with pytest.raises(
+        RolloutFileError,
+        match=r"odd\.npz: does not conform to the spec: obses: per-step shape \(7,\), but the "
+        r"spec says obs_shape \(4,\)",
+    ):
+        list(again)
+
+
+def test_files_are_listed_in_walk_order_and_append_keeps_it(ds: Dataset, tmp_path: Path) -> None:
+    root = tmp_path / "ds"
+    (root / "sub").mkdir()
+    (root / ".hidden").mkdir()
+    trajkit.save(example_rollout(num_envs=3), root / "sub" / "a.npz")
+    trajkit.save(example_rollout(num_envs=3), root / ".hidden" / "b.npz")
+    opened = Dataset.open(root)
+    names = [os.path.relpath(f, root) for f in opened.files]
+    assert names == [f"rollout-{i:06d}.npz" for i in range(5)] + [os.path.join("sub", "a.npz")]
+    path = opened.append(example_rollout(num_envs=3))
+    assert os.path.basename(path) == "rollout-000005.npz"
+    assert opened.files.index(path) == 5  # before sub/a.npz, as a new listing has it
+    assert opened.files == Dataset.open(root).files
+
+
+def test_create_is_idempotent_but_refuses_another_spec(tmp_path: Path) -> None:
+    spec = RolloutSpec.from_rollout(example_rollout())
+    Dataset.create(tmp_path / "d", spec)
+    assert Dataset.create(tmp_path / "d", spec).spec == spec
+    other = spec.model_copy(update={"obs_dtype": "uint8"})
+    with pytest.raises(ValueError, match=r"already pins a different spec in spec\.json"):
+        Dataset.create(tmp_path / "d", other)
+
+
+def test_append_refuses_a_rollout_that_breaks_the_spec(ds: Dataset) -> None:
+    with pytest.raises(ValueError, match=r"the rollout does not conform to the spec of .*: obses"):
+        ds.append(example_rollout(num_envs=3, obs_shape=(2,)))
+    assert len(ds) == 5
+
+
+def test_write_names_the_rollout_that_breaks_the_spec(tmp_path: Path) -> None:
+    good, bad = example_rollout(), example_rollout(obs_shape=(2,))
+    with pytest.raises(ValueError, match="rollout 1 does not conform to the spec"):
+        Dataset.write(tmp_path / "d", [good, bad, good])
+    assert len(Dataset.open(tmp_path / "d")) == 1
+    with pytest.raises(ValueError, match=r"Dataset\.write\(\) needs a spec when there are no"):
+        Dataset.write(tmp_path / "e", [])
+    assert len(Dataset.write(tmp_path / "e", [], spec=RolloutSpec.from_rollout(good))) == 0
+
+
+def test_open_refuses_a_folder_without_a_valid_spec(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match=r"no such file: a dataset pins its spec in spec"):
+        Dataset.open(tmp_path)
+    (tmp_path / SPEC_FILE).write_text('{"obs_shape": [1]}')
+    with pytest.raises(RolloutFileError, match=r"spec\.json: invalid spec: model_outputs: Field"):
+        Dataset.open(tmp_path)
+    (tmp_path / SPEC_FILE).write_text('{"obs_shape": NaN}')
+    with pytest.raises(RolloutFileError, match="invalid spec: not strict JSON"):
+        Dataset.open(tmp_path)
+    (tmp_path / SPEC_FILE).write_bytes(b" " * ((1 << 20) + 1))
+    with pytest.raises(RolloutFileError, match="larger than 1048576 bytes: not a spec"):
+        Dataset.open(tmp_path)
+
+
+def test_unreadable_subfolder(ds: Dataset, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    locked = tmp_path / "ds" / "locked"
+    locked.mkdir()
+    scandir = os.scandir
+
+    def denied(path: str) -> Iterator[os.DirEntry[str]]:
+        if os.fspath(path) == str(locked):
+            raise PermissionError(13, "Permission denied", os.fspath(path))
+        return scandir(path)
+
+    monkeypatch.setattr(os, "scandir", denied)  # as a folder without read permission
+    with pytest.raises(OSError, match=r"locked: cannot read folder: Permission denied"):
+        len(Dataset.open(tmp_path / "ds"))
+
+
+# --------------------------------------------------------------------------------- stats
+
+
+def test_stats_equal_the_concatenation_for_any_jobs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(scan, "CHUNK_FILES", 2)  # three chunks: two go to the workers
+    data = [
+        example_rollout(num_steps=30, num_envs=2, truncation=True, done_prob=0.2, seed=s)
+        for s in range(6)
+    ]
+    ds = Dataset.write(tmp_path / "d", data)
+    one = ds.stats()
+    two = ds.stats(jobs=2)
+    assert one == two
+    returns = np.concatenate([r.episode_stats().returns for r in data])
+    assert (one.files, one.steps) == (6, 6 * 30 * 2)
+    assert one.nbytes == sum(os.path.getsize(f) for f in ds.files)
+    assert one.episodes == sum(r.episode_stats().episodes for r in data)
+    np.testing.assert_allclose(
+        [one.returns.mean, one.returns.std, one.returns.min, one.returns.max],
+        [returns.mean(), returns.std(), returns.min(), returns.max()],
+    )
+    assert Dataset.create(tmp_path / "empty", ds.spec).stats() == DatasetStats()
+    with pytest.raises(ValueError, match="jobs must be None or an integer >= 1, got 0"):
+        ds.stats(jobs=0)
+
+
+def test_validate_against_the_pinned_spec(ds: Dataset, tmp_path: Path) -> None:
+    trajkit.save(example_rollout(num_envs=2, keys=("critic",)), tmp_path / "ds" / "other.npz")
+    checks = list(Dataset.open(tmp_path / "ds").validate(jobs=None))
+    assert [c.ok for c in checks] == [False] + [True] * 5  # other.npz sorts first
+    assert checks[0].problems[0] == "model_outs: key 'actions' is in the spec but missing"
+
+
+# ------------------------------------------------------------------------- minibatches
+
+
+def test_minibatches_see_every_entry_once_per_epoch(ds: Dataset) -> None:
+    total = sum(r.rews.size for r in rollouts())  # 90
+    batches = list(ds.minibatches(16, gamma=0.9, lam=0.8, epochs=2, files_per_buffer=2, seed=3))
+    assert [len(b["rews"]) for b in batches] == [16] * 5 + [10] + [16] * 5 + [10]
+    for epoch in (batches[:6], batches[6:]):
+        seen = np.sort(np.concatenate([b["rews"] for b in epoch]))
+        np.testing.assert_array_equal(seen, np.arange(total))
+    again = list(ds.minibatches(16, gamma=0.9, lam=0.8, epochs=2, files_per_buffer=2, seed=3))
+    assert all(np.array_equal(a["rews"], b["rews"]) for a, b in zip(batches, again, strict=True))
+    dropped = list(ds.minibatches(16, gamma=0.9, lam=0.8, drop_last=True, seed=3))
+    assert [len(b["rews"]) for b in dropped] == [16] * 5
+
+
+def test_minibatches_carry_each_files_advantages(ds: Dataset) -> None:
+    expected = {}
+    for r in rollouts():
+        adv = r.advantages(0.9, 0.8)
+        for value, a in zip(r.rews.reshape(-1), adv.reshape(-1), strict=True):
+            expected[float(value)] = float(a)
+    for batch in ds.minibatches(7, gamma=0.9, lam=0.8, files_per_buffer=3, seed=0):
+        assert sorted(batch) == sorted(rollouts()[0].training_arrays(0.9, 0.8))
+        got = dict(zip(batch["rews"].tolist(), batch["advantages"].tolist(), strict=True))
+        assert got == pytest.approx({k: expected[k] for k in got})
+
+
+def test_minibatch_normalization(ds: Dataset) -> None:
+    batch = next(ds.minibatches(32, gamma=0.9, lam=0.8, seed=0, normalize_advantages="minibatch"))
+    assert float(batch["advantages"].std(ddof=1)) == pytest.approx(1.0, abs=1e-5)
+    per_file = list(
+        ds.minibatches(
+            1000, gamma=0.9, lam=0.8, files_per_buffer=5, seed=0, normalize_advantages="rollout"
+        )
+    )
+    assert len(per_file) == 1
+    assert float(per_file[0]["advantages"].mean()) == pytest.approx(0.0, abs=1e-5)
+
+
+def test_minibatches_of_nested_observations(tmp_path: Path) -> None:
+    data = [example_rollout(nested=True, num_steps=3, seed=s) for s in range(3)]
+    ds = Dataset.write(tmp_path / "n", data)
+    batch = next(ds.minibatches(5, gamma=0.9, lam=0.9, seed=0))
+    assert isinstance(batch["obses"], dict)
+    assert batch["obses"]["image"].shape[0] == 5
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"minibatch_size": 0}, "minibatch_size must be >= 1, got 0"),
+        ({"files_per_buffer": 0}, "files_per_buffer must be >= 1, got 0"),
+        ({"normalize_advantages": "buffer"}, "normalize_advantages must be None, 'rollout' or"),
+    ],
+)
+def test_minibatch_arguments(ds: Dataset, kwargs: dict[str, object], message: str) -> None:
+    options: dict[str, object] = {"minibatch_size": 4, **kwargs}
+    with pytest.raises(ValueError, match=message):
+        ds.minibatches(gamma=0.9, lam=0.9, **options)  # type: ignore[arg-type]
+
+
+def test_minibatches_need_a_critic(tmp_path: Path) -> None:
+    ds = Dataset.write(tmp_path / "d", [example_rollout(keys=("actions",))])
+    with pytest.raises(ValueError, match=r"minibatches\(\) needs model_outs\['critic'\]"):
+        ds.minibatches(4, gamma=0.9, lam=0.9)
+
+
+# ----------------------------------------------------------------------------------- URLs
+
+
+def test_a_dataset_behind_a_memory_url() -> None:
+    fsspec = pytest.importorskip("fsspec", reason="URLs need fsspec (trajkit[cloud])")
+    url = "memory://datasets/run1"
+    try:
+        written = Dataset.write(url, rollouts(3))
+        assert [f.removeprefix(url) for f in written.files] == [
+            f"/rollout-{i:06d}.npz" for i in range(3)
+        ]
+        ds = Dataset.open(url)
+        assert ds.spec == written.spec
+        assert [r.num_steps for r in ds] == [4, 5, 6]
+        assert ds.stats(jobs=2).files == 3  # memory:// files are read in this process
+        assert all(check.ok for check in ds.validate(jobs=2))
+        assert len(list(ds.minibatches(8, gamma=0.9, lam=0.9, seed=0))) == 6  # 45 entries
+    finally:
+        fsspec.filesystem("memory").rm("/datasets", recursive=True)
