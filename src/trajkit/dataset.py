@@ -434,13 +434,15 @@ class Dataset:
             [True, True]
         """
         work = partial(check_chunk, spec=self._spec, quick=quick, max_bytes=self._max_bytes)
-        return run_ordered(work, iter(self._listing()), jobs=_jobs(jobs))
+        return run_ordered(work, iter(self._listing()), jobs=_jobs(jobs), by_size=not quick)
 
     def stats(self, *, jobs: int | None = 1) -> DatasetStats:
         """Episode statistics over every file, streamed file by file.
 
         Each file is loaded (memory-mapped), checked against the spec, summarised and let go;
-        with `jobs > 1` the files are summarised in worker processes. The per-file summaries
+        with `jobs > 1` the files are summarised in worker processes (in a script, call it
+        under `if __name__ == "__main__":`, as
+        [`validate_files`][trajkit.dataset.validate_files] explains). The per-file summaries
         are merged in `files` order, so the result is the same for any `jobs`.
 
         Args:

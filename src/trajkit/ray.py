@@ -139,7 +139,13 @@ def validate_files(
     """
     ray = _connect(address)
     work = partial(check_chunk, spec=spec, quick=quick, max_bytes=max_bytes)
-    return run_ordered(work, discover(_as_list(paths)), jobs=_cpus(ray), submit=_submitter(ray))
+    return run_ordered(
+        work,
+        discover(_as_list(paths)),
+        jobs=_cpus(ray),
+        by_size=not quick,
+        submit=_submitter(ray),
+    )
 
 
 def validate(

@@ -526,7 +526,7 @@ def cpu_count() -> int:
 def chunks(
     items: Iterable[Found | FileCheck],
     max_files: int | None = None,
-    max_bytes: int | None = None,
+    max_bytes: float | None = None,
 ) -> Iterator[list[Found | FileCheck]]:
     """Group items into chunks of at most `max_files` files, closed early at `max_bytes`.
 
@@ -555,6 +555,7 @@ def run_ordered(
     items: Iterable[Found | FileCheck],
     *,
     jobs: int,
+    by_size: bool = True,
     submit: Submit[R] | None = None,
     window: int | None = None,
 ) -> Iterator[R]:
@@ -564,11 +565,13 @@ def run_ordered(
     that fits in one chunk. Otherwise chunks go to a process pool of `jobs` workers (or to
     `submit`, which returns a function that waits for the result), at most `window` chunks in
     flight, so that memory stays bounded whatever the number of files. A chunk holding a
-    `memory://` URL runs in this process, the only one that sees that file system.
+    `memory://` URL runs in this process, the only one that sees that file system. With
+    `by_size`, chunks also close at `CHUNK_BYTES` (for work whose cost grows with the file's
+    size); without, they hold `CHUNK_FILES` files each (work that reads only the metadata).
 
     `work` must be picklable (a module-level function or a `functools.partial` of one).
     """
-    groups = chunks(items)
+    groups = chunks(items, max_bytes=None if by_size else math.inf)
     if submit is not None:
         yield from _pipeline(work, groups, submit, window or _WINDOW_PER_JOB * max(jobs, 1))
         return
@@ -645,6 +648,10 @@ def validate_files(
     bounded number of chunks in flight; the verdicts come back in the order of the paths,
     the same as with one process. Paths may be fsspec URLs (`trajkit[cloud]`).
 
+    The workers are started with multiprocessing's `forkserver` method (`spawn` where there
+    is none), which imports the main module in each worker: a script that calls this with
+    `jobs > 1` must do so under `if __name__ == "__main__":`.
+
     Args:
         paths: Files and folders (local paths or URLs).
         spec: Also require conformance to this spec.
@@ -674,4 +681,4 @@ def validate_files(
     if workers < 1:
         raise ValueError(f"jobs must be at least 1, got {jobs}")
     work = partial(check_chunk, spec=spec, quick=quick, max_bytes=max_bytes)
-    return run_ordered(work, discover(paths), jobs=workers)
+    return run_ordered(work, discover(paths), jobs=workers, by_size=not quick)
