@@ -1,0 +1,104 @@
+"""Validation throughput: `trajkit validate` on one process against several.
+
+Two folders, written once into a temporary folder (removed afterwards) and so in the page
+cache for every run:
+
+- **small**: 2,000 small files (T=128, B=8, the four known model outputs, truncation; ~70 kB
+  each), the shape of a folder of many short recordings;
+- **large**: 20 larger files (T=256, B=16, float32 observations 48x48x3; ~110 MB each).
+
+Each folder is checked in full (every CRC-32 and `Rollout` rule) and with `--quick` (ZIP
+directory and metadata only), by the `trajkit validate` command itself (output to a buffer),
+with `--jobs 1` (the baseline, in this process) and `--jobs 2` (two worker processes, started by
+the command: their start-up is part of the time), and with every core when there are more than
+two. The job counts run in turn, three times over (so that each sees the same load on a shared
+machine), and each keeps its best time; the ratio is the speed-up over `--jobs 1`.
+
+With `--ray`, the same checks also run with `--engine ray` on a local Ray of every core, started
+once before the timings (row "Ray").
+
+Run: `python benchmarks/bench_validate.py [--ray]` (or `python benchmarks/run.py validate`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+from _timing import best_of
+
+import trajkit
+from trajkit._io.scan import cpu_count
+from trajkit.cli import main as cli_main
+from trajkit.testing import example_rollout
+
+SMALL, LARGE = 2000, 20
+REPEATS = 3
+
+
+def make_folder(root: Path, rollout: trajkit.Rollout, count: int) -> int:
+    root.mkdir()
+    first = root / "r0000.npz"
+    trajkit.save(rollout, first)
+    for i in range(1, count):
+        shutil.copyfile(first, root / f"r{i:04d}.npz")
+    return sum(p.stat().st_size for p in root.iterdir())
+
+
+def validate(folder: Path, jobs: int, quick: bool) -> None:
+    """`trajkit validate`; `jobs=0` means `--engine ray` (a Ray started beforehand)."""
+    engine = ["--engine", "ray"] if jobs == 0 else ["--jobs", str(jobs)]
+    argv = ["validate", *engine, str(folder), *(["--quick"] if quick else [])]
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        code = cli_main(argv)
+    if code != 0:
+        raise RuntimeError(f"validate {argv} failed")
+
+
+def main() -> None:
+    cores = cpu_count()
+    job_counts = [1, 2] + ([cores] if cores > 2 else [])
+    if "--ray" in sys.argv:  # also `--engine ray`, on a local Ray with every core
+        import ray
+
+        os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+        ray.init(num_cpus=cores, include_dashboard=False, logging_level=logging.ERROR)
+        job_counts.append(0)
+    print(f"cores available: {cores}\n")
+    print("| folder | check | jobs | time | files/s | MB/s | speed-up vs --jobs 1 |")
+    print("|---|---|---|---|---|---|---|")
+    with tempfile.TemporaryDirectory(prefix="trajkit-bench-") as name:
+        tmp = Path(name)
+        small = example_rollout(num_steps=128, num_envs=8, truncation=True)
+        large = example_rollout(num_steps=256, num_envs=16, obs_shape=(48, 48, 3))
+        folders = [
+            (f"{SMALL:,} small files", tmp / "small", small, SMALL),
+            (f"{LARGE} large files", tmp / "large", large, LARGE),
+        ]
+        for label, folder, rollout, count in folders:
+            nbytes = make_folder(folder, rollout, count)
+            for quick in (False, True):
+                validate(folder, 1, quick)  # warm-up: page cache, imports
+                best = dict.fromkeys(job_counts, float("inf"))
+                for _ in range(REPEATS):  # alternate, so that every count sees the same load
+                    for jobs in job_counts:
+                        seconds = best_of(lambda: validate(folder, jobs, quick), 1)  # noqa: B023
+                        best[jobs] = min(best[jobs], seconds)
+                check = "`--quick`" if quick else "full"
+                for jobs, seconds in best.items():
+                    print(
+                        f"| {label} ({nbytes / 1e6:,.0f} MB) | {check} | {jobs or 'Ray'} | "
+                        f"{seconds * 1e3:,.0f} ms | {count / seconds:,.0f} | "
+                        f"{nbytes / 1e6 / seconds:,.0f} | {best[1] / seconds:.2f}x |",
+                        flush=True,
+                    )
+
+
+if __name__ == "__main__":
+    main()
