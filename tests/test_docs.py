@@ -27,8 +27,10 @@ import pytest
 
 import trajkit
 import trajkit.cli
+import trajkit.dataset
 import trajkit.gym
 import trajkit.plot
+import trajkit.ray
 import trajkit.testing
 import trajkit.torch
 
@@ -91,7 +93,7 @@ def test_every_gym_name_is_on_the_gym_page() -> None:
     assert not missing, f"add `::: trajkit.gym.<name>` to docs/reference/gym.md: {missing}"
 
 
-@pytest.mark.parametrize("name", ["torch", "plot", "arrow", "minari"])
+@pytest.mark.parametrize("name", ["torch", "plot", "arrow", "minari", "dataset", "ray"])
 def test_every_integration_name_is_on_its_page(name: str) -> None:
     module = importlib.import_module(f"trajkit.{name}")
     entries = reference_entries()[f"{name}.md"]
@@ -127,10 +129,19 @@ def _public_callables() -> Iterator[tuple[str, Any]]:
     """Every public function and class, and every public method and property of those classes.
 
     Public means listed in the `__all__` of `trajkit`, `trajkit.testing`, `trajkit.gym`,
-    `trajkit.cli`, `trajkit.torch` or `trajkit.plot`. Members inherited from pydantic's
-    `BaseModel` are pydantic's to document.
+    `trajkit.cli`, `trajkit.torch`, `trajkit.plot`, `trajkit.dataset` or `trajkit.ray`.
+    Members inherited from pydantic's `BaseModel` are pydantic's to document.
     """
-    modules = (trajkit, trajkit.testing, trajkit.gym, trajkit.cli, trajkit.torch, trajkit.plot)
+    modules = (
+        trajkit,
+        trajkit.testing,
+        trajkit.gym,
+        trajkit.cli,
+        trajkit.torch,
+        trajkit.plot,
+        trajkit.dataset,
+        trajkit.ray,
+    )
     for module in modules:
         for name in module.__all__:
             obj = getattr(module, name)
