@@ -63,6 +63,14 @@ def test_iteration_memory_maps_and_checks_the_spec(ds: Dataset, tmp_path: Path) 
         list(again)
 
 
+def test_the_size_limit_applies_to_every_file(ds: Dataset, tmp_path: Path) -> None:
+    small = Dataset.open(tmp_path / "ds", max_bytes=100)
+    with pytest.raises(RolloutFileError, match="over the limit of 100 bytes"):
+        next(iter(small))
+    assert [c.ok for c in small.validate()] == [False] * 5
+    assert len(list(Dataset.open(tmp_path / "ds", max_bytes=None))) == 5
+
+
 def test_files_are_listed_in_walk_order_and_append_keeps_it(ds: Dataset, tmp_path: Path) -> None:
     root = tmp_path / "ds"
     (root / "sub").mkdir()

@@ -106,11 +106,15 @@ class Dataset:
     """
 
     def __init__(
-        self, path: str | os.PathLike[str], spec: RolloutSpec, *, max_bytes: int | None = None
+        self,
+        path: str | os.PathLike[str],
+        spec: RolloutSpec,
+        *,
+        max_bytes: int | None = DEFAULT_MAX_BYTES,
     ) -> None:
         self._path = os.fspath(path)
         self._spec = spec
-        self._max_bytes = DEFAULT_MAX_BYTES if max_bytes is None else max_bytes
+        self._max_bytes = max_bytes
         self._found: list[Found] | None = None
         self._next = -1  # the number of the next file `append` writes, once known
 
@@ -122,7 +126,7 @@ class Dataset:
         path: str | os.PathLike[str],
         spec: RolloutSpec,
         *,
-        max_bytes: int | None = None,
+        max_bytes: int | None = DEFAULT_MAX_BYTES,
     ) -> Dataset:
         """Make the folder (if needed) and pin `spec` in its `spec.json`.
 
@@ -131,7 +135,8 @@ class Dataset:
         Args:
             path: The folder or URL.
             spec: The spec every file must conform to.
-            max_bytes: The size limit for each file; `None` for the default (4 GiB).
+            max_bytes: The size limit for each file, as for `trajkit.load` (4 GiB); `None`
+                for none.
 
         Returns:
             The dataset.
@@ -173,7 +178,7 @@ class Dataset:
         *,
         spec: RolloutSpec | None = None,
         compress: bool = False,
-        max_bytes: int | None = None,
+        max_bytes: int | None = DEFAULT_MAX_BYTES,
     ) -> Dataset:
         """Save rollouts as a dataset: pin a spec, then append each rollout as a file.
 
@@ -182,7 +187,8 @@ class Dataset:
             rollouts: The rollouts, saved in order as `rollout-000000.npz`, ...
             spec: The spec to pin; by default that of the first rollout.
             compress: Deflate the arrays (see [`trajkit.save`][trajkit.save]).
-            max_bytes: The size limit for each file; `None` for the default (4 GiB).
+            max_bytes: The size limit for each file, as for `trajkit.load` (4 GiB); `None`
+                for none.
 
         Returns:
             The dataset.
@@ -213,12 +219,15 @@ class Dataset:
         return dataset
 
     @classmethod
-    def open(cls, path: str | os.PathLike[str], *, max_bytes: int | None = None) -> Dataset:
+    def open(
+        cls, path: str | os.PathLike[str], *, max_bytes: int | None = DEFAULT_MAX_BYTES
+    ) -> Dataset:
         """Open a dataset: read its `spec.json` (the files are listed when first needed).
 
         Args:
             path: The folder or URL.
-            max_bytes: The size limit for each file; `None` for the default (4 GiB).
+            max_bytes: The size limit for each file, as for `trajkit.load` (4 GiB); `None`
+                for none.
 
         Returns:
             The dataset.

@@ -429,8 +429,8 @@ class _ProgressBar(_Progress):
 
 
 def _progress(enabled: bool | None, total: int | None) -> _Progress:
-    if enabled is None:  # by default: on a terminal, for more than a few files
-        enabled = sys.stderr.isatty() and (total is None or total > PROGRESS_THRESHOLD)
+    if enabled is None:  # by default (on a terminal): for more than a few files
+        enabled = total is None or total > PROGRESS_THRESHOLD
     if not enabled:
         return _Progress()
     try:
@@ -463,9 +463,12 @@ def _validate(args: argparse.Namespace) -> int:
     if args.address is not None and args.engine != "ray":
         raise _UsageError("--address needs --engine ray")
     start = time.perf_counter()
-    total = None if args.progress is False else count_files(args.paths)
+    show = args.progress
+    if show is None and not sys.stderr.isatty():
+        show = False
+    total = None if show is False else count_files(args.paths)  # a second, cheap listing
     checks = _checks(args, spec)
-    progress = _progress(args.progress, total)
+    progress = _progress(show, total)
     files = invalid = nbytes = 0
     out = sys.stdout
     try:
