@@ -105,10 +105,14 @@ def local_copy(path: str, max_bytes: int | None) -> Iterator[str]:
         return
     try:
         fs, inner = filesystem(path)
-        size = None if _in_place(path) else int(fs.size(inner))
+        if _in_place(path):  # file://: read in place
+            size = None
+        else:  # a file system that cannot tell (None): the copy stops at max_bytes
+            reported = fs.size(inner)
+            size = -1 if reported is None else int(reported)
     except (OSError, ValueError) as exc:
         raise RolloutFileError(f"cannot open: {_reason(exc)}", path=path) from exc
-    if size is None:  # file://: read in place
+    if size is None:
         yield inner
         return
     if max_bytes is not None and size > max_bytes:
