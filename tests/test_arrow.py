@@ -140,3 +140,15 @@ def test_export_and_import_refuse_bad_input(
     pq.write_table(pa.table({"a": [1, 2]}), plain)
     assert main(["import", str(plain), "--out", str(tmp_path / "y")]) == 1
     assert "plain.parquet: invalid: the table has no trajkit metadata" in capsys.readouterr().err
+
+
+def test_polars_reads_the_parquet_file_as_it_is(tmp_path: Path) -> None:
+    pl = pytest.importorskip("polars")
+    r = example_rollout(num_steps=3, num_envs=2, nested=True, obs_shape=(2, 3))
+    path = tmp_path / "r.parquet"
+    ta.write_parquet(r, path)
+    frame = pl.read_parquet(path)
+    assert frame.height == 8
+    rewards = frame.filter(~pl.col("bootstrap"))["reward"].to_numpy()
+    np.testing.assert_array_equal(rewards, r.rews.reshape(-1))
+    assert frame.filter(pl.col("bootstrap"))["reward"].null_count() == 2
