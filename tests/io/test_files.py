@@ -627,3 +627,20 @@ def test_rollouts_without_infos_save_and_load_without_per_step_dicts(tmp_path: P
     save(bare.replace(infos=[[{}] * 3] * 6), tmp_path / "given.npz")
     with zipfile.ZipFile(tmp_path / "bare.npz") as a, zipfile.ZipFile(tmp_path / "given.npz") as b:
         assert a.read("infos.json") == b.read("infos.json")
+
+
+def test_a_damaged_large_member_is_refused_by_its_crc(tmp_path: Path) -> None:
+    # Members over a MiB have their CRC-32 computed on a helper thread, overlapping the reads
+    # of the next members: the verdict is the same.
+    r = example_rollout(num_steps=64, num_envs=4, obs_shape=(2048,), keys={"critic"})
+    path = tmp_path / "big.npz"
+    save(r, path)
+    with zipfile.ZipFile(path) as archive:
+        info = archive.getinfo("obses.npy")
+    assert info.file_size > 1 << 20
+    data = bytearray(path.read_bytes())
+    data[info.header_offset + info.file_size // 2] ^= 0xFF  # inside the array data
+    path.write_bytes(bytes(data))
+    with pytest.raises(RolloutFileError, match=r"member obses\.npy: CRC-32 mismatch"):
+        load(path)
+    assert load(path, verify=False).obses.shape == r.obses.shape

@@ -23,6 +23,7 @@ import threading
 import zipfile
 import zlib
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import IO, Any, NoReturn
 
@@ -51,6 +52,8 @@ DEFAULT_MAX_BYTES = 4 << 30
 """The default limit on the declared size of a file's contents: 4 GiB."""
 
 _CHUNK = 16 << 20  # bytes per CRC step over a memory map
+_CRC_LATER_BYTES = 1 << 20  # stored members this large have their CRC-32 on a helper thread
+_CRC_CHUNK = 8 << 20  # bytes per read when the CRC-32 runs on the helper thread
 _IO_CHUNK = 1 << 18  # bytes per read: small enough that the CRC reads them from the cache
 _WRITE_CHUNK = 1 << 20  # bytes per write (CRC then write, from the cache); measured best
 _WRITEBACK_INTERVAL = 0.001  # seconds between the writeback thread's fdatasync calls (measured)
@@ -513,6 +516,7 @@ def load(
         reader.check_layout()
         members = metadata.arrays()
         arrays = {m.name: reader.read_array(m, mmap=mmap, verify=verify) for m in members}
+        reader.check_crcs()
         infos = reader.read_infos()
         # Building and validating the rollout is guarded too: a MemoryError while checking
         # the values of a huge (declared within max_bytes) array is a refusal like any other.
@@ -739,6 +743,17 @@ class _MemberStream:
             self._fail("CRC-32 mismatch: the data is damaged")
 
 
+class _RunningCrc:
+    """A CRC-32 fed in order, chunk by chunk (by one worker thread); `update` returns it."""
+
+    def __init__(self, start: int) -> None:
+        self.value = start
+
+    def update(self, data: memoryview) -> int:
+        self.value = zlib.crc32(data, self.value)
+        return self.value
+
+
 class _Reader:
     """An open rollout file: its ZIP directory, checked metadata, and bounded member reads."""
 
@@ -748,6 +763,10 @@ class _Reader:
         self._file: io.BufferedReader | None = None
         self._whole: np.memmap[Any, np.dtype[np.uint8]] | None = None  # the file, mapped
         self._starts: dict[str, int] = {}
+        # CRC-32s of large stored members, computed on a helper thread while the next member
+        # is read (zlib releases the GIL): (member, expected, future of the computed CRC).
+        self._crc_thread: ThreadPoolExecutor | None = None
+        self._pending_crcs: list[tuple[str, int, Future[int]]] = []
         try:
             _check_regular(os.stat(path).st_mode, path)  # before opening a device or FIFO
             # Non-blocking, in case a FIFO took the file's place since: checked again below.
@@ -785,9 +804,48 @@ class _Reader:
         self.close()
 
     def close(self) -> None:
+        if self._crc_thread is not None:
+            self._crc_thread.shutdown(wait=True, cancel_futures=True)
+            self._crc_thread = None
         if self._file is not None:
             self._file.close()
             self._file = None
+
+    def _crc_thread_pool(self) -> ThreadPoolExecutor:
+        if self._crc_thread is None:
+            self._crc_thread = ThreadPoolExecutor(1, thread_name_prefix="trajkit-crc")
+        return self._crc_thread
+
+    def _read_crc_later(
+        self, stream: _MemberStream, name: str, expected: int, header: bytes, buffer: memoryview
+    ) -> None:
+        """Read a member's data; its CRC-32 runs on the helper thread, a chunk behind the reads.
+
+        One worker runs the updates in order, each a chunk behind the read that filled it, so
+        the CRC of chunk k overlaps the read of chunk k+1 and of the members after this one.
+        `check_crcs` compares the result.
+        """
+        pool = self._crc_thread_pool()
+        crc = _RunningCrc(zlib.crc32(header))
+        future: Future[int] | None = None
+        pos = 0
+        while pos < len(buffer):
+            count = stream.readinto(buffer[pos : pos + _CRC_CHUNK])
+            if not count:
+                break
+            future = pool.submit(crc.update, buffer[pos : pos + count])
+            pos += count
+        stream.finish()
+        if future is None:
+            future = pool.submit(crc.update, buffer[:0])
+        self._pending_crcs.append((name, expected, future))
+
+    def check_crcs(self) -> None:
+        """Wait for the CRC-32s computed on the helper thread; refuse a damaged member."""
+        pending, self._pending_crcs = self._pending_crcs, []
+        for name, expected, future in pending:
+            if future.result() != expected:
+                self.fail("CRC-32 mismatch: the data is damaged", name)
 
     @property
     def file(self) -> io.BufferedReader:
@@ -1030,8 +1088,11 @@ class _Reader:
     def read_array(self, member: ArrayMember, *, mmap: bool, verify: bool) -> AnyArray:
         info = self._by_name[member.name]
         stored = info.compress_type == zipfile.ZIP_STORED
+        # A large stored member's CRC-32 is computed on the helper thread, overlapping the
+        # reads that follow; `load` waits for it (`check_crcs`) before using any array.
+        later = verify and stored and not mmap and member.nbytes >= _CRC_LATER_BYTES
         with self.refusing(member.name):
-            stream = self._stream(info, check_crc=verify or not stored)
+            stream = self._stream(info, check_crc=(verify or not stored) and not later)
             header = self._read_npy_header(member, info, stream)
             dtype = np.dtype(member.descr)
             if mmap and stored:
@@ -1047,12 +1108,15 @@ class _Reader:
                 array = np.empty(member.shape, dtype)
                 buffer = array.reshape(-1).view(np.uint8).data
                 pos = 0
-                while pos < len(buffer):
-                    count = stream.readinto(buffer[pos : pos + _IO_CHUNK])
-                    if not count:
-                        break
-                    pos += count
-                stream.finish()
+                if later:
+                    self._read_crc_later(stream, member.name, info.CRC, bytes(header), buffer)
+                else:
+                    while pos < len(buffer):
+                        count = stream.readinto(buffer[pos : pos + _IO_CHUNK])
+                        if not count:
+                            break
+                        pos += count
+                    stream.finish()
             if dtype == np.bool_ and array.size and array.view(np.uint8).max() > 1:
                 self.fail("a bool array holds bytes other than 0 and 1", member.name)
             return array
