@@ -443,7 +443,9 @@ def test_nested_and_every_action_space_round_trip(r: trajkit.Rollout) -> None:
             assert trajkit.RolloutSpec.from_rollout(loaded) == trajkit.RolloutSpec.from_rollout(r)
         meta = read_metadata(plain)
         nested = isinstance(r.obses, dict | tuple) or isinstance(r.states, dict | tuple)
-        assert meta.format_version == (2 if nested else 1)
+        full = sum(1 for row in r.infos for item in row if item)
+        sparse = 2 * full <= r.num_steps * r.batch_size  # mostly empty infos: version 3
+        assert meta.format_version == (3 if sparse else 2 if nested else 1)
         assert meta.spec.compare(trajkit.RolloutSpec.from_rollout(r)) == []
 
 
@@ -644,3 +646,21 @@ def test_a_damaged_large_member_is_refused_by_its_crc(tmp_path: Path) -> None:
     with pytest.raises(RolloutFileError, match=r"member obses\.npy: CRC-32 mismatch"):
         load(path)
     assert load(path, verify=False).obses.shape == r.obses.shape
+
+
+def test_mostly_empty_infos_are_listed_sparsely_in_format_version_3(tmp_path: Path) -> None:
+    r = example_rollout(num_steps=50, num_envs=4)
+    infos: list[list[dict[str, Any]]] = [[{} for _ in range(4)] for _ in range(50)]
+    infos[7][2] = {"episode": {"r": 21.0, "l": 21}}
+    infos[49][0] = {"lives": 3}
+    sparse = r.replace(infos=infos)
+    save(sparse, tmp_path / "s.npz")
+    assert read_metadata(tmp_path / "s.npz").format_version == 3
+    with zipfile.ZipFile(tmp_path / "s.npz") as archive:
+        assert archive.read("infos.json") == (
+            b'{"entries":[[7,2,{"episode":{"r":21.0,"l":21}}],[49,0,{"lives":3}]]}'
+        )
+    assert load(tmp_path / "s.npz") == sparse
+    save(r, tmp_path / "dense.npz")  # every info holds something: the dense form, version 1
+    assert read_metadata(tmp_path / "dense.npz").format_version == 1
+    assert load(tmp_path / "dense.npz") == r

@@ -71,6 +71,8 @@ def corpus_rollouts() -> dict[str, trajkit.Rollout]:
         ),
         "empty": example_rollout(num_steps=0, num_envs=2, keys=("critic", "actions")),
         "box": example_rollout(num_steps=3, num_envs=1, action_kind="box", seed=9),
+        # format version 3: infos.json lists only the non-empty infos
+        "sparse": r.replace(infos=[[{}, {}]] * 5 + [[{}, {"lives": [1, 2]}]]),
     }
 
 

@@ -9,6 +9,7 @@ import io
 import json
 import os
 import pickle
+import re
 import struct
 import tracemalloc
 import zipfile
@@ -410,7 +411,7 @@ def test_metadata_that_lies_about_shapes(
         (b"[]", "JSON object"),
         (b"\xff\xfe{}", "utf-8"),
         (b'{"format": "other"}', "not a trajkit rollout file"),
-        (b'{"format": "trajkit.rollout", "format_version": 3}', "newer than this trajkit"),
+        (b'{"format": "trajkit.rollout", "format_version": 4}', "newer than this trajkit"),
         (b'{"format": "trajkit.rollout", "format_version": 0}', "positive integer"),
         (b'{"format": "trajkit.rollout", "format_version": "1"}', "positive integer"),
         (b'{"format": "trajkit.rollout", "format_version": true}', "positive integer"),
@@ -1017,3 +1018,35 @@ def test_a_memory_mapped_rollout_holds_one_file_descriptor(tmp_path: Path) -> No
         base = base.base
     assert base.size == (tmp_path / "r.npz").stat().st_size  # a view of the one map of the file
     del loaded
+
+
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        (b"[]", r'must be an object \{"entries"'),
+        (b'{"entries": [], "x": 1}', r'must be an object \{"entries"'),
+        (b'{"entries": [[0, 0]]}', r"entry 0 must be \[t, b, info\]"),
+        (b'{"entries": [[0, true, {"a": 1}]]}', r"entry 0 must be \[t, b, info\]"),
+        (b'{"entries": [[0, 9, {"a": 1}]]}', r"entry 0 is for step 0 of env 9, outside"),
+        (b'{"entries": [[-1, 0, {"a": 1}]]}', r"entry 0 is for step -1 of env 0, outside"),
+        (b'{"entries": [[1, 0, {"a": 1}], [0, 1, {"a": 1}]]}', r"entry 1 .* out of order"),
+        (b'{"entries": [[1, 0, {"a": 1}], [1, 0, {"b": 1}]]}', r"entry 1 .* repeated"),
+        (b'{"entries": [[1, 0, {}]]}', r"entry 0 holds an empty info"),
+        (b'{"entries": [[0, 0, {"a": NaN}]]}', r"NaN|not a finite|constant"),
+        (b'{"entries": [[0, 0, {"a": "\\ud800"}]]}', r"infos\[0\]\[0\]\['a'\]"),
+        (b'{"entries": [[0, 0, {"a": ' + b"[" * 5000 + b"]" * 5000 + b"}]]}", r"more than"),
+    ],
+)
+def test_bad_sparse_infos_json(tmp_path: Path, text: bytes, match: str) -> None:
+    # format version 3: infos.json lists the non-empty infos only
+    r = example_rollout(num_steps=T, num_envs=B, truncation=True)
+    bare = trajkit.Rollout(
+        r.states, r.obses, r.rews, r.dones, None, r.model_outs,
+        truncated=r.truncated, final_values=r.final_values,
+    )  # fmt: skip
+    save(bare, tmp_path / "sparse.npz")
+    assert trajkit.read_metadata(tmp_path / "sparse.npz").format_version == 3
+    path = rebuild(tmp_path / "i.npz", {**members(tmp_path / "sparse.npz"), "infos.json": text})
+    error = refused(path)
+    assert error.member == "infos.json"
+    assert re.search(match, str(error)), str(error)

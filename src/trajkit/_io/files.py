@@ -33,13 +33,20 @@ from pydantic import ValidationError
 from trajkit._base.errors import RolloutFileError
 from trajkit._base.types import AnyArray
 from trajkit._core import tree as _tree
-from trajkit._io.infos import all_empty_json, infos_from_json, infos_to_json, strict_json_loads
+from trajkit._io.infos import (
+    infos_from_json,
+    infos_to_json,
+    sparse_infos_from_json,
+    sparse_infos_to_json,
+    strict_json_loads,
+)
 from trajkit._io.metadata import (
     FORMAT_NAME,
     FORMAT_VERSION,
     INFOS_MEMBER,
     MAX_METADATA_BYTES,
     METADATA_MEMBER,
+    SPARSE_INFOS_VERSION,
     ArrayMember,
     RolloutFileMetadata,
 )
@@ -147,10 +154,16 @@ def save(
         raise TypeError(f"save() needs a trajkit.Rollout, got {type(rollout).__name__}")
     target = _save_target(path)
     rollout.revalidate()  # in-place edits since construction are checked before writing
-    metadata, arrays = _prepare(rollout)
-    given = given_infos(rollout)  # None: no infos, written without making T*B dicts
-    T, B = rollout.num_steps, rollout.batch_size
-    infos = all_empty_json(T, B) if given is None else infos_to_json(given)
+    given = given_infos(rollout)  # None: no infos given (and none made since)
+    # Mostly empty infos are listed sparsely (format version 3), so that their cost follows
+    # what they hold; mostly full ones keep the dense form (versions 1 and 2).
+    full = 0 if given is None else sum(1 for row in given for item in row if item)
+    sparse = 2 * full <= rollout.num_steps * rollout.batch_size
+    metadata, arrays = _prepare(rollout, sparse_infos=sparse)
+    if sparse:
+        infos = sparse_infos_to_json(given)
+    else:
+        infos = infos_to_json(given) if given is not None else b"[]"
     meta_bytes = metadata.model_dump_json(indent=2).encode("utf-8") + b"\n"
     if len(meta_bytes) > MAX_METADATA_BYTES:
         raise ValueError(
@@ -176,7 +189,9 @@ def save(
     _atomic_write(target, write)
 
 
-def _prepare(rollout: Rollout) -> tuple[RolloutFileMetadata, list[tuple[ArrayMember, AnyArray]]]:
+def _prepare(
+    rollout: Rollout, *, sparse_infos: bool
+) -> tuple[RolloutFileMetadata, list[tuple[ArrayMember, AnyArray]]]:
     """Check every array can be stored; return the metadata and the (member, array) pairs."""
     sources: dict[str, AnyArray | None] = {
         "rews": rollout.rews,
@@ -212,7 +227,7 @@ def _prepare(rollout: Rollout) -> tuple[RolloutFileMetadata, list[tuple[ArrayMem
             key.encode("utf-8")
         except UnicodeEncodeError:
             raise ValueError(f"model_outs key {key!r} is not valid Unicode") from None
-    metadata = RolloutFileMetadata.from_rollout(rollout)
+    metadata = RolloutFileMetadata.from_rollout(rollout, sparse_infos=sparse_infos)
     pending = {name: iter(arrays) for name, arrays in leaves.items()}
     pairs: list[tuple[ArrayMember, AnyArray]] = []
     for member in metadata.arrays():
@@ -1083,6 +1098,8 @@ class _Reader:
         with self.refusing(INFOS_MEMBER):
             data = self._read_small(self._by_name[INFOS_MEMBER])
             meta = self.metadata
+            if meta.format_version >= SPARSE_INFOS_VERSION:
+                return sparse_infos_from_json(data, meta.num_steps, meta.batch_size)
             return infos_from_json(data, meta.num_steps, meta.batch_size, none_if_empty=True)
 
     def read_array(self, member: ArrayMember, *, mmap: bool, verify: bool) -> AnyArray:

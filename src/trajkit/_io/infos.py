@@ -32,6 +32,8 @@ __all__ = [
     "check_infos_json",
     "infos_from_json",
     "infos_to_json",
+    "sparse_infos_from_json",
+    "sparse_infos_to_json",
     "strict_json_loads",
 ]
 
@@ -469,3 +471,137 @@ def _check_decoded(data: bytes | bytearray, rows: list[list[dict[str, Any]]]) ->
         where = _first(rows, _overlong)
         if where:
             raise _refuse(where, _TOO_LONG)
+
+
+# ------------------------------------------------------------------ sparse infos (version 3)
+
+_MIN_ENTRY_BYTES = 12  # `[0,0,{"":0}],`: the shortest entry of a non-empty info
+
+
+def sparse_infos_to_json(infos: Sequence[Sequence[Mapping[str, Any]]] | None) -> bytes:
+    """Encode infos in format version 3: only the non-empty ones, as `[t, b, info]` entries.
+
+    `{"entries": [[t, b, {...}], ...]}`, in (t, b) order. The cost follows what the infos
+    hold, not T * B: rollouts without infos write `{"entries":[]}`.
+
+    Args:
+        infos: `Rollout.infos`, or `None` for no infos.
+
+    Returns:
+        The UTF-8 bytes.
+
+    Raises:
+        ValueError: For what `infos_to_json` refuses, with the same messages.
+
+    Examples:
+        >>> sparse_infos_to_json([[{}, {"lives": 2}], [{}, {}]])
+        b'{"entries":[[0,1,{"lives":2}]]}'
+        >>> sparse_infos_to_json(None)
+        b'{"entries":[]}'
+    """
+    if infos is None:
+        return b'{"entries":[]}'
+    entries = [
+        [t, b, _convert(item, (t, b))]
+        for t, row in enumerate(infos)
+        for b, item in enumerate(row)
+        if item
+    ]
+    try:
+        text = json.dumps(
+            {"entries": entries}, ensure_ascii=False, allow_nan=False, separators=(",", ":")
+        )
+        data = text.encode("utf-8")
+    except ValueError:  # an overlong int or a lone surrogate: let the dense encoder name it
+        infos_to_json(infos)
+        raise  # pragma: no cover - infos_to_json refuses the same values
+    if not _ints_bounded_by_python():
+        infos_to_json(infos)  # names an int of more than MAX_INT_DIGITS digits
+    rows = len(infos)
+    sparse_infos_from_json(data, rows, len(infos[0]) if rows else 1)  # the reader's rules
+    return data
+
+
+def sparse_infos_from_json(
+    data: bytes | bytearray, num_steps: int, batch_size: int
+) -> list[list[dict[str, Any]]] | None:
+    """Decode a version 3 `infos.json`, refusing anything `sparse_infos_to_json` would not write.
+
+    Entries are `[t, b, info]` with integers `0 <= t < T`, `0 <= b < B`, a non-empty object, in
+    strictly increasing (t, b) order. The bracket budget of `check_infos_json` holds, counting
+    at most one entry per 12 bytes, and is checked before decoding.
+
+    Args:
+        data: The member's bytes.
+        num_steps: T.
+        batch_size: B.
+
+    Returns:
+        `None` when there are no entries (no infos), else T rows of B dicts.
+
+    Raises:
+        ValueError: Naming what is wrong.
+
+    Examples:
+        >>> sparse_infos_from_json(b'{"entries":[[1,0,{"a":1}]]}', 2, 2)
+        [[{}, {}], [{'a': 1}, {}]]
+        >>> sparse_infos_from_json(b'{"entries":[]}', 2, 2) is None
+        True
+        >>> sparse_infos_from_json(b'{"entries":[[2,0,{"a":1}]]}', 2, 2)
+        Traceback (most recent call last):
+        ...
+        ValueError: infos.json entry 0 is for step 2 of env 0, outside T=2, B=2
+    """
+    entries_bound = min(num_steps * batch_size, len(data) // _MIN_ENTRY_BYTES)
+    structural = 2 + 2 * entries_bound
+    nested = data.count(b"{") + data.count(b"[") - structural
+    limit = NESTED_ALLOWANCE + len(data) // BYTES_PER_NESTED
+    if nested > limit:
+        raise ValueError(
+            f"infos.json holds {nested} '{{' and '[' bytes besides its entries, more than the "
+            f"{limit} the format allows ({NESTED_ALLOWANCE} plus one per {BYTES_PER_NESTED} "
+            "bytes): lists and dicts nested this densely would take far more memory than the "
+            "file; store per-step arrays in model_outs"
+        )
+    if nested >= MAX_DEPTH and _nesting_depth(data) > MAX_DEPTH + 3:  # object, list, entry
+        raise ValueError(f"infos.json nests lists and dicts more than {MAX_DEPTH} levels deep")
+    try:
+        value = strict_json_loads(data)
+    except RecursionError:
+        raise ValueError("infos.json is nested too deeply") from None
+    if (
+        not isinstance(value, dict)
+        or list(value) != ["entries"]
+        or not isinstance(value["entries"], list)
+    ):
+        raise ValueError('infos.json must be an object {"entries": [[t, b, info], ...]}')
+    entries = value["entries"]
+    if not entries:
+        return None
+    rows: list[list[dict[str, Any]]] = [[{} for _ in range(batch_size)] for _ in range(num_steps)]
+    last = (-1, -1)
+    for i, entry in enumerate(entries):
+        if not (
+            isinstance(entry, list)
+            and len(entry) == 3
+            and all(type(x) is int for x in entry[:2])
+            and isinstance(entry[2], dict)
+        ):
+            raise ValueError(f"infos.json entry {i} must be [t, b, info] (two integers, an object)")
+        t, b, info = entry
+        if not (0 <= t < num_steps and 0 <= b < batch_size):
+            raise ValueError(
+                f"infos.json entry {i} is for step {t} of env {b}, outside T={num_steps}, "
+                f"B={batch_size}"
+            )
+        if (t, b) <= last:
+            raise ValueError(
+                f"infos.json entry {i} (step {t}, env {b}) is out of order or repeated: "
+                "entries are in strictly increasing (t, b) order"
+            )
+        if not info:
+            raise ValueError(f"infos.json entry {i} holds an empty info (empty ones are left out)")
+        last = (t, b)
+        rows[t][b] = info
+    _check_decoded(data, rows)
+    return rows

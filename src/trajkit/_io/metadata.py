@@ -26,6 +26,7 @@ __all__ = [
     "INFOS_MEMBER",
     "MAX_METADATA_BYTES",
     "METADATA_MEMBER",
+    "SPARSE_INFOS_VERSION",
     "ArrayMember",
     "RolloutFileMetadata",
 ]
@@ -33,7 +34,7 @@ __all__ = [
 FORMAT_NAME: Final = "trajkit.rollout"
 """The value of `format` in every rollout file's metadata."""
 
-FORMAT_VERSION: Final = 2
+FORMAT_VERSION: Final = 3
 """The newest format version this trajkit reads and writes.
 
 Version 2 adds nested `obses` and `states` (one member per leaf). `trajkit.save` writes version 1,
@@ -41,6 +42,7 @@ the same layout, for rollouts without nested fields, so that older readers still
 """
 
 _NESTED_VERSION: Final = 2  # the first version that stores nested fields
+SPARSE_INFOS_VERSION: Final = 3  # the first version whose infos.json lists non-empty infos only
 
 METADATA_MEMBER = "metadata.json"
 """The name of the metadata member, always the first member of the archive."""
@@ -105,8 +107,8 @@ class RolloutFileMetadata(BaseModel):
 
     Args:
         format: Always `"trajkit.rollout"`.
-        format_version: The file format version: `1`, or `2` when `obses` or `states` is
-            nested.
+        format_version: The file format version: `3` when `infos.json` lists only the
+            non-empty infos; else `1`, or `2` when `obses` or `states` is nested.
         trajkit_version: The trajkit version that wrote the file (informational).
         num_steps: T.
         batch_size: B.
@@ -133,8 +135,8 @@ class RolloutFileMetadata(BaseModel):
 
     format: Literal["trajkit.rollout"]
     """The format name: always `trajkit.rollout`."""
-    format_version: Literal[1, 2]
-    """The format version (an integer; this trajkit reads versions 1 and 2)."""
+    format_version: Literal[1, 2, 3]
+    """The format version (an integer; this trajkit reads versions 1, 2 and 3)."""
     trajkit_version: Annotated[str, Field(max_length=64)]
     """The version of trajkit that wrote the file; informational only."""
     num_steps: Annotated[int, Field(ge=0)]
@@ -168,11 +170,12 @@ class RolloutFileMetadata(BaseModel):
         return self
 
     @classmethod
-    def from_rollout(cls, rollout: Rollout) -> RolloutFileMetadata:
+    def from_rollout(cls, rollout: Rollout, *, sparse_infos: bool = False) -> RolloutFileMetadata:
         """The metadata `trajkit.save` writes for `rollout`.
 
         Args:
             rollout: Any valid rollout.
+            sparse_infos: Whether `infos.json` lists only the non-empty infos (version 3).
 
         Returns:
             The metadata, with this trajkit's version.
@@ -189,7 +192,9 @@ class RolloutFileMetadata(BaseModel):
         nested = any(spec.leaves(name)[0][0] for name in ("obses", "states"))
         return cls(
             format=FORMAT_NAME,
-            format_version=_NESTED_VERSION if nested else 1,
+            format_version=SPARSE_INFOS_VERSION
+            if sparse_infos
+            else (_NESTED_VERSION if nested else 1),
             trajkit_version=__version__,
             num_steps=rollout.num_steps,
             batch_size=rollout.batch_size,
