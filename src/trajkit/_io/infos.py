@@ -251,18 +251,25 @@ def check_infos_json(data: bytes | bytearray, num_steps: int, batch_size: int) -
 
 def _nested_brackets(data: bytes | bytearray, num_steps: int, batch_size: int) -> int:
     """Check the rules of `check_infos_json`; return the count of further `{` and `[`."""
-    structural = num_steps * batch_size + num_steps + 1
+    besides = f"its {num_steps * batch_size} info dicts and {num_steps + 1} arrays of rows"
+    return _bracket_budget(data, num_steps * batch_size + num_steps + 1, besides, levels=2)
+
+
+def _bracket_budget(data: bytes | bytearray, structural: int, besides: str, levels: int) -> int:
+    """Refuse brackets beyond the budget, or info dicts (`levels` deep) nested too deeply.
+
+    Returns the count of `{` and `[` besides the `structural` ones.
+    """
     nested = data.count(b"{") + data.count(b"[") - structural
     limit = NESTED_ALLOWANCE + len(data) // BYTES_PER_NESTED
     if nested > limit:
         raise ValueError(
-            f"infos.json holds {nested} '{{' and '[' bytes besides its {num_steps * batch_size} "
-            f"info dicts and {num_steps + 1} arrays of rows, more than the {limit} the format "
-            f"allows ({NESTED_ALLOWANCE} plus one per {BYTES_PER_NESTED} bytes): lists and "
-            "dicts nested this densely would take far more memory than the file; store "
-            "per-step arrays in model_outs"
+            f"infos.json holds {nested} '{{' and '[' bytes besides {besides}, more than the "
+            f"{limit} the format allows ({NESTED_ALLOWANCE} plus one per {BYTES_PER_NESTED} "
+            "bytes): lists and dicts nested this densely would take far more memory than the "
+            "file; store per-step arrays in model_outs"
         )
-    if nested >= MAX_DEPTH and _nesting_depth(data) > MAX_DEPTH + 2:  # rows, then info dicts
+    if nested >= MAX_DEPTH and _nesting_depth(data) > MAX_DEPTH + levels:
         raise ValueError(f"infos.json nests lists and dicts more than {MAX_DEPTH} levels deep")
     return nested
 
@@ -553,18 +560,7 @@ def sparse_infos_from_json(
         ValueError: infos.json entry 0 is for step 2 of env 0, outside T=2, B=2
     """
     entries_bound = min(num_steps * batch_size, len(data) // _MIN_ENTRY_BYTES)
-    structural = 2 + 2 * entries_bound
-    nested = data.count(b"{") + data.count(b"[") - structural
-    limit = NESTED_ALLOWANCE + len(data) // BYTES_PER_NESTED
-    if nested > limit:
-        raise ValueError(
-            f"infos.json holds {nested} '{{' and '[' bytes besides its entries, more than the "
-            f"{limit} the format allows ({NESTED_ALLOWANCE} plus one per {BYTES_PER_NESTED} "
-            "bytes): lists and dicts nested this densely would take far more memory than the "
-            "file; store per-step arrays in model_outs"
-        )
-    if nested >= MAX_DEPTH and _nesting_depth(data) > MAX_DEPTH + 3:  # object, list, entry
-        raise ValueError(f"infos.json nests lists and dicts more than {MAX_DEPTH} levels deep")
+    _bracket_budget(data, 2 + 2 * entries_bound, "its entries", levels=3)
     try:
         value = strict_json_loads(data)
     except RecursionError:
