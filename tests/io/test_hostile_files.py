@@ -1050,3 +1050,32 @@ def test_bad_sparse_infos_json(tmp_path: Path, text: bytes, match: str) -> None:
     error = refused(path)
     assert error.member == "infos.json"
     assert re.search(match, str(error)), str(error)
+
+
+def test_sparse_infos_that_save_refuses_do_not_load(tmp_path: Path) -> None:
+    # The reader's check before decoding counts up to one entry per 12 bytes; after decoding
+    # it applies the writer's rule to the entries there are, so that whatever loads saves.
+    from trajkit._io.infos import sparse_infos_from_json, sparse_infos_to_json
+
+    def infos(k: int) -> list[list[dict[str, Any]]]:
+        rows: list[list[dict[str, Any]]] = [[{} for _ in range(B)] for _ in range(T)]
+        rows[3][1] = {"a": [[] for _ in range(k)], "pad": "x" * 600}
+        return rows
+
+    def writer_refuses(k: int) -> bool:
+        try:
+            sparse_infos_to_json(infos(k))
+        except ValueError:
+            return True
+        return False
+
+    low, k = 0, 1 << 14  # bisect for the fewest nested lists the writer refuses
+    assert writer_refuses(k)
+    while k - low > 1:
+        middle = (low + k) // 2
+        low, k = (low, middle) if writer_refuses(middle) else (middle, k)
+    text = json.dumps({"entries": [[3, 1, infos(k)[3][1]]]}, separators=(",", ":")).encode()
+    with pytest.raises(ValueError, match="more than"):
+        sparse_infos_from_json(text, T, B)
+    data = sparse_infos_to_json(infos(k - 1))  # one list fewer: saved, and it loads
+    assert sparse_infos_from_json(data, T, B) == infos(k - 1)

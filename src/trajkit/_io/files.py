@@ -160,10 +160,7 @@ def save(
     full = 0 if given is None else sum(1 for row in given for item in row if item)
     sparse = 2 * full <= rollout.num_steps * rollout.batch_size
     metadata, arrays = _prepare(rollout, sparse_infos=sparse)
-    if sparse:
-        infos = sparse_infos_to_json(given)
-    else:
-        infos = infos_to_json(given) if given is not None else b"[]"
+    infos = sparse_infos_to_json(given) if sparse or given is None else infos_to_json(given)
     meta_bytes = metadata.model_dump_json(indent=2).encode("utf-8") + b"\n"
     if len(meta_bytes) > MAX_METADATA_BYTES:
         raise ValueError(

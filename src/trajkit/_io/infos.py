@@ -28,7 +28,6 @@ __all__ = [
     "MAX_DEPTH",
     "MAX_INT_DIGITS",
     "NESTED_ALLOWANCE",
-    "all_empty_json",
     "check_infos_json",
     "infos_from_json",
     "infos_to_json",
@@ -377,7 +376,7 @@ def strict_json_loads(data: bytes | bytearray) -> Any:
     )
 
 
-def all_empty_json(num_steps: int, batch_size: int) -> bytes:
+def _all_empty(num_steps: int, batch_size: int) -> bytes:
     """The bytes `infos_to_json` writes for T rows of B empty dicts."""
     row = b"[" + b",".join([b"{}"] * batch_size) + b"]"
     return b"[" + b",".join([row] * num_steps) + b"]"
@@ -423,7 +422,7 @@ def infos_from_json(
     """
     nested = _nested_brackets(data, num_steps, batch_size)
     empty_size = 3 * num_steps * batch_size + 2 * num_steps + 1 if num_steps else 2
-    if len(data) == empty_size and data == all_empty_json(num_steps, batch_size):
+    if len(data) == empty_size and data == _all_empty(num_steps, batch_size):
         if none_if_empty:
             return None
         return [[{} for _ in range(batch_size)] for _ in range(num_steps)]
@@ -524,9 +523,13 @@ def sparse_infos_to_json(infos: Sequence[Sequence[Mapping[str, Any]]] | None) ->
         raise  # pragma: no cover - infos_to_json refuses the same values
     if not _ints_bounded_by_python():
         infos_to_json(infos)  # names an int of more than MAX_INT_DIGITS digits
-    rows = len(infos)
-    sparse_infos_from_json(data, rows, len(infos[0]) if rows else 1)  # the reader's rules
+    _sparse_budget(data, len(entries))  # the rule the reader applies, on the bytes
     return data
+
+
+def _sparse_budget(data: bytes | bytearray, entries: int) -> int:
+    """The bracket budget of the sparse form, for a given number of entries."""
+    return _bracket_budget(data, 2 + 2 * entries, "its entries", levels=3)
 
 
 def sparse_infos_from_json(
@@ -535,8 +538,8 @@ def sparse_infos_from_json(
     """Decode a version 3 `infos.json`, refusing anything `sparse_infos_to_json` would not write.
 
     Entries are `[t, b, info]` with integers `0 <= t < T`, `0 <= b < B`, a non-empty object, in
-    strictly increasing (t, b) order. The bracket budget of `check_infos_json` holds, counting
-    at most one entry per 12 bytes, and is checked before decoding.
+    strictly increasing (t, b) order. The bracket budget of `check_infos_json` holds for the
+    entries there are; before decoding it is checked counting at most one entry per 12 bytes.
 
     Args:
         data: The member's bytes.
@@ -559,8 +562,8 @@ def sparse_infos_from_json(
         ...
         ValueError: infos.json entry 0 is for step 2 of env 0, outside T=2, B=2
     """
-    entries_bound = min(num_steps * batch_size, len(data) // _MIN_ENTRY_BYTES)
-    _bracket_budget(data, 2 + 2 * entries_bound, "its entries", levels=3)
+    # Before decoding, at most one entry per 12 bytes; after, the writer's exact rule.
+    _sparse_budget(data, min(num_steps * batch_size, len(data) // _MIN_ENTRY_BYTES))
     try:
         value = strict_json_loads(data)
     except RecursionError:
@@ -572,6 +575,7 @@ def sparse_infos_from_json(
     ):
         raise ValueError('infos.json must be an object {"entries": [[t, b, info], ...]}')
     entries = value["entries"]
+    _sparse_budget(data, len(entries))  # what save would refuse, load refuses
     if not entries:
         return None
     rows: list[list[dict[str, Any]]] = [[{} for _ in range(batch_size)] for _ in range(num_steps)]
