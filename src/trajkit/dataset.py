@@ -29,7 +29,7 @@ import bisect
 import os
 import re
 import tempfile
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from functools import partial
 from pathlib import Path
 from typing import IO
@@ -41,7 +41,6 @@ from trajkit._base.errors import RolloutFileError
 from trajkit._base.rng import as_generator
 from trajkit._base.types import AnyArray, ArrayTree
 from trajkit._core import tree as _tree
-from trajkit._core.gae import normalize_advantages as _normalize
 from trajkit._core.minibatch import _check_size
 from trajkit._io.files import DEFAULT_MAX_BYTES, _atomic_write, save
 from trajkit._io.infos import strict_json_loads
@@ -61,7 +60,12 @@ from trajkit._io.scan import (
     validate_files,
     walk_key,
 )
-from trajkit._models.rollout import AdvantageNormalization, Rollout
+from trajkit._models.rollout import (
+    AdvantageNormalization,
+    Rollout,
+    advantage_normalization,
+    normalized_minibatch,
+)
 from trajkit._models.spec import RolloutSpec
 
 __all__ = [
@@ -546,11 +550,7 @@ class Dataset:
         size = _check_size("minibatch_size", minibatch_size, 1)
         per_buffer = _check_size("files_per_buffer", files_per_buffer, 1)
         passes = _check_size("epochs", epochs, 0)
-        if normalize_advantages not in (None, "rollout", "minibatch"):
-            raise ValueError(
-                "normalize_advantages must be None, 'rollout' or 'minibatch', got "
-                f"{normalize_advantages!r}"
-            )
+        advantage_normalization(normalize_advantages)  # refuse an unknown mode now
         if "critic" not in self._spec.model_outputs:
             raise ValueError(
                 "minibatches() needs model_outs['critic'] to compute advantages and returns, "
@@ -573,19 +573,17 @@ class Dataset:
     ) -> Iterator[dict[str, ArrayTree]]:
         rng = as_generator(seed)
         files = self.files
-        if not files:
-            return
-        # Every file has the spec's structure: rebuild minibatches as the first file's arrays.
-        rebuild = _tree.fields_rebuilder(self.load(files[0]).training_arrays(gamma, lam))
+        per_minibatch = advantage_normalization(normalize)
         for _ in range(epochs):
             order = rng.permutation(len(files))
             carry: dict[str, AnyArray] = {}
             for start in range(0, len(files), per_buffer):
                 parts = [carry] if carry else []
                 for index in order[start : start + per_buffer]:
-                    arrays = self.load(files[index]).training_arrays(gamma, lam)
-                    if normalize == "rollout":
-                        arrays["advantages"] = _normalize(arrays["advantages"])
+                    rollout = self.load(files[index])
+                    arrays = rollout._ppo_arrays("minibatches", gamma, lam, normalize)
+                    # Every file has the spec's structure: minibatches are rebuilt as it is.
+                    rebuild = _tree.fields_rebuilder(arrays)
                     parts.append(
                         {
                             key: leaf.reshape(-1, *leaf.shape[2:])
@@ -598,20 +596,10 @@ class Dataset:
                 full = n - n % size
                 for at in range(0, full, size):
                     batch = {key: leaf[perm[at : at + size]] for key, leaf in buffer.items()}
-                    yield _finish(rebuild, batch, normalize)
+                    yield normalized_minibatch(rebuild(batch), per_minibatch)
                 carry = {key: leaf[perm[full:]] for key, leaf in buffer.items()} if full < n else {}
             if carry and not drop_last:
-                yield _finish(rebuild, carry, normalize)
-
-
-def _finish(
-    rebuild: Callable[[Mapping[str, AnyArray]], dict[str, ArrayTree]],
-    batch: dict[str, AnyArray],
-    normalize: AdvantageNormalization,
-) -> dict[str, ArrayTree]:
-    if normalize == "minibatch":
-        batch["advantages"] = _normalize(batch["advantages"], ddof=1)
-    return rebuild(batch)
+                yield normalized_minibatch(rebuild(carry), per_minibatch)
 
 
 def _chain(first: Rollout, rest: Iterator[Rollout]) -> Iterator[Rollout]:

@@ -52,7 +52,9 @@ __all__ = [
     "AdvantageNormalization",
     "Rollout",
     "RolloutFields",
+    "advantage_normalization",
     "given_infos",
+    "normalized_minibatch",
 ]
 
 FIELD_DIMS: Mapping[str, str] = MappingProxyType(
@@ -900,7 +902,7 @@ class Rollout(BaseModel):
             >>> round(float(mb["advantages"].std(ddof=1)), 4)
             1.0
         """
-        per_minibatch = _normalization(normalize_advantages)
+        per_minibatch = advantage_normalization(normalize_advantages)
         arrays = self._ppo_arrays("minibatches", gamma, lam, normalize_advantages)
         flat = _tree.flatten_fields(arrays)
         rebuild = _tree.fields_rebuilder(arrays)
@@ -912,7 +914,7 @@ class Rollout(BaseModel):
             drop_last=drop_last,
             seed=seed,
         ):
-            yield _per_minibatch(rebuild(_mb.gather(flat, t_idx, b_idx)), per_minibatch)
+            yield normalized_minibatch(rebuild(_mb.gather(flat, t_idx, b_idx)), per_minibatch)
 
     def sequence_minibatches(
         self,
@@ -948,14 +950,14 @@ class Rollout(BaseModel):
             >>> [mb["obses"].shape[:2] for mb in r.sequence_minibatches(2, gamma=0.9, lam=0.9)]
             [(4, 2), (4, 1)]
         """
-        per_minibatch = _normalization(normalize_advantages)
+        per_minibatch = advantage_normalization(normalize_advantages)
         arrays = self._ppo_arrays("sequence_minibatches", gamma, lam, normalize_advantages)
         flat = _tree.flatten_fields(arrays)
         rebuild = _tree.fields_rebuilder(arrays)
         for b_idx in _mb.sequence_minibatch_indices(
             self.batch_size, envs_per_batch, epochs=epochs, drop_last=drop_last, seed=seed
         ):
-            yield _per_minibatch(rebuild(_mb.gather_sequences(flat, b_idx)), per_minibatch)
+            yield normalized_minibatch(rebuild(_mb.gather_sequences(flat, b_idx)), per_minibatch)
 
     # ----------------------------------------------------------------- dunder methods
 
@@ -1022,7 +1024,7 @@ def _same_infos(a: InfoRows | None, b: InfoRows | None) -> bool:
     return a == b
 
 
-def _normalization(mode: object) -> bool:
+def advantage_normalization(mode: object) -> bool:
     """Check a `normalize_advantages=` argument; return whether it asks for per-minibatch."""
     if mode is not None and mode not in ("rollout", "minibatch"):
         raise ValueError(
@@ -1031,7 +1033,8 @@ def _normalization(mode: object) -> bool:
     return mode == "minibatch"
 
 
-def _per_minibatch(batch: dict[str, ArrayTree], normalize: bool) -> dict[str, ArrayTree]:
+def normalized_minibatch(batch: dict[str, ArrayTree], normalize: bool) -> dict[str, ArrayTree]:
+    """Standardize a minibatch's advantages with the unbiased std when `normalize`."""
     if normalize:
         batch["advantages"] = _gae.normalize_advantages(batch["advantages"], ddof=1)
     return batch
