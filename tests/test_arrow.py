@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -152,3 +153,24 @@ def test_polars_reads_the_parquet_file_as_it_is(tmp_path: Path) -> None:
     rewards = frame.filter(~pl.col("bootstrap"))["reward"].to_numpy()
     np.testing.assert_array_equal(rewards, r.rews.reshape(-1))
     assert frame.filter(pl.col("bootstrap"))["reward"].null_count() == 2
+
+
+@pytest.mark.parametrize("module", ["pyarrow", "matplotlib"])
+def test_commands_without_their_extra_say_what_to_install(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, module: str
+) -> None:
+    from trajkit.cli import main
+
+    path = tmp_path / "r.npz"
+    trajkit.save(example_rollout(), path)
+    for name in [m for m in sys.modules if m == module or m.startswith(module + ".")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, module, None)  # as if the extra were not installed
+    command = ["export", str(path), "--out", str(tmp_path / "x.parquet")]
+    if module == "matplotlib":
+        command = ["plot", str(path), "--out", str(tmp_path / "plots")]
+    assert main(command) == 2
+    extra = "arrow" if module == "pyarrow" else "plot"
+    err = capsys.readouterr().err
+    assert f"trajkit {command[0]}: error: " in err
+    assert f"pip install 'trajkit[{extra}]'" in err

@@ -313,7 +313,7 @@ def _main(argv: list[str]) -> int:
         if args.command == "import":
             return _import(args)
         return _schema(args)
-    except _UsageError as exc:
+    except (_UsageError, ImportError) as exc:  # a missing extra is a usage error too
         print(_shown(f"trajkit {args.command}: error: {exc}"), file=sys.stderr)
         return 2
 
@@ -620,11 +620,8 @@ def _action_kind(outs: Mapping[str, np.ndarray[Any, Any]]) -> str:
 
 
 def _plot(args: argparse.Namespace) -> int:
-    try:
-        import trajkit.plot as plot  # matplotlib is imported only for this command
-    except ImportError as exc:
-        print(_shown(f"trajkit plot: error: {exc}"), file=sys.stderr)
-        return 2
+    import trajkit.plot as plot  # matplotlib is imported only when a figure is drawn
+
     rollouts = _load_all(args.paths, args.max_bytes)
     if rollouts is None:
         return 1
@@ -645,19 +642,9 @@ def _plot(args: argparse.Namespace) -> int:
 # ------------------------------------------------------------------------ export, import
 
 
-def _arrow_module(command: str) -> Any:
-    try:
-        import trajkit.arrow as arrow  # pyarrow is imported only for these commands
-    except ImportError as exc:  # pragma: no cover - pyarrow is installed with the dev extras
-        print(_shown(f"trajkit {command}: error: {exc}"), file=sys.stderr)
-        return None
-    return arrow
-
-
 def _export(args: argparse.Namespace) -> int:
-    arrow = _arrow_module("export")
-    if arrow is None:  # pragma: no cover - pyarrow is installed with the dev extras
-        return 2
+    import trajkit.arrow as arrow  # pyarrow is imported only when a table is made
+
     rollouts = _load_all(args.paths, args.max_bytes)
     if rollouts is None:
         return 1
@@ -673,9 +660,8 @@ def _export(args: argparse.Namespace) -> int:
 
 
 def _import(args: argparse.Namespace) -> int:
-    arrow = _arrow_module("import")
-    if arrow is None:  # pragma: no cover - pyarrow is installed with the dev extras
-        return 2
+    import trajkit.arrow as arrow
+
     try:
         rollouts = arrow.read_parquet(args.path)
     except (ValueError, OSError) as exc:
