@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -174,3 +175,17 @@ def test_commands_without_their_extra_say_what_to_install(
     err = capsys.readouterr().err
     assert f"trajkit {command[0]}: error: " in err
     assert f"pip install 'trajkit[{extra}]'" in err
+
+
+def test_infos_are_converted_and_checked_as_save_does() -> None:
+    r = example_rollout(num_steps=2, num_envs=2)
+    infos: list[list[dict[str, Any]]] = [
+        [{}, {"lives": np.int64(2), "ok": np.bool_(True)}],
+        [{}, {}],
+    ]
+    table = ta.to_arrow(r.replace(infos=infos))
+    assert table.column("info").to_pylist()[1] == '{"lives": 2, "ok": true}'
+    with pytest.raises(ValueError, match=r"infos\[1\]\[0\]\['pos'\] is a numpy array"):
+        ta.to_arrow(r.replace(infos=[[{}, {}], [{"pos": np.zeros(2)}, {}]]))
+    with pytest.raises(ValueError, match=r"infos\[0\]\[1\]\['s'\]"):
+        ta.to_arrow(r.replace(infos=[[{}, {"s": "\ud800"}], [{}, {}]]))

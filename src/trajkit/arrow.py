@@ -47,7 +47,7 @@ import numpy as np
 from trajkit._base.optional import require
 from trajkit._base.types import AnyArray
 from trajkit._core import tree as _tree
-from trajkit._io.infos import infos_to_json, strict_json_loads
+from trajkit._io.infos import info_entries, sparse_infos_to_json, strict_json_loads
 from trajkit._models.rollout import Rollout, given_infos
 
 if TYPE_CHECKING:
@@ -162,23 +162,24 @@ def to_arrow(rollout: Rollout, *, index: int = 0) -> pa.Table:
     for key, array in outs.items():
         columns[f"out.{key}"] = _leaf_column(pa, array)
     layout["truncation"] = rollout.truncated is not None
-    columns["info"] = _info_column(pa, rollout, rows, last)
+    columns["info"] = _info_column(pa, rollout, rows)
     table = pa.table(columns)
     return table.replace_schema_metadata({_META_KEY: json.dumps(layout).encode()})
 
 
-def _info_column(pa: Any, rollout: Rollout, rows: int, last: AnyArray) -> Any:
+def _info_column(pa: Any, rollout: Rollout, rows: int) -> Any:
     infos = given_infos(rollout)
     if infos is None:
         return pa.nulls(rows, pa.string())
-    infos_to_json(infos)  # refuse what the file format refuses, with its messages
-    texts: list[str | None] = [
-        json.dumps(item, ensure_ascii=False, allow_nan=False) if item else None
-        for row in infos
-        for item in row
-    ]
-    texts.extend([None] * int(last.sum()))
-    return pa.array(texts, pa.string())
+    B = rollout.batch_size
+    texts: list[str | None] = [None] * rows  # empty infos and the bootstrap rows: null
+    for t, b, info in info_entries(infos):  # converted and checked as save does
+        texts[t * B + b] = json.dumps(info, ensure_ascii=False, allow_nan=False)
+    try:
+        return pa.array(texts, pa.string())
+    except UnicodeEncodeError:  # a lone surrogate: refused as save refuses it, naming it
+        sparse_infos_to_json(infos)
+        raise
 
 
 def from_arrow(table: pa.Table) -> Rollout:

@@ -30,6 +30,7 @@ __all__ = [
     "NESTED_ALLOWANCE",
     "check_infos_json",
     "infos_from_json",
+    "info_entries",
     "infos_to_json",
     "sparse_infos_from_json",
     "sparse_infos_to_json",
@@ -484,6 +485,25 @@ def _check_decoded(data: bytes | bytearray, rows: list[list[dict[str, Any]]]) ->
 _MIN_ENTRY_BYTES = 12  # `[0,0,{"":0}],`: the shortest entry of a non-empty info
 
 
+def info_entries(infos: Sequence[Sequence[Mapping[str, Any]]]) -> list[list[Any]]:
+    """`[t, b, info]` for every non-empty info, converted as `save` stores it.
+
+    NumPy scalars become Python values; what JSON cannot store exactly is refused with a
+    `ValueError` naming it as `infos[t][b]['key']...`.
+
+    Examples:
+        >>> import numpy as np
+        >>> info_entries([[{}, {"lives": np.int64(2)}]])
+        [[0, 1, {'lives': 2}]]
+    """
+    return [
+        [t, b, _convert(item, (t, b))]
+        for t, row in enumerate(infos)
+        for b, item in enumerate(row)
+        if item
+    ]
+
+
 def sparse_infos_to_json(infos: Sequence[Sequence[Mapping[str, Any]]] | None) -> bytes:
     """Encode infos in format version 3: only the non-empty ones, as `[t, b, info]` entries.
 
@@ -507,12 +527,7 @@ def sparse_infos_to_json(infos: Sequence[Sequence[Mapping[str, Any]]] | None) ->
     """
     if infos is None:
         return b'{"entries":[]}'
-    entries = [
-        [t, b, _convert(item, (t, b))]
-        for t, row in enumerate(infos)
-        for b, item in enumerate(row)
-        if item
-    ]
+    entries = info_entries(infos)
     try:
         text = json.dumps(
             {"entries": entries}, ensure_ascii=False, allow_nan=False, separators=(",", ":")
