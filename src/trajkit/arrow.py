@@ -264,10 +264,12 @@ def from_arrow(table: pa.Table) -> Rollout:
                 empty = np.zeros((T + 1, B, *leaf["shape"]), leaf["dtype"])
                 pairs.append((tuple(leaf["path"]), empty))
                 continue
-            pairs.append((tuple(leaf["path"]), grid(leaf["column"], T + 1).astype(leaf["dtype"])))
+            pairs.append(
+                (tuple(leaf["path"]), grid(leaf["column"], T + 1).astype(leaf["dtype"], copy=False))
+            )
         fields[field] = _tree.unflatten_paths(pairs) if entry["nested"] else pairs[0][1]
     outs = {item["key"]: grid(item["column"], T + 1) for item in layout["model_outs"]}
-    rews = grid("reward", T).astype(np.float32)
+    rews = grid("reward", T).astype(np.float32, copy=False)
     dones = grid("done", T + 1)
     truncated = final_values = None
     if layout["truncation"]:
