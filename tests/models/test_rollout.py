@@ -163,6 +163,20 @@ def test_infos_none_gives_empty_dicts() -> None:
     assert r.infos == [[{} for _ in range(B)] for _ in range(T)]
 
 
+def test_infos_rows_are_new_lists_and_mappings_become_dicts() -> None:
+    from types import MappingProxyType
+
+    given = [[{"lives": t}, {}, {"x": 1}] for t in range(T)]
+    given[1][2] = MappingProxyType({"x": 1})  # type: ignore[call-overload]
+    r = make(infos=given)
+    assert r.infos == [[{"lives": t}, {}, {"x": 1}] for t in range(T)]
+    assert all(type(item) is dict for row in r.infos for item in row)
+    assert r.infos[0] is not given[0]
+    assert r.infos[0][0] is given[0][0]  # the seed keeps the caller's dicts too
+    given[0].append({})  # the caller's lists stay theirs
+    assert len(r.infos[0]) == B
+
+
 def test_states_may_be_empty_per_env() -> None:
     r = make(states=np.zeros((T + 1, B, 0)))
     assert r.states.shape == (T + 1, B, 0)

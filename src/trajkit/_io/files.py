@@ -33,6 +33,7 @@ from pydantic import ValidationError
 from trajkit._base.errors import RolloutFileError
 from trajkit._base.types import AnyArray
 from trajkit._core import tree as _tree
+from trajkit._io.crc import crc32
 from trajkit._io.infos import (
     infos_from_json,
     infos_to_json,
@@ -714,7 +715,7 @@ class _MemberStream:
                 count += len(piece)
         self._left_out -= count
         if self._check_crc:
-            self.crc = zlib.crc32(buffer[:count], self.crc)
+            self.crc = crc32(buffer[:count], self.crc)
         return count
 
     def read(self, n: int) -> bytearray:
@@ -762,7 +763,7 @@ class _RunningCrc:
         self.value = start
 
     def update(self, data: memoryview) -> int:
-        self.value = zlib.crc32(data, self.value)
+        self.value = crc32(data, self.value)
         return self.value
 
 
@@ -838,7 +839,7 @@ class _Reader:
         `check_crcs` compares the result.
         """
         pool = self._crc_thread_pool()
-        crc = _RunningCrc(zlib.crc32(header))
+        crc = _RunningCrc(crc32(header))
         future: Future[int] | None = None
         pos = 0
         while pos < len(buffer):
@@ -1113,9 +1114,9 @@ class _Reader:
                 array = self._map(member, self._data_start(info) + len(header), dtype)
                 if verify:
                     flat = array.reshape(-1).view(np.uint8)
-                    crc = zlib.crc32(header)
+                    crc = crc32(header)
                     for pos in range(0, flat.size, _CHUNK):
-                        crc = zlib.crc32(flat[pos : pos + _CHUNK].data, crc)
+                        crc = crc32(flat[pos : pos + _CHUNK].data, crc)
                     if crc != info.CRC:
                         self.fail("CRC-32 mismatch: the data is damaged", member.name)
             else:
