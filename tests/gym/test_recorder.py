@@ -323,6 +323,82 @@ def test_rollouts_recorded_across_calls_join_up(make_env: MakeEnv, mode: Autores
     assert int(joined["dones"][1:].sum()) > 0
 
 
+@pytest.mark.parametrize("mode", MODES)
+def test_long_rollouts_across_calls_join_up_and_count_the_same_episodes(
+    make_env: MakeEnv, mode: AutoresetMode
+) -> None:
+    # Lengths beyond the log's first capacity and uneven calls: the log grows, and moves its
+    # live entries to the front, between rollouts.
+    pieces = RolloutRecorder(make_env(mode), policy, seed=8)
+    parts = [pieces.record(n) for n in (70, 0, 130, 65, 1, 200)]
+    recorder = RolloutRecorder(make_env(mode), policy, seed=8)
+    whole = recorder.record(466)
+    joined, expected = concat(parts), concat([whole])
+    for key in expected:
+        assert np.array_equal(joined[key], expected[key]), key
+    for name in ("returns", "lengths", "envs", "truncated"):
+        np.testing.assert_allclose(
+            getattr(pieces.episodes, name), getattr(recorder.episodes, name), rtol=1e-12
+        )
+    assert len(recorder.episodes) > 50
+
+
+def test_policy_and_env_buffers_reused_between_calls_are_recorded_as_they_were(
+    make_env: MakeEnv,
+) -> None:
+    # A policy that writes into the same arrays every call, and an env that returns the
+    # same observation array every step (copy=False): the recorder copies what it logs.
+    buffers: dict[str, AnyArray] = {}
+
+    def reusing(obs: AnyArray) -> dict[str, AnyArray]:
+        for key, value in policy(obs).items():
+            if key not in buffers:
+                buffers[key] = np.empty_like(value)
+            buffers[key][...] = value
+        return buffers
+
+    env = gym.make_vec(
+        "CartPole-v1",
+        num_envs=NUM_ENVS,
+        vectorization_mode="sync",
+        vector_kwargs={"copy": False},
+        max_episode_steps=LIMIT,
+    )
+    got = RolloutRecorder(env, reusing, seed=3).record(50)
+    env.close()
+    expected = RolloutRecorder(make_env(AutoresetMode.NEXT_STEP), policy, seed=3).record(50)
+    assert got == expected
+
+
+class ColumnRewards(gym.vector.VectorWrapper):
+    """Returns rewards (and ending flags) as lists, or rewards of another size."""
+
+    def __init__(self, env: Any, size: int | None = None) -> None:
+        super().__init__(env)
+        self.size = size
+
+    def step(self, actions: Any) -> Any:
+        obs, rews, terms, truncs, infos = self.env.step(actions)
+        if self.size is not None:
+            return obs, np.zeros(self.size), terms, truncs, infos
+        return obs, rews.tolist(), terms.tolist(), truncs.astype(np.int8), infos
+
+
+def test_rewards_and_flags_of_other_types_are_converted(make_env: MakeEnv) -> None:
+    env = ColumnRewards(make_env(AutoresetMode.NEXT_STEP))
+    got = RolloutRecorder(env, policy, seed=4).record(30)
+    expected = RolloutRecorder(make_env(AutoresetMode.NEXT_STEP), policy, seed=4).record(30)
+    assert got == expected
+
+
+def test_rewards_of_the_wrong_size_are_refused(make_env: MakeEnv) -> None:
+    env = ColumnRewards(make_env(AutoresetMode.NEXT_STEP), size=NUM_ENVS + 1)
+    recorder = RolloutRecorder(env, policy, seed=4)
+    message = "the env returned 5 values where one per env (B=4) was expected"
+    with pytest.raises(ValueError, match=re.escape(message)):
+        recorder.record(3)
+
+
 # ------------------------------------------------------------------------------ infos
 
 

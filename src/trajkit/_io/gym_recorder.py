@@ -214,63 +214,99 @@ class _Log:
 
     Each call of `append` writes one batch per field at the next index: a plain row write,
     whatever the envs are doing. Which entries belong to which env's timeline is logged too
-    (as masks), and sorted out once per rollout, by `_Recorder._build`.
+    (as masks), and sorted out once per rollout, by `RolloutRecorder._build`. The live
+    entries are `start:end` of every array: `drop` only moves `start`, and they move to the
+    front (or into larger arrays) only when an append finds the arrays full.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, dtypes: Mapping[str, type[Any]]) -> None:
         self.arrays: dict[str, AnyArray] = {}
-        self.size = 0
+        self.start = 0
+        self.end = 0
+        self._capacity = 64
+        self._dtypes = dtypes  # fields stored in a fixed dtype (others: the first value's)
         self._order: list[str] = []  # the fields of the last append, in order
         self._targets: list[AnyArray] = []  # their arrays
 
+    @property
+    def size(self) -> int:
+        """The number of live entries."""
+        return self.end - self.start
+
+    def fields(self) -> dict[str, AnyArray]:
+        """The live entries of every field, `[size, B, ...]` (views)."""
+        return {name: array[self.start : self.end] for name, array in self.arrays.items()}
+
     def append(self, batch: Mapping[str, AnyArray]) -> None:
-        k = self.size
-        if self._targets and k < self._targets[0].shape[0] and list(batch) == self._order:
+        k = self.end
+        if k < self._capacity and list(batch) == self._order:
             for target, value in zip(self._targets, batch.values(), strict=True):
                 target[k] = value  # the usual append: same fields, room left
-            self.size = k + 1
+            self.end = k + 1
             return
+        if k == self._capacity:
+            self._make_room()
+            k = self.end
         for name, value in batch.items():
-            found = self.arrays.get(name)
-            array = found if found is not None and found.shape[0] > k else None
+            array = self.arrays.get(name)
             if array is None:
-                array = self._grow(name, found, value)
+                dtype = self._dtypes.get(name, value.dtype)
+                array = self.arrays[name] = np.zeros((self._capacity, *value.shape), dtype)
             array[k] = value
-        self.size = k + 1
+        self.end = k + 1
         self._order = list(batch)
         self._targets = [self.arrays[name] for name in self._order]
-        if len({array.shape[0] for array in self._targets}) != 1:  # pragma: no cover - defensive
-            self._targets = []
 
-    def _grow(self, name: str, array: AnyArray | None, value: AnyArray) -> AnyArray:
-        capacity = 64 if array is None else 2 * array.shape[0]
-        grown = np.zeros((capacity, *value.shape), dtype=value.dtype)
-        if array is not None:
-            grown[: array.shape[0]] = array
-        self.arrays[name] = grown
-        return grown
+    def _make_room(self) -> None:
+        """Move the live entries to the front, into arrays twice as large if they fill half."""
+        live = self.size
+        if 2 * live > self._capacity:
+            self._capacity *= 2
+        for name, array in self.arrays.items():
+            if array.shape[0] != self._capacity:
+                moved = np.zeros((self._capacity, *array.shape[1:]), array.dtype)
+                moved[:live] = array[self.start : self.end]
+                self.arrays[name] = moved
+            else:
+                array[:live] = array[self.start : self.end]  # NumPy handles the overlap
+        self.start, self.end = 0, live
 
     def gather(self, name: str, index: Int64Array) -> AnyArray:
-        """Entry `index[t, b]` of env `b` for every `(t, b)`: `[rows, B, ...]`."""
+        """Live entry `index[t, b]` of env `b` for every `(t, b)`: `[rows, B, ...]`."""
         envs = np.arange(index.shape[1])
-        return self.arrays[name][index, envs]
+        return self.arrays[name][self.start + index, envs]
 
     def drop(self, count: int) -> None:
-        """Forget the first `count` entries."""
-        if count == 0:
-            return
-        keep = self.size - count
-        for array in self.arrays.values():
-            array[:keep] = array[count : self.size]  # NumPy handles the overlap
-        self.size = keep
+        """Forget the first `count` live entries."""
+        self.start += count
+
+
+def _per_env(value: Any, num_envs: int, dtype: type[Any]) -> AnyArray:
+    """A vector env's per-env values (rewards, flags) as an array `[B]`.
+
+    The usual NumPy array of shape `(B,)` is returned as it is (the log converts it as it
+    copies it); anything else is converted, with a clear error if it has not B entries.
+    """
+    if type(value) is np.ndarray and value.shape == (num_envs,):
+        return value
+    array = np.asarray(value, dtype=dtype)
+    if array.size != num_envs:
+        raise ValueError(
+            f"the env returned {array.size} values where one per env (B={num_envs}) was "
+            f"expected: {value!r}"
+        )
+    return array.reshape(num_envs)
 
 
 def _positions(mask: BoolArray, count: int) -> Int64Array:
-    """For each env (column of `mask`), the indices of its first `count` True entries."""
-    out = np.empty((count, mask.shape[1]), dtype=np.int64)
-    for b in range(mask.shape[1]):
-        out[:, b] = np.flatnonzero(mask[:, b])[:count]
-    return out
+    """For each env (column of `mask`), the indices of its first `count` True entries.
+
+    Every column must hold at least `count` of them. `[count, B]`.
+    """
+    envs, entries = np.nonzero(mask.T)  # env by env, entries in order within each
+    firsts = np.searchsorted(envs, np.arange(mask.shape[1]))  # where each env's list starts
+    positions: Int64Array = entries[firsts + np.arange(count)[:, None]]
+    return positions
 
 
 class RolloutRecorder:
@@ -383,19 +419,32 @@ class RolloutRecorder:
         self._seed = seed
         self._state_fn = state_fn
         self._num_envs = int(env.num_envs)
-        # Logs of whole vector steps not yet returned: the rows (observations, done flags,
-        # model outputs, states) each reset or step showed, with `row_new` marking the envs
-        # for which they are a row of the rollout; and the steps (reward, ending, ...), with
-        # `real` marking real transitions. Env b's t-th row and t-th step are the t-th marked
-        # entries of its column: step t is the action taken from row t.
-        self._rows = _Log()
-        self._steps = _Log()
+        # The log of whole vector steps (and the first reset) not yet returned: for each,
+        # the rows it showed (observations, model outputs, states), with `row_new` marking
+        # the envs for which they are a row of the rollout; and the step itself (reward, raw
+        # ending flags, ...), with `real` marking real transitions. Env b's t-th row is the
+        # t-th marked entry of its column, and step t (the action taken from row t) the entry
+        # right after it.
+        self._log = _Log(
+            {
+                "row_new": np.bool_,
+                "state": np.float32,
+                "real": np.bool_,
+                "rew": np.float64,
+                "terminated": np.bool_,
+                "truncs": np.bool_,
+                "final_value": np.float64,
+            }
+        )
+        self._leaf_names: list[str] = []  # the log's fields for the observation leaves
         self._infos: dict[tuple[int, int], dict[str, Any]] = {}  # (step entry, env) -> info
-        self._count = np.zeros(self._num_envs, dtype=np.int64)  # real steps logged per env
+        # Per env, the log entry of the next rollout's row 0: its real steps come after it.
+        self._row0 = np.zeros(self._num_envs, dtype=np.int64)
         # Whether env b has a current row (False while NEXT_STEP's phantom step is due).
         self._pending = np.zeros(self._num_envs, dtype=bool)
         self._obs: ArrayTree | None = None
-        self._no_states = np.zeros((self._num_envs, 0), dtype=np.float32)
+        self._zeros = np.zeros(self._num_envs, dtype=np.float64)
+        self._everyone = np.ones(self._num_envs, dtype=bool)
         self._outs: dict[str, AnyArray] = {}
         self._out_shapes: dict[str, tuple[int, ...]] | None = None
         self._out_full_shapes: dict[str, tuple[int, ...]] | None = None
@@ -553,9 +602,12 @@ class RolloutRecorder:
         if self._obs is None:
             self._start()
         try:
-            while not self._ready(T):
+            while True:
+                count = self._real_steps()
+                if np.all((count > T) | ((count == T) & self._pending)):
+                    break
                 # No env can be ready before T - min(count) more steps: skip the checks.
-                for _ in range(max(1, T - int(self._count.min()))):
+                for _ in range(max(1, T - int(count.min()))):
                     self._advance()
         except Exception as exc:
             self._failure = f"{type(exc).__name__}: {exc}".splitlines()[0]
@@ -564,9 +616,12 @@ class RolloutRecorder:
 
     __call__ = record
 
-    def _ready(self, T: int) -> bool:
-        count, pending = self._count, self._pending
-        return bool(np.all((count > T) | ((count == T) & pending)))
+    def _real_steps(self) -> Int64Array:
+        """How many real steps each env has logged for the next rollout."""
+        log = self._log
+        real = log.arrays["real"][log.start : log.end]
+        counts: Int64Array = (real & (np.arange(log.size)[:, None] > self._row0)).sum(axis=0)
+        return counts
 
     def _start(self) -> None:
         """Reset the env and call the policy; on failure nothing is kept, so a retry is safe."""
@@ -574,91 +629,89 @@ class RolloutRecorder:
         obs = self._obs_batch(reset_obs)
         outs = self._call_policy(obs)
         states = self._states()
-        everyone = np.ones(self._num_envs, dtype=bool)
-        self._log_rows(everyone, obs, everyone, outs, states)
+        self._leaf_names = [f"obs{i}" for i in range(len(_tree.leaves(obs)))]
+        nobody = ~self._everyone
+        self._append(obs, outs, states, self._everyone, nobody, self._zeros, nobody, nobody)
         self._pending[:] = True
         self._obs, self._outs = obs, outs
 
-    def _log_rows(
+    def _append(
         self,
-        new: BoolArray,
         obs: ArrayTree,
-        dones: BoolArray,
         outs: Mapping[str, AnyArray],
-        states: AnyArray,
+        states: AnyArray | None,
+        new: BoolArray,
+        real: BoolArray,
+        rew: AnyArray,
+        terminated: AnyArray,
+        truncs: AnyArray,
+        final_values: AnyArray | None = None,
     ) -> None:
-        batch = {f"obs{i}": leaf for i, leaf in enumerate(_tree.leaves(obs))}
-        batch["row_new"] = new
-        batch["done"] = dones
-        batch["state"] = states
+        """Log one entry: the rows shown (and which are new), and the step that showed them."""
+        batch = {
+            "row_new": new,
+            "real": real,
+            "rew": rew,
+            "terminated": terminated,
+            "truncs": truncs,
+        }
+        if type(obs) is np.ndarray:
+            batch["obs0"] = obs
+        else:
+            batch.update(zip(self._leaf_names, _tree.leaves(obs), strict=True))
         for key, array in outs.items():
-            batch[f"out:{key}"] = array
-        self._rows.append(batch)
+            batch["out:" + key] = array
+        if states is not None:
+            batch["state"] = states
+        if final_values is not None:
+            batch["final_value"] = final_values
+        self._log.append(batch)
 
     def _advance(self) -> None:
-        """One vector step: log each env's real transition; phantom ones are not rows."""
+        """One vector step: log what the env and policy returned; phantom steps are not rows.
+
+        Only what the next step needs is computed here (which envs have a row next); `dones`,
+        truncation, final values, step counts and episode sums are worked out from the raw
+        flags and rewards logged here, over whole arrays, once per rollout (`_build`).
+        """
         B = self._num_envs
         obs, rews, terms, truncs, infos = self._env.step(self._outs["actions"])
-        obs_batch = self._obs_batch(obs)
-        rew = np.asarray(rews, dtype=np.float64).reshape(B)
-        terminated = np.asarray(terms, dtype=bool).reshape(B)
-        ended = terminated | np.asarray(truncs, dtype=bool).reshape(B)
+        new_obs = self._obs_batch(obs)
+        terms, truncs = _per_env(terms, B, bool), _per_env(truncs, B, bool)
+        ended = np.logical_or(terms, truncs)
         real = self._pending
-        truncated: BoolArray = ended & ~terminated & real
-        has_critic = "critic" in self._outs
-        final_values = np.zeros(B, dtype=np.float64)
 
+        final_values = None  # NEXT_STEP's are in the log already: the critic's outputs
         if self._mode is _Mode.NEXT_STEP:
             # Ended envs show their final observation now; their next step is the phantom.
-            new_obs = obs_batch
             new_outs = self._call_policy(new_obs)
-            if has_critic:
-                final_values = np.asarray(new_outs["critic"], dtype=np.float64)
-        elif self._mode is _Mode.SAME_STEP:
-            if has_critic and truncated.any():
-                final_values = self._critic(self._with_final_obs(obs_batch, infos, truncated))
-            new_obs = obs_batch
-            new_outs = self._call_policy(new_obs)
-        else:  # DISABLED: the batch holds the final observations; reset the ended envs.
-            if has_critic and truncated.any():
-                final_values = self._critic(obs_batch)
-            new_obs = obs_batch
-            if ended.any():
+            # The new rows: every env's but the just ended ones (their next step is the
+            # phantom reset, whose observation starts the next episode and is a row).
+            new = ~(ended & real)
+        else:
+            final_values = self._zeros
+            truncated = ended & ~np.asarray(terms, dtype=bool) & real
+            if "critic" in self._outs and truncated.any():
+                if self._mode is _Mode.SAME_STEP:
+                    final_obs = self._with_final_obs(new_obs, infos, truncated)
+                else:  # DISABLED: the batch holds the final observations
+                    final_obs = new_obs
+                final_values = self._critic(final_obs)
+            if self._mode is _Mode.DISABLED and ended.any():
                 reset_obs, _ = self._env.reset(options={"reset_mask": ended.copy()})
                 new_obs = self._obs_batch(reset_obs)
             new_outs = self._call_policy(new_obs)
-        states = self._states()
+            new = self._everyone
+        states = None if self._state_fn is None else self._states()
 
-        # Episode returns summed step by step, as RecordEpisodeStatistics sums them.
-        ep_return, ep_length = self._ep_return, self._ep_length
-        ep_return += np.where(real, rew, 0.0)
-        ep_length += real
-        if self._keeps_infos(infos):
-            entry = self._steps.size
+        if infos and self._keeps_infos(infos):
+            entry = self._log.size
             for b in np.flatnonzero(real).tolist():
                 info = self._info(infos, b)
                 if info:
                     self._infos[entry, b] = info
-        self._steps.append(
-            {
-                "real": real,
-                "rew": rew,
-                "ended": ended,
-                "truncated": truncated,
-                "final_value": np.where(truncated, final_values, 0.0),
-                "ep_return": ep_return,
-                "ep_length": ep_length,
-            }
-        )
-        episode_over = ended & real
-        if episode_over.any():
-            ep_return[episode_over] = 0.0
-            ep_length[episode_over] = 0
-        self._count += real
-        # The new rows: every env's but NEXT_STEP's just ended ones (their next step is the
-        # phantom reset, whose observation starts the next episode and is a row).
-        new = ~episode_over if self._mode is _Mode.NEXT_STEP else np.ones(B, dtype=bool)
-        self._log_rows(new, new_obs, ended | ~real, new_outs, states)
+        rew = _per_env(rews, B, np.float64)
+        self._append(new_obs, new_outs, states, new, real, rew, terms, truncs, final_values)
         self._pending = new
         self._obs, self._outs = new_obs, new_outs
 
@@ -675,24 +728,33 @@ class RolloutRecorder:
         return False
 
     def _build(self, T: int) -> Rollout:
-        B = self._num_envs
-        rows, steps = self._rows, self._steps
-        row_at = _positions(rows.arrays["row_new"][: rows.size], T + 1)  # [T+1, B]
-        if steps.size:
-            step_at = _positions(steps.arrays["real"][: steps.size], T)  # [T, B]
-        else:
-            step_at = np.zeros((0, B), dtype=np.int64)
+        B, log = self._num_envs, self._log
+        fields = log.fields()
+        row_at = _positions(fields["row_new"], T + 1)  # [T+1, B]
+        step_at = row_at[:T] + 1  # [T, B]: step t is the entry after row t's
+        envs = np.arange(B)
+        real = fields["real"]
+        ended = np.logical_or(fields["terminated"], fields["truncs"])
+        # A row starts an episode where the step that showed it ended one, or was a phantom.
+        dones = np.less_equal(real, ended)[row_at, envs].astype(np.float32)
+        # The steps of this rollout and later ones: those after the entry of its row 0.
+        entry = np.arange(log.size)[:, None]
+        counted = real & (entry > row_at[0])
+        over = ended & counted  # an episode ended at this entry
+        returns, lengths = self._episode_sums(counted, fields["rew"], over)
+        # NEXT_STEP's final value is the critic's output on the same step's observations.
+        final_value = fields.get("final_value", fields.get("out:critic", np.zeros_like(real)))
 
-        def step_field(name: str, dtype: type[Any]) -> AnyArray:
-            if not steps.size:  # no step logged yet (T = 0)
-                return np.zeros((0, B), dtype)
-            return steps.gather(name, step_at).astype(dtype, copy=False)
+        def at_steps(array: AnyArray, dtype: type[Any]) -> AnyArray:
+            return array[step_at, envs].astype(dtype, copy=False)  # [T, B]
 
-        truncated = step_field("truncated", bool)
-        t_end, b_end = np.nonzero(step_field("ended", bool))  # in (t, b) order
+        # Every gathered step is real, so an ending that is not a termination is a truncation.
+        step_ended = at_steps(ended, bool)
+        truncated = step_ended & ~at_steps(fields["terminated"], bool)
+        t_end, b_end = np.nonzero(step_ended)  # in (t, b) order
         self._last_episodes = CompletedEpisodes(
-            step_field("ep_return", np.float64)[t_end, b_end],
-            step_field("ep_length", np.int64)[t_end, b_end],
+            at_steps(returns, np.float64)[t_end, b_end],
+            at_steps(lengths, np.int64)[t_end, b_end],
             b_end.astype(np.int64),
             truncated[t_end, b_end],
         )
@@ -703,38 +765,68 @@ class RolloutRecorder:
             infos = [
                 [self._infos.pop((int(step_at[t, b]), b), {}) for b in range(B)] for t in range(T)
             ]
-        leaves = [rows.gather(f"obs{i}", row_at) for i in range(len(_tree.leaves(self._obs)))]
+        leaves = [log.gather(name, row_at) for name in self._leaf_names]
+        states = np.zeros((T + 1, B, 0), np.float32)
+        if self._state_fn is not None:
+            states = log.gather("state", row_at)
         rollout = Rollout(
-            states=rows.gather("state", row_at).astype(np.float32, copy=False),
+            states=states,
             obses=_tree.unflatten(self._obs, leaves),
-            rews=step_field("rew", np.float64),
-            dones=rows.gather("done", row_at),
+            rews=at_steps(fields["rew"], np.float64),
+            dones=dones,
             infos=infos,
-            model_outs={key: rows.gather(f"out:{key}", row_at) for key in self._outs},
+            model_outs={key: log.gather("out:" + key, row_at) for key in self._outs},
             truncated=truncated,
-            final_values=step_field("final_value", np.float64),
+            final_values=np.where(truncated, at_steps(final_value, np.float64), 0.0),
             copy=False,
         )
-        self._forget(self._rows, "row_new", row_at[T])  # row T is the next rollout's row 0
-        if T:
-            self._forget(self._steps, "real", step_at[T - 1] + 1)
-            self._count -= T
-        return rollout
-
-    def _forget(self, log: _Log, mark: str, first: Int64Array) -> None:
-        """Drop what a rollout used: env b's entries before `first[b]` are no longer its own."""
-        flags = log.arrays[mark][: log.size]
-        flags[np.arange(log.size)[:, None] < first[None, :]] = False
+        # Row T is the next rollout's row 0; every step up to its entry has been used (or
+        # was a phantom). The episodes running on carry their sums into the next rollout.
+        first = row_at[T]
+        at_first = first, envs
+        self._ep_return = np.where(over[at_first], 0.0, returns[at_first])
+        self._ep_length = np.where(over[at_first], 0, lengths[at_first])
+        fields["row_new"][entry < first] = False
         drop = int(first.min())
-        if log is self._steps and self._infos:
+        if self._infos:
             self._infos = {(k - drop, b): info for (k, b), info in self._infos.items()}
         log.drop(drop)
+        self._row0 = first - drop
+        return rollout
+
+    def _episode_sums(
+        self, real: BoolArray, rew: Float64Array, over: BoolArray
+    ) -> tuple[Float64Array, Int64Array]:
+        """Return and length of each env's episode so far, after each logged entry `[K, B]`.
+
+        Counted as `RecordEpisodeStatistics` counts them (real transitions, undiscounted
+        rewards), from the sums carried over from earlier rollouts; `over` marks the entries
+        whose episode ended there (the entry itself still counts in that episode).
+        """
+        K, B = real.shape
+        sums = np.cumsum(np.where(real, rew, 0.0), axis=0)
+        counts = np.cumsum(real, axis=0, dtype=np.int64)
+        # For each entry, the last earlier entry whose episode ended (-1 if none).
+        entry = np.arange(K)[:, None]
+        last_over = np.maximum.accumulate(np.where(over, entry, -1), axis=0)
+        before = np.concatenate([np.full((1, B), -1), last_over[:-1]])
+        envs = np.arange(B)
+        began = before >= 0
+        returns = sums - np.where(began, sums[before, envs], -self._ep_return)
+        lengths = counts - np.where(began, counts[before, envs], -self._ep_length)
+        return returns, lengths
 
     # ---------------------------------------------------------------------------- helpers
 
     def _obs_batch(self, obs: Any) -> ArrayTree:
-        """The env's observations: a numeric `[B, ...]` array (a copy), or a dict/tuple of them."""
-        if isinstance(obs, np.ndarray):  # the common flat case, without walking a tree
+        """The env's observations: a numeric `[B, ...]` array, or a dict/tuple of them.
+
+        A NumPy batch of the right kind is used as it is (the log copies it into place);
+        anything else is converted, or refused with a message naming the leaf.
+        """
+        if type(obs) is np.ndarray:  # the common flat case, without walking a tree
+            if obs.dtype.kind in "biuf" and obs.ndim >= 1 and obs.shape[0] == self._num_envs:
+                return obs
             return self._obs_leaf((), obs)
         tree = _tree.normalize(obs, "the env's observations") if not _tree.is_leaf(obs) else obs
         return _tree.map_with_path(self._obs_leaf, tree)
@@ -758,6 +850,17 @@ class RolloutRecorder:
         """Call the policy and check its outputs: a mapping with `actions`, all `[B, ...]`."""
         B = self._num_envs
         raw = self._policy(obs)
+        known = self._out_full_shapes
+        if type(raw) is dict and known is not None and len(raw) == len(known):
+            # The usual call: the same keys and shapes as before, as NumPy arrays (used as
+            # they are: the log copies them).
+            same: dict[str, AnyArray] = {}
+            for key, value in raw.items():
+                if type(value) is not np.ndarray or known.get(key) != value.shape:
+                    break
+                same[key] = value
+            else:
+                return same
         if not isinstance(raw, Mapping):
             raise TypeError(
                 "the policy must return a mapping of model outputs (e.g. {'actions': ...}), "
@@ -768,11 +871,6 @@ class RolloutRecorder:
                 "the policy's outputs have no 'actions' key (keys: "
                 f"{sorted(map(str, raw))}); return the actions to take as outputs['actions']"
             )
-        known = self._out_full_shapes
-        if known is not None and len(raw) == len(known):  # the usual call: shapes as before
-            outs = {key: np.array(value) for key, value in raw.items()}
-            if all(known.get(key) == array.shape for key, array in outs.items()):
-                return outs
         outs = {}
         for key, value in raw.items():
             if not isinstance(key, str):
@@ -829,10 +927,11 @@ class RolloutRecorder:
                 leaf[b] = _tree.get_leaf(final, path) if path else final
         return batch
 
-    def _states(self) -> AnyArray:
+    def _states(self) -> AnyArray | None:
+        """The envs' states from `state_fn`, `[B, ...]` float32; None without a `state_fn`."""
         B = self._num_envs
         if self._state_fn is None:
-            return self._no_states
+            return None
         states = np.array(self._state_fn(self._env), dtype=np.float32)
         if states.ndim < 1 or states.shape[0] != B:
             raise ValueError(f"state_fn returned shape {states.shape}, expected ({B}, ...)")
@@ -843,10 +942,6 @@ class RolloutRecorder:
                 f"state_fn returned shape {states.shape}, expected {self._state_shape} as before"
             )
         return states
-
-    @staticmethod
-    def _row_outs(outs: Mapping[str, AnyArray], b: int) -> dict[str, AnyArray]:
-        return {key: array[b] for key, array in outs.items()}
 
     def _info(self, infos: Mapping[str, Any], b: int) -> dict[str, Any]:
         """Env `b`'s info for this step: JSON-compatible, final_info merged, keys filtered."""

@@ -1,0 +1,52 @@
+"""The recorder's time-major log and its per-env position lookup, against plain Python models."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+pytest.importorskip("gymnasium")
+
+from trajkit._io.gym_recorder import _Log, _positions
+
+
+@given(st.lists(st.tuples(st.integers(1, 90), st.integers(0, 90)), min_size=1, max_size=8))
+def test_the_log_keeps_what_was_appended_and_not_dropped(plan: list[tuple[int, int]]) -> None:
+    log = _Log({"flag": np.bool_})
+    model: list[tuple[float, bool]] = []  # the live entries
+    written = 0
+    for appends, drops in plan:
+        for _ in range(appends):
+            log.append({"x": np.full(3, written, np.float32), "flag": np.array([written % 3])})
+            model.append((float(written), bool(written % 3)))
+            written += 1
+        drops = min(drops, log.size - 1)
+        log.drop(drops)
+        del model[:drops]
+        fields = log.fields()
+        assert log.size == len(model)
+        assert fields["x"][:, 0].tolist() == [x for x, _ in model]
+        assert fields["flag"].dtype == np.bool_
+        assert fields["flag"][:, 0].tolist() == [flag for _, flag in model]
+        index = np.arange(log.size)[:, None].repeat(3, axis=1)
+        np.testing.assert_array_equal(log.gather("x", index), fields["x"])
+
+
+@given(
+    st.integers(1, 6).flatmap(
+        lambda b: st.lists(st.lists(st.booleans(), min_size=b, max_size=b), min_size=1)
+    ),
+    st.integers(0, 5),
+)
+def test_positions_are_each_columns_first_true_entries(rows: list[list[bool]], count: int) -> None:
+    mask = np.array(rows, dtype=bool)
+    # Every column holds at least `count` of them.
+    mask = np.concatenate([np.ones((count, mask.shape[1]), bool), mask])
+    expected = np.array(
+        [np.flatnonzero(mask[:, b])[:count] for b in range(mask.shape[1])], dtype=np.int64
+    ).T.reshape(count, mask.shape[1])
+    got = _positions(mask, count)
+    assert got.dtype == np.int64
+    np.testing.assert_array_equal(got, expected)
