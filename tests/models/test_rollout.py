@@ -19,6 +19,7 @@ from pydantic import ValidationError
 
 from tests.reference import as_seed_model_outs, gae_loop, stack_key
 from trajkit import ModelOutputs, Rollout
+from trajkit._core import fused
 from trajkit._models import arrays
 from trajkit.testing import example_rollout, rollouts
 
@@ -796,8 +797,10 @@ def test_validation_does_not_loop_over_elements(monkeypatch: pytest.MonkeyPatch)
     # The same number of Python calls for 16 elements as for 65,536: validation is a fixed
     # number of vectorised NumPy operations per field, not a loop over timesteps or envs.
     # (Arrays over a MiB are copied and checked in 256 KiB blocks: a loop over blocks, which
-    # is switched off here so that the count is exact.)
+    # is switched off here so that the count is exact; so are the compiled one-pass kernels,
+    # which take arrays from 64 KiB.)
     monkeypatch.setattr(arrays, "_FUSED_BYTES", 1 << 62)
+    monkeypatch.setattr(fused, "MIN_BYTES", 1 << 62)
     _python_calls_to_build(1, 1)  # warm caches (e.g. abc's subclass checks) first
     assert _python_calls_to_build(8, 2) == _python_calls_to_build(1024, 64)
 
@@ -814,11 +817,22 @@ def _bare(T: int, B: int) -> Rollout:
     )
 
 
+@pytest.fixture(params=["numpy", "numba"])
+def checks_backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Large fields checked by NumPy (block by block) and by the compiled one-pass kernels."""
+    if request.param == "numba":
+        pytest.importorskip("numba")
+    monkeypatch.setenv("TRAJKIT_BACKEND", request.param)
+    return str(request.param)
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.usefixtures("checks_backend")
 def test_large_fields_are_copied_and_checked_block_by_block_with_the_same_result(
     dtype: type[np.floating[Any]],
 ) -> None:
-    # 3 MiB of rewards: copied in 256 KiB blocks, each checked while it is in the cache.
+    # 3 MiB of rewards: copied in one pass by a compiled kernel, or in 256 KiB blocks, each
+    # checked while it is in the cache; a failed check names the first bad position.
     T, B = 3072, 256
     r = _bare(T, B)
     rews = np.random.default_rng(0).normal(size=(T, B)).astype(dtype)
@@ -834,6 +848,7 @@ def test_large_fields_are_copied_and_checked_block_by_block_with_the_same_result
         Rollout(r.states, r.obses, rews, r.dones, None, r.model_outs, copy=False)
 
 
+@pytest.mark.usefixtures("checks_backend")
 def test_the_block_check_sees_through_overflowing_squares() -> None:
     # 3e19 squared overflows float32, yet the values are finite: they must be accepted.
     T, B = 2048, 256
@@ -843,3 +858,47 @@ def test_the_block_check_sees_through_overflowing_squares() -> None:
     rews[-1, -1] = -np.inf
     with pytest.raises(ValueError, match=r"rews must be finite, got -inf at \(t=2047, b=255\)"):
         r.replace(rews=rews)
+
+
+@pytest.mark.usefixtures("checks_backend")
+def test_large_float64_fields_beyond_float32_range_are_refused() -> None:
+    T, B = 1024, 64  # 512 KiB of float64 values
+    r = _bare(T, B)
+    rews = np.zeros((T, B))
+    rews[700, 3] = 1e300
+    message = r"rews holds 1e\+300 at \(t=700, b=3\), beyond float32's range"
+    with pytest.raises(ValueError, match=message):
+        r.replace(rews=rews)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.usefixtures("checks_backend")
+def test_large_flags_are_checked_for_zeros_and_ones(dtype: type[np.floating[Any]]) -> None:
+    T, B = 1024, 64
+    r = _bare(T, B)
+    dones = np.zeros((T + 1, B), dtype)
+    dones[::7] = 1
+    assert r.replace(dones=dones).dones.sum() == dones.sum()
+    truncated = np.zeros((T, B), dtype)
+    for copying in (True, False):
+        built = Rollout(
+            r.states,
+            r.obses,
+            r.rews,
+            dones,
+            None,
+            {},
+            truncated=truncated,
+            final_values=truncated,
+            copy=copying,
+        )
+        assert built.dones.dtype == np.float32
+    dones[1000, 60] = 0.5
+    with pytest.raises(
+        ValueError, match=r"dones must hold only 0 and 1, got 0.5 at \(t=1000, b=60\)"
+    ):
+        r.replace(dones=dones)
+    with pytest.raises(
+        ValueError, match=r"dones must hold only 0 and 1, got 0.5 at \(t=1000, b=60\)"
+    ):
+        Rollout(r.states, r.obses, r.rews, dones, None, {}, copy=False)

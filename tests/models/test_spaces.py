@@ -21,6 +21,7 @@ from trajkit import (
     minibatch_indices,
     sequence_minibatch_indices,
 )
+from trajkit._core import fused
 from trajkit._core.tree import flatten, format_path
 from trajkit._models import arrays
 from trajkit.testing import ACTION_KINDS, example_rollout, rollouts
@@ -301,6 +302,7 @@ def test_nested_validation_does_not_loop_over_elements(monkeypatch: pytest.Monke
     # Per-leaf work only: the same number of calls for 16 elements per leaf as for 65,536
     # (with the block-by-block copy of arrays over a MiB switched off, for an exact count).
     monkeypatch.setattr(arrays, "_FUSED_BYTES", 1 << 62)
+    monkeypatch.setattr(fused, "MIN_BYTES", 1 << 62)
     _calls_to_build_nested(1, 1)
     assert _calls_to_build_nested(8, 2) == _calls_to_build_nested(1024, 64)
 

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from trajkit._base.types import AnyArray, Float32Array, Int32Array
+from trajkit._core import fused
 
 __all__ = [
     "arrays_equal",
@@ -76,6 +77,10 @@ def as_numeric(
     Raises:
         ValueError: If `value` is not such an array.
     """
+    if type(value) is np.ndarray:  # the common case: not a string, not a masked array
+        array = value.copy() if copy else value
+        if array.dtype.kind in ("biuf" if allow_bool else "iuf") and array.ndim >= min_ndim:
+            return array
     if isinstance(value, str | bytes):
         raise ValueError(f"{name} must be an array, got a {type(value).__name__} {value!r:.40}")
     if isinstance(value, np.ma.MaskedArray):
@@ -110,30 +115,52 @@ _BLOCK_BYTES = 1 << 18  # bytes per block: well inside the L2 cache
 
 
 def as_float32(
-    value: Any, name: str, *, copy: bool, min_ndim: int = 1, finite: bool = False, axes: str = "tb"
+    value: Any,
+    name: str,
+    *,
+    copy: bool,
+    min_ndim: int = 1,
+    finite: bool = False,
+    binary: bool = False,
+    axes: str = "tb",
 ) -> Float32Array:
     """Like `as_numeric`, then cast to float32 (as the seed does for rewards, dones and states).
 
     The copy and the cast are one pass (float64 input is not copied and then cast). With
-    `finite`, NaN and ±inf are refused as by `check_finite`; a large array is checked block by
-    block right after each block is copied, while it is in the cache, so that the check costs
-    next to nothing beside the copy.
+    `finite`, NaN and ±inf are refused as by `check_finite`; with `binary`, values other than
+    0 and 1 as by `check_binary`. A large array is copied and checked in one pass by a
+    compiled kernel when numba is installed (`trajkit._core.fused`); without it, a large
+    `finite` array is checked block by block right after each block is copied, while it is in
+    the cache.
 
     Raises:
         ValueError: As `as_numeric`; if a finite value is beyond float32's range (it would
-            become inf); with `finite`, for NaN or ±inf. Messages name the first position.
+            become inf); with `finite`, for NaN or ±inf; with `binary`, for other values than
+            0 and 1. Messages name the first position.
     """
     array = as_numeric(value, name, copy=False, min_ndim=min_ndim)
     if not copy and array.dtype == np.float32:
         if finite:
             check_finite(array, name, axes)
+        if binary:
+            check_binary(array, name)
         return array
+    if finite or binary:
+        checked = fused.cast_checked(array, "finite" if finite else "binary")
+        if checked is not None and checked[1]:
+            return checked[0]  # else NumPy's checks below find and name the first bad value
+    if binary:
+        flags = as_float32(array, name, copy=True, min_ndim=min_ndim)
+        check_binary(flags, name)
+        return flags
     wide = array.dtype.kind == "f" and array.dtype.itemsize > 4  # can overflow float32
     if array.nbytes < _FUSED_BYTES or array.ndim == 0 or not finite:
-        with np.errstate(over="ignore"):
-            converted: Float32Array = array.astype(np.float32)
         if wide:
+            with np.errstate(over="ignore"):  # overflow is detected, not warned
+                converted: Float32Array = array.astype(np.float32)
             _check_overflow(array, converted, name, axes)
+        else:
+            converted = array.astype(np.float32)
         if finite:
             check_finite(converted, name, axes)
         return converted
@@ -143,7 +170,7 @@ def as_float32(
         for start in range(0, len(out), rows):
             block = out[start : start + rows]
             np.copyto(block, array[start : start + rows], casting="unsafe")
-            if not _surely_finite(block):
+            if not _surely_finite(block) and not np.isfinite(block).all():
                 done = start + len(block)  # names the first position, overflow first
                 if wide:
                     _check_overflow(array[:done], out[:done], name, axes)
@@ -165,14 +192,18 @@ def _check_overflow(source: AnyArray, cast: Float32Array, name: str, axes: str =
             )
 
 
-def _surely_finite(block: Float32Array) -> bool:
-    """Whether a C-contiguous float32 block holds no NaN or ±inf, by one BLAS dot product.
+def _surely_finite(array: AnyArray) -> bool:
+    """Whether a float array surely holds no NaN or ±inf, by one BLAS dot product.
 
-    The sum of squares is finite exactly when every element is, unless finite elements
-    overflow it (beyond about 1.8e19); then the elements are checked one by one.
+    The sum of squares of a C-contiguous float32 or float64 array is finite exactly when
+    every element is, unless finite elements overflow it (beyond about 1.8e19 in float32);
+    False means "check element by element" (also for other dtypes and layouts).
     """
-    flat = block.reshape(-1)
-    return bool(np.isfinite(np.dot(flat, flat))) or bool(np.isfinite(flat).all())
+    if array.dtype.char not in "fd" or not array.dtype.isnative or not array.flags.c_contiguous:
+        return False
+    flat = array.reshape(-1)
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflow only means "look closer"
+        return bool(np.isfinite(np.dot(flat, flat)))
 
 
 def arrays_equal(a: AnyArray, b: AnyArray) -> bool:
@@ -236,6 +267,12 @@ def check_finite(array: AnyArray, name: str, axes: str = "tb") -> None:
     Raises:
         ValueError: If any element is not finite.
     """
+    if array.dtype.kind in "biu":
+        return
+    if array.nbytes >= fused.MIN_BYTES:  # one pass, without a boolean array as large
+        fast = fused.passes(array, "finite")
+        if fast or (fast is None and _surely_finite(array)):
+            return
     finite = np.isfinite(array)
     if not finite.all():
         pos = first_true(~finite)
@@ -250,6 +287,8 @@ def check_binary(array: AnyArray, name: str) -> None:
     Raises:
         ValueError: If any element is not 0 or 1.
     """
+    if array.dtype == np.bool_ or fused.passes(array, "binary"):
+        return
     ok = (array == 0) | (array == 1)
     if not ok.all():
         pos = first_true(~ok)

@@ -38,7 +38,6 @@ from trajkit._models.arrays import (
     arrays_equal,
     as_float32,
     as_numeric,
-    check_binary,
     first_true,
     fmt_index,
 )
@@ -142,6 +141,8 @@ def _copying(info: ValidationInfo) -> bool:
 
 def _v_states(value: Any, info: ValidationInfo) -> ArrayTree:
     copy = _copying(info)
+    if type(value) is np.ndarray:  # the common flat case, without walking a tree
+        return as_float32(value, "states", copy=copy, min_ndim=2)
     return _tree.map_with_path(
         lambda path, leaf: as_float32(
             leaf, _tree.format_path("states", path), copy=copy, min_ndim=2
@@ -152,6 +153,8 @@ def _v_states(value: Any, info: ValidationInfo) -> ArrayTree:
 
 def _v_obses(value: Any, info: ValidationInfo) -> ArrayTree:
     copy = _copying(info)
+    if type(value) is np.ndarray:  # the common flat case, without walking a tree
+        return as_numeric(value, "obses", copy=copy, min_ndim=1)
     return _tree.map_with_path(
         lambda path, leaf: as_numeric(
             leaf, _tree.format_path("obses", path), copy=copy, min_ndim=1
@@ -164,18 +167,18 @@ def _v_rews(value: Any, info: ValidationInfo) -> Float32Array:
     return as_float32(value, "rews", copy=_copying(info), finite=True)
 
 
+def _as_flags(value: Any, name: str, info: ValidationInfo) -> Float32Array:
+    """0/1 flags as float32; bools are cast without a check (they cannot be anything else)."""
+    binary = getattr(value, "dtype", None) != np.bool_
+    return as_float32(value, name, copy=_copying(info), binary=binary)
+
+
 def _v_dones(value: Any, info: ValidationInfo) -> Float32Array:
-    dones = as_float32(value, "dones", copy=_copying(info))
-    check_binary(dones, "dones")
-    return dones
+    return _as_flags(value, "dones", info)
 
 
 def _v_truncated(value: Any, info: ValidationInfo) -> Float32Array | None:
-    if value is None:
-        return None
-    truncated = as_float32(value, "truncated", copy=_copying(info))
-    check_binary(truncated, "truncated")
-    return truncated
+    return None if value is None else _as_flags(value, "truncated", info)
 
 
 def _v_final_values(value: Any, info: ValidationInfo) -> Float32Array | None:
@@ -387,7 +390,11 @@ class Rollout(BaseModel):
 
         add("dones", self.dones.shape, _SPECS["dones"])
         for name in ("obses", "states"):  # every leaf of a nested field votes under its path
-            for path, leaf in _tree.flatten(getattr(self, name)):
+            tree = getattr(self, name)
+            if type(tree) is np.ndarray:
+                add(name, tree.shape, _SPECS[name])
+                continue
+            for path, leaf in _tree.flatten(tree):
                 add(_tree.format_path(name, path), leaf.shape, _SPECS[name])
         building = self.model_outs.building  # steps still being appended: rows don't vote
         outs = {} if building else self.model_outs.arrays

@@ -1,0 +1,81 @@
+"""The one-pass copy-and-check kernels against NumPy's separate cast and checks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from trajkit._core import _numba_checks, fused
+
+SPECIAL = [0.0, -0.0, 1.0, 0.5, -1.0, np.nan, np.inf, -np.inf, 3.5e38, 1e300, 1e-45]
+
+
+@st.composite
+def values(draw: st.DrawFn, size: int) -> np.ndarray[Any, Any]:
+    """Zeros and ones, with a few special values at drawn places, as float32 or float64."""
+    dtype = draw(st.sampled_from([np.float32, np.float64]))
+    seed = draw(st.integers(0, 2**32 - 1))
+    array = np.random.default_rng(seed).integers(0, 2, size).astype(np.float64)
+    for _ in range(draw(st.integers(0, 3))):
+        array[draw(st.integers(0, size - 1))] = draw(st.sampled_from(SPECIAL))
+    with np.errstate(over="ignore"):
+        return array.astype(dtype)
+
+
+def reference(array: np.ndarray[Any, Any], rule: fused.Rule) -> tuple[Any, bool]:
+    with np.errstate(over="ignore"):
+        cast = array.astype(np.float32)
+    if rule == "finite":
+        return cast, bool(np.isfinite(cast).all())
+    return cast, bool(((cast == 0) | (cast == 1)).all())
+
+
+@given(values(size=40), st.sampled_from(["finite", "binary"]))
+def test_the_python_kernels_are_the_numpy_checks(array: Any, rule: fused.Rule) -> None:
+    expected, ok = reference(array, rule)
+    out = np.empty(array.size, np.float32)
+    kernel = _numba_checks.cast_finite if rule == "finite" else _numba_checks.cast_binary
+    with np.errstate(all="ignore"):  # uncompiled, inf - inf warns
+        assert kernel(array, out) == ok
+        np.testing.assert_array_equal(out, expected)
+        if array.dtype == np.float32:
+            test = _numba_checks.is_finite if rule == "finite" else _numba_checks.is_binary
+            assert test(array) == ok
+
+
+@given(values(size=fused.MIN_BYTES // 4 + 3), st.sampled_from(["finite", "binary"]))
+def test_the_compiled_kernels_are_the_numpy_checks(array: Any, rule: fused.Rule) -> None:
+    pytest.importorskip("numba")
+    array = array.reshape(-1, 1)
+    expected, ok = reference(array, rule)
+    result = fused.cast_checked(array, rule)
+    assert result is not None  # float32 and float64 sources are both taken
+    out, passed = result
+    assert passed == ok
+    np.testing.assert_array_equal(out, expected)
+    assert out.shape == array.shape
+    assert out.dtype == np.float32
+    # The check alone, of the values as they are (float64 ones are not cast first), also of
+    # read-only arrays (memory maps of loaded files).
+    as_is = np.isfinite(array) if rule == "finite" else (array == 0) | (array == 1)
+    array.flags.writeable = False
+    assert fused.passes(array, rule) == bool(as_is.all())
+
+
+def test_kernels_apply_only_to_large_contiguous_floats(monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("numba")
+    big = np.zeros(fused.MIN_BYTES // 4, np.float32)
+    assert fused.passes(big, "finite") is True
+    assert fused.passes(big[: big.size // 2], "finite") is None  # small
+    assert fused.passes(big.reshape(-1, 2)[:, 0], "finite") is None  # not contiguous
+    assert fused.passes(np.zeros(big.size, np.int32), "finite") is None  # not a float
+    assert fused.passes(big.astype(">f4"), "finite") is None  # not native
+    monkeypatch.setenv("TRAJKIT_BACKEND", "numpy")
+    assert fused.passes(big, "finite") is None
+    assert fused.cast_checked(big, "binary") is None
+    monkeypatch.setenv("TRAJKIT_BACKEND", "fortran")  # a misspelt backend: NumPy, no error
+    assert fused.passes(big, "finite") is None
