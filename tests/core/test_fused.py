@@ -52,7 +52,12 @@ def test_the_compiled_kernels_are_the_numpy_checks(array: Any, rule: fused.Rule)
     pytest.importorskip("numba")
     array = array.reshape(-1, 1)
     expected, ok = reference(array, rule)
-    result = fused.cast_checked(array, rule)
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("TRAJKIT_BACKEND", "numba")
+        result = fused.cast_checked(array, rule)
+        as_is = np.isfinite(array) if rule == "finite" else (array == 0) | (array == 1)
+        array.flags.writeable = False
+        passed_as_is = fused.passes(array, rule)
     assert result is not None  # float32 and float64 sources are both taken
     out, passed = result
     assert passed == ok
@@ -61,13 +66,12 @@ def test_the_compiled_kernels_are_the_numpy_checks(array: Any, rule: fused.Rule)
     assert out.dtype == np.float32
     # The check alone, of the values as they are (float64 ones are not cast first), also of
     # read-only arrays (memory maps of loaded files).
-    as_is = np.isfinite(array) if rule == "finite" else (array == 0) | (array == 1)
-    array.flags.writeable = False
-    assert fused.passes(array, rule) == bool(as_is.all())
+    assert passed_as_is == bool(as_is.all())
 
 
 def test_kernels_apply_only_to_large_contiguous_floats(monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("numba")
+    monkeypatch.setenv("TRAJKIT_BACKEND", "numba")
     big = np.zeros(fused.MIN_BYTES // 4, np.float32)
     assert fused.passes(big, "finite") is True
     assert fused.passes(big[: big.size // 2], "finite") is None  # small
