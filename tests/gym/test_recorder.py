@@ -370,6 +370,23 @@ def test_policy_and_env_buffers_reused_between_calls_are_recorded_as_they_were(
     assert got == expected
 
 
+def test_outputs_in_another_key_order_or_as_lists_are_recorded_under_their_keys(
+    make_env: MakeEnv,
+) -> None:
+    calls = 0
+
+    def shuffled(obs: AnyArray) -> dict[str, Any]:
+        nonlocal calls
+        calls += 1
+        outs = policy(obs)
+        keys = list(outs)[::-1] if calls % 2 == 0 else list(outs)  # the first as `policy`
+        return {key: outs[key].tolist() if calls % 3 == 0 else outs[key] for key in keys}
+
+    got = RolloutRecorder(make_env(AutoresetMode.NEXT_STEP), shuffled, seed=5).record(30)
+    expected = RolloutRecorder(make_env(AutoresetMode.NEXT_STEP), policy, seed=5).record(30)
+    assert got == expected
+
+
 class ColumnRewards(gym.vector.VectorWrapper):
     """Returns rewards (and ending flags) as lists, or rewards of another size."""
 

@@ -15,11 +15,12 @@ from trajkit._io.gym_recorder import _Log, _positions
 @given(st.lists(st.tuples(st.integers(1, 90), st.integers(0, 90)), min_size=1, max_size=8))
 def test_the_log_keeps_what_was_appended_and_not_dropped(plan: list[tuple[int, int]]) -> None:
     log = _Log({"flag": np.bool_})
+    names = ["x", "flag"]
     model: list[tuple[float, bool]] = []  # the live entries
     written = 0
     for appends, drops in plan:
         for _ in range(appends):
-            log.append({"x": np.full(3, written, np.float32), "flag": np.array([written % 3])})
+            log.append(names, [np.full(3, written, np.float32), np.array([written % 3])])
             model.append((float(written), bool(written % 3)))
             written += 1
         drops = min(drops, log.size - 1)

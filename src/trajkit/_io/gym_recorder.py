@@ -15,7 +15,7 @@ choices (phantom transitions, truncation, infos, states). In short:
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeAlias
 
@@ -225,7 +225,7 @@ class _Log:
         self.end = 0
         self._capacity = 64
         self._dtypes = dtypes  # fields stored in a fixed dtype (others: the first value's)
-        self._order: list[str] = []  # the fields of the last append, in order
+        self._names: Sequence[str] = ()  # the fields of the last append, in order
         self._targets: list[AnyArray] = []  # their arrays
 
     @property
@@ -237,25 +237,30 @@ class _Log:
         """The live entries of every field, `[size, B, ...]` (views)."""
         return {name: array[self.start : self.end] for name, array in self.arrays.items()}
 
-    def append(self, batch: Mapping[str, AnyArray]) -> None:
+    def append(self, names: Sequence[str], values: Sequence[AnyArray]) -> None:
+        """Write `values[i]` as the next entry of field `names[i]`, for every i.
+
+        The usual call passes the very `names` list of the call before (checked by identity,
+        the cheapest check there is), and only writes rows.
+        """
         k = self.end
-        if k < self._capacity and list(batch) == self._order:
-            for target, value in zip(self._targets, batch.values(), strict=True):
+        if names is self._names and k < self._capacity:
+            for target, value in zip(self._targets, values, strict=True):
                 target[k] = value  # the usual append: same fields, room left
             self.end = k + 1
             return
         if k == self._capacity:
             self._make_room()
             k = self.end
-        for name, value in batch.items():
+        for name, value in zip(names, values, strict=True):
             array = self.arrays.get(name)
             if array is None:
                 dtype = self._dtypes.get(name, value.dtype)
                 array = self.arrays[name] = np.zeros((self._capacity, *value.shape), dtype)
             array[k] = value
         self.end = k + 1
-        self._order = list(batch)
-        self._targets = [self.arrays[name] for name in self._order]
+        self._names = names
+        self._targets = [self.arrays[name] for name in names]
 
     def _make_room(self) -> None:
         """Move the live entries to the front, into arrays twice as large if they fill half."""
@@ -436,7 +441,7 @@ class RolloutRecorder:
                 "final_value": np.float64,
             }
         )
-        self._leaf_names: list[str] = []  # the log's fields for the observation leaves
+        self._fields: list[str] = []  # the log's fields, in the order `_append` writes them
         self._infos: dict[tuple[int, int], dict[str, Any]] = {}  # (step entry, env) -> info
         # Per env, the log entry of the next rollout's row 0: its real steps come after it.
         self._row0 = np.zeros(self._num_envs, dtype=np.int64)
@@ -629,9 +634,20 @@ class RolloutRecorder:
         obs = self._obs_batch(reset_obs)
         outs = self._call_policy(obs)
         states = self._states()
-        self._leaf_names = [f"obs{i}" for i in range(len(_tree.leaves(obs)))]
+        self._fields = [
+            "row_new",
+            "real",
+            "rew",
+            "terminated",
+            "truncs",
+            *(f"obs{i}" for i in range(len(_tree.leaves(obs)))),
+            *(f"out:{key}" for key in outs),
+            *(["state"] if states is not None else []),
+            *(["final_value"] if self._mode is not _Mode.NEXT_STEP else []),
+        ]
         nobody = ~self._everyone
-        self._append(obs, outs, states, self._everyone, nobody, self._zeros, nobody, nobody)
+        zeros = self._zeros if self._mode is not _Mode.NEXT_STEP else None
+        self._append(obs, outs, states, self._everyone, nobody, self._zeros, nobody, nobody, zeros)
         self._pending[:] = True
         self._obs, self._outs = obs, outs
 
@@ -647,25 +663,22 @@ class RolloutRecorder:
         truncs: AnyArray,
         final_values: AnyArray | None = None,
     ) -> None:
-        """Log one entry: the rows shown (and which are new), and the step that showed them."""
-        batch = {
-            "row_new": new,
-            "real": real,
-            "rew": rew,
-            "terminated": terminated,
-            "truncs": truncs,
-        }
+        """Log one entry: the rows shown (and which are new), and the step that showed them.
+
+        The values go in the order of `self._fields`; `outs` has the keys of the first call,
+        in that order (`_call_policy` sees to it).
+        """
+        values = [new, real, rew, terminated, truncs]
         if type(obs) is np.ndarray:
-            batch["obs0"] = obs
+            values.append(obs)
         else:
-            batch.update(zip(self._leaf_names, _tree.leaves(obs), strict=True))
-        for key, array in outs.items():
-            batch["out:" + key] = array
+            values.extend(_tree.leaves(obs))
+        values.extend(outs.values())
         if states is not None:
-            batch["state"] = states
+            values.append(states)
         if final_values is not None:
-            batch["final_value"] = final_values
-        self._log.append(batch)
+            values.append(final_values)
+        self._log.append(self._fields, values)
 
     def _advance(self) -> None:
         """One vector step: log what the env and policy returned; phantom steps are not rows.
@@ -765,7 +778,7 @@ class RolloutRecorder:
             infos = [
                 [self._infos.pop((int(step_at[t, b]), b), {}) for b in range(B)] for t in range(T)
             ]
-        leaves = [log.gather(name, row_at) for name in self._leaf_names]
+        leaves = [log.gather(f"obs{i}", row_at) for i in range(len(_tree.leaves(self._obs)))]
         states = np.zeros((T + 1, B, 0), np.float32)
         if self._state_fn is not None:
             states = log.gather("state", row_at)
@@ -855,8 +868,9 @@ class RolloutRecorder:
             # The usual call: the same keys and shapes as before, as NumPy arrays (used as
             # they are: the log copies them).
             same: dict[str, AnyArray] = {}
-            for key, value in raw.items():
-                if type(value) is not np.ndarray or known.get(key) != value.shape:
+            for key, shape in known.items():  # in the first call's order, as the log has them
+                value = raw.get(key)
+                if type(value) is not np.ndarray or value.shape != shape:
                     break
                 same[key] = value
             else:
@@ -901,7 +915,7 @@ class RolloutRecorder:
                 "the policy's outputs changed between calls: expected keys and per-env shapes "
                 f"{self._out_shapes}, got {shapes}"
             )
-        return outs
+        return {key: outs[key] for key in self._out_shapes}  # in the first call's order
 
     def _critic(self, obs: ArrayTree) -> Float64Array:
         return np.asarray(self._call_policy(obs)["critic"], dtype=np.float64)
