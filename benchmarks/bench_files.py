@@ -15,6 +15,7 @@ is removed untimed), as a recorder does:
    out shows what the writer itself costs.
 2. a hot load (the file in the page cache) against a raw read of the file's bytes into a new
    array (what any load must at least do; target 1.3x), and into a buffer already in memory;
+   also with the standard zlib's CRC-32, as without `trajkit[fast]` (zlib-ng's);
 3. `load(mmap=True)`, and compressed save/load (`np.savez_compressed`), for information;
 4. metadata-only validation of 1,000 small files (`trajkit.read_metadata`, and
    `trajkit validate --quick`), per file, against reading `metadata.json` with bare `zipfile`.
@@ -29,10 +30,11 @@ import io
 import json
 import os
 import shutil
+import sys
 import tempfile
 import time
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -42,6 +44,7 @@ from _timing import best_of
 from numpy.typing import NDArray
 
 import trajkit
+from trajkit._io import crc
 from trajkit.cli import main as cli_main
 from trajkit.testing import example_rollout
 
@@ -119,6 +122,17 @@ def paired(
     return float(np.median(times[0])), float(np.median(times[1]))
 
 
+@contextlib.contextmanager
+def zlib_crc() -> Iterator[None]:
+    """Within the block, the CRC-32 of the standard zlib, as without `trajkit[fast]`."""
+    with mock.patch.dict(sys.modules, {"zlib_ng": None}):
+        crc._implementation.cache_clear()
+        try:
+            yield
+        finally:
+            crc._implementation.cache_clear()
+
+
 def bench_big(tmp: Path) -> list[str]:
     r = big_rollout()
     arrays = arrays_of(r)
@@ -165,6 +179,8 @@ def bench_big(tmp: Path) -> list[str]:
     t_raw, t_hot = paired(raw_read, lambda: trajkit.load(ours), repeats)
     t_raw2, t_hot_nv = paired(raw_read, lambda: trajkit.load(ours, verify=False), repeats)
     t_raw3, t_hot3 = paired(raw_read_reused, lambda: trajkit.load(ours), repeats)
+    with zlib_crc():
+        t_raw4, t_hot4 = paired(raw_read, lambda: trajkit.load(ours), repeats)
     if trajkit.load(ours) != r:
         raise RuntimeError("the loaded rollout differs")
     ours_z, base_z = tmp / "ours-z.npz", tmp / "base-z.npz"
@@ -192,6 +208,7 @@ def bench_big(tmp: Path) -> list[str]:
         row(f"hot load, {what}", "raw read", t_raw, t_hot, "<= 1.3x", t_hot <= 1.3 * t_raw),
         row(f"hot load `verify=False`, {what}", "raw read", t_raw2, t_hot_nv, "info", None),
         row(f"hot load, {what}", "raw read, reused buffer", t_raw3, t_hot3, "info", None),
+        row(f"hot load with zlib's CRC-32, {what}", "raw read", t_raw4, t_hot4, "info", None),
         row(
             f"save compressed ({mb_z:.0f} MB file)",
             "`np.savez_compressed`",

@@ -756,7 +756,9 @@ class RolloutRecorder:
         over = ended & counted  # an episode ended at this entry
         returns, lengths = self._episode_sums(counted, fields["rew"], over)
         # NEXT_STEP's final value is the critic's output on the same step's observations.
-        final_value = fields.get("final_value", fields.get("out:critic", np.zeros_like(real)))
+        final_value = fields.get("final_value", fields.get("out:critic"))
+        if final_value is None:  # NEXT_STEP without a critic: nothing to bootstrap from
+            final_value = np.zeros_like(real)
 
         def at_steps(array: AnyArray, dtype: type[Any]) -> AnyArray:
             return array[step_at, envs].astype(dtype, copy=False)  # [T, B]
