@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import dataclasses
 import errno
 import io
 import itertools
@@ -33,7 +34,7 @@ from pydantic import ValidationError
 from trajkit._base.errors import RolloutFileError
 from trajkit._base.types import AnyArray
 from trajkit._core import tree as _tree
-from trajkit._io.crc import crc32
+from trajkit._io.crc import crc32, crc32_combine
 from trajkit._io.infos import (
     infos_from_json,
     infos_to_json,
@@ -61,7 +62,8 @@ DEFAULT_MAX_BYTES = 4 << 30
 
 _CHUNK = 16 << 20  # bytes per CRC step over a memory map
 _CRC_LATER_BYTES = 1 << 20  # stored members this large have their CRC-32 on a helper thread
-_CRC_CHUNK = 8 << 20  # bytes per read when the CRC-32 runs on the helper thread
+_CRC_CHUNK = 8 << 20  # bytes per read when the CRC-32 runs on the helper threads
+_CRC_THREADS = 2  # helper threads for CRC-32s: zlib's alone is slower than a cached read
 _IO_CHUNK = 1 << 18  # bytes per read: small enough that the CRC reads them from the cache
 _WRITE_CHUNK = 1 << 20  # bytes per write (CRC then write, from the cache); measured best
 _WRITEBACK_INTERVAL = 0.001  # seconds between the writeback thread's fdatasync calls (measured)
@@ -756,15 +758,21 @@ class _MemberStream:
             self._fail("CRC-32 mismatch: the data is damaged")
 
 
-class _RunningCrc:
-    """A CRC-32 fed in order, chunk by chunk (by one worker thread); `update` returns it."""
+@dataclasses.dataclass
+class _PendingCrc:
+    """A member whose CRC-32 is being computed on the helper threads, chunk by chunk."""
 
-    def __init__(self, start: int) -> None:
-        self.value = start
+    name: str
+    expected: int
+    value: int  # the CRC-32 of the `.npy` header, which the chunks follow
+    chunks: list[tuple[Future[int], int]] = dataclasses.field(default_factory=list)  # (CRC, length)
 
-    def update(self, data: memoryview) -> int:
-        self.value = crc32(data, self.value)
-        return self.value
+    def result(self) -> int:
+        """The member's CRC-32: the chunks' CRC-32s joined in order."""
+        value = self.value
+        for future, length in self.chunks:
+            value = crc32_combine(value, future.result(), length)
+        return value
 
 
 class _Reader:
@@ -776,10 +784,10 @@ class _Reader:
         self._file: io.BufferedReader | None = None
         self._whole: np.memmap[Any, np.dtype[np.uint8]] | None = None  # the file, mapped
         self._starts: dict[str, int] = {}
-        # CRC-32s of large stored members, computed on a helper thread while the next member
-        # is read (zlib releases the GIL): (member, expected, future of the computed CRC).
+        # CRC-32s of large stored members, computed chunk by chunk on helper threads while
+        # the next chunks and members are read (zlib releases the GIL).
         self._crc_thread: ThreadPoolExecutor | None = None
-        self._pending_crcs: list[tuple[str, int, Future[int]]] = []
+        self._pending_crcs: list[_PendingCrc] = []
         try:
             _check_regular(os.stat(path).st_mode, path)  # before opening a device or FIFO
             # Non-blocking, in case a FIFO took the file's place since: checked again below.
@@ -826,39 +834,37 @@ class _Reader:
 
     def _crc_thread_pool(self) -> ThreadPoolExecutor:
         if self._crc_thread is None:
-            self._crc_thread = ThreadPoolExecutor(1, thread_name_prefix="trajkit-crc")
+            self._crc_thread = ThreadPoolExecutor(_CRC_THREADS, thread_name_prefix="trajkit-crc")
         return self._crc_thread
 
     def _read_crc_later(
         self, stream: _MemberStream, name: str, expected: int, header: bytes, buffer: memoryview
     ) -> None:
-        """Read a member's data; its CRC-32 runs on the helper thread, a chunk behind the reads.
+        """Read a member's data; its CRC-32 runs on the helper threads, a chunk behind the reads.
 
-        One worker runs the updates in order, each a chunk behind the read that filled it, so
-        the CRC of chunk k overlaps the read of chunk k+1 and of the members after this one.
-        `check_crcs` compares the result.
+        Each chunk's CRC-32 is computed on its own as soon as the chunk is read, by one of the
+        helper threads, so that it overlaps the reads of the chunks and members that follow;
+        `check_crcs` joins them in order (`crc32_combine`) and compares the result. With two
+        threads even zlib's CRC-32, slower than a read from the page cache, keeps up.
         """
         pool = self._crc_thread_pool()
-        crc = _RunningCrc(crc32(header))
-        future: Future[int] | None = None
+        pending = _PendingCrc(name, expected, crc32(header))
         pos = 0
         while pos < len(buffer):
             count = stream.readinto(buffer[pos : pos + _CRC_CHUNK])
             if not count:
                 break
-            future = pool.submit(crc.update, buffer[pos : pos + count])
+            pending.chunks.append((pool.submit(crc32, buffer[pos : pos + count]), count))
             pos += count
         stream.finish()
-        if future is None:
-            future = pool.submit(crc.update, buffer[:0])
-        self._pending_crcs.append((name, expected, future))
+        self._pending_crcs.append(pending)
 
     def check_crcs(self) -> None:
-        """Wait for the CRC-32s computed on the helper thread; refuse a damaged member."""
+        """Wait for the CRC-32s computed on the helper threads; refuse a damaged member."""
         pending, self._pending_crcs = self._pending_crcs, []
-        for name, expected, future in pending:
-            if future.result() != expected:
-                self.fail("CRC-32 mismatch: the data is damaged", name)
+        for member in pending:
+            if member.result() != member.expected:
+                self.fail("CRC-32 mismatch: the data is damaged", member.name)
 
     @property
     def file(self) -> io.BufferedReader:
