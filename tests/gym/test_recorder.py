@@ -76,12 +76,13 @@ def make_env() -> Iterator[MakeEnv]:
         *,
         num_envs: int = NUM_ENVS,
         wrappers: list[Callable[[Any], Any]] | None = None,
+        copy: bool = True,
     ) -> VecEnv:
         env = gym.make_vec(
             "CartPole-v1",
             num_envs=num_envs,
             vectorization_mode="sync",
-            vector_kwargs={"autoreset_mode": mode},
+            vector_kwargs={"autoreset_mode": mode, "copy": copy},
             wrappers=wrappers,
             max_episode_steps=LIMIT,
         )
@@ -357,15 +358,8 @@ def test_policy_and_env_buffers_reused_between_calls_are_recorded_as_they_were(
             buffers[key][...] = value
         return buffers
 
-    env = gym.make_vec(
-        "CartPole-v1",
-        num_envs=NUM_ENVS,
-        vectorization_mode="sync",
-        vector_kwargs={"copy": False},
-        max_episode_steps=LIMIT,
-    )
+    env = make_env(AutoresetMode.NEXT_STEP, copy=False)
     got = RolloutRecorder(env, reusing, seed=3).record(50)
-    env.close()
     expected = RolloutRecorder(make_env(AutoresetMode.NEXT_STEP), policy, seed=3).record(50)
     assert got == expected
 
