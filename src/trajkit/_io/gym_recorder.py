@@ -289,11 +289,10 @@ class _Log:
 def _per_env(value: Any, num_envs: int, dtype: type[Any]) -> AnyArray:
     """A vector env's per-env values (rewards, flags) as an array `[B]`.
 
-    The usual NumPy array of shape `(B,)` is returned as it is (the log converts it as it
-    copies it); anything else is converted, with a clear error if it has not B entries.
+    Anything but a NumPy array of shape `(B,)` (which `RolloutRecorder._advance` logs as it
+    is: the log converts it as it copies it) is converted, with a clear error if it has not B
+    entries.
     """
-    if type(value) is np.ndarray and value.shape == (num_envs,):
-        return value
     array = np.asarray(value, dtype=dtype)
     if array.size != num_envs:
         raise ValueError(
@@ -443,8 +442,7 @@ class RolloutRecorder:
         )
         self._fields: list[str] = []  # the log's fields, in the order `_append` writes them
         self._infos: dict[tuple[int, int], dict[str, Any]] = {}  # (step entry, env) -> info
-        # Per env, the log entry of the next rollout's row 0: its real steps come after it.
-        self._row0 = np.zeros(self._num_envs, dtype=np.int64)
+        self._count = np.zeros(self._num_envs, dtype=np.int64)  # real steps logged per env
         # Whether env b has a current row (False while NEXT_STEP's phantom step is due).
         self._pending = np.zeros(self._num_envs, dtype=bool)
         self._obs: ArrayTree | None = None
@@ -607,12 +605,9 @@ class RolloutRecorder:
         if self._obs is None:
             self._start()
         try:
-            while True:
-                count = self._real_steps()
-                if np.all((count > T) | ((count == T) & self._pending)):
-                    break
+            while not self._ready(T):
                 # No env can be ready before T - min(count) more steps: skip the checks.
-                for _ in range(max(1, T - int(count.min()))):
+                for _ in range(max(1, T - int(self._count.min()))):
                     self._advance()
         except Exception as exc:
             self._failure = f"{type(exc).__name__}: {exc}".splitlines()[0]
@@ -621,12 +616,10 @@ class RolloutRecorder:
 
     __call__ = record
 
-    def _real_steps(self) -> Int64Array:
-        """How many real steps each env has logged for the next rollout."""
-        log = self._log
-        real = log.arrays["real"][log.start : log.end]
-        counts: Int64Array = (real & (np.arange(log.size)[:, None] > self._row0)).sum(axis=0)
-        return counts
+    def _ready(self, T: int) -> bool:
+        """Whether every env has T real steps logged, and its row T (not a phantom due)."""
+        count, pending = self._count, self._pending
+        return bool(np.all((count > T) | ((count == T) & pending)))
 
     def _start(self) -> None:
         """Reset the env and call the policy; on failure nothing is kept, so a retry is safe."""
@@ -690,7 +683,13 @@ class RolloutRecorder:
         B = self._num_envs
         obs, rews, terms, truncs, infos = self._env.step(self._outs["actions"])
         new_obs = self._obs_batch(obs)
-        terms, truncs = _per_env(terms, B, bool), _per_env(truncs, B, bool)
+        per_env = (B,)
+        if type(terms) is not np.ndarray or terms.shape != per_env:
+            terms = _per_env(terms, B, bool)
+        if type(truncs) is not np.ndarray or truncs.shape != per_env:
+            truncs = _per_env(truncs, B, bool)
+        if type(rews) is not np.ndarray or rews.shape != per_env:
+            rews = _per_env(rews, B, np.float64)
         ended = np.logical_or(terms, truncs)
         real = self._pending
 
@@ -723,8 +722,8 @@ class RolloutRecorder:
                 info = self._info(infos, b)
                 if info:
                     self._infos[entry, b] = info
-        rew = _per_env(rews, B, np.float64)
-        self._append(new_obs, new_outs, states, new, real, rew, terms, truncs, final_values)
+        self._append(new_obs, new_outs, states, new, real, rews, terms, truncs, final_values)
+        self._count += real
         self._pending = new
         self._obs, self._outs = new_obs, new_outs
 
@@ -806,7 +805,7 @@ class RolloutRecorder:
         if self._infos:
             self._infos = {(k - drop, b): info for (k, b), info in self._infos.items()}
         log.drop(drop)
-        self._row0 = first - drop
+        self._count -= T
         return rollout
 
     def _episode_sums(
