@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from trajkit._core import _numba_checks, fused
+from trajkit._core import _numba_checks, fused, gae
 
 SPECIAL = [0.0, -0.0, 1.0, 0.5, -1.0, np.nan, np.inf, -np.inf, 3.5e38, 1e300, 1e-45]
 
@@ -83,3 +83,12 @@ def test_kernels_apply_only_to_large_contiguous_floats(monkeypatch: pytest.Monke
     assert fused.cast_checked(big, "binary") is None
     monkeypatch.setenv("TRAJKIT_BACKEND", "fortran")  # a misspelt backend: NumPy, no error
     assert fused.passes(big, "finite") is None
+
+
+def test_without_numba_no_kernel_applies(monkeypatch: pytest.MonkeyPatch) -> None:
+    # As if numba were not installed: the callers use NumPy, and nothing imports numba.
+    monkeypatch.delenv("TRAJKIT_BACKEND", raising=False)
+    monkeypatch.setattr(gae, "_numba_available", lambda: False)
+    big = np.zeros(fused.MIN_BYTES // 4, np.float32)
+    assert fused.passes(big, "finite") is None
+    assert fused.cast_checked(big.astype(np.float64), "finite") is None

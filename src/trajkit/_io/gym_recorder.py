@@ -155,8 +155,9 @@ class CompletedEpisodes:
 
     The numbers are those `gymnasium.wrappers.vector.RecordEpisodeStatistics` puts in
     `info["episode"]` (undiscounted return `r` and length `l`), counted across `record()`
-    calls, so an episode that spanned several rollouts has its full return. Episodes are
-    ordered by the step they ended at, then by env.
+    calls, so an episode that spanned several rollouts has its full return (equal up to
+    float64 rounding: the recorder takes differences of running sums, where the wrapper adds
+    one reward at a time). Episodes are ordered by the step they ended at, then by env.
 
     Attributes:
         returns: Undiscounted returns, float64.
