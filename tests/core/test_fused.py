@@ -92,3 +92,22 @@ def test_without_numba_no_kernel_applies(monkeypatch: pytest.MonkeyPatch) -> Non
     big = np.zeros(fused.MIN_BYTES // 4, np.float32)
     assert fused.passes(big, "finite") is None
     assert fused.cast_checked(big.astype(np.float64), "finite") is None
+
+
+def test_kernels_that_cannot_compile_fall_back_to_numpy_with_one_warning(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def broken() -> None:
+        raise RuntimeError("cannot cache function: no locator available")
+
+    monkeypatch.setenv("TRAJKIT_BACKEND", "numba")
+    pytest.importorskip("numba")
+    monkeypatch.setattr(_numba_checks, "compiled_kernels", broken)
+    fused._compiled.cache_clear()
+    try:
+        big = np.zeros(fused.MIN_BYTES // 4, np.float32)
+        with pytest.warns(RuntimeWarning, match="rollouts are checked with NumPy instead"):
+            assert fused.passes(big, "finite") is None
+        assert fused.cast_checked(big, "binary") is None  # no second warning
+    finally:
+        fused._compiled.cache_clear()

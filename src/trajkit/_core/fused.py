@@ -11,12 +11,17 @@ passed: the caller finds and names the first bad one.
 
 from __future__ import annotations
 
-from typing import Final, Literal, TypeAlias
+import functools
+import warnings
+from typing import TYPE_CHECKING, Final, Literal, TypeAlias
 
 import numpy as np
 
 from trajkit._base.types import AnyArray, Float32Array
 from trajkit._core.gae import gae_backend
+
+if TYPE_CHECKING:
+    from trajkit._core._numba_checks import Kernels
 
 __all__ = ["MIN_BYTES", "Rule", "cast_checked", "passes"]
 
@@ -28,13 +33,33 @@ MIN_BYTES: Final = 1 << 16
 _SOURCES: Final = (np.dtype(np.float32), np.dtype(np.float64))
 
 
-def _kernels_apply(array: AnyArray) -> bool:
+def _kernels_for(array: AnyArray) -> Kernels | None:
+    """The compiled kernels, if they apply to `array` (see the module's documentation)."""
     if array.nbytes < MIN_BYTES or array.dtype not in _SOURCES or not array.flags.c_contiguous:
-        return False
+        return None
     try:
-        return gae_backend() == "numba"
+        if gae_backend() != "numba":
+            return None
     except ValueError:  # TRAJKIT_BACKEND misspelt, or numba asked for and missing: NumPy
-        return False
+        return None
+    return _compiled()
+
+
+@functools.cache
+def _compiled() -> Kernels | None:
+    """The kernels, compiled once; None (and one warning) if numba cannot compile them here."""
+    from trajkit._core._numba_checks import compiled_kernels
+
+    try:
+        return compiled_kernels()
+    except Exception as exc:  # e.g. numba finds no folder to cache the kernels in
+        warnings.warn(
+            f"trajkit cannot compile its numba kernels ({type(exc).__name__}: {exc}); "
+            "rollouts are checked with NumPy instead (a little slower, the same results)",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+        return None
 
 
 def cast_checked(array: AnyArray, rule: Rule) -> tuple[Float32Array, bool] | None:
@@ -54,11 +79,9 @@ def cast_checked(array: AnyArray, rule: Rule) -> tuple[Float32Array, bool] | Non
         >>> result is None or (result[0].dtype == np.float32 and result[1])
         True
     """
-    if not _kernels_apply(array):
+    kernels = _kernels_for(array)
+    if kernels is None:
         return None
-    from trajkit._core._numba_checks import compiled_kernels
-
-    kernels = compiled_kernels()
     kernel = kernels.cast_finite if rule == "finite" else kernels.cast_binary
     out = np.empty(array.shape, np.float32)
     return out, bool(kernel(array.reshape(-1), out.reshape(-1)))
@@ -73,10 +96,8 @@ def passes(array: AnyArray, rule: Rule) -> bool | None:
         >>> passes(x, "finite") in (None, False)
         True
     """
-    if not _kernels_apply(array):
+    kernels = _kernels_for(array)
+    if kernels is None:
         return None
-    from trajkit._core._numba_checks import compiled_kernels
-
-    kernels = compiled_kernels()
     kernel = kernels.is_finite if rule == "finite" else kernels.is_binary
     return bool(kernel(array.reshape(-1)))
