@@ -111,3 +111,35 @@ def test_kernels_that_cannot_compile_fall_back_to_numpy_with_one_warning(
         assert fused.cast_checked(big, "binary") is None  # no second warning
     finally:
         fused._compiled.cache_clear()
+
+
+def test_a_rollout_reads_the_backend_once_and_only_for_large_fields(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from trajkit import Rollout
+
+    reads: list[bool] = []
+    real_read = fused._kernels_on
+
+    def counted() -> bool:
+        reads.append(real_read())
+        return reads[-1]
+
+    monkeypatch.setattr(fused, "_kernels_on", counted)
+
+    def build(T: int) -> None:
+        Rollout(
+            np.zeros((T + 1, 8, 0)),
+            np.zeros((T + 1, 8), np.float32),
+            np.zeros((T, 8)),  # float64: cast, by a kernel when large
+            np.zeros((T + 1, 8)),
+            None,
+            {"critic": np.zeros((T + 1, 8)), "log_probs": np.zeros((T + 1, 8))},
+        )
+
+    build(4)
+    assert reads == []  # nothing large enough: the environment is not read
+    build(4096)  # four fields of 256 KiB
+    assert len(reads) == 1
+    fused.passes(np.zeros(fused.MIN_BYTES // 4, np.float32), "finite")  # outside a rollout
+    assert len(reads) == 2

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import warnings
+from contextvars import ContextVar, Token
 from typing import TYPE_CHECKING, Final, Literal, TypeAlias
 
 import numpy as np
@@ -23,7 +24,7 @@ from trajkit._core.gae import gae_backend
 if TYPE_CHECKING:
     from trajkit._core._numba_checks import Kernels
 
-__all__ = ["MIN_BYTES", "Rule", "cast_checked", "passes"]
+__all__ = ["MIN_BYTES", "Rule", "cast_checked", "close_scope", "open_scope", "passes"]
 
 Rule: TypeAlias = Literal["finite", "binary"]
 
@@ -33,16 +34,50 @@ MIN_BYTES: Final = 1 << 16
 _SOURCES: Final = (np.dtype(np.float32), np.dtype(np.float64))
 
 
+_SCOPE: ContextVar[list[bool] | None] = ContextVar("trajkit_kernels_on", default=None)
+"""Within `open_scope`, a cell holding whether the kernels are on, once someone asked."""
+
+
+def open_scope() -> Token[list[bool] | None]:
+    """Decide at most once, until `close_scope`, whether the kernels are on.
+
+    Whether they are on depends on `TRAJKIT_BACKEND` (read at every call, as for GAE) and on
+    numba; reading the environment costs about as much as a small check. A `Rollout`
+    validates all its fields in one scope, so it reads the environment once at most (and not
+    at all when no field is large enough for a kernel).
+
+    Examples:
+        >>> token = open_scope()
+        >>> close_scope(token)
+    """
+    return _SCOPE.set([])
+
+
+def close_scope(token: Token[list[bool] | None]) -> None:
+    """End the scope that `open_scope` returned `token` for."""
+    _SCOPE.reset(token)
+
+
+def _kernels_on() -> bool:
+    try:
+        return gae_backend() == "numba"
+    except ValueError:  # TRAJKIT_BACKEND misspelt, or numba asked for and missing: NumPy
+        return False
+
+
 def _kernels_for(array: AnyArray) -> Kernels | None:
     """The compiled kernels, if they apply to `array` (see the module's documentation)."""
     if array.nbytes < MIN_BYTES or array.dtype not in _SOURCES or not array.flags.c_contiguous:
         return None
-    try:
-        if gae_backend() != "numba":
-            return None
-    except ValueError:  # TRAJKIT_BACKEND misspelt, or numba asked for and missing: NumPy
-        return None
-    return _compiled()
+    cell = _SCOPE.get()
+    if cell is None:
+        on = _kernels_on()
+    elif cell:
+        on = cell[0]
+    else:
+        on = _kernels_on()
+        cell.append(on)
+    return _compiled() if on else None
 
 
 @functools.cache

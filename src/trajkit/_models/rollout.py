@@ -30,6 +30,7 @@ from pydantic import (
 from typing_extensions import Self, TypedDict, Unpack
 
 from trajkit._base.types import AnyArray, ArrayLike, ArrayTree, Float32Array, Int32Array
+from trajkit._core import fused
 from trajkit._core import gae as _gae
 from trajkit._core import minibatch as _mb
 from trajkit._core import tree as _tree
@@ -331,6 +332,7 @@ class Rollout(BaseModel):
         copy: bool = True,
     ) -> None:
         __tracebackhide__ = True
+        scope = fused.open_scope()  # whether compiled checks are on: decided once, if at all
         try:
             self.__pydantic_validator__.validate_python(
                 {
@@ -348,6 +350,8 @@ class Rollout(BaseModel):
             )
         except ValidationError as exc:
             raise clean_validation_error(exc) from None
+        finally:
+            fused.close_scope(scope)
 
     if not TYPE_CHECKING:
 
