@@ -14,7 +14,9 @@ Run `python benchmarks/bench_model.py` (or `make bench`). In one process:
   even a copy scales a little faster than linearly here.
 
 Targets (reported, never asserted): construction within 1.2x a copy from 10 MB, within 10x at
-T=2048, B=1; peak memory within 1.1x of the raw bytes; exponents about 1 (<= 1.15).
+T=2048, B=1; peak memory within 1.1x of the raw bytes; exponents about 1 (<= 1.15; for
+construction, which copies the arrays, at most 0.05 above the plain copy's own exponent
+when that is higher).
 """
 
 from __future__ import annotations
@@ -137,10 +139,16 @@ def scaling() -> None:
     logs = np.log([T * B for T in sizes])
     print("\n| operation | " + " | ".join(f"T={T} ms" for T in sizes) + " | exponent | met |")
     print("|---" * (len(sizes) + 3) + "|")
+    slopes = {name: float(np.polyfit(logs, np.log(times[name]), 1)[0]) for name in names}
     for name in names:
-        slope = float(np.polyfit(logs, np.log(times[name]), 1)[0])
+        slope = slopes[name]
         cells = " | ".join(f"{t * 1e3:.2f}" for t in times[name])
-        verdict = "info" if name == "copy (reference)" else "yes" if slope <= 1.15 else "NO"
+        if name == "copy (reference)":
+            verdict = "info"
+        elif name == "construct":  # a copy of the arrays at least: judged against the copy's
+            verdict = "yes" if slope <= max(1.15, slopes["copy (reference)"] + 0.05) else "NO"
+        else:
+            verdict = "yes" if slope <= 1.15 else "NO"
         print(f"| {name} | {cells} | {slope:.2f} | {verdict} |", flush=True)
 
 

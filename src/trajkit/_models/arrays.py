@@ -145,7 +145,7 @@ def as_float32(
         if binary:
             check_binary(array, name)
         return array
-    if finite or binary:
+    if (finite or binary) and array.nbytes >= fused.MIN_BYTES:
         checked = fused.cast_checked(array, "finite" if finite else "binary")
         if checked is not None and checked[1]:
             return checked[0]  # else NumPy's checks below find and name the first bad value
@@ -274,7 +274,7 @@ def check_finite(array: AnyArray, name: str, axes: str = "tb") -> None:
         if fast or (fast is None and _surely_finite(array)):
             return
     finite = np.isfinite(array)
-    if not finite.all():
+    if not np.logical_and.reduce(finite, axis=None):  # `.all()` without its Python wrapper
         pos = first_true(~finite)
         raise ValueError(
             f"{name} must be finite, got {array[pos].item()} at {fmt_index(pos, axes)}"
@@ -287,10 +287,12 @@ def check_binary(array: AnyArray, name: str) -> None:
     Raises:
         ValueError: If any element is not 0 or 1.
     """
-    if array.dtype == np.bool_ or fused.passes(array, "binary"):
+    if array.dtype == np.bool_ or (
+        array.nbytes >= fused.MIN_BYTES and fused.passes(array, "binary")
+    ):
         return
     ok = (array == 0) | (array == 1)
-    if not ok.all():
+    if not np.logical_and.reduce(ok, axis=None):
         pos = first_true(~ok)
         raise ValueError(
             f"{name} must hold only 0 and 1, got {array[pos].item()} at {fmt_index(pos)}"

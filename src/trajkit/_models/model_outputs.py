@@ -725,7 +725,7 @@ def coerce_model_outs(value: Any, *, copy: bool) -> ModelOutputs:
     """
     if isinstance(value, ModelOutputs):
         return value._clone(copy)
-    if isinstance(value, Mapping):
+    if type(value) is dict or isinstance(value, Mapping):  # a dict without abc's machinery
         arrays = _coerce_mapping(value, copy=copy)
         return ModelOutputs._of(arrays, None if arrays else 0)
     if isinstance(value, Sequence) and not isinstance(value, str | bytes):

@@ -458,11 +458,11 @@ class Rollout(BaseModel):
         if not outs and not building:
             self.__dict__["model_outs"] = ModelOutputs({}, T + 1)
         self.model_outs._attach(T + 1, B)
-        self._check_values()
+        self._check_values(self.model_outs.arrays if building else outs)
         return self
 
-    def _check_values(self) -> None:
-        """Rules across fields that need the shapes to agree first."""
+    def _check_values(self, outs: Mapping[str, AnyArray]) -> None:
+        """Rules across fields that need the shapes to agree first (`outs`: the model outputs)."""
         if self.truncated is not None:
             bad = (self.truncated == 1) & (self.dones[1:] == 0)
             if bad.any():
@@ -471,7 +471,6 @@ class Rollout(BaseModel):
                     f"truncated[{t}, {b}] is 1 but dones[{t + 1}, {b}] is 0: a truncated step "
                     "must end its episode (set dones[t+1] = 1 where truncated[t] = 1)"
                 )
-        outs = self.model_outs.arrays
         if discrete_actions(outs):
             actions = outs["actions"]
             num_actions = outs["actor"].shape[-1]
