@@ -277,11 +277,6 @@ class _Log:
                 array[:live] = array[self.start : self.end]  # NumPy handles the overlap
         self.start, self.end = 0, live
 
-    def gather(self, name: str, index: Int64Array) -> AnyArray:
-        """Live entry `index[t, b]` of env `b` for every `(t, b)`: `[rows, B, ...]`."""
-        envs = np.arange(index.shape[1])
-        return self.arrays[name][self.start + index, envs]
-
     def drop(self, count: int) -> None:
         """Forget the first `count` live entries."""
         self.start += count
@@ -308,8 +303,8 @@ def _positions(mask: BoolArray, count: int) -> Int64Array:
 
     Every column must hold at least `count` of them. `[count, B]`.
     """
-    envs, entries = np.nonzero(mask.T)  # env by env, entries in order within each
-    firsts = np.searchsorted(envs, np.arange(mask.shape[1]))  # where each env's list starts
+    envs, entries = mask.T.nonzero()  # env by env, entries in order within each
+    firsts = envs.searchsorted(np.arange(mask.shape[1]))  # where each env's list starts
     positions: Int64Array = entries[firsts + np.arange(count)[:, None]]
     return positions
 
@@ -763,10 +758,15 @@ class RolloutRecorder:
         def at_steps(array: AnyArray, dtype: type[Any]) -> AnyArray:
             return array[step_at, envs].astype(dtype, copy=False)  # [T, B]
 
+        rows = row_at + log.start  # the rows' entries in the log's arrays
+
+        def at_rows(name: str) -> AnyArray:
+            return log.arrays[name][rows, envs]  # [T+1, B, ...]
+
         # Every gathered step is real, so an ending that is not a termination is a truncation.
         step_ended = at_steps(ended, bool)
         truncated = step_ended & ~at_steps(fields["terminated"], bool)
-        t_end, b_end = np.nonzero(step_ended)  # in (t, b) order
+        t_end, b_end = step_ended.nonzero()  # in (t, b) order
         self._last_episodes = CompletedEpisodes(
             at_steps(returns, np.float64)[t_end, b_end],
             at_steps(lengths, np.int64)[t_end, b_end],
@@ -780,17 +780,17 @@ class RolloutRecorder:
             infos = [
                 [self._infos.pop((int(step_at[t, b]), b), {}) for b in range(B)] for t in range(T)
             ]
-        leaves = [log.gather(f"obs{i}", row_at) for i in range(len(_tree.leaves(self._obs)))]
+        leaves = [at_rows(f"obs{i}") for i in range(len(_tree.leaves(self._obs)))]
         states = np.zeros((T + 1, B, 0), np.float32)
         if self._state_fn is not None:
-            states = log.gather("state", row_at)
+            states = at_rows("state")
         rollout = Rollout(
             states=states,
             obses=_tree.unflatten(self._obs, leaves),
             rews=at_steps(fields["rew"], np.float64),
             dones=dones,
             infos=infos,
-            model_outs={key: log.gather("out:" + key, row_at) for key in self._outs},
+            model_outs={key: at_rows("out:" + key) for key in self._outs},
             truncated=truncated,
             final_values=np.where(truncated, at_steps(final_value, np.float64), 0.0),
             copy=False,
@@ -819,8 +819,8 @@ class RolloutRecorder:
         whose episode ended there (the entry itself still counts in that episode).
         """
         K, B = real.shape
-        sums = np.cumsum(np.where(real, rew, 0.0), axis=0)
-        counts = np.cumsum(real, axis=0, dtype=np.int64)
+        sums = np.where(real, rew, 0.0).cumsum(axis=0)
+        counts = real.cumsum(axis=0, dtype=np.int64)
         # For each entry, the last earlier entry whose episode ended (-1 if none).
         entry = np.arange(K)[:, None]
         last_over = np.maximum.accumulate(np.where(over, entry, -1), axis=0)

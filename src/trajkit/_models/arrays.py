@@ -110,6 +110,7 @@ def as_numeric(
     return array
 
 
+_INT32 = np.iinfo(np.int32)
 _FUSED_BYTES = 1 << 20  # from this size, copy block by block and check each block in cache
 _BLOCK_BYTES = 1 << 18  # bytes per block: well inside the L2 cache
 
@@ -181,7 +182,7 @@ def as_float32(
 def _check_overflow(source: AnyArray, cast: Float32Array, name: str, axes: str = "tb") -> None:
     """Refuse finite values of `source` that became ±inf in its float32 `cast`."""
     overflow = np.isinf(cast)
-    if overflow.any():
+    if np.logical_or.reduce(overflow, axis=None):  # `.any()` without its Python wrapper
         overflow &= np.isfinite(source)
         if overflow.any():
             pos = first_true(overflow)
@@ -244,7 +245,7 @@ def as_int32(
                 f"{name} must be integer-valued, got {array[pos].item()!r} "
                 f"at {fmt_index(pos, axes)}"
             )
-    info = np.iinfo(np.int32)
+    info = _INT32
     if array.size and array.dtype != np.int32:
         low, high = array.min(), array.max()
         if low < info.min or high > info.max:
