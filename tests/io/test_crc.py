@@ -76,12 +76,11 @@ def test_crc32_combine_takes_lengths_beyond_32_bits() -> None:
 
 @pytest.mark.parametrize("fast", [True, False])
 def test_damage_in_any_chunk_of_a_large_member_is_found(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fast: bool
+    tmp_path: Path, request: pytest.FixtureRequest, fast: bool
 ) -> None:
     # 20 MB of observations: three chunks, their CRC-32s computed on two threads and joined.
     if not fast:
-        monkeypatch.setitem(sys.modules, "zlib_ng", None)
-    crc._implementation.cache_clear()
+        request.getfixturevalue("without_zlib_ng")
     obses = np.random.default_rng(0).integers(0, 255, (3, 2, 10_000_000), dtype=np.uint8)
     rollout = trajkit.Rollout(
         np.zeros((3, 2, 0)), obses, np.ones((2, 2)), np.zeros((3, 2)), None, {}, copy=False
@@ -96,4 +95,3 @@ def test_damage_in_any_chunk_of_a_large_member_is_found(
         path.write_bytes(bytes(data))
         with pytest.raises(trajkit.RolloutFileError, match="CRC-32 mismatch"):
             trajkit.load(path)
-    crc._implementation.cache_clear()

@@ -623,17 +623,6 @@ class RolloutRecorder:
         obs = self._obs_batch(reset_obs)
         outs = self._call_policy(obs)
         states = self._states()
-        self._fields = [
-            "row_new",
-            "real",
-            "rew",
-            "terminated",
-            "truncs",
-            *(f"obs{i}" for i in range(len(_tree.leaves(obs)))),
-            *(f"out:{key}" for key in outs),
-            *(["state"] if states is not None else []),
-            *(["final_value"] if self._mode is not _Mode.NEXT_STEP else []),
-        ]
         nobody = ~self._everyone
         zeros = self._zeros if self._mode is not _Mode.NEXT_STEP else None
         self._append(obs, outs, states, self._everyone, nobody, self._zeros, nobody, nobody, zeros)
@@ -654,19 +643,26 @@ class RolloutRecorder:
     ) -> None:
         """Log one entry: the rows shown (and which are new), and the step that showed them.
 
-        The values go in the order of `self._fields`; `outs` has the keys of the first call,
-        in that order (`_call_policy` sees to it).
+        The first entry fixes the log's fields (`self._fields`), named here in the order of
+        the values; `outs` keeps the keys of the first call, in that order (`_call_policy`
+        sees to it), and the other parts are there every time or never.
         """
         values = [new, real, rew, terminated, truncs]
-        if type(obs) is np.ndarray:
-            values.append(obs)
-        else:
-            values.extend(_tree.leaves(obs))
+        leaves = [obs] if type(obs) is np.ndarray else _tree.leaves(obs)
+        values.extend(leaves)
         values.extend(outs.values())
         if states is not None:
             values.append(states)
         if final_values is not None:
             values.append(final_values)
+        if not self._fields:
+            self._fields = [
+                *("row_new", "real", "rew", "terminated", "truncs"),
+                *(f"obs{i}" for i in range(len(leaves))),
+                *(f"out:{key}" for key in outs),
+                *(["state"] if states is not None else []),
+                *(["final_value"] if final_values is not None else []),
+            ]
         self._log.append(self._fields, values)
 
     def _advance(self) -> None:

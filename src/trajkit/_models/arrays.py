@@ -77,10 +77,9 @@ def as_numeric(
     Raises:
         ValueError: If `value` is not such an array.
     """
-    if type(value) is np.ndarray:  # the common case: not a string, not a masked array
-        array = value.copy() if copy else value
-        if array.dtype.kind in ("biuf" if allow_bool else "iuf") and array.ndim >= min_ndim:
-            return array
+    kinds = "biuf" if allow_bool else "iuf"
+    if type(value) is np.ndarray and value.dtype.kind in kinds and value.ndim >= min_ndim:
+        return value.copy() if copy else value  # the common case, with nothing to refuse
     if isinstance(value, str | bytes):
         raise ValueError(f"{name} must be an array, got a {type(value).__name__} {value!r:.40}")
     if isinstance(value, np.ma.MaskedArray):
@@ -94,7 +93,6 @@ def as_numeric(
         raise ValueError(
             f"{name} must be a rectangular numeric array (ragged nested lists are refused): {exc}"
         ) from None
-    kinds = "biuf" if allow_bool else "iuf"
     if array.dtype.kind not in kinds:
         hint = " (ragged nested lists become object arrays)" if array.dtype.kind == "O" else ""
         raise ValueError(
