@@ -109,8 +109,8 @@ def compiled_kernels() -> Kernels:
 
     Examples:
         >>> import importlib.util
-        >>> if importlib.util.find_spec("numba"):
-        ...     assert compiled_kernels().is_finite(np.ones(3))
+        >>> importlib.util.find_spec("numba") is None or compiled_kernels().is_finite(np.ones(3))
+        True
     """
     numba: Any = importlib.import_module("numba")
 
