@@ -65,6 +65,19 @@ def test_positional_and_keyword_construction_agree() -> None:
     assert positional == Rollout(**kw)
 
 
+def test_shapes_that_agreed_before_are_checked_again_when_any_field_differs() -> None:
+    # Agreeing shapes are remembered (training loops repeat them); every other combination,
+    # and the same shapes with one field changed, is bound and judged afresh.
+    kw = valid_kwargs()
+    good = Rollout(**kw)
+    for _ in range(2):
+        with pytest.raises(ValueError, match=r"rews has shape \(4, 3\), expected \(T, B\)"):
+            make(rews=np.zeros((T - 1, B)))
+        assert Rollout(**kw) == good
+    with pytest.raises(ValueError, match="truncated was given without final_values"):
+        make(truncated=np.zeros((T, B)))
+
+
 def test_dtypes_and_shapes_follow_the_seed() -> None:
     r = make()
     assert r.states.dtype == np.float32

@@ -84,6 +84,9 @@ MODEL_OUTPUT_DIMS: Mapping[str, str] = MappingProxyType(
 _SPECS = {name: DimSpec.parse(text) for name, text in FIELD_DIMS.items()}
 _OUT_SPECS = {name: DimSpec.parse(text) for name, text in MODEL_OUTPUT_DIMS.items()}
 _ROWS_ONLY = DimSpec.parse("T+1")
+_AGREED_SHAPES: dict[tuple[tuple[str, Shape], ...], tuple[int, int]] = {}
+"""T and B of shapes that agreed before: a training loop builds rollouts of the same shapes."""
+_AGREED_SHAPES_MAX = 64
 
 InfoRows = list[list[dict[str, Any]]]
 AdvantageNormalization: TypeAlias = Literal["rollout", "minibatch"] | None
@@ -418,6 +421,30 @@ class Rollout(BaseModel):
             if array is not None:
                 add(name, array.shape, _SPECS[name])
 
+        key = tuple(shapes.items())  # the specs follow from the names
+        bound = _AGREED_SHAPES.get(key)
+        if bound is None:
+            bound = self._bind(shapes, specs, infos)
+            if len(_AGREED_SHAPES) >= _AGREED_SHAPES_MAX:
+                _AGREED_SHAPES.clear()
+            _AGREED_SHAPES[key] = bound
+        T, B = bound
+
+        for name in empty_rows:  # `[]` given for a T = 0 field becomes (0, B)
+            if name in self._FIELDS:
+                self.__dict__[name] = getattr(self, name).reshape(0, B)
+        if infos is None:  # no per-step objects until someone reads `infos` (__getattr__)
+            self.__dict__.pop("infos", None)
+        if not outs and not building:
+            self.__dict__["model_outs"] = ModelOutputs({}, T + 1)
+        self.model_outs._attach(T + 1, B)
+        self._check_values(self.model_outs.arrays if building else outs)
+        return self
+
+    def _bind(
+        self, shapes: dict[str, Shape], specs: dict[str, DimSpec], infos: InfoRows | None
+    ) -> tuple[int, int]:
+        """T and B from the fields' shapes, or a `ValueError` naming every disagreement."""
         binding = bind_dims(shapes, specs)
         problems = binding.problems
         T = binding.values.get("T")
@@ -449,17 +476,7 @@ class Rollout(BaseModel):
             raise ValueError("\n".join(problems))
         if T is None or B is None:  # pragma: no cover - dones always binds both
             raise ValueError("dones must be [T+1, B]")
-
-        for name in empty_rows:  # `[]` given for a T = 0 field becomes (0, B)
-            if name in self._FIELDS:
-                self.__dict__[name] = getattr(self, name).reshape(0, B)
-        if infos is None:  # no per-step objects until someone reads `infos` (__getattr__)
-            self.__dict__.pop("infos", None)
-        if not outs and not building:
-            self.__dict__["model_outs"] = ModelOutputs({}, T + 1)
-        self.model_outs._attach(T + 1, B)
-        self._check_values(self.model_outs.arrays if building else outs)
-        return self
+        return T, B
 
     def _check_values(self, outs: Mapping[str, AnyArray]) -> None:
         """Rules across fields that need the shapes to agree first (`outs`: the model outputs)."""
