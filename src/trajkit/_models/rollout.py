@@ -421,13 +421,13 @@ class Rollout(BaseModel):
             if array is not None:
                 add(name, array.shape, _SPECS[name])
 
-        key = tuple(shapes.items())  # the specs follow from the names
-        bound = _AGREED_SHAPES.get(key)
+        shape_key = tuple(shapes.items())  # the specs follow from the names
+        bound = _AGREED_SHAPES.get(shape_key)
         if bound is None:
             bound = self._bind(shapes, specs, infos)
             if len(_AGREED_SHAPES) >= _AGREED_SHAPES_MAX:
                 _AGREED_SHAPES.clear()
-            _AGREED_SHAPES[key] = bound
+            _AGREED_SHAPES[shape_key] = bound
         T, B = bound
 
         for name in empty_rows:  # `[]` given for a T = 0 field becomes (0, B)
