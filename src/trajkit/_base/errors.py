@@ -24,8 +24,8 @@ class RolloutFileError(ValueError):
         'run.npz: member rews.npy: truncated file'
         >>> isinstance(err, ValueError)
         True
-        >>> import pickle  # it survives pickling, e.g. from a worker process
-        >>> pickle.loads(pickle.dumps(err)).member
+        >>> import copy  # rebuilt by `__reduce__`, as when it crosses from a worker process
+        >>> copy.copy(err).member
         'rews.npy'
     """
 
