@@ -78,6 +78,103 @@ def test_shapes_that_agreed_before_are_checked_again_when_any_field_differs() ->
         make(truncated=np.zeros((T, B)))
 
 
+# A subclass is always validated by pydantic, never by `Rollout`'s direct path.
+_ThroughPydantic: type[Rollout] = type("_ThroughPydantic", (Rollout,), {})
+
+
+def _input_forms(r: Rollout, form: int) -> dict[str, Any]:
+    """`r`'s fields as a user may pass them: stacked or seed-list outputs, float64, bools."""
+    outs: Any = dict(r.model_outs.arrays) if form % 2 else as_seed_model_outs(r)
+    kwargs: dict[str, Any] = {
+        "states": r.states,
+        "obses": r.obses,
+        "rews": r.rews.astype(np.float64) if form % 3 == 0 else r.rews,
+        "dones": r.dones.astype(bool) if form % 4 == 1 else r.dones,
+        "infos": r.infos if form % 5 else None,
+        "model_outs": outs,
+    }
+    if r.truncated is not None:
+        kwargs["truncated"], kwargs["final_values"] = r.truncated, r.final_values
+    return kwargs
+
+
+@given(
+    rollouts(
+        nested=None,
+        truncation=None,
+        action_kinds=("discrete", "multi_discrete", "multi_binary", "box"),
+    ),
+    st.integers(0, 59),
+    st.booleans(),
+)
+def test_direct_validation_stores_what_pydantic_stores(r: Rollout, form: int, copy: bool) -> None:
+    kwargs = _input_forms(r, form)
+    direct = Rollout(**kwargs, copy=copy)
+    through = _ThroughPydantic(**kwargs, copy=copy)
+    assert direct == through
+    assert sorted(direct.__dict__) == sorted(through.__dict__)
+    for name in ("rews", "dones", "truncated", "final_values"):
+        a, b = getattr(direct, name), getattr(through, name)
+        assert (a is None and b is None) or a.dtype == b.dtype
+    assert direct.model_fields_set == through.model_fields_set
+    assert direct.__pydantic_extra__ is None
+    assert direct.__pydantic_private__ is None
+    if copy:
+        leaves = [leaf for _, leaf in _tree_leaves(kwargs)]
+        stored = [leaf for _, leaf in _tree_leaves(direct.__dict__)]
+        assert not any(np.shares_memory(x, y) for x in leaves for y in stored)
+    direct.revalidate()
+    assert direct == through
+
+
+def _tree_leaves(fields: dict[str, Any]) -> list[tuple[str, Any]]:
+    """Every array among the rollout fields (the model-output arrays included)."""
+    found: list[tuple[str, Any]] = []
+
+    def visit(path: str, value: Any) -> None:
+        if isinstance(value, np.ndarray):
+            found.append((path, value))
+        elif isinstance(value, ModelOutputs):
+            visit(path, dict(value.arrays))
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                visit(f"{path}[{key!r}]", item)
+        elif isinstance(value, list | tuple):
+            for i, item in enumerate(value):
+                visit(f"{path}[{i}]", item)
+
+    for name, value in fields.items():
+        if name != "infos":
+            visit(name, value)
+    return found
+
+
+def test_only_refused_input_goes_through_pydantic() -> None:
+    # Valid input is validated directly; refused input again by pydantic, whose error names
+    # every problem (as test_several_problems_are_reported_together pins).
+    seen: list[str] = []
+
+    def spy(frame: Any, event: str, arg: Any) -> None:
+        if event == "c_call":
+            seen.append(getattr(arg, "__name__", ""))
+
+    kw = valid_kwargs()
+    sys.setprofile(spy)
+    try:
+        Rollout(**kw)
+    finally:
+        sys.setprofile(None)
+    assert "validate_python" not in seen
+    kw["rews"] = np.full((T, B), np.nan)
+    sys.setprofile(spy)
+    try:
+        with pytest.raises(ValidationError, match="rews must be finite"):
+            Rollout(**kw)
+    finally:
+        sys.setprofile(None)
+    assert "validate_python" in seen
+
+
 def test_dtypes_and_shapes_follow_the_seed() -> None:
     r = make()
     assert r.states.dtype == np.float32

@@ -723,11 +723,11 @@ def coerce_model_outs(value: Any, *, copy: bool) -> ModelOutputs:
     Raises:
         ValueError: With a message naming the key and, for the list form, the timestep.
     """
-    if isinstance(value, ModelOutputs):
-        return value._clone(copy)
     if type(value) is dict or isinstance(value, Mapping):  # a dict without abc's machinery
         arrays = _coerce_mapping(value, copy=copy)
         return ModelOutputs._of(arrays, None if arrays else 0)
+    if isinstance(value, ModelOutputs):
+        return value._clone(copy)
     if isinstance(value, Sequence) and not isinstance(value, str | bytes):
         if len(value) == 0:
             return ModelOutputs._of({}, 0, building=True)

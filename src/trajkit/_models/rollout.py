@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy as _copy
 import random
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import MappingProxyType
 from typing import (
     TYPE_CHECKING,
@@ -143,8 +143,7 @@ def _copying(info: ValidationInfo) -> bool:
     return bool(info.context.get("copy", True)) if isinstance(info.context, dict) else True
 
 
-def _v_states(value: Any, info: ValidationInfo) -> ArrayTree:
-    copy = _copying(info)
+def _v_states(value: Any, copy: bool) -> ArrayTree:
     if type(value) is np.ndarray:  # the common flat case, without walking a tree
         return as_float32(value, "states", copy=copy, min_ndim=2)
     return _tree.map_with_path(
@@ -155,8 +154,7 @@ def _v_states(value: Any, info: ValidationInfo) -> ArrayTree:
     )
 
 
-def _v_obses(value: Any, info: ValidationInfo) -> ArrayTree:
-    copy = _copying(info)
+def _v_obses(value: Any, copy: bool) -> ArrayTree:
     if type(value) is np.ndarray:  # the common flat case, without walking a tree
         return as_numeric(value, "obses", copy=copy, min_ndim=1)
     return _tree.map_with_path(
@@ -167,35 +165,35 @@ def _v_obses(value: Any, info: ValidationInfo) -> ArrayTree:
     )
 
 
-def _v_rews(value: Any, info: ValidationInfo) -> Float32Array:
-    return as_float32(value, "rews", copy=_copying(info), finite=True)
+def _v_rews(value: Any, copy: bool) -> Float32Array:
+    return as_float32(value, "rews", copy=copy, finite=True)
 
 
-def _as_flags(value: Any, name: str, info: ValidationInfo) -> Float32Array:
+def _as_flags(value: Any, name: str, copy: bool) -> Float32Array:
     """0/1 flags as float32; bools are cast without a check (they cannot be anything else)."""
     binary = getattr(value, "dtype", None) != np.bool_
-    return as_float32(value, name, copy=_copying(info), binary=binary)
+    return as_float32(value, name, copy=copy, binary=binary)
 
 
-def _v_dones(value: Any, info: ValidationInfo) -> Float32Array:
-    return _as_flags(value, "dones", info)
+def _v_dones(value: Any, copy: bool) -> Float32Array:
+    return _as_flags(value, "dones", copy)
 
 
-def _v_truncated(value: Any, info: ValidationInfo) -> Float32Array | None:
-    return None if value is None else _as_flags(value, "truncated", info)
+def _v_truncated(value: Any, copy: bool) -> Float32Array | None:
+    return None if value is None else _as_flags(value, "truncated", copy)
 
 
-def _v_final_values(value: Any, info: ValidationInfo) -> Float32Array | None:
+def _v_final_values(value: Any, copy: bool) -> Float32Array | None:
     if value is None:
         return None
-    return as_float32(value, "final_values", copy=_copying(info), finite=True)
+    return as_float32(value, "final_values", copy=copy, finite=True)
 
 
-def _v_model_outs(value: Any, info: ValidationInfo) -> ModelOutputs:
-    return coerce_model_outs(value, copy=_copying(info))
+def _v_model_outs(value: Any, copy: bool) -> ModelOutputs:
+    return coerce_model_outs(value, copy=copy)
 
 
-def _v_infos(value: Any, info: ValidationInfo) -> InfoRows | None:
+def _v_infos(value: Any, copy: bool) -> InfoRows | None:
     if value is None:
         return None
     if isinstance(value, str | bytes | Mapping) or not isinstance(value, Sequence):
@@ -214,6 +212,30 @@ def _v_infos(value: Any, info: ValidationInfo) -> InfoRows | None:
                 raise ValueError(f"infos[{t}][{b}] must be a mapping, got {type(item).__name__}")
         rows.append([item if isinstance(item, dict) else dict(item) for item in row])
     return rows
+
+
+_FIELD_CHECKS: Mapping[str, Callable[[Any, bool], Any]] = MappingProxyType(
+    {
+        "states": _v_states,
+        "obses": _v_obses,
+        "rews": _v_rews,
+        "dones": _v_dones,
+        "infos": _v_infos,
+        "model_outs": _v_model_outs,
+        "truncated": _v_truncated,
+        "final_values": _v_final_values,
+    }
+)
+"""Each field's validator (the value, and whether to copy it), in declaration order."""
+
+
+def _with_copy(check: Callable[[Any, bool], Any]) -> PlainValidator:
+    """`check` as a pydantic validator, told whether to copy by the validation context."""
+
+    def validate(value: Any, info: ValidationInfo) -> Any:
+        return check(value, _copying(info))
+
+    return PlainValidator(validate)
 
 
 class Rollout(BaseModel):
@@ -301,25 +323,16 @@ class Rollout(BaseModel):
         final_values: _Field[Float32Array | None, ArrayLike | None]
         """Optional values of true final observations `[T, B]`, float32; read where truncated."""
     else:
-        states: Annotated[ArrayTree, PlainValidator(_v_states)]
-        obses: Annotated[ArrayTree, PlainValidator(_v_obses)]
-        rews: Annotated[Float32Array, PlainValidator(_v_rews)]
-        dones: Annotated[Float32Array, PlainValidator(_v_dones)]
-        infos: Annotated[InfoRows, PlainValidator(_v_infos)]
-        model_outs: Annotated[ModelOutputs, PlainValidator(_v_model_outs)]
-        truncated: Annotated[Float32Array | None, PlainValidator(_v_truncated)] = None
-        final_values: Annotated[Float32Array | None, PlainValidator(_v_final_values)] = None
+        states: Annotated[ArrayTree, _with_copy(_v_states)]
+        obses: Annotated[ArrayTree, _with_copy(_v_obses)]
+        rews: Annotated[Float32Array, _with_copy(_v_rews)]
+        dones: Annotated[Float32Array, _with_copy(_v_dones)]
+        infos: Annotated[InfoRows, _with_copy(_v_infos)]
+        model_outs: Annotated[ModelOutputs, _with_copy(_v_model_outs)]
+        truncated: Annotated[Float32Array | None, _with_copy(_v_truncated)] = None
+        final_values: Annotated[Float32Array | None, _with_copy(_v_final_values)] = None
 
-    _FIELDS: ClassVar[tuple[str, ...]] = (
-        "states",
-        "obses",
-        "rews",
-        "dones",
-        "infos",
-        "model_outs",
-        "truncated",
-        "final_values",
-    )
+    _FIELDS: ClassVar[tuple[str, ...]] = tuple(_FIELD_CHECKS)
 
     def __init__(
         self,
@@ -335,26 +348,56 @@ class Rollout(BaseModel):
         copy: bool = True,
     ) -> None:
         __tracebackhide__ = True
+        values = {
+            "states": states,
+            "obses": obses,
+            "rews": rews,
+            "dones": dones,
+            "infos": infos,
+            "model_outs": model_outs,
+            "truncated": truncated,
+            "final_values": final_values,
+        }
+        self._validate(values, copy)
+
+    def _validate(self, values: dict[str, Any], copy: bool) -> None:
+        """Check every field and the rules across them, and store the fields in `self`.
+
+        The fields go through the same validators, and then the same check across fields, as
+        pydantic would run, but called directly: pydantic's own work around them is about a
+        tenth of a small rollout's construction. Where anything is refused, pydantic validates
+        `values` again, and its error names every problem at once. (A subclass, which may
+        add fields or validators, always goes through pydantic.)
+        """
+        __tracebackhide__ = True
         scope = fused.open_scope()  # whether compiled checks are on: decided once, if at all
         try:
+            if type(self) is Rollout and self._validated_directly(values, copy):
+                return
             self.__pydantic_validator__.validate_python(
-                {
-                    "states": states,
-                    "obses": obses,
-                    "rews": rews,
-                    "dones": dones,
-                    "infos": infos,
-                    "model_outs": model_outs,
-                    "truncated": truncated,
-                    "final_values": final_values,
-                },
-                self_instance=self,
-                context={"copy": copy},
+                values, self_instance=self, context={"copy": copy}
             )
         except ValidationError as exc:
             raise clean_validation_error(exc) from None
         finally:
             fused.close_scope(scope)
+
+    def _validated_directly(self, values: dict[str, Any], copy: bool) -> bool:
+        """Whether every field and rule passed, validated without pydantic (see `_validate`)."""
+        try:
+            fields = {name: check(values[name], copy) for name, check in _FIELD_CHECKS.items()}
+        except (ValueError, AssertionError):  # what pydantic turns into validation errors
+            return False
+        # What pydantic's validation into an existing instance sets (as `model_construct`).
+        object.__setattr__(self, "__dict__", fields)
+        object.__setattr__(self, "__pydantic_fields_set__", set(fields))
+        object.__setattr__(self, "__pydantic_extra__", None)
+        object.__setattr__(self, "__pydantic_private__", None)
+        try:
+            self._cross_check()
+        except (ValueError, AssertionError):
+            return False
+        return True
 
     if not TYPE_CHECKING:
 
@@ -384,6 +427,11 @@ class Rollout(BaseModel):
 
     @model_validator(mode="after")
     def _check_across_fields(self) -> Self:
+        self._cross_check()
+        return self
+
+    def _cross_check(self) -> None:
+        """The rules across fields: shapes agree on T and B, and the values that need them."""
         shapes: dict[str, Shape] = {}
         specs: dict[str, DimSpec] = {}
         empty_rows: list[str] = []
@@ -439,7 +487,6 @@ class Rollout(BaseModel):
             self.__dict__["model_outs"] = ModelOutputs({}, T + 1)
         self.model_outs._attach(T + 1, B)
         self._check_values(self.model_outs.arrays if building else outs)
-        return self
 
     def _bind(
         self, shapes: dict[str, Shape], specs: dict[str, DimSpec], infos: InfoRows | None
@@ -593,14 +640,7 @@ class Rollout(BaseModel):
         problem = self.model_outs.incomplete()
         if problem is not None:
             raise ValueError(f"the rollout is incomplete: {problem}")
-        try:
-            self.__pydantic_validator__.validate_python(
-                {name: self.__dict__.get(name) for name in self._FIELDS},
-                self_instance=self,
-                context={"copy": False},
-            )
-        except ValidationError as exc:
-            raise clean_validation_error(exc) from None
+        self._validate({name: self.__dict__.get(name) for name in self._FIELDS}, copy=False)
 
     def _complete_outs(self, method: str) -> Mapping[str, AnyArray]:
         """The model-output arrays, or a ValueError when they are still being filled in."""
