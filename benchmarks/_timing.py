@@ -19,15 +19,20 @@ def best_of(fn: Callable[[], object], repeats: int) -> float:
     return best
 
 
-def interleaved(*fns: Callable[[], object], rounds: int) -> list[float]:
+def interleaved(*fns: Callable[[], object], rounds: int, steady: bool = False) -> list[float]:
     """Minimum wall time of each of `fns`, run in turn `rounds` times, in seconds.
 
     Alternating the candidates spreads the machine's noise over all of them alike, so that
-    their ratios stay fair on a shared machine.
+    their ratios stay fair on a shared machine. With `steady`, each timed call follows an
+    untimed call of the same function: every candidate is timed in the state its own loop
+    leaves behind (its allocations, its caches), as in a loop that repeats it, not in the
+    state the previous candidate left.
     """
     best = [float("inf")] * len(fns)
     for _ in range(rounds):
         for i, fn in enumerate(fns):
+            if steady:
+                fn()
             start = time.perf_counter()
             fn()
             best[i] = min(best[i], time.perf_counter() - start)
