@@ -175,6 +175,134 @@ def test_only_refused_input_goes_through_pydantic() -> None:
     assert "validate_python" in seen
 
 
+def _stacked_inputs(r: Rollout, seed: int) -> dict[str, Any]:
+    """`r`'s structure with new values: stacked outputs, no infos (a training loop's buffers)."""
+    rng = np.random.default_rng(seed)
+
+    def renewed(array: Any) -> Any:
+        if array.dtype.kind == "f":
+            return rng.normal(size=array.shape).astype(array.dtype)
+        return rng.permutation(array.reshape(-1)).reshape(array.shape)  # same values, moved
+
+    kwargs: dict[str, Any] = {
+        "states": renewed(r.states),
+        "obses": renewed(r.obses),
+        "rews": renewed(r.rews),
+        "dones": r.dones.copy(),
+        "infos": None,
+        "model_outs": {key: renewed(a) for key, a in r.model_outs.arrays.items()},
+    }
+    if "actor" in kwargs["model_outs"] and "actions" in kwargs["model_outs"]:
+        kwargs["model_outs"]["actions"] = r.model_outs.arrays["actions"].copy()
+    if r.truncated is not None:
+        kwargs["truncated"], kwargs["final_values"] = r.truncated, renewed(r.final_values)
+    return kwargs
+
+
+def _equal_to_pydantic(r: Rollout, kwargs: dict[str, Any]) -> None:
+    through = _ThroughPydantic(**kwargs)
+    assert r == through
+    assert list(r.__dict__) == list(through.__dict__)
+    assert r.model_fields_set == through.model_fields_set
+    leaves = [leaf for _, leaf in _tree_leaves(kwargs)]
+    assert not any(np.shares_memory(x, y) for x in leaves for _, y in _tree_leaves(r.__dict__))
+
+
+@given(
+    rollouts(
+        min_steps=1,
+        truncation=None,
+        action_kinds=("discrete", "multi_discrete", "multi_binary", "box"),
+    ),
+    st.integers(0, 2**32 - 1),
+)
+def test_a_structure_seen_before_gives_what_pydantic_gives(r: Rollout, seed: int) -> None:
+    # The first copying construction of a structure records how each array was made; the
+    # next ones of that structure make them the same way (a plan), with new values.
+    first = _stacked_inputs(r, seed)
+    _equal_to_pydantic(Rollout(**first), first)
+    again = _stacked_inputs(r, seed + 1)
+    _equal_to_pydantic(Rollout(**again), again)
+
+
+def _large_inputs(T: int = 2048, B: int = 16) -> dict[str, Any]:
+    """Fields of 128 KiB and more: the compiled kernels copy and check them, where on."""
+    rng = np.random.default_rng(3)
+    dones = (rng.random((T + 1, B)) < 0.01).astype(np.float32)
+    return {
+        "states": np.zeros((T + 1, B, 0), np.float32),
+        "obses": rng.normal(size=(T + 1, B, 3)).astype(np.float32),
+        "rews": rng.normal(size=(T, B)),  # float64: cast while copied
+        "dones": dones,
+        "infos": None,
+        "model_outs": {
+            "critic": rng.normal(size=(T + 1, B)).astype(np.float32),
+            "actor": rng.normal(size=(T + 1, B, 4)).astype(np.float32),
+            "actions": rng.integers(0, 4, size=(T + 1, B)),
+        },
+    }
+
+
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+def test_a_plan_refuses_what_validation_refuses(
+    monkeypatch: pytest.MonkeyPatch, backend: str
+) -> None:
+    if backend == "numba":
+        pytest.importorskip("numba")
+    monkeypatch.setenv("TRAJKIT_BACKEND", backend)
+    kw = _large_inputs()
+    _equal_to_pydantic(Rollout(**kw), kw)  # records the plan
+    _equal_to_pydantic(Rollout(**kw), kw)  # follows it
+    bad: list[tuple[str, Any, str]] = [
+        ("rews", (5, 7), "rews must be finite, got nan at (t=5, b=7)"),
+        ("dones", (9, 2), "dones must hold only 0 and 1, got nan at (t=9, b=2)"),
+        ("critic", (2047, 15), "model_outs['critic'] must be finite, got nan at (t=2047, b=15)"),
+    ]
+    for name, where, message in bad:
+        broken = _large_inputs()
+        arrays = broken["model_outs"] if name == "critic" else broken
+        arrays[name] = arrays[name].copy()
+        arrays[name][where] = np.nan
+        with pytest.raises(ValidationError, match=re.escape(message)):
+            Rollout(**broken)
+    broken = _large_inputs()
+    broken["model_outs"]["actions"][3, 1] = 4
+    with pytest.raises(ValidationError, match=re.escape("got 4 at (t=3, b=1)")):
+        Rollout(**broken)
+    _equal_to_pydantic(Rollout(**kw), kw)
+
+
+def test_plans_are_followed_only_for_their_structure(monkeypatch: pytest.MonkeyPatch) -> None:
+    from trajkit._models import rollout as module
+
+    walks: list[bool] = []
+    direct = Rollout._validated_directly
+
+    def counted(self: Rollout, values: dict[str, Any], copy: bool) -> bool:
+        walks.append(copy)
+        return direct(self, values, copy)
+
+    monkeypatch.setattr(Rollout, "_validated_directly", counted)
+    monkeypatch.setattr(module, "_PLANS", {})
+    kw = _large_inputs()
+    for _ in range(3):
+        Rollout(**kw)
+    assert walks == [True]  # recorded once, then followed
+    Rollout(**kw, copy=False)  # no copies: nothing to follow
+    Rollout(**{**kw, "rews": kw["rews"].astype(np.float32)})  # another structure
+    Rollout(**{**kw, "infos": [[{}] * 16] * 2048})  # infos are not planned
+    Rollout(**{**kw, "dones": kw["dones"].astype(bool)})
+    Rollout(**{**kw, "dones": kw["dones"].astype(bool)})  # bools are cast, and planned too
+    assert walks == [True, False, True, True, True]
+    assert len(module._PLANS) == 3
+    monkeypatch.setattr(module, "_PLANS_MAX", 3)
+    with pytest.raises(ValidationError):
+        Rollout(**{**kw, "rews": kw["rews"][:-1]})  # refused: no plan made
+    assert len(module._PLANS) == 3
+    Rollout(**{**kw, "obses": kw["obses"][:, :, :2].copy()})
+    assert len(module._PLANS) == 1  # full: forgotten, then the new one kept
+
+
 def test_dtypes_and_shapes_follow_the_seed() -> None:
     r = make()
     assert r.states.dtype == np.float32

@@ -24,7 +24,15 @@ from trajkit._core.gae import gae_backend
 if TYPE_CHECKING:
     from trajkit._core._numba_checks import Kernels
 
-__all__ = ["MIN_BYTES", "Rule", "cast_checked", "close_scope", "open_scope", "passes"]
+__all__ = [
+    "MIN_BYTES",
+    "Rule",
+    "cast_checked",
+    "close_scope",
+    "kernels_enabled",
+    "open_scope",
+    "passes",
+]
 
 Rule: TypeAlias = Literal["finite", "binary"]
 
@@ -65,19 +73,26 @@ def _kernels_on() -> bool:
         return False
 
 
+def kernels_enabled() -> bool:
+    """Whether the kernels are on (`TRAJKIT_BACKEND` and numba), read once per scope.
+
+    Examples:
+        >>> kernels_enabled() in (True, False)
+        True
+    """
+    cell = _SCOPE.get()
+    if cell is None:
+        return _kernels_on()
+    if not cell:
+        cell.append(_kernels_on())
+    return cell[0]
+
+
 def _kernels_for(array: AnyArray) -> Kernels | None:
     """The compiled kernels, if they apply to `array` (see the module's documentation)."""
     if array.nbytes < MIN_BYTES or array.dtype not in _SOURCES or not array.flags.c_contiguous:
         return None
-    cell = _SCOPE.get()
-    if cell is None:
-        on = _kernels_on()
-    elif cell:
-        on = cell[0]
-    else:
-        on = _kernels_on()
-        cell.append(on)
-    return _compiled() if on else None
+    return _compiled() if kernels_enabled() else None
 
 
 @functools.cache

@@ -3,11 +3,18 @@
 These run inside pydantic validators, which turn each `ValueError` into a `ValidationError`.
 Each check is a constant number of vectorised NumPy operations; positions are only searched for
 once a check has failed.
+
+Within `recording_leaf_ops()`, each conversion that makes a new array records how it made it
+from its input (`LeafOp`), so that `Rollout` can make the same arrays again from input of the
+same structure without walking its validators (see `trajkit._models.rollout`).
 """
 
 from __future__ import annotations
 
-from typing import Any
+import contextlib
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
+from typing import Any, TypeAlias
 
 import numpy as np
 
@@ -15,6 +22,8 @@ from trajkit._base.types import AnyArray, Float32Array, Int32Array
 from trajkit._core import fused
 
 __all__ = [
+    "LeafOp",
+    "LeafOps",
     "arrays_equal",
     "as_float32",
     "as_int32",
@@ -23,6 +32,7 @@ __all__ = [
     "check_finite",
     "first_true",
     "fmt_index",
+    "recording_leaf_ops",
 ]
 
 _KIND_NAMES = {
@@ -38,6 +48,73 @@ _KIND_NAMES = {
     "M": "datetime",
     "m": "timedelta",
 }
+
+
+LeafOp: TypeAlias = Callable[[Any], AnyArray | None]
+"""How a conversion made a new array from its input: again for other input, None if refused."""
+LeafOps: TypeAlias = dict[int, tuple[AnyArray, Any, LeafOp]]
+"""Recorded conversions: `id(made)` -> (the array made, its input, the `LeafOp`)."""
+
+_RECORDING: ContextVar[LeafOps | None] = ContextVar("trajkit_leaf_ops", default=None)
+
+
+@contextlib.contextmanager
+def recording_leaf_ops() -> Iterator[LeafOps]:
+    """Within the block, record how every new array was made (the outermost call wins).
+
+    The records keep the arrays made alive, so that an id never names another array.
+
+    Examples:
+        >>> x = np.ones((2, 3), np.float64)
+        >>> with recording_leaf_ops() as ops:
+        ...     y = as_float32(x, "x", copy=True)
+        >>> made, source, again = ops[id(y)]
+        >>> made is y, source is x, again(x * 2).tolist()
+        (True, True, [[2.0, 2.0, 2.0], [2.0, 2.0, 2.0]])
+    """
+    ops: LeafOps = {}
+    token = _RECORDING.set(ops)
+    try:
+        yield ops
+    finally:
+        _RECORDING.reset(token)
+
+
+def _made(array: AnyArray, source: Any, op: LeafOp) -> AnyArray:
+    """`array`, recorded as made from `source` by `op` when recording."""
+    ops = _RECORDING.get()
+    if ops is not None:
+        ops[id(array)] = (array, source, op)
+    return array
+
+
+def _copy(source: AnyArray) -> AnyArray:
+    return source.copy()
+
+
+def _again(convert: Callable[..., AnyArray], /, **kwargs: Any) -> LeafOp:
+    """The same conversion with the same arguments; None where it refuses a value."""
+
+    def op(source: Any) -> AnyArray | None:
+        try:
+            return convert(source, **kwargs)
+        except ValueError:
+            return None
+
+    return op
+
+
+def _cast_checked(rule: fused.Rule) -> LeafOp:
+    """The compiled cast and check of `rule`; None where a value fails or no kernel applies."""
+
+    def op(source: Any) -> AnyArray | None:
+        result = fused.cast_checked(source, rule)
+        return result[0] if result is not None and result[1] else None
+
+    return op
+
+
+_CAST_OPS: dict[fused.Rule, LeafOp] = {rule: _cast_checked(rule) for rule in ("finite", "binary")}
 
 
 def kind_name(dtype: np.dtype[Any]) -> str:
@@ -79,7 +156,8 @@ def as_numeric(
     """
     kinds = "biuf" if allow_bool else "iuf"
     if type(value) is np.ndarray and value.dtype.kind in kinds and value.ndim >= min_ndim:
-        return value.copy() if copy else value  # the common case, with nothing to refuse
+        # The common case, with nothing to refuse.
+        return _made(value.copy(), value, _copy) if copy else value
     if isinstance(value, str | bytes):
         raise ValueError(f"{name} must be an array, got a {type(value).__name__} {value!r:.40}")
     if isinstance(value, np.ma.MaskedArray):
@@ -145,11 +223,32 @@ def as_float32(
             check_binary(array, name)
         return array
     if (finite or binary) and array.nbytes >= fused.MIN_BYTES:
-        checked = fused.cast_checked(array, "finite" if finite else "binary")
+        rule: fused.Rule = "finite" if finite else "binary"
+        checked = fused.cast_checked(array, rule)
         if checked is not None and checked[1]:
-            return checked[0]  # else NumPy's checks below find and name the first bad value
+            return _made(checked[0], value, _CAST_OPS[rule])
+        # else NumPy's checks below find and name the first bad value
+    converted = _converted(array, name, min_ndim=min_ndim, finite=finite, binary=binary, axes=axes)
+    if _RECORDING.get() is not None:
+        again = _again(
+            as_float32,
+            name=name,
+            copy=copy,
+            min_ndim=min_ndim,
+            finite=finite,
+            binary=binary,
+            axes=axes,
+        )
+        _made(converted, value, again)
+    return converted
+
+
+def _converted(
+    array: AnyArray, name: str, *, min_ndim: int, finite: bool, binary: bool, axes: str
+) -> Float32Array:
+    """`as_float32`'s conversion with NumPy: a new float32 array, checked as asked."""
     if binary:
-        flags = as_float32(array, name, copy=True, min_ndim=min_ndim)
+        flags = _converted(array, name, min_ndim=min_ndim, finite=False, binary=False, axes=axes)
         check_binary(flags, name)
         return flags
     wide = array.dtype.kind == "f" and array.dtype.itemsize > 4  # can overflow float32
@@ -252,7 +351,12 @@ def as_int32(
             raise ValueError(
                 f"{name} must fit in int32, got {array[pos].item()!r} at {fmt_index(pos, axes)}"
             )
-    return array.astype(np.int32, copy=copy)  # the copy and the cast in one pass
+    converted = array.astype(np.int32, copy=copy)  # the copy and the cast in one pass
+    if converted is not value and _RECORDING.get() is not None:
+        _made(
+            converted, value, _again(as_int32, name=name, copy=copy, min_ndim=min_ndim, axes=axes)
+        )
+    return converted
 
 
 def check_finite(array: AnyArray, name: str, axes: str = "tb") -> None:

@@ -89,7 +89,7 @@ def _coerce_key(
     if key in _FLOAT_KEYS:
         axes = ("tb"[2 - lead :] if lead <= 2 else "tb") + ("a" if key == "actor" else "")
         return as_float32(array, name, copy=copy, min_ndim=0, finite=True, axes=axes)
-    return array.copy() if copy else array
+    return as_numeric(array, name, copy=copy, min_ndim=0)  # checked already: a copy or itself
 
 
 def _check_action_range(actions: AnyArray, actor: AnyArray, name: str, axes: str) -> None:

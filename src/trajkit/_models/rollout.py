@@ -13,6 +13,7 @@ from typing import (
     ClassVar,
     Generic,
     Literal,
+    NamedTuple,
     TypeAlias,
     TypeVar,
     overload,
@@ -36,11 +37,14 @@ from trajkit._core import minibatch as _mb
 from trajkit._core import tree as _tree
 from trajkit._core.episodes import EpisodeStats, episode_stats
 from trajkit._models.arrays import (
+    LeafOp,
+    LeafOps,
     arrays_equal,
     as_float32,
     as_numeric,
     first_true,
     fmt_index,
+    recording_leaf_ops,
 )
 from trajkit._models.dims import DimSpec, Shape, bind_dims
 from trajkit._models.errors import clean_validation_error
@@ -238,6 +242,58 @@ def _with_copy(check: Callable[[Any, bool], Any]) -> PlainValidator:
     return PlainValidator(validate)
 
 
+_ARRAY_FIELDS = ("states", "obses", "rews", "dones", "truncated", "final_values")
+"""The fields that hold one array (or None); `model_outs` holds a mapping, `infos` rows."""
+
+
+class _Plan(NamedTuple):
+    """How a rollout's arrays were made from input of one structure (see `_plan_key`)."""
+
+    steps: tuple[tuple[str, str | None, LeafOp], ...]
+    """(field, model-output key or None, op) per array: the fields', then the keys' order."""
+    num_rows: int  # T + 1
+    batch_size: int  # B
+
+
+_PLANS: dict[tuple[Any, ...], _Plan | None] = {}
+"""Plans by input structure; None where the arrays were not all made by recorded leaf ops."""
+_PLANS_MAX = 64
+
+
+def _plan_key(values: Mapping[str, Any], copy: bool) -> tuple[Any, ...] | None:
+    """The structure of constructor input that a plan can be kept for, or None.
+
+    A copying construction of flat arrays (exactly `np.ndarray`, no nesting) with stacked
+    model outputs and no infos: the field validators' every decision about such input follows
+    from its types, dtypes, shapes and strides, the output keys and whether the compiled
+    kernels are on, which the key holds. Only the values remain to be checked.
+    """
+    if not copy or values["infos"] is not None:
+        return None
+    outs = values["model_outs"]
+    if type(outs) is not dict or not outs:
+        return None
+    key: list[Any] = []
+    largest = 0
+    for name in _ARRAY_FIELDS:
+        value = values[name]
+        if value is None:
+            key.append(None)
+        elif type(value) is np.ndarray:
+            key.append((value.dtype, value.shape, value.strides))
+            largest = max(largest, value.nbytes)
+        else:
+            return None
+    for name, value in outs.items():
+        if type(name) is not str or type(value) is not np.ndarray:
+            return None
+        key.append((name, value.dtype, value.shape, value.strides))
+        largest = max(largest, value.nbytes)
+    if largest >= fused.MIN_BYTES:  # a kernel may apply: whether they are on is structure too
+        key.append(fused.kernels_enabled())
+    return tuple(key)
+
+
 class Rollout(BaseModel):
     """A validated batch of trajectory segments: what B environments saw, did and received.
 
@@ -372,7 +428,7 @@ class Rollout(BaseModel):
         __tracebackhide__ = True
         scope = fused.open_scope()  # whether compiled checks are on: decided once, if at all
         try:
-            if type(self) is Rollout and self._validated_directly(values, copy):
+            if type(self) is Rollout and self._validated_without_pydantic(values, copy):
                 return
             self.__pydantic_validator__.validate_python(
                 values, self_instance=self, context={"copy": copy}
@@ -382,22 +438,110 @@ class Rollout(BaseModel):
         finally:
             fused.close_scope(scope)
 
+    def _validated_without_pydantic(self, values: dict[str, Any], copy: bool) -> bool:
+        """Whether `values` passed, by a plan (see `_replayed`) or directly; False if refused.
+
+        A training loop copies its buffers into a rollout of the same structure every
+        iteration: the first copying construction of a structure records how each array was
+        made (`recording_leaf_ops`), and the next ones of that structure make their arrays the
+        same way without the validators' walk over types, dtypes, shapes and keys.
+        """
+        key = _plan_key(values, copy)
+        if key is None:
+            return self._validated_directly(values, copy)
+        plan = _PLANS.get(key)
+        if plan is not None:
+            return self._replayed(plan, values) or self._validated_directly(values, copy)
+        if key in _PLANS:  # a structure whose arrays are not all made by recorded leaf ops
+            return self._validated_directly(values, copy)
+        with recording_leaf_ops() as ops:
+            if not self._validated_directly(values, copy):
+                return False
+        if len(_PLANS) >= _PLANS_MAX:
+            _PLANS.clear()
+        _PLANS[key] = self._plan(values, ops)
+        return True
+
     def _validated_directly(self, values: dict[str, Any], copy: bool) -> bool:
         """Whether every field and rule passed, validated without pydantic (see `_validate`)."""
         try:
             fields = {name: check(values[name], copy) for name, check in _FIELD_CHECKS.items()}
         except (ValueError, AssertionError):  # what pydantic turns into validation errors
             return False
-        # What pydantic's validation into an existing instance sets (as `model_construct`).
-        object.__setattr__(self, "__dict__", fields)
-        object.__setattr__(self, "__pydantic_fields_set__", set(fields))
-        object.__setattr__(self, "__pydantic_extra__", None)
-        object.__setattr__(self, "__pydantic_private__", None)
+        self._store(fields)
         try:
             self._cross_check()
         except (ValueError, AssertionError):
             return False
         return True
+
+    def _plan(self, values: Mapping[str, Any], ops: LeafOps) -> _Plan | None:
+        """How this rollout's arrays were made from `values`, if each by one recorded op."""
+        given_outs = values["model_outs"]
+        stored_outs = self.model_outs._arrays
+        if list(stored_outs) != list(given_outs):
+            return None
+        made_from: list[tuple[str, str | None, Any, Any]] = [
+            (name, None, self.__dict__[name], values[name]) for name in _ARRAY_FIELDS
+        ]
+        made_from += [
+            ("model_outs", key, stored, given_outs[key]) for key, stored in stored_outs.items()
+        ]
+        steps: list[tuple[str, str | None, LeafOp]] = []
+        for name, key, stored, given in made_from:
+            if stored is None and given is None:
+                continue
+            made, source, op = ops.get(id(stored), (None, None, None))
+            if made is not stored or source is not given or op is None:
+                return None
+            steps.append((name, key, op))
+        return _Plan(tuple(steps), self.num_steps + 1, self.batch_size)
+
+    def _replayed(self, plan: _Plan, values: Mapping[str, Any]) -> bool:
+        """Whether the arrays, made as `plan` says, passed their value checks (then stored).
+
+        Input of the plan's structure passes every check that depends on the structure; the
+        ops check the values as they make the arrays, and `_check_values` the rules across
+        fields. False where a value is refused: the caller validates again, and its error
+        names the value.
+        """
+        arrays: dict[str, AnyArray] = {}  # filled below
+        outs = ModelOutputs._of(arrays, plan.num_rows)
+        outs._attach(plan.num_rows, plan.batch_size)
+        fields: dict[str, Any] = {}
+        given_outs = values["model_outs"]
+        for name, key, op in plan.steps:
+            made = op(values[name] if key is None else given_outs[key])
+            if made is None:
+                return False
+            if key is None:
+                fields[name] = made
+            else:
+                arrays[key] = made
+        get = fields.get
+        self._store(
+            {
+                "states": get("states"),
+                "obses": get("obses"),
+                "rews": get("rews"),
+                "dones": get("dones"),
+                "model_outs": outs,
+                "truncated": get("truncated"),
+                "final_values": get("final_values"),
+            }
+        )
+        try:
+            self._check_values(outs.arrays)
+        except (ValueError, AssertionError):
+            return False
+        return True
+
+    def _store(self, fields: dict[str, Any]) -> None:
+        """Set `fields` as pydantic's validation into an existing instance does."""
+        object.__setattr__(self, "__dict__", fields)
+        object.__setattr__(self, "__pydantic_fields_set__", set(self._FIELDS))
+        object.__setattr__(self, "__pydantic_extra__", None)
+        object.__setattr__(self, "__pydantic_private__", None)
 
     if not TYPE_CHECKING:
 
