@@ -8,6 +8,7 @@ import sys
 from collections.abc import Iterator
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -268,3 +269,51 @@ def test_check_file_names_the_url_never_the_copy(memory_fs: str) -> None:
     assert check.problems == ("cannot open: no such file or directory",)
     with pytest.raises(trajkit.RolloutFileError, match=r"^memory://mixed/a04.npz: member obses"):
         load_any(f"{memory_fs}/a04.npz")
+
+
+@pytest.mark.usefixtures("small_chunks")
+def test_quick_urls_give_the_verdicts_of_local_paths(
+    capsys: pytest.CaptureFixture[str], mixed: Path, memory_fs: str
+) -> None:
+    _, local, _ = run(capsys, "validate", "--quick", "--jobs", "1", str(mixed))
+    code, remote, _ = run(capsys, "validate", "--quick", "--jobs", "1", memory_fs)
+    assert remote == local.replace(str(mixed), memory_fs)
+    size = fsspec.filesystem("memory").size("/mixed/a00.npz")
+    code, out, _ = run(capsys, "validate", "--quick", "--max-bytes", "1KiB", f"{memory_fs}/a00.npz")
+    assert code == 1
+    assert f"invalid: the file is {size} bytes, over the limit of 1024 bytes" in out
+    check = check_file(f"{memory_fs}/gone.npz", quick=True)
+    assert check.problems == ("cannot open: no such file or directory",)
+
+
+def test_quick_reads_a_url_in_place_not_all_of_it(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    MemoryFile = pytest.importorskip("fsspec.implementations.memory").MemoryFile
+
+    path = tmp_path / "big.npz"
+    trajkit.save(example_rollout(num_steps=2048, num_envs=64), path)
+    fs = fsspec.filesystem("memory")
+    fs.pipe_file("/big/run.npz", path.read_bytes())
+    read: list[int] = []  # bytes handed out by the file system, by `read` or `readinto`
+    readinto, read_bytes = MemoryFile.readinto, MemoryFile.read
+
+    def counted_into(self: Any, buffer: Any) -> int:
+        read.append(readinto(self, buffer))
+        return read[-1]
+
+    def counted_read(self: Any, size: int | None = -1) -> bytes:
+        data: bytes = read_bytes(self, size)
+        read.append(len(data))
+        return data
+
+    monkeypatch.setattr(MemoryFile, "readinto", counted_into)
+    monkeypatch.setattr(MemoryFile, "read", counted_read)
+    try:
+        code, out, _ = run(capsys, "validate", "--quick", "memory://big/run.npz")
+        check = check_file("memory://big/run.npz", quick=True)
+    finally:
+        fs.rm("/big", recursive=True)
+    assert (code, out) == (0, "memory://big/run.npz: ok\n")
+    assert check.nbytes == path.stat().st_size > 4_000_000
+    assert 0 < sum(read) <= 2 * 3 * (1 << 16)  # a few 64 KiB ranges, twice

@@ -55,7 +55,7 @@ from trajkit._io.metadata import (
 from trajkit._models.rollout import Rollout, given_infos
 from trajkit._models.spec import SUPPORTED_DTYPES, dtype_name
 
-__all__ = ["DEFAULT_MAX_BYTES", "load", "read_metadata", "save"]
+__all__ = ["DEFAULT_MAX_BYTES", "load", "read_metadata", "read_metadata_from", "save"]
 
 DEFAULT_MAX_BYTES = 4 << 30
 """The default limit on the declared size of a file's contents: 4 GiB."""
@@ -473,6 +473,18 @@ def read_metadata(
         return reader.metadata
 
 
+def read_metadata_from(
+    file: io.BufferedReader, size: int, *, name: str, max_bytes: int | None = DEFAULT_MAX_BYTES
+) -> RolloutFileMetadata:
+    """`read_metadata` of an open file of `size` bytes, such as a remote one, named `name`.
+
+    Only the ZIP directory and the `metadata.json` member are read, with seeks: over a
+    network that is a few ranged reads, whatever the size of the file. The file is closed.
+    """
+    with _Reader(name, max_bytes, opened=(file, size)) as reader:
+        return reader.metadata
+
+
 def load(
     path: PathLike,
     *,
@@ -778,7 +790,14 @@ class _PendingCrc:
 class _Reader:
     """An open rollout file: its ZIP directory, checked metadata, and bounded member reads."""
 
-    def __init__(self, path: str, max_bytes: int | None) -> None:
+    def __init__(
+        self,
+        path: str,
+        max_bytes: int | None,
+        *,
+        opened: tuple[io.BufferedReader, int] | None = None,
+    ) -> None:
+        """Open `path`, or take `opened`: an open file (a remote one, say) and its size."""
         self.path = path
         self.max_bytes = max_bytes
         self._file: io.BufferedReader | None = None
@@ -788,6 +807,10 @@ class _Reader:
         # the next chunks and members are read (zlib releases the GIL).
         self._crc_thread: ThreadPoolExecutor | None = None
         self._pending_crcs: list[_PendingCrc] = []
+        if opened is not None:
+            self._file, self._size = opened
+            self._read_directory()
+            return
         try:
             _check_regular(os.stat(path).st_mode, path)  # before opening a device or FIFO
             # Non-blocking, in case a FIFO took the file's place since: checked again below.
@@ -807,9 +830,18 @@ class _Reader:
         try:
             with self.refusing(None):
                 self._size = os.fstat(self._file.fileno()).st_size
+        except BaseException:
+            self.close()
+            raise
+        self._read_directory()
+
+    def _read_directory(self) -> None:
+        """Read the ZIP directory and the metadata; on any failure, close the file."""
+        try:
+            with self.refusing(None):
                 if self._size == 0:
                     self.fail("the file is empty (a rollout file is a ZIP archive)")
-                with zipfile.ZipFile(self._file) as archive:
+                with zipfile.ZipFile(self.file) as archive:
                     self._infos = archive.infolist()
                 self._check_end()
                 self._by_name = {info.filename: info for info in self._infos}

@@ -3,13 +3,16 @@
 fsspec is imported only when a path has a scheme (`trajkit[cloud]`). Checking or loading a
 remote file reads it into a local temporary file first, after refusing a file larger than the
 size limit, so that everything `trajkit.load` checks applies unchanged; errors name the URL,
-never the temporary file. `file://` URLs are read in place.
+never the temporary file. Reading only the metadata (`trajkit validate --quick`) reads the
+ZIP directory and the metadata member in place, a few ranged reads whatever the file's size.
+`file://` URLs are read in place.
 """
 
 from __future__ import annotations
 
 import contextlib
 import importlib
+import io
 import os
 import re
 import tempfile
@@ -17,13 +20,14 @@ from collections.abc import Iterator
 from typing import Any
 
 from trajkit._base.errors import RolloutFileError
-from trajkit._io.files import DEFAULT_MAX_BYTES, load, read_metadata
+from trajkit._io.files import DEFAULT_MAX_BYTES, load, read_metadata, read_metadata_from
 from trajkit._io.metadata import RolloutFileMetadata
 from trajkit._models.rollout import Rollout
 
 __all__ = [
     "PROCESS_LOCAL_SCHEMES",
     "copy_out",
+    "file_size",
     "filesystem",
     "fsspec_module",
     "is_url",
@@ -31,8 +35,8 @@ __all__ = [
     "load_any",
     "local_copy",
     "mappable",
+    "metadata_and_size",
     "naming",
-    "read_metadata_any",
     "runs_in_any_process",
 ]
 
@@ -41,6 +45,7 @@ PROCESS_LOCAL_SCHEMES = frozenset({"memory"})
 
 _URL = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*)://")
 _COPY_CHUNK = 1 << 20
+_RANGE_BYTES = 1 << 16  # bytes per ranged read of a remote file's directory and metadata
 
 
 def is_url(path: str) -> bool:
@@ -115,12 +120,7 @@ def local_copy(path: str, max_bytes: int | None) -> Iterator[str]:
     if size is None:
         yield inner
         return
-    if max_bytes is not None and size > max_bytes:
-        raise RolloutFileError(
-            f"the file is {size} bytes, over the limit of {max_bytes} bytes; pass a larger "
-            "max_bytes to read it",
-            path=path,
-        )
+    _check_size(size, max_bytes, path)
     fd, temp = tempfile.mkstemp(prefix="trajkit-", suffix=".npz")
     try:
         with open(fd, "wb") as out:
@@ -193,12 +193,59 @@ def load_any(
         return load(local, mmap=mmap and mappable(path), max_bytes=max_bytes, verify=verify)
 
 
-def read_metadata_any(
+def metadata_and_size(
     path: str, *, max_bytes: int | None = DEFAULT_MAX_BYTES
-) -> RolloutFileMetadata:
-    """`trajkit.read_metadata` for a local path or a URL."""
-    with local_copy(path, max_bytes) as local, naming(path):
-        return read_metadata(local, max_bytes=max_bytes)
+) -> tuple[RolloutFileMetadata, int]:
+    """`trajkit.read_metadata` for a local path or a URL, and the file's size in bytes.
+
+    A remote file is not copied: its ZIP directory and metadata member are read in place, in
+    ranged reads of 64 KiB. As when it is copied, a file over `max_bytes` is refused before
+    anything is read.
+
+    Raises:
+        RolloutFileError: If the file cannot be read, or is refused; naming `path`.
+    """
+    if mappable(path):  # read in place anyway
+        with local_copy(path, max_bytes) as local, naming(path):
+            return read_metadata(local, max_bytes=max_bytes), file_size(local)
+    try:
+        fs, inner = filesystem(path)
+        reported = fs.size(inner)
+    except (OSError, ValueError) as exc:
+        raise RolloutFileError(f"cannot open: {_reason(exc)}", path=path) from exc
+    if reported is None:  # a file system that cannot tell: read a bounded copy
+        with local_copy(path, max_bytes) as local, naming(path):
+            return read_metadata(local, max_bytes=max_bytes), file_size(local)
+    size = int(reported)
+    _check_size(size, max_bytes, path)
+    try:
+        raw = fs.open(inner, "rb", block_size=_RANGE_BYTES)
+    except (OSError, ValueError) as exc:
+        raise RolloutFileError(f"cannot open: {_reason(exc)}", path=path) from exc
+    try:
+        file = io.BufferedReader(raw, buffer_size=_RANGE_BYTES)
+    except BaseException:
+        raw.close()
+        raise
+    with naming(path):
+        return read_metadata_from(file, size, name=path, max_bytes=max_bytes), size
+
+
+def file_size(path: str) -> int:
+    """The size of the local file `path` in bytes; 0 if it cannot be read."""
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0
+
+
+def _check_size(size: int, max_bytes: int | None, path: str) -> None:
+    if max_bytes is not None and size > max_bytes:
+        raise RolloutFileError(
+            f"the file is {size} bytes, over the limit of {max_bytes} bytes; pass a larger "
+            "max_bytes to read it",
+            path=path,
+        )
 
 
 def copy_out(source: str, target: str) -> None:

@@ -24,13 +24,15 @@ import numpy as np
 
 from trajkit._base.errors import RolloutFileError
 from trajkit._base.types import ArrayLike
-from trajkit._io.files import DEFAULT_MAX_BYTES, load, read_metadata
+from trajkit._io.files import DEFAULT_MAX_BYTES, load
 from trajkit._io.remote import (
+    file_size,
     filesystem,
     is_url,
     join_url,
     local_copy,
     mappable,
+    metadata_and_size,
     naming,
     runs_in_any_process,
 )
@@ -306,23 +308,16 @@ def _discover_local(path: str, suffix: str) -> Iterator[Found | FileCheck]:
                 if name.endswith(suffix) and not name.startswith("."):
                     found += 1
                     full = os.path.join(root, name)
-                    yield Found(full, _size(full))
+                    yield Found(full, file_size(full))
         for err in errors:  # the top folder itself could not be listed
             found += 1
             yield FileCheck(str(err.filename or path), (f"cannot read folder: {err.strerror}",))
         if not found:
             yield FileCheck(path, (f"no *{suffix} files in this folder",))
     elif os.path.lexists(path):
-        yield Found(path, _size(path))
+        yield Found(path, file_size(path))
     else:
         yield FileCheck(path, ("no such file or directory",))
-
-
-def _size(path: str) -> int:
-    try:
-        return os.stat(path).st_size
-    except OSError:
-        return 0
 
 
 def _discover_url(url: str, suffix: str) -> Iterator[Found | FileCheck]:
@@ -414,8 +409,9 @@ def check_file(
     Everything [`trajkit.load`][trajkit.load] checks, including every CRC-32, and, with
     `spec`, conformance to it; with `quick`, only the ZIP directory and the metadata (as
     [`trajkit.read_metadata`][trajkit.read_metadata]). A URL is read into a temporary local
-    file first (a file over `max_bytes` is refused before it is read). This is what
-    `trajkit validate` runs for each file, in whichever process or Ray task.
+    file first, or with `quick` only its ZIP directory and metadata, in place (either way, a
+    file over `max_bytes` is refused before it is read). This is what `trajkit validate`
+    runs for each file, in whichever process or Ray task.
 
     Args:
         path: A local path, or a URL such as `s3://bucket/run.npz` (needs `trajkit[cloud]`).
@@ -440,15 +436,15 @@ def check_file(
     problems: list[str] = []
     nbytes = 0
     try:
-        with local_copy(path, max_bytes) as local, naming(path):
-            nbytes = _size(local)
-            if quick:
-                meta = read_metadata(local, max_bytes=max_bytes)
-                if spec is not None:
-                    problems += spec.compare(
-                        meta.spec, num_steps=meta.num_steps, num_envs=meta.batch_size
-                    )
-            else:
+        if quick:
+            meta, nbytes = metadata_and_size(path, max_bytes=max_bytes)
+            if spec is not None:
+                problems += spec.compare(
+                    meta.spec, num_steps=meta.num_steps, num_envs=meta.batch_size
+                )
+        else:
+            with local_copy(path, max_bytes) as local, naming(path):
+                nbytes = file_size(local)
                 rollout = load(local, mmap=mappable(path), verify=True, max_bytes=max_bytes)
                 if spec is not None:
                     problems += spec.check(rollout)
@@ -481,7 +477,7 @@ def file_stats(
     """
     with local_copy(path, max_bytes) as local, naming(path):
         rollout = load(local, mmap=mappable(path), max_bytes=max_bytes)
-        return DatasetStats.of(conform(rollout, spec, path), _size(local))
+        return DatasetStats.of(conform(rollout, spec, path), file_size(local))
 
 
 def check_chunk(
