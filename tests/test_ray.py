@@ -99,3 +99,48 @@ def test_cli_engine_ray(capsys: pytest.CaptureFixture[str], folder: Path) -> Non
     assert main(["validate", "--jobs", "1", str(folder)]) == 1
     assert capsys.readouterr().out == ray_out
     assert "10 files: 8 ok, 2 invalid" in ray_err
+
+
+@pytest.mark.usefixtures("local_ray")
+def test_jobs_bounds_the_tasks_in_flight(
+    capsys: pytest.CaptureFixture[str], folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(scan, "CHUNK_FILES", 3)  # four chunks, four Ray tasks
+    in_flight, most = [0], [0]
+    submitter = trajkit.ray._submitter
+
+    def counting(ray_module: Any) -> Any:
+        submit = submitter(ray_module)
+
+        def counted(work: Any, group: Any) -> Any:
+            wait = submit(work, group)
+            in_flight[0] += 1
+            most[0] = max(most[0], in_flight[0])
+
+            def done() -> Any:
+                in_flight[0] -= 1
+                return wait()
+
+            return done
+
+        return counted
+
+    monkeypatch.setattr(trajkit.ray, "_submitter", counting)
+    local = list(validate_files([str(folder)], jobs=1))
+    assert trajkit.ray.validate(str(folder), jobs=1) == local
+    assert most[0] == 1
+    most[0] = 0
+    assert trajkit.ray.validate(str(folder)) == local
+    assert most[0] == 4  # by default, four chunks per CPU may be in flight: all of them
+    assert repr(trajkit.ray.stats(str(folder / "rollout-000001.npz"), jobs=1)) == repr(
+        trajkit.ray.stats(str(folder / "rollout-000001.npz"))
+    )
+    with pytest.raises(ValueError, match="jobs must be a positive int or None, got 0"):
+        trajkit.ray.validate(str(folder), jobs=0)
+    most[0] = 0
+    code = main(["validate", "--engine", "ray", "--jobs", "1", str(folder)])
+    assert code == 1
+    assert most[0] == 1
+    assert capsys.readouterr().out.splitlines() == [
+        f"{c.path}: ok" if c.ok else f"{c.path}: invalid: {c.problems[0]}" for c in local
+    ]

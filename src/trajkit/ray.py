@@ -107,6 +107,13 @@ def _cpus(ray: Any) -> int:
     return max(1, int(ray.cluster_resources().get("CPU", 1)))
 
 
+def _most_tasks(jobs: int | None) -> int | None:
+    """`jobs`, checked: the most tasks in flight, or None for four chunks per cluster CPU."""
+    if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1):
+        raise ValueError(f"jobs must be a positive int or None, got {jobs!r}")
+    return jobs
+
+
 def validate_files(
     paths: Paths,
     *,
@@ -114,12 +121,13 @@ def validate_files(
     spec: RolloutSpec | None = None,
     quick: bool = False,
     max_bytes: int | None = DEFAULT_MAX_BYTES,
+    jobs: int | None = None,
 ) -> Iterator[FileCheck]:
     """Check rollout files and folders as Ray tasks; yield the verdicts as they come, in order.
 
     The streaming form of [`validate`][trajkit.ray.validate] (what `trajkit validate
     --engine ray` runs): folders are listed lazily on the driver, files go to Ray tasks in
-    chunks, at most four chunks per CPU of the cluster in flight.
+    chunks, at most four chunks per CPU of the cluster in flight (or `jobs` tasks).
 
     Args:
         paths: Files and folders (local paths or fsspec URLs).
@@ -127,6 +135,12 @@ def validate_files(
         spec: Also require conformance to this spec.
         quick: Check only the ZIP directory and the metadata.
         max_bytes: The size limit, as for `trajkit.load`; `None` for none.
+        jobs: At most this many Ray tasks at once (`trajkit validate --engine ray --jobs N`),
+            to leave the rest of a shared cluster alone; `None` for four chunks in flight
+            per CPU of the cluster. The verdicts are the same either way.
+
+    Raises:
+        ValueError: If `jobs` is not a positive int or None.
 
     Returns:
         An iterator of `FileCheck`, one per file, in the order of the paths.
@@ -137,12 +151,14 @@ def validate_files(
         ...     print(check.path, check.ok)
         runs/a.npz True
     """
+    window = _most_tasks(jobs)
     ray = _connect(address)
     work = partial(check_chunk, spec=spec, quick=quick, max_bytes=max_bytes)
     return run_ordered(
         work,
         discover(_as_list(paths)),
-        jobs=_cpus(ray),
+        jobs=window or _cpus(ray),
+        window=window,
         by_size=not quick,
         submit=_submitter(ray),
     )
@@ -155,6 +171,7 @@ def validate(
     spec: RolloutSpec | None = None,
     quick: bool = False,
     max_bytes: int | None = DEFAULT_MAX_BYTES,
+    jobs: int | None = None,
 ) -> list[FileCheck]:
     """Check rollout files and folders as Ray tasks.
 
@@ -165,6 +182,8 @@ def validate(
         spec: Also require conformance to this spec.
         quick: Check only the ZIP directory and the metadata.
         max_bytes: The size limit, as for `trajkit.load`; `None` for none.
+        jobs: At most this many Ray tasks at once; `None` for four chunks in flight per CPU
+            of the cluster.
 
     Returns:
         One [`FileCheck`][trajkit.dataset.FileCheck] per file, in the order of the paths
@@ -176,7 +195,11 @@ def validate(
         >>> [c.path for c in checks if not c.ok]  # doctest: +SKIP
         []
     """
-    return list(validate_files(paths, address=address, spec=spec, quick=quick, max_bytes=max_bytes))
+    return list(
+        validate_files(
+            paths, address=address, spec=spec, quick=quick, max_bytes=max_bytes, jobs=jobs
+        )
+    )
 
 
 def stats(
@@ -185,18 +208,21 @@ def stats(
     address: str | None = None,
     spec: RolloutSpec | None = None,
     max_bytes: int | None = DEFAULT_MAX_BYTES,
+    jobs: int | None = None,
 ) -> DatasetStats:
     """Episode statistics of rollout files and folders, computed in Ray tasks.
 
     Each task loads its files (memory-mapped where they are local) and returns their merged
     statistics; the driver merges the chunks in order, so the result does not depend on how
-    many CPUs the cluster has.
+    many CPUs the cluster has (or on `jobs`).
 
     Args:
         paths: Files and folders (local paths or fsspec URLs).
         address: The Ray cluster to connect to if Ray is not initialized yet.
         spec: Also require conformance to this spec.
         max_bytes: The size limit, as for `trajkit.load`; `None` for none.
+        jobs: At most this many Ray tasks at once; `None` for four chunks in flight per CPU
+            of the cluster.
 
     Returns:
         The [`DatasetStats`][trajkit.dataset.DatasetStats] of all the files.
@@ -210,12 +236,13 @@ def stats(
         >>> trajkit.ray.stats("runs/").returns.mean  # doctest: +SKIP
         187.5
     """
+    window = _most_tasks(jobs)
     ray = _connect(address)
     work = partial(stats_chunk, spec=spec, max_bytes=max_bytes)
     total = DatasetStats()
-    for part in run_ordered(
-        work, discover(_as_list(paths)), jobs=_cpus(ray), submit=_submitter(ray)
-    ):
+    found = discover(_as_list(paths))
+    tasks = window or _cpus(ray)
+    for part in run_ordered(work, found, jobs=tasks, window=window, submit=_submitter(ray)):
         total = total.merge(part)
     return total
 

@@ -170,7 +170,8 @@ def _parser() -> argparse.ArgumentParser:
         type=_jobs,
         default=None,
         metavar="N",
-        help="check files in N processes (default: one per core); the output is the same as with 1",
+        help="check files in N processes (default: one per core), or with --engine ray in at "
+        "most N Ray tasks at once; the output is the same as with 1",
     )
     validate.add_argument(
         "--engine",
@@ -450,7 +451,7 @@ def _checks(args: argparse.Namespace, spec: RolloutSpec | None) -> Iterator[File
         try:
             import trajkit.ray as tray  # Ray is imported only for this engine
 
-            return tray.validate_files(args.paths, address=args.address, **options)
+            return tray.validate_files(args.paths, address=args.address, jobs=args.jobs, **options)
         except ImportError as exc:
             raise _UsageError(str(exc)) from None
         except Exception as exc:  # Ray could not start, or not reach the cluster
