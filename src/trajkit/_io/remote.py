@@ -108,19 +108,13 @@ def local_copy(path: str, max_bytes: int | None) -> Iterator[str]:
     if not is_url(path):
         yield path
         return
-    try:
-        fs, inner = filesystem(path)
-        if _in_place(path):  # file://: read in place
-            size = None
-        else:  # a file system that cannot tell (None): the copy stops at max_bytes
-            reported = fs.size(inner)
-            size = -1 if reported is None else int(reported)
-    except (OSError, ValueError) as exc:
-        raise RolloutFileError(f"cannot open: {_reason(exc)}", path=path) from exc
-    if size is None:
+    fs, inner, size = _remote(path, sized=not _in_place(path))
+    if _in_place(path):  # file://: read in place
         yield inner
         return
-    _check_size(size, max_bytes, path)
+    # A size of None (a file system that cannot tell): the copy stops at max_bytes.
+    if size is not None:
+        _check_size(size, max_bytes, path)
     fd, temp = tempfile.mkstemp(prefix="trajkit-", suffix=".npz")
     try:
         with open(fd, "wb") as out:
@@ -133,6 +127,22 @@ def local_copy(path: str, max_bytes: int | None) -> Iterator[str]:
     finally:
         with contextlib.suppress(OSError):
             os.unlink(temp)
+
+
+def _remote(url: str, *, sized: bool = True) -> tuple[Any, str, int | None]:
+    """The file system of `url`, the path within it, and (if `sized`) the file's size.
+
+    The size is None where the file system cannot tell, or when not asked for.
+
+    Raises:
+        RolloutFileError: If the URL cannot be opened.
+    """
+    try:
+        fs, inner = filesystem(url)
+        reported = fs.size(inner) if sized else None
+    except (OSError, ValueError) as exc:
+        raise RolloutFileError(f"cannot open: {_reason(exc)}", path=url) from exc
+    return fs, inner, None if reported is None else int(reported)
 
 
 def _in_place(url: str) -> bool:
@@ -205,30 +215,24 @@ def metadata_and_size(
     Raises:
         RolloutFileError: If the file cannot be read, or is refused; naming `path`.
     """
-    if mappable(path):  # read in place anyway
-        with local_copy(path, max_bytes) as local, naming(path):
-            return read_metadata(local, max_bytes=max_bytes), file_size(local)
-    try:
-        fs, inner = filesystem(path)
-        reported = fs.size(inner)
-    except (OSError, ValueError) as exc:
-        raise RolloutFileError(f"cannot open: {_reason(exc)}", path=path) from exc
-    if reported is None:  # a file system that cannot tell: read a bounded copy
-        with local_copy(path, max_bytes) as local, naming(path):
-            return read_metadata(local, max_bytes=max_bytes), file_size(local)
-    size = int(reported)
-    _check_size(size, max_bytes, path)
-    try:
-        raw = fs.open(inner, "rb", block_size=_RANGE_BYTES)
-    except (OSError, ValueError) as exc:
-        raise RolloutFileError(f"cannot open: {_reason(exc)}", path=path) from exc
-    try:
-        file = io.BufferedReader(raw, buffer_size=_RANGE_BYTES)
-    except BaseException:
-        raw.close()
-        raise
-    with naming(path):
-        return read_metadata_from(file, size, name=path, max_bytes=max_bytes), size
+    if not mappable(path):
+        fs, inner, size = _remote(path)
+        if size is not None:  # else a file system that cannot tell: a bounded copy below
+            _check_size(size, max_bytes, path)
+            try:
+                raw = fs.open(inner, "rb", block_size=_RANGE_BYTES)
+            except (OSError, ValueError) as exc:
+                raise RolloutFileError(f"cannot open: {_reason(exc)}", path=path) from exc
+            try:
+                file = io.BufferedReader(raw, buffer_size=_RANGE_BYTES)
+            except BaseException:
+                raw.close()
+                raise
+            with naming(path):
+                return read_metadata_from(file, size, name=path, max_bytes=max_bytes), size
+    # A local path or file:// (read in place), or a size unknown (a copy bounded by max_bytes).
+    with local_copy(path, max_bytes) as local, naming(path):
+        return read_metadata(local, max_bytes=max_bytes), file_size(local)
 
 
 def file_size(path: str) -> int:
