@@ -456,6 +456,29 @@ def test_infos_become_json_compatible_per_env_dicts(make_env: MakeEnv) -> None:
     assert infos[AutoresetMode.DISABLED] == infos[AutoresetMode.NEXT_STEP]
 
 
+class ResetInfo(StepInfo):
+    """StepInfo, with an info of its own on every reset too."""
+
+    def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
+        obs, info = self.env.reset(**kwargs)
+        return obs, {**info, "reset": True}
+
+
+def test_next_step_phantom_steps_infos_are_neither_recorded_nor_kept(make_env: MakeEnv) -> None:
+    # NEXT_STEP reports a reset's info on the phantom step: not a transition of the rollout.
+    env = make_env(AutoresetMode.NEXT_STEP, wrappers=[ResetInfo])
+    recorder = RolloutRecorder(env, policy, seed=3)
+    ends = 0
+    for _ in range(6):
+        r = recorder.record(30)
+        ends += len(episode_ends(r))
+        assert r.infos is not None
+        assert all("count" in info and "reset" not in info for row in r.infos for info in row)
+        # Only the entries not yet returned keep infos (at most a phantom step's per env).
+        assert len(recorder._infos) <= NUM_ENVS
+    assert ends >= 6  # phantom steps did happen (LIMIT = 20 steps per episode at most)
+
+
 def test_info_keys_keeps_only_the_chosen_keys(make_env: MakeEnv) -> None:
     env = make_env(AutoresetMode.SAME_STEP, wrappers=[StepInfo])
     r = RolloutRecorder(env, policy, seed=8, info_keys={"ending"}).record(30)

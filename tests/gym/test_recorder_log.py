@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 pytest.importorskip("gymnasium")
 
-from trajkit._io.gym_recorder import _Log, _positions
+from trajkit._io.gym_recorder import _Log, _positions, _rows_and_steps
 
 
 @given(st.lists(st.tuples(st.integers(1, 90), st.integers(0, 90)), min_size=1, max_size=8))
@@ -51,3 +51,40 @@ def test_positions_are_each_columns_first_true_entries(rows: list[list[bool]], c
     got = _positions(mask, count)
     assert got.dtype == np.int64
     np.testing.assert_array_equal(got, expected)
+
+
+@given(
+    st.integers(1, 5).flatmap(
+        lambda b: st.tuples(
+            st.lists(st.lists(st.booleans(), min_size=b, max_size=b), min_size=1, max_size=40),
+            st.lists(st.booleans(), min_size=b, max_size=b),
+        )
+    ),
+    st.booleans(),
+)
+def test_rows_and_steps_follow_the_step_by_step_recurrence(
+    case: tuple[list[list[bool]], list[bool]], next_step: bool
+) -> None:
+    rows, pending = case
+    ended = np.array(rows, dtype=bool)
+    # The recurrence as the vector env runs it, one entry at a time.
+    expected_new, expected_real = [], []
+    has_row = np.array(pending, dtype=bool)
+    for flags in ended:
+        expected_real.append(has_row)
+        has_row = ~(flags & has_row) if next_step else np.ones_like(flags)
+        expected_new.append(has_row)
+    new, real = _rows_and_steps(ended, np.array(pending, dtype=bool), next_step)
+    assert new.dtype == real.dtype == np.bool_
+    np.testing.assert_array_equal(new, np.array(expected_new))
+    np.testing.assert_array_equal(real, np.array(expected_real))
+
+
+def test_rows_and_steps_golden_column() -> None:
+    # One env under NEXT_STEP, worked by hand: an ending real step shows the final
+    # observation (no row), the phantom reset after it shows a row and is not real, even if
+    # its flags say ended (a second ending in a row).
+    ended = np.array([[0], [1], [0], [1], [1], [1], [0]], dtype=bool)
+    new, real = _rows_and_steps(ended, np.array([True]), next_step=True)
+    assert new[:, 0].tolist() == [True, False, True, False, True, False, True]
+    assert real[:, 0].tolist() == [True, True, False, True, False, True, False]

@@ -263,6 +263,17 @@ class _Log:
         self._names = names
         self._targets = [self.arrays[name] for name in names]
 
+    def column(self, name: str, shape: tuple[int, ...], dtype: type[Any]) -> AnyArray:
+        """The array of field `name`, made (zeros, `[capacity, *shape]`) if it has none yet.
+
+        For fields that are not appended entry by entry but filled in later, over many entries
+        at once: they grow and move with the others.
+        """
+        array = self.arrays.get(name)
+        if array is None:
+            array = self.arrays[name] = np.zeros((self._capacity, *shape), dtype)
+        return array
+
     def _make_room(self) -> None:
         """Move the live entries to the front, into arrays twice as large if they fill half."""
         live = self.size
@@ -307,6 +318,34 @@ def _positions(mask: BoolArray, count: int) -> Int64Array:
     firsts = envs.searchsorted(np.arange(mask.shape[1]))  # where each env's list starts
     positions: Int64Array = entries[firsts + np.arange(count)[:, None]]
     return positions
+
+
+def _rows_and_steps(
+    ended: BoolArray, pending: BoolArray, next_step: bool
+) -> tuple[BoolArray, BoolArray]:
+    """Which logged entries show rows (`new`) and which are real transitions (`real`), `[K, B]`.
+
+    Worked out from the entries' ending flags (`ended`, `[K, B]`) and `pending`, the `new` of
+    the entry before them, by the recurrence the vector env follows, here over whole arrays:
+
+    * `real[k] = new[k - 1]`: a step is a real transition where the env had a row to act from
+      (`real[0] = pending`);
+    * under NEXT_STEP, `new[k] = not (ended[k] and real[k])`: an env whose real transition
+      ended an episode shows its final observation, which is no row, and its next step is the
+      phantom reset; under the other modes every entry shows a row of every env.
+
+    So in a run of consecutive endings (in one column), rows alternate, starting with the
+    opposite of the entry before the run: a row (the entry is not an ending) or `pending`.
+    """
+    if not next_step:
+        new = np.ones_like(ended)
+    else:
+        entry = np.arange(len(ended))[:, None]
+        last_clear = np.maximum.accumulate(np.where(ended, -1, entry), axis=0)  # -1: none yet
+        before = (last_clear >= 0) | pending  # `new` of the entry before the run
+        new = ~ended | (before ^ ((entry - last_clear) & 1).astype(bool))
+    real = np.concatenate([pending[None], new[:-1]])
+    return new, real
 
 
 class RolloutRecorder:
@@ -420,11 +459,12 @@ class RolloutRecorder:
         self._state_fn = state_fn
         self._num_envs = int(env.num_envs)
         # The log of whole vector steps (and the first reset) not yet returned: for each,
-        # the rows it showed (observations, model outputs, states), with `row_new` marking
-        # the envs for which they are a row of the rollout; and the step itself (reward, raw
-        # ending flags, ...), with `real` marking real transitions. Env b's t-th row is the
-        # t-th marked entry of its column, and step t (the action taken from row t) the entry
-        # right after it.
+        # the rows it showed (observations, model outputs, states) and the step itself
+        # (reward, raw ending flags, ...). `row_new` marks the envs for which an entry shows
+        # a row of the rollout, `real` the real transitions: both follow from the ending
+        # flags, and are filled in over many entries at once (`_settle`), not step by step.
+        # Env b's t-th row is the t-th marked entry of its column, and step t (the action
+        # taken from row t) the entry right after it.
         self._log = _Log(
             {
                 "row_new": np.bool_,
@@ -438,8 +478,10 @@ class RolloutRecorder:
         )
         self._fields: list[str] = []  # the log's fields, in the order `_append` writes them
         self._infos: dict[tuple[int, int], dict[str, Any]] = {}  # (step entry, env) -> info
-        self._count = np.zeros(self._num_envs, dtype=np.int64)  # real steps logged per env
-        # Whether env b has a current row (False while NEXT_STEP's phantom step is due).
+        self._settled = 0  # the live entries whose `row_new` and `real` are filled in
+        self._count = np.zeros(self._num_envs, dtype=np.int64)  # real steps settled per env
+        # Whether env b has a current row after the last settled entry (False while
+        # NEXT_STEP's phantom step is due, and before the first reset).
         self._pending = np.zeros(self._num_envs, dtype=bool)
         self._obs: ArrayTree | None = None
         self._zeros = np.zeros(self._num_envs, dtype=np.float64)
@@ -614,6 +656,7 @@ class RolloutRecorder:
 
     def _ready(self, T: int) -> bool:
         """Whether every env has T real steps logged, and its row T (not a phantom due)."""
+        self._settle()
         count, pending = self._count, self._pending
         return bool(np.all((count > T) | ((count == T) & pending)))
 
@@ -625,17 +668,33 @@ class RolloutRecorder:
         states = self._states()
         nobody = ~self._everyone
         zeros = self._zeros if self._mode is not _Mode.NEXT_STEP else None
-        self._append(obs, outs, states, self._everyone, nobody, self._zeros, nobody, nobody, zeros)
-        self._pending[:] = True
+        self._append(obs, outs, states, self._zeros, nobody, nobody, zeros)
         self._obs, self._outs = obs, outs
+
+    def _settle(self) -> None:
+        """Fill in `row_new` and `real` for the entries logged since the last call.
+
+        One pass over whole arrays (`_rows_and_steps`) instead of a few small operations per
+        step; it also counts each env's real steps and carries `_pending` on.
+        """
+        log = self._log
+        start, stop = log.start + self._settled, log.end
+        if start == stop:
+            return
+        arrays, B = log.arrays, (self._num_envs,)
+        ended = np.logical_or(arrays["terminated"][start:stop], arrays["truncs"][start:stop])
+        new, real = _rows_and_steps(ended, self._pending, self._mode is _Mode.NEXT_STEP)
+        log.column("row_new", B, np.bool_)[start:stop] = new
+        log.column("real", B, np.bool_)[start:stop] = real
+        self._count += real.sum(axis=0)
+        self._pending = new[-1].copy()
+        self._settled = log.size
 
     def _append(
         self,
         obs: ArrayTree,
         outs: Mapping[str, AnyArray],
         states: AnyArray | None,
-        new: BoolArray,
-        real: BoolArray,
         rew: AnyArray,
         terminated: AnyArray,
         truncs: AnyArray,
@@ -647,7 +706,7 @@ class RolloutRecorder:
         the values; `outs` keeps the keys of the first call, in that order (`_call_policy`
         sees to it), and the other parts are there every time or never.
         """
-        values = [new, real, rew, terminated, truncs]
+        values = [rew, terminated, truncs]
         leaves = [obs] if type(obs) is np.ndarray else _tree.leaves(obs)
         values.extend(leaves)
         values.extend(outs.values())
@@ -657,7 +716,7 @@ class RolloutRecorder:
             values.append(final_values)
         if not self._fields:
             self._fields = [
-                *("row_new", "real", "rew", "terminated", "truncs"),
+                *("rew", "terminated", "truncs"),
                 *(f"obs{i}" for i in range(len(leaves))),
                 *(f"out:{key}" for key in outs),
                 *(["state"] if states is not None else []),
@@ -666,11 +725,11 @@ class RolloutRecorder:
         self._log.append(self._fields, values)
 
     def _advance(self) -> None:
-        """One vector step: log what the env and policy returned; phantom steps are not rows.
+        """One vector step: log what the env and policy returned.
 
-        Only what the next step needs is computed here (which envs have a row next); `dones`,
-        truncation, final values, step counts and episode sums are worked out from the raw
-        flags and rewards logged here, over whole arrays, once per rollout (`_build`).
+        Only what the next step needs is worked out here; which entries are rows and real
+        transitions (`_settle`), and `dones`, truncation, final values and episode sums
+        (`_build`) follow from the raw flags and rewards logged here, over whole arrays.
         """
         B = self._num_envs
         obs, rews, terms, truncs, infos = self._env.step(self._outs["actions"])
@@ -682,41 +741,39 @@ class RolloutRecorder:
             truncs = _per_env(truncs, B, bool)
         if type(rews) is not np.ndarray or rews.shape != per_env:
             rews = _per_env(rews, B, np.float64)
-        ended = np.logical_or(terms, truncs)
-        real = self._pending
 
         final_values = None  # NEXT_STEP's are in the log already: the critic's outputs
         if self._mode is _Mode.NEXT_STEP:
-            # Ended envs show their final observation now; their next step is the phantom.
+            # Ended envs show their final observation now, and their next step is the
+            # phantom reset (`_settle` tells these entries apart).
             new_outs = self._call_policy(new_obs)
-            # The new rows: every env's but the just ended ones (their next step is the
-            # phantom reset, whose observation starts the next episode and is a row).
-            new = ~(ended & real)
         else:
+            # Every step is a real transition of every env under these modes.
             final_values = self._zeros
-            truncated = ended & ~np.asarray(terms, dtype=bool) & real
-            if "critic" in self._outs and truncated.any():
-                if self._mode is _Mode.SAME_STEP:
-                    final_obs = self._with_final_obs(new_obs, infos, truncated)
-                else:  # DISABLED: the batch holds the final observations
-                    final_obs = new_obs
-                final_values = self._critic(final_obs)
-            if self._mode is _Mode.DISABLED and ended.any():
-                reset_obs, _ = self._env.reset(options={"reset_mask": ended.copy()})
-                new_obs = self._obs_batch(reset_obs)
+            if "critic" in self._outs and truncs.any():
+                truncated = np.logical_and(truncs, np.logical_not(terms))
+                if truncated.any():
+                    if self._mode is _Mode.SAME_STEP:
+                        final_obs = self._with_final_obs(new_obs, infos, truncated)
+                    else:  # DISABLED: the batch holds the final observations
+                        final_obs = new_obs
+                    final_values = self._critic(final_obs)
+            if self._mode is _Mode.DISABLED:
+                ended = np.logical_or(terms, truncs)
+                if ended.any():
+                    reset_obs, _ = self._env.reset(options={"reset_mask": ended})
+                    new_obs = self._obs_batch(reset_obs)
             new_outs = self._call_policy(new_obs)
-            new = self._everyone
         states = None if self._state_fn is None else self._states()
 
         if infos and self._keeps_infos(infos):
+            # Every env's, phantom steps' too: `_build` takes only real transitions' infos.
             entry = self._log.size
-            for b in np.flatnonzero(real).tolist():
+            for b in range(B):
                 info = self._info(infos, b)
                 if info:
                     self._infos[entry, b] = info
-        self._append(new_obs, new_outs, states, new, real, rews, terms, truncs, final_values)
-        self._count += real
-        self._pending = new
+        self._append(new_obs, new_outs, states, rews, terms, truncs, final_values)
         self._obs, self._outs = new_obs, new_outs
 
     def _keeps_infos(self, infos: Mapping[str, Any]) -> bool:
@@ -732,6 +789,7 @@ class RolloutRecorder:
         return False
 
     def _build(self, T: int) -> Rollout:
+        self._settle()
         B, log = self._num_envs, self._log
         fields = log.fields()
         row_at = _positions(fields["row_new"], T + 1)  # [T+1, B]
@@ -800,8 +858,10 @@ class RolloutRecorder:
         fields["row_new"][entry < first] = False
         drop = int(first.min())
         if self._infos:
-            self._infos = {(k - drop, b): info for (k, b), info in self._infos.items()}
+            # Infos of earlier entries belonged to phantom steps: never part of a rollout.
+            self._infos = {(k - drop, b): info for (k, b), info in self._infos.items() if k >= drop}
         log.drop(drop)
+        self._settled -= drop
         self._count -= T
         return rollout
 
