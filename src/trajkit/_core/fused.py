@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import warnings
+from collections.abc import Callable
 from contextvars import ContextVar, Token
 from typing import TYPE_CHECKING, Final, Literal, TypeAlias
 
@@ -26,8 +27,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MIN_BYTES",
+    "CastKernel",
     "Rule",
     "cast_checked",
+    "cast_kernel",
+    "cast_with",
     "close_scope",
     "kernels_enabled",
     "open_scope",
@@ -35,6 +39,8 @@ __all__ = [
 ]
 
 Rule: TypeAlias = Literal["finite", "binary"]
+CastKernel: TypeAlias = Callable[[AnyArray, Float32Array], bool]
+"""A compiled cast-and-check: (flat source, flat float32 destination) -> whether all passed."""
 
 MIN_BYTES: Final = 1 << 16
 """Smaller arrays are left to NumPy: there, calling a kernel costs about what it saves."""
@@ -112,6 +118,35 @@ def _compiled() -> Kernels | None:
         return None
 
 
+def cast_kernel(array: AnyArray, rule: Rule) -> CastKernel | None:
+    """The compiled kernel that casts `array` to float32 and checks `rule`; None where none applies.
+
+    Which kernel applies follows from the array's dtype, layout and size and from whether the
+    kernels are on: a caller that knows these unchanged may run the same kernel again on
+    another array (`cast_with`) without asking again.
+
+    Examples:
+        >>> kernel = cast_kernel(np.ones(1 << 15), "finite")  # float64, 256 KiB
+        >>> kernel is None or cast_with(kernel, np.ones(1 << 15))[1]
+        True
+        >>> cast_kernel(np.ones(4), "finite") is None  # too small to gain anything
+        True
+    """
+    kernels = _kernels_for(array)
+    if kernels is None:
+        return None
+    return kernels.cast_finite if rule == "finite" else kernels.cast_binary
+
+
+def cast_with(kernel: CastKernel, array: AnyArray) -> tuple[Float32Array, bool]:
+    """Run `kernel` (from `cast_kernel`) on `array`: its float32 copy, and whether all passed.
+
+    `array` must be of the dtype, layout and size `kernel` was chosen for.
+    """
+    out = np.empty(array.shape, np.float32)
+    return out, bool(kernel(array.reshape(-1), out.reshape(-1)))
+
+
 def cast_checked(array: AnyArray, rule: Rule) -> tuple[Float32Array, bool] | None:
     """`array` as a new float32 array, and whether every value obeys `rule`, in one pass.
 
@@ -129,12 +164,8 @@ def cast_checked(array: AnyArray, rule: Rule) -> tuple[Float32Array, bool] | Non
         >>> result is None or (result[0].dtype == np.float32 and result[1])
         True
     """
-    kernels = _kernels_for(array)
-    if kernels is None:
-        return None
-    kernel = kernels.cast_finite if rule == "finite" else kernels.cast_binary
-    out = np.empty(array.shape, np.float32)
-    return out, bool(kernel(array.reshape(-1), out.reshape(-1)))
+    kernel = cast_kernel(array, rule)
+    return None if kernel is None else cast_with(kernel, array)
 
 
 def passes(array: AnyArray, rule: Rule) -> bool | None:

@@ -12,6 +12,7 @@ same structure without walking its validators (see `trajkit._models.rollout`).
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from typing import Any, TypeAlias
@@ -104,17 +105,19 @@ def _again(convert: Callable[..., AnyArray], /, **kwargs: Any) -> LeafOp:
     return op
 
 
-def _cast_checked(rule: fused.Rule) -> LeafOp:
-    """The compiled cast and check of `rule`; None where a value fails or no kernel applies."""
+@functools.cache
+def _cast_op(kernel: fused.CastKernel) -> LeafOp:
+    """`kernel`'s cast and check again; None where a value fails.
+
+    A plan replays it only on input of the dtype, layout and size it was chosen for, with the
+    kernels still on (the plan's key holds all of these), so it runs without asking again.
+    """
 
     def op(source: Any) -> AnyArray | None:
-        result = fused.cast_checked(source, rule)
-        return result[0] if result is not None and result[1] else None
+        out, passed = fused.cast_with(kernel, source)
+        return out if passed else None
 
     return op
-
-
-_CAST_OPS: dict[fused.Rule, LeafOp] = {rule: _cast_checked(rule) for rule in ("finite", "binary")}
 
 
 def kind_name(dtype: np.dtype[Any]) -> str:
@@ -223,10 +226,11 @@ def as_float32(
             check_binary(array, name)
         return array
     if (finite or binary) and array.nbytes >= fused.MIN_BYTES:
-        rule: fused.Rule = "finite" if finite else "binary"
-        checked = fused.cast_checked(array, rule)
-        if checked is not None and checked[1]:
-            return _made(checked[0], value, _CAST_OPS[rule])
+        kernel = fused.cast_kernel(array, "finite" if finite else "binary")
+        if kernel is not None:
+            out, passed = fused.cast_with(kernel, array)
+            if passed:  # (recorded as made from `array`: a plan needs it to be the input)
+                return _made(out, array, _cast_op(kernel))
         # else NumPy's checks below find and name the first bad value
     converted = _converted(array, name, min_ndim=min_ndim, finite=finite, binary=binary, axes=axes)
     if _RECORDING.get() is not None:
