@@ -21,6 +21,7 @@ from tests.reference import as_seed_model_outs, gae_loop, stack_key
 from trajkit import ModelOutputs, Rollout
 from trajkit._core import fused
 from trajkit._models import arrays
+from trajkit._models import rollout as rollout_module
 from trajkit.testing import example_rollout, rollouts
 
 T, B, A = 5, 3, 4
@@ -1039,6 +1040,9 @@ def test_validation_does_not_loop_over_elements(monkeypatch: pytest.MonkeyPatch)
     # which take arrays from 64 KiB.)
     monkeypatch.setattr(arrays, "_FUSED_BYTES", 1 << 62)
     monkeypatch.setattr(fused, "MIN_BYTES", 1 << 62)
+    # Fresh caches: one that fills up is cleared, a call of its own, whenever that happens.
+    monkeypatch.setattr(rollout_module, "_PLANS", {})
+    monkeypatch.setattr(rollout_module, "_AGREED_SHAPES", {})
     _python_calls_to_build(1, 1)  # warm caches (e.g. abc's subclass checks) first
     assert _python_calls_to_build(8, 2) == _python_calls_to_build(1024, 64)
 
