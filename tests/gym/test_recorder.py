@@ -29,6 +29,7 @@ from gymnasium.vector import AutoresetMode
 
 from trajkit import Rollout
 from trajkit._base.types import AnyArray
+from trajkit._models.rollout import given_infos
 from trajkit.gym import RolloutRecorder
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -477,6 +478,23 @@ def test_next_step_phantom_steps_infos_are_neither_recorded_nor_kept(make_env: M
         # Only the entries not yet returned keep infos (at most a phantom step's per env).
         assert len(recorder._infos) <= NUM_ENVS
     assert ends >= 6  # phantom steps did happen (LIMIT = 20 steps per episode at most)
+
+
+class OnlyResetInfo(gym.Wrapper[Any, Any, Any, Any]):
+    """An info on every reset, none on steps."""
+
+    def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
+        obs, info = self.env.reset(**kwargs)
+        return obs, {**info, "reset": True}
+
+
+def test_next_step_reset_infos_alone_give_no_infos(make_env: MakeEnv) -> None:
+    # Only the phantom steps have infos: the rollouts have none (no T x B empty dicts).
+    env = make_env(AutoresetMode.NEXT_STEP, wrappers=[OnlyResetInfo])
+    recorder = RolloutRecorder(env, policy, seed=3)
+    rollouts = [recorder.record(30) for _ in range(3)]
+    assert sum(len(episode_ends(r)) for r in rollouts) >= 3  # phantom steps did happen
+    assert [given_infos(r) for r in rollouts] == [None, None, None]
 
 
 def test_info_keys_keeps_only_the_chosen_keys(make_env: MakeEnv) -> None:

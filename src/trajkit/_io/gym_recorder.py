@@ -830,6 +830,8 @@ class RolloutRecorder:
         self._all_episodes.append(self._last_episodes)
 
         infos = None
+        if self._infos:  # drop the phantom steps' (logged for every env, see `_advance`)
+            self._infos = {kb: info for kb, info in self._infos.items() if real[kb]}
         if self._infos:
             infos = [
                 [self._infos.pop((int(step_at[t, b]), b), {}) for b in range(B)] for t in range(T)
@@ -858,7 +860,7 @@ class RolloutRecorder:
         fields["row_new"][entry < first] = False
         drop = int(first.min())
         if self._infos:
-            # Infos of earlier entries belonged to phantom steps: never part of a rollout.
+            # (Entries before `drop` leave the log; so do their infos, if any were left.)
             self._infos = {(k - drop, b): info for (k, b), info in self._infos.items() if k >= drop}
         log.drop(drop)
         self._settled -= drop
