@@ -88,3 +88,19 @@ def test_rows_and_steps_golden_column() -> None:
     new, real = _rows_and_steps(ended, np.array([True]), next_step=True)
     assert new[:, 0].tolist() == [True, False, True, False, True, False, True]
     assert real[:, 0].tolist() == [True, True, False, True, False, True, False]
+
+
+def test_a_column_filled_later_grows_and_moves_with_the_log() -> None:
+    log = _Log({"later": np.int64})
+    for i in range(3):
+        log.append(["x"], [np.full(2, i, np.float32)])
+    column = log.column("later", (2,))
+    assert column.dtype == np.int64
+    column[log.start : log.end] = np.arange(3)[:, None]
+    log.drop(1)
+    for i in range(3, 200):  # room is made (moves to the front, then larger arrays) many times
+        log.append(["x"], [np.full(2, i, np.float32)])
+    fields = log.fields()
+    assert log.column("later", (2,)) is log.arrays["later"]
+    assert fields["later"][:2, 0].tolist() == [1, 2]
+    assert fields["x"][:2, 0].tolist() == [1.0, 2.0]

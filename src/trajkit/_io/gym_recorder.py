@@ -263,15 +263,15 @@ class _Log:
         self._names = names
         self._targets = [self.arrays[name] for name in names]
 
-    def column(self, name: str, shape: tuple[int, ...], dtype: type[Any]) -> AnyArray:
-        """The array of field `name`, made (zeros, `[capacity, *shape]`) if it has none yet.
+    def column(self, name: str, shape: tuple[int, ...]) -> AnyArray:
+        """The array of field `name` (of a fixed dtype), made `[capacity, *shape]` if need be.
 
         For fields that are not appended entry by entry but filled in later, over many entries
         at once: they grow and move with the others.
         """
         array = self.arrays.get(name)
         if array is None:
-            array = self.arrays[name] = np.zeros((self._capacity, *shape), dtype)
+            array = self.arrays[name] = np.zeros((self._capacity, *shape), self._dtypes[name])
         return array
 
     def _make_room(self) -> None:
@@ -684,8 +684,8 @@ class RolloutRecorder:
         arrays, B = log.arrays, (self._num_envs,)
         ended = np.logical_or(arrays["terminated"][start:stop], arrays["truncs"][start:stop])
         new, real = _rows_and_steps(ended, self._pending, self._mode is _Mode.NEXT_STEP)
-        log.column("row_new", B, np.bool_)[start:stop] = new
-        log.column("real", B, np.bool_)[start:stop] = real
+        log.column("row_new", B)[start:stop] = new
+        log.column("real", B)[start:stop] = real
         self._count += real.sum(axis=0)
         self._pending = new[-1].copy()
         self._settled = log.size
