@@ -7,6 +7,7 @@ import gc
 import random
 import re
 import sys
+from collections import OrderedDict
 from collections.abc import Callable
 from itertools import islice
 from typing import Any
@@ -19,7 +20,7 @@ from pydantic import ValidationError
 
 from tests.reference import as_seed_model_outs, gae_loop, stack_key
 from trajkit import ModelOutputs, Rollout
-from trajkit._core import fused
+from trajkit._core import fused, tree
 from trajkit._models import arrays
 from trajkit._models import rollout as rollout_module
 from trajkit.testing import example_rollout, rollouts
@@ -186,8 +187,8 @@ def _stacked_inputs(r: Rollout, seed: int) -> dict[str, Any]:
         return rng.permutation(array.reshape(-1)).reshape(array.shape)  # same values, moved
 
     kwargs: dict[str, Any] = {
-        "states": renewed(r.states),
-        "obses": renewed(r.obses),
+        "states": tree.map_leaves(renewed, r.states),
+        "obses": tree.map_leaves(renewed, r.obses),
         "rews": renewed(r.rews),
         "dones": r.dones.copy(),
         "infos": None,
@@ -214,6 +215,7 @@ def _equal_to_pydantic(r: Rollout, kwargs: dict[str, Any]) -> None:
         min_steps=1,
         truncation=None,
         action_kinds=("discrete", "multi_discrete", "multi_binary", "box"),
+        nested=None,
     ),
     st.integers(0, 2**32 - 1),
 )
@@ -302,6 +304,47 @@ def test_plans_are_followed_only_for_their_structure(monkeypatch: pytest.MonkeyP
     assert len(module._PLANS) == 3
     Rollout(**{**kw, "obses": kw["obses"][:, :, :2].copy()})
     assert len(module._PLANS) == 1  # full: forgotten, then the new one kept
+
+
+def test_nested_observations_and_states_follow_plans_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    from trajkit._models import rollout as module
+
+    walks: list[bool] = []
+    direct = Rollout._validated_directly
+
+    def counted(self: Rollout, values: dict[str, Any], copy: bool) -> bool:
+        walks.append(copy)
+        return direct(self, values, copy)
+
+    monkeypatch.setattr(Rollout, "_validated_directly", counted)
+    monkeypatch.setattr(module, "_PLANS", {})
+    kw = _large_inputs()
+    obses = kw["obses"]
+    nested = {
+        **kw,
+        "obses": {"pos": obses[..., :2].copy(), "more": (obses[..., 2:].astype(np.uint8),)},
+        "states": ({"a": np.zeros((2049, 16, 3))},),
+    }
+    first, second = Rollout(**nested), Rollout(**nested)
+    assert walks == [True]  # recorded once, then followed
+    _equal_to_pydantic(second, nested)
+    assert isinstance(second.obses, dict)
+    assert isinstance(second.obses["more"], tuple)
+    assert first == second
+    renamed = {
+        **nested,
+        "obses": {"other": nested["obses"]["pos"], "more": nested["obses"]["more"]},
+    }
+    Rollout(**renamed)  # another key: another structure
+    ordered = {**nested, "obses": OrderedDict(nested["obses"])}  # not a dict: no plan
+    assert Rollout(**ordered) == Rollout(**ordered) == first
+    assert walks == [True, True, True, True]
+    bad = {**nested, "states": ({"a": np.full((2049, 16, 3), np.nan)},)}
+    Rollout(**bad)  # states may hold NaN: not checked
+    broken = {**nested, "obses": {"pos": obses[..., :2].copy(), "more": (obses[..., 2:],)}}
+    broken["obses"]["pos"] = broken["obses"]["pos"][:-1]  # refused, with the usual message
+    with pytest.raises(ValidationError, match="obses"):
+        Rollout(**broken)
 
 
 def test_dtypes_and_shapes_follow_the_seed() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy as _copy
 import random
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from types import MappingProxyType
 from typing import (
     TYPE_CHECKING,
@@ -251,6 +251,8 @@ class _Plan(NamedTuple):
 
     steps: tuple[tuple[str, str | None, LeafOp], ...]
     """(field, model-output key or None, op) per array: the fields', then the keys' order."""
+    trees: tuple[tuple[str, ArrayTree, tuple[LeafOp, ...]], ...]
+    """(field, its structure, an op per leaf in `flatten` order) per nested field."""
     num_rows: int  # T + 1
     batch_size: int  # B
 
@@ -260,13 +262,45 @@ _PLANS: dict[tuple[Any, ...], _Plan | None] = {}
 _PLANS_MAX = 64
 
 
-def _plan_key(values: Mapping[str, Any], copy: bool) -> tuple[Any, ...] | None:
+_TREE_FIELDS = frozenset({"states", "obses"})
+"""The array fields that may be nested (Gymnasium `Dict` and `Tuple` spaces)."""
+
+
+def _tree_key(tree: Any, leaves: list[AnyArray]) -> tuple[Any, ...] | None:
+    """The structure of a nested field for `_plan_key`, or None if a plan cannot follow it.
+
+    Only `dict` (str keys) and `tuple` containers, not empty, with `np.ndarray` leaves (exact
+    types): for them `_tree.normalize` changes nothing but the containers. Appends the leaves
+    to `leaves`, in `_tree.flatten` order.
+    """
+    if type(tree) is np.ndarray:
+        leaves.append(tree)
+        return (tree.dtype, tree.shape, tree.strides)
+    if type(tree) is dict:
+        items: Iterable[tuple[Any, Any]] = tree.items()
+    elif type(tree) is tuple:
+        items = enumerate(tree)
+    else:
+        return None
+    parts: list[Any] = [type(tree)]
+    for key, item in items:
+        sub = _tree_key(item, leaves) if type(key) is str or type(tree) is tuple else None
+        if sub is None:  # (also for a dict key that is not a str: `normalize` refuses it)
+            return None
+        parts.append((key, sub))
+    return tuple(parts) if len(parts) > 1 else None  # empty containers are refused
+
+
+def _plan_key(
+    values: Mapping[str, Any], copy: bool, tree_leaves: dict[str, list[AnyArray]]
+) -> tuple[Any, ...] | None:
     """The structure of constructor input that a plan can be kept for, or None.
 
-    A copying construction of flat arrays (exactly `np.ndarray`, no nesting) with stacked
-    model outputs and no infos: the field validators' every decision about such input follows
-    from its types, dtypes, shapes and strides, the output keys and whether the compiled
-    kernels are on, which the key holds. Only the values remain to be checked.
+    A copying construction of arrays (exactly `np.ndarray`; `states` and `obses` may be
+    nested in `dict`s and `tuple`s) with stacked model outputs and no infos: the field
+    validators' every decision about such input follows from its types, dtypes, shapes and
+    strides, the keys and whether the compiled kernels are on, which the key holds. Only the
+    values remain to be checked. The leaves of nested fields go to `tree_leaves`.
     """
     if not copy or values["infos"] is not None:
         return None
@@ -282,6 +316,13 @@ def _plan_key(values: Mapping[str, Any], copy: bool) -> tuple[Any, ...] | None:
         elif type(value) is np.ndarray:
             key.append((value.dtype, value.shape, value.strides))
             largest = max(largest, value.nbytes)
+        elif name in _TREE_FIELDS:
+            leaves = tree_leaves[name] = []
+            tree = _tree_key(value, leaves)
+            if tree is None:
+                return None
+            key.append(tree)
+            largest = max(largest, *(leaf.nbytes for leaf in leaves))
         else:
             return None
     for name, value in outs.items():
@@ -292,6 +333,12 @@ def _plan_key(values: Mapping[str, Any], copy: bool) -> tuple[Any, ...] | None:
     if largest >= fused.MIN_BYTES:  # a kernel may apply: whether they are on is structure too
         key.append(fused.kernels_enabled())
     return tuple(key)
+
+
+def _op_of(ops: LeafOps, made: Any, source: Any) -> LeafOp | None:
+    """The recorded op that made the array `made` from `source`, or None."""
+    recorded, recorded_source, op = ops.get(id(made), (None, None, None))
+    return op if recorded is made and recorded_source is source else None
 
 
 class Rollout(BaseModel):
@@ -446,12 +493,15 @@ class Rollout(BaseModel):
         made (`recording_leaf_ops`), and the next ones of that structure make their arrays the
         same way without the validators' walk over types, dtypes, shapes and keys.
         """
-        key = _plan_key(values, copy)
+        tree_leaves: dict[str, list[AnyArray]] = {}
+        key = _plan_key(values, copy, tree_leaves)
         if key is None:
             return self._validated_directly(values, copy)
         plan = _PLANS.get(key)
         if plan is not None:
-            return self._replayed(plan, values) or self._validated_directly(values, copy)
+            return self._replayed(plan, values, tree_leaves) or self._validated_directly(
+                values, copy
+            )
         if key in _PLANS:  # a structure whose arrays are not all made by recorded leaf ops
             return self._validated_directly(values, copy)
         with recording_leaf_ops() as ops:
@@ -481,9 +531,25 @@ class Rollout(BaseModel):
         stored_outs = self.model_outs._arrays
         if list(stored_outs) != list(given_outs):
             return None
-        made_from: list[tuple[str, str | None, Any, Any]] = [
-            (name, None, self.__dict__[name], values[name]) for name in _ARRAY_FIELDS
-        ]
+        made_from: list[tuple[str, str | None, Any, Any]] = []
+        trees: list[tuple[str, ArrayTree, tuple[LeafOp, ...]]] = []
+        for name in _ARRAY_FIELDS:
+            stored, given = self.__dict__[name], values[name]
+            if name not in _TREE_FIELDS or type(stored) is np.ndarray:
+                made_from.append((name, None, stored, given))
+                continue
+            pairs = _tree.flatten(stored)
+            given_pairs = _tree.flatten(given)
+            if [path for path, _ in pairs] != [path for path, _ in given_pairs]:
+                return None
+            leaf_ops = [
+                _op_of(ops, leaf, source)
+                for (_, leaf), (_, source) in zip(pairs, given_pairs, strict=True)
+            ]
+            if None in leaf_ops:
+                return None
+            structure = _tree.map_leaves(lambda _: None, stored)
+            trees.append((name, structure, tuple(op for op in leaf_ops if op is not None)))
         made_from += [
             ("model_outs", key, stored, given_outs[key]) for key, stored in stored_outs.items()
         ]
@@ -491,19 +557,22 @@ class Rollout(BaseModel):
         for name, key, stored, given in made_from:
             if stored is None and given is None:
                 continue
-            made, source, op = ops.get(id(stored), (None, None, None))
-            if made is not stored or source is not given or op is None:
+            op = _op_of(ops, stored, given)
+            if op is None:
                 return None
             steps.append((name, key, op))
-        return _Plan(tuple(steps), self.num_steps + 1, self.batch_size)
+        return _Plan(tuple(steps), tuple(trees), self.num_steps + 1, self.batch_size)
 
-    def _replayed(self, plan: _Plan, values: Mapping[str, Any]) -> bool:
+    def _replayed(
+        self, plan: _Plan, values: Mapping[str, Any], tree_leaves: Mapping[str, list[AnyArray]]
+    ) -> bool:
         """Whether the arrays, made as `plan` says, passed their value checks (then stored).
 
         Input of the plan's structure passes every check that depends on the structure; the
         ops check the values as they make the arrays, and `_check_values` the rules across
         fields. False where a value is refused: the caller validates again, and its error
-        names the value.
+        names the value. `tree_leaves` holds the leaves of nested fields, as `_plan_key`
+        found them.
         """
         arrays: dict[str, AnyArray] = {}  # filled below
         outs = ModelOutputs._of(arrays, plan.num_rows)
@@ -518,6 +587,14 @@ class Rollout(BaseModel):
                 fields[name] = made
             else:
                 arrays[key] = made
+        for name, structure, leaf_ops in plan.trees:
+            leaves = []
+            for op, leaf in zip(leaf_ops, tree_leaves[name], strict=True):
+                made = op(leaf)
+                if made is None:
+                    return False
+                leaves.append(made)
+            fields[name] = _tree.unflatten(structure, leaves)
         get = fields.get
         self._store(
             {
