@@ -88,6 +88,10 @@ def test_parquet_holds_several_rollouts(tmp_path: Path) -> None:
     plain = pq.read_table(path)  # readable as-is, without trajkit
     assert sorted(set(plain.column("rollout").to_pylist())) == [0, 1, 2]
     assert plain.schema.field("obs").type.extension_name == "arrow.fixed_shape_tensor"
+    # Rows of the rollouts interleaved by another tool: each is gathered back by its id.
+    mixed = plain.take(np.random.default_rng(1).permutation(plain.num_rows))
+    pq.write_table(mixed, tmp_path / "mixed.parquet")
+    assert ta.read_parquet(tmp_path / "mixed.parquet") == rs
 
 
 def test_refusals_say_what_is_wrong(tmp_path: Path) -> None:

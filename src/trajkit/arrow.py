@@ -210,11 +210,11 @@ def from_arrow(table: pa.Table) -> Rollout:
     layout = _layout(table)
     if table.num_rows == 0:
         raise ValueError("the table has no rows; a rollout has at least one step row per env")
-    rollout_ids = np.unique(table.column("rollout").to_numpy())
-    if len(rollout_ids) != 1:
+    rollout_ids = table.column("rollout").to_numpy()
+    if rollout_ids.min() != rollout_ids.max():
         raise ValueError(
-            f"the table holds {len(rollout_ids)} rollouts; split it by its 'rollout' column "
-            "(read_parquet does) before from_arrow"
+            f"the table holds {len(np.unique(rollout_ids))} rollouts; split it by its "
+            "'rollout' column (read_parquet does) before from_arrow"
         )
     steps = table.column("step").to_numpy()
     envs = table.column("env").to_numpy()
@@ -396,4 +396,11 @@ def read_parquet(path: str | os.PathLike[str]) -> list[Rollout]:
     ids = table.column("rollout").to_numpy()
     order = np.argsort(ids, kind="stable")
     bounds = np.flatnonzero(np.diff(ids[order])) + 1
-    return [from_arrow(table.take(rows)) for rows in np.split(order, bounds)]
+    return [from_arrow(_rows_of(table, rows)) for rows in np.split(order, bounds)]
+
+
+def _rows_of(table: Any, rows: AnyArray) -> Any:
+    """The table's `rows` (ascending): a zero-copy slice where they are consecutive."""
+    if len(rows) and int(rows[-1]) - int(rows[0]) == len(rows) - 1:
+        return table.slice(int(rows[0]), len(rows))
+    return table.take(rows)
