@@ -1079,3 +1079,23 @@ def test_sparse_infos_that_save_refuses_do_not_load(tmp_path: Path) -> None:
         sparse_infos_from_json(text, T, B)
     data = sparse_infos_to_json(infos(k - 1))  # one list fewer: saved, and it loads
     assert sparse_infos_from_json(data, T, B) == infos(k - 1)
+
+
+def test_only_short_npy_headers_and_paths_are_remembered() -> None:
+    # Parsed headers and leaf paths are cached (files of one structure repeat them), but only
+    # short ones: a hostile file's 64 KiB header of padding is parsed and forgotten.
+    from trajkit._core import tree
+    from trajkit._io import files
+
+    short = b"{'descr': '<f4', 'fortran_order': False, 'shape': (3, 2), }" + b" " * 10 + b"\n"
+    long = short[:-1] + b" " * 1000 + b"\n"
+    assert files._parse_npy_dict(short) == files._parse_npy_dict(long) == ("<f4", False, (3, 2))
+    cached = files._parse_npy_cached.cache_info().currsize
+    files._parse_npy_dict(long[:-1] + b" \n")
+    assert files._parse_npy_cached.cache_info().currsize == cached
+    path = "obses" + "['a']" * 100
+    assert tree.parse_path(path, "obses") == ("a",) * 100
+    assert tree._parse_path_cached.cache_info().currsize <= 256
+    before = tree._parse_path_cached.cache_info().currsize
+    tree.parse_path(path + "[0]", "obses")
+    assert tree._parse_path_cached.cache_info().currsize == before

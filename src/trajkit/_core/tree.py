@@ -25,6 +25,7 @@ Examples:
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeAlias, TypeVar
@@ -386,6 +387,12 @@ def parse_path(text: str, name: str = "") -> Path:
         ...
         ValueError: not a path under 'obses': 'obses.pos'
     """
+    if len(text) <= 256:  # files of one structure repeat their paths: remember short ones
+        return _parse_path_cached(text, name)
+    return _parse_path(text, name)
+
+
+def _parse_path(text: str, name: str) -> Path:
     if not text.startswith(name):
         raise ValueError(f"not a path under {name!r}: {text!r}")
     rest = text[len(name) :]
@@ -399,6 +406,9 @@ def parse_path(text: str, name: str = "") -> Path:
         out.append(int(token) if token[0].isdigit() else ast.literal_eval(token))
         pos = match.end()
     return tuple(out)
+
+
+_parse_path_cached = functools.lru_cache(maxsize=256)(_parse_path)
 
 
 def flatten_fields(fields: Mapping[str, Tree]) -> dict[str, Any]:

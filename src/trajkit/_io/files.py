@@ -14,6 +14,7 @@ import ast
 import contextlib
 import dataclasses
 import errno
+import functools
 import io
 import itertools
 import os
@@ -606,8 +607,13 @@ def _parse_npy_dict(text: bytes) -> tuple[str, bool, tuple[int, ...]]:
     ASCII, one line ended by a newline, a Python dict literal with exactly the keys `descr` (a
     string), `fortran_order` (a bool) and `shape` (a tuple of integers >= 0), each once. The
     literal is parsed into a syntax tree and read from it; nothing is evaluated. Python-2
-    spellings (`3L`), duplicate keys and any other form are refused.
+    spellings (`3L`), duplicate keys and any other form are refused. Files of one structure
+    repeat their headers: short ones (the usual, under 256 bytes) are remembered.
     """
+    return _parse_npy_cached(text) if len(text) <= 256 else _parse_npy_text(text)
+
+
+def _parse_npy_text(text: bytes) -> tuple[str, bool, tuple[int, ...]]:
     if not text.isascii():
         raise ValueError("the header is not ASCII")
     if not text.endswith(b"\n") or b"\n" in text[:-1]:
@@ -633,6 +639,9 @@ def _parse_npy_dict(text: bytes) -> tuple[str, bool, tuple[int, ...]]:
     if not isinstance(shape, ast.Tuple) or len(ints) != len(elements):
         raise ValueError("shape must be a tuple of integers >= 0")
     return descr.value, fortran.value, tuple(ints)
+
+
+_parse_npy_cached = functools.lru_cache(maxsize=256)(_parse_npy_text)
 
 
 def _holds_objects(descr: str) -> bool:
