@@ -457,12 +457,16 @@ def test_infos_become_json_compatible_per_env_dicts(make_env: MakeEnv) -> None:
     assert infos[AutoresetMode.DISABLED] == infos[AutoresetMode.NEXT_STEP]
 
 
-class ResetInfo(StepInfo):
-    """StepInfo, with an info of its own on every reset too."""
+class OnlyResetInfo(gym.Wrapper[Any, Any, Any, Any]):
+    """An info on every reset, none on steps."""
 
     def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
         obs, info = self.env.reset(**kwargs)
         return obs, {**info, "reset": True}
+
+
+class ResetInfo(StepInfo, OnlyResetInfo):
+    """StepInfo's step infos, and an info on every reset too."""
 
 
 def test_next_step_phantom_steps_infos_are_neither_recorded_nor_kept(make_env: MakeEnv) -> None:
@@ -478,14 +482,6 @@ def test_next_step_phantom_steps_infos_are_neither_recorded_nor_kept(make_env: M
         # Only the entries not yet returned keep infos (at most a phantom step's per env).
         assert len(recorder._infos) <= NUM_ENVS
     assert ends >= 6  # phantom steps did happen (LIMIT = 20 steps per episode at most)
-
-
-class OnlyResetInfo(gym.Wrapper[Any, Any, Any, Any]):
-    """An info on every reset, none on steps."""
-
-    def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
-        obs, info = self.env.reset(**kwargs)
-        return obs, {**info, "reset": True}
 
 
 def test_next_step_reset_infos_alone_give_no_infos(make_env: MakeEnv) -> None:

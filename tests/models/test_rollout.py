@@ -275,18 +275,24 @@ def test_a_plan_refuses_what_validation_refuses(
     _equal_to_pydantic(Rollout(**kw), kw)
 
 
-def test_plans_are_followed_only_for_their_structure(monkeypatch: pytest.MonkeyPatch) -> None:
-    from trajkit._models import rollout as module
-
-    walks: list[bool] = []
+@pytest.fixture
+def walks(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """The `copy` of every validation walk from here on, with no plans made yet."""
+    seen: list[bool] = []
     direct = Rollout._validated_directly
 
     def counted(self: Rollout, values: dict[str, Any], copy: bool) -> bool:
-        walks.append(copy)
+        seen.append(copy)
         return direct(self, values, copy)
 
     monkeypatch.setattr(Rollout, "_validated_directly", counted)
-    monkeypatch.setattr(module, "_PLANS", {})
+    monkeypatch.setattr(rollout_module, "_PLANS", {})
+    return seen
+
+
+def test_plans_are_followed_only_for_their_structure(
+    monkeypatch: pytest.MonkeyPatch, walks: list[bool]
+) -> None:
     kw = _large_inputs()
     for _ in range(3):
         Rollout(**kw)
@@ -297,27 +303,16 @@ def test_plans_are_followed_only_for_their_structure(monkeypatch: pytest.MonkeyP
     Rollout(**{**kw, "dones": kw["dones"].astype(bool)})
     Rollout(**{**kw, "dones": kw["dones"].astype(bool)})  # bools are cast, and planned too
     assert walks == [True, False, True, True, True]
-    assert len(module._PLANS) == 3
-    monkeypatch.setattr(module, "_PLANS_MAX", 3)
+    assert len(rollout_module._PLANS) == 3
+    monkeypatch.setattr(rollout_module, "_PLANS_MAX", 3)
     with pytest.raises(ValidationError):
         Rollout(**{**kw, "rews": kw["rews"][:-1]})  # refused: no plan made
-    assert len(module._PLANS) == 3
+    assert len(rollout_module._PLANS) == 3
     Rollout(**{**kw, "obses": kw["obses"][:, :, :2].copy()})
-    assert len(module._PLANS) == 1  # full: forgotten, then the new one kept
+    assert len(rollout_module._PLANS) == 1  # full: forgotten, then the new one kept
 
 
-def test_nested_observations_and_states_follow_plans_too(monkeypatch: pytest.MonkeyPatch) -> None:
-    from trajkit._models import rollout as module
-
-    walks: list[bool] = []
-    direct = Rollout._validated_directly
-
-    def counted(self: Rollout, values: dict[str, Any], copy: bool) -> bool:
-        walks.append(copy)
-        return direct(self, values, copy)
-
-    monkeypatch.setattr(Rollout, "_validated_directly", counted)
-    monkeypatch.setattr(module, "_PLANS", {})
+def test_nested_observations_and_states_follow_plans_too(walks: list[bool]) -> None:
     kw = _large_inputs()
     obses = kw["obses"]
     nested = {
