@@ -91,6 +91,19 @@ _ROWS_ONLY = DimSpec.parse("T+1")
 _AGREED_SHAPES: dict[tuple[tuple[str, Shape], ...], tuple[int, int]] = {}
 """T and B of shapes that agreed before: a training loop builds rollouts of the same shapes."""
 _AGREED_SHAPES_MAX = 64
+_K = TypeVar("_K")
+_V = TypeVar("_V")
+
+
+def _remember(cache: dict[_K, _V], key: _K, value: _V, limit: int) -> None:
+    """Keep `value` under `key` in `cache`, which is emptied first when it holds `limit` entries.
+
+    (A training loop repeats one structure; a bound keeps a loop of ever-new ones small.)
+    """
+    if len(cache) >= limit:
+        cache.clear()
+    cache[key] = value
+
 
 InfoRows = list[list[dict[str, Any]]]
 AdvantageNormalization: TypeAlias = Literal["rollout", "minibatch"] | None
@@ -260,6 +273,8 @@ class _Plan(NamedTuple):
 _PLANS: dict[tuple[Any, ...], _Plan | None] = {}
 """Plans by input structure; None where the arrays were not all made by recorded leaf ops."""
 _PLANS_MAX = 64
+_PLANNED_FIELDS = tuple(name for name in _FIELD_CHECKS if name != "infos")
+"""The fields a plan stores, in the table's order (plans are made only without infos)."""
 
 
 _TREE_FIELDS = frozenset({"states", "obses"})
@@ -507,9 +522,7 @@ class Rollout(BaseModel):
         with recording_leaf_ops() as ops:
             if not self._validated_directly(values, copy):
                 return False
-        if len(_PLANS) >= _PLANS_MAX:
-            _PLANS.clear()
-        _PLANS[key] = self._plan(values, ops)
+        _remember(_PLANS, key, self._plan(values, ops), _PLANS_MAX)
         return True
 
     def _validated_directly(self, values: dict[str, Any], copy: bool) -> bool:
@@ -538,18 +551,17 @@ class Rollout(BaseModel):
             if name not in _TREE_FIELDS or type(stored) is np.ndarray:
                 made_from.append((name, None, stored, given))
                 continue
-            pairs = _tree.flatten(stored)
-            given_pairs = _tree.flatten(given)
-            if [path for path, _ in pairs] != [path for path, _ in given_pairs]:
+            pairs, given_pairs = _tree.flatten(stored), _tree.flatten(given)
+            if len(pairs) != len(given_pairs):
                 return None
-            leaf_ops = [
-                _op_of(ops, leaf, source)
-                for (_, leaf), (_, source) in zip(pairs, given_pairs, strict=True)
-            ]
-            if None in leaf_ops:
-                return None
+            leaf_ops: list[LeafOp] = []
+            for (path, leaf), (given_path, source) in zip(pairs, given_pairs, strict=True):
+                op = _op_of(ops, leaf, source) if path == given_path else None
+                if op is None:
+                    return None
+                leaf_ops.append(op)
             structure = _tree.map_leaves(lambda _: None, stored)
-            trees.append((name, structure, tuple(op for op in leaf_ops if op is not None)))
+            trees.append((name, structure, tuple(leaf_ops)))
         made_from += [
             ("model_outs", key, stored, given_outs[key]) for key, stored in stored_outs.items()
         ]
@@ -595,18 +607,8 @@ class Rollout(BaseModel):
                     return False
                 leaves.append(made)
             fields[name] = _tree.unflatten(structure, leaves)
-        get = fields.get
-        self._store(
-            {
-                "states": get("states"),
-                "obses": get("obses"),
-                "rews": get("rews"),
-                "dones": get("dones"),
-                "model_outs": outs,
-                "truncated": get("truncated"),
-                "final_values": get("final_values"),
-            }
-        )
+        fields["model_outs"] = outs
+        self._store({name: fields.get(name) for name in _PLANNED_FIELDS})
         try:
             self._check_values(outs.arrays)
         except (ValueError, AssertionError):
@@ -694,9 +696,7 @@ class Rollout(BaseModel):
         bound = _AGREED_SHAPES.get(shape_key)
         if bound is None:
             bound = self._bind(shapes, specs, infos)
-            if len(_AGREED_SHAPES) >= _AGREED_SHAPES_MAX:
-                _AGREED_SHAPES.clear()
-            _AGREED_SHAPES[shape_key] = bound
+            _remember(_AGREED_SHAPES, shape_key, bound, _AGREED_SHAPES_MAX)
         T, B = bound
 
         for name in empty_rows:  # `[]` given for a T = 0 field becomes (0, B)
