@@ -54,12 +54,12 @@ def test_the_compiled_kernels_are_the_numpy_checks(array: Any, rule: fused.Rule)
     expected, ok = reference(array, rule)
     with pytest.MonkeyPatch.context() as env:
         env.setenv("TRAJKIT_BACKEND", "numba")
-        result = fused.cast_checked(array, rule)
+        kernel = fused.cast_kernel(array, rule)
         as_is = np.isfinite(array) if rule == "finite" else (array == 0) | (array == 1)
         array.flags.writeable = False
         passed_as_is = fused.passes(array, rule)
-    assert result is not None  # float32 and float64 sources are both taken
-    out, passed = result
+    assert kernel is not None  # float32 and float64 sources are both taken
+    out, passed = fused.cast_with(kernel, array)
     assert passed == ok
     np.testing.assert_array_equal(out, expected)
     assert out.shape == array.shape
@@ -80,7 +80,7 @@ def test_kernels_apply_only_to_large_contiguous_floats(monkeypatch: pytest.Monke
     assert fused.passes(big.astype(">f4"), "finite") is None  # not native
     monkeypatch.setenv("TRAJKIT_BACKEND", "numpy")
     assert fused.passes(big, "finite") is None
-    assert fused.cast_checked(big, "binary") is None
+    assert fused.cast_kernel(big, "binary") is None
     monkeypatch.setenv("TRAJKIT_BACKEND", "fortran")  # a misspelt backend: NumPy, no error
     assert fused.passes(big, "finite") is None
 
@@ -91,7 +91,7 @@ def test_without_numba_no_kernel_applies(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setattr(gae, "_numba_available", lambda: False)
     big = np.zeros(fused.MIN_BYTES // 4, np.float32)
     assert fused.passes(big, "finite") is None
-    assert fused.cast_checked(big.astype(np.float64), "finite") is None
+    assert fused.cast_kernel(big.astype(np.float64), "finite") is None
 
 
 def test_kernels_that_cannot_compile_fall_back_to_numpy_with_one_warning(
@@ -108,7 +108,7 @@ def test_kernels_that_cannot_compile_fall_back_to_numpy_with_one_warning(
         big = np.zeros(fused.MIN_BYTES // 4, np.float32)
         with pytest.warns(RuntimeWarning, match="rollouts are checked with NumPy instead"):
             assert fused.passes(big, "finite") is None
-        assert fused.cast_checked(big, "binary") is None  # no second warning
+        assert fused.cast_kernel(big, "binary") is None  # no second warning
     finally:
         fused._compiled.cache_clear()
 

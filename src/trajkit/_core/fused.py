@@ -29,7 +29,6 @@ __all__ = [
     "MIN_BYTES",
     "CastKernel",
     "Rule",
-    "cast_checked",
     "cast_kernel",
     "cast_with",
     "close_scope",
@@ -145,27 +144,6 @@ def cast_with(kernel: CastKernel, array: AnyArray) -> tuple[Float32Array, bool]:
     """
     out = np.empty(array.shape, np.float32)
     return out, bool(kernel(array.reshape(-1), out.reshape(-1)))
-
-
-def cast_checked(array: AnyArray, rule: Rule) -> tuple[Float32Array, bool] | None:
-    """`array` as a new float32 array, and whether every value obeys `rule`, in one pass.
-
-    Args:
-        array: The values, float32 or float64, C-contiguous, at least `MIN_BYTES`.
-        rule: `"finite"` (no NaN or ±inf, also after the cast to float32) or `"binary"`
-            (only 0 and 1).
-
-    Returns:
-        The float32 copy and whether all values passed; None where no kernel applies.
-
-    Examples:
-        >>> x = np.ones(1 << 15)  # float64, 256 KiB
-        >>> result = cast_checked(x, "finite")
-        >>> result is None or (result[0].dtype == np.float32 and result[1])
-        True
-    """
-    kernel = cast_kernel(array, rule)
-    return None if kernel is None else cast_with(kernel, array)
 
 
 def passes(array: AnyArray, rule: Rule) -> bool | None:
