@@ -135,7 +135,7 @@ def test_jobs_bounds_the_tasks_in_flight(
     assert repr(trajkit.ray.stats(str(folder / "rollout-000001.npz"), jobs=1)) == repr(
         trajkit.ray.stats(str(folder / "rollout-000001.npz"))
     )
-    with pytest.raises(ValueError, match="jobs must be a positive int or None, got 0"):
+    with pytest.raises(ValueError, match=r"jobs must be None or an integer >= 1, got 0"):
         trajkit.ray.validate(str(folder), jobs=0)
     most[0] = 0
     code = main(["validate", "--engine", "ray", "--jobs", "1", str(folder)])

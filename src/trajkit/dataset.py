@@ -52,6 +52,7 @@ from trajkit._io.scan import (
     Moments,
     check_chunk,
     check_file,
+    checked_jobs,
     conform,
     cpu_count,
     discover,
@@ -447,7 +448,8 @@ class Dataset:
             [True, True]
         """
         work = partial(check_chunk, spec=self._spec, quick=quick, max_bytes=self._max_bytes)
-        return run_ordered(work, iter(self._listing()), jobs=_jobs(jobs), by_size=not quick)
+        workers = checked_jobs(jobs) or cpu_count()
+        return run_ordered(work, iter(self._listing()), jobs=workers, by_size=not quick)
 
     def stats(self, *, jobs: int | None = 1) -> DatasetStats:
         """Episode statistics over every file, streamed file by file.
@@ -479,7 +481,8 @@ class Dataset:
         """
         work = partial(stats_chunk, spec=self._spec, max_bytes=self._max_bytes)
         total = DatasetStats()
-        for part in run_ordered(work, iter(self._listing()), jobs=_jobs(jobs)):
+        workers = checked_jobs(jobs) or cpu_count()
+        for part in run_ordered(work, iter(self._listing()), jobs=workers):
             total = total.merge(part)
         return total
 
@@ -605,13 +608,6 @@ class Dataset:
 def _chain(first: Rollout, rest: Iterator[Rollout]) -> Iterator[Rollout]:
     yield first
     yield from rest
-
-
-def _jobs(jobs: int | None) -> int:
-    workers = cpu_count() if jobs is None else jobs
-    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-        raise ValueError(f"jobs must be None or an integer >= 1, got {jobs!r}")
-    return workers
 
 
 def _basename(path: str) -> str:

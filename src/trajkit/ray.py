@@ -33,7 +33,7 @@ import importlib
 import logging
 from collections.abc import Iterator, Sequence
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from trajkit._base.errors import RolloutFileError
 from trajkit._io.files import DEFAULT_MAX_BYTES, load
@@ -43,6 +43,7 @@ from trajkit._io.scan import (
     FileCheck,
     Found,
     check_chunk,
+    checked_jobs,
     conform,
     discover,
     run_ordered,
@@ -107,11 +108,14 @@ def _cpus(ray: Any) -> int:
     return max(1, int(ray.cluster_resources().get("CPU", 1)))
 
 
-def _most_tasks(jobs: int | None) -> int | None:
-    """`jobs`, checked: the most tasks in flight, or None for four chunks per cluster CPU."""
-    if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1):
-        raise ValueError(f"jobs must be a positive int or None, got {jobs!r}")
-    return jobs
+class _InFlight(TypedDict):
+    jobs: int
+    window: int | None
+
+
+def _in_flight(ray: Any, most: int | None) -> _InFlight:
+    """`run_ordered`'s limits: at most `most` tasks at once, or four chunks per cluster CPU."""
+    return {"jobs": most or _cpus(ray), "window": most}
 
 
 def validate_files(
@@ -140,7 +144,7 @@ def validate_files(
             per CPU of the cluster. The verdicts are the same either way.
 
     Raises:
-        ValueError: If `jobs` is not a positive int or None.
+        ValueError: If `jobs` is not None or an integer >= 1.
 
     Returns:
         An iterator of `FileCheck`, one per file, in the order of the paths.
@@ -151,14 +155,13 @@ def validate_files(
         ...     print(check.path, check.ok)
         runs/a.npz True
     """
-    window = _most_tasks(jobs)
+    most = checked_jobs(jobs)
     ray = _connect(address)
     work = partial(check_chunk, spec=spec, quick=quick, max_bytes=max_bytes)
     return run_ordered(
         work,
         discover(_as_list(paths)),
-        jobs=window or _cpus(ray),
-        window=window,
+        **_in_flight(ray, most),
         by_size=not quick,
         submit=_submitter(ray),
     )
@@ -236,13 +239,12 @@ def stats(
         >>> trajkit.ray.stats("runs/").returns.mean  # doctest: +SKIP
         187.5
     """
-    window = _most_tasks(jobs)
+    most = checked_jobs(jobs)
     ray = _connect(address)
     work = partial(stats_chunk, spec=spec, max_bytes=max_bytes)
     total = DatasetStats()
     found = discover(_as_list(paths))
-    tasks = window or _cpus(ray)
-    for part in run_ordered(work, found, jobs=tasks, window=window, submit=_submitter(ray)):
+    for part in run_ordered(work, found, **_in_flight(ray, most), submit=_submitter(ray)):
         total = total.merge(part)
     return total
 

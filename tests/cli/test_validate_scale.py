@@ -138,7 +138,7 @@ def test_python_api_streams_in_order(mixed: Path) -> None:
     first = next(checks)
     assert first == FileCheck(str(mixed / "a00.npz"), (), (mixed / "a00.npz").stat().st_size)
     assert sum(not c.ok for c in checks) == 3
-    with pytest.raises(ValueError, match="jobs must be at least 1, got 0"):
+    with pytest.raises(ValueError, match="jobs must be None or an integer >= 1, got 0"):
         validate_files([str(mixed)], jobs=0)
 
 

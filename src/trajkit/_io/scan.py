@@ -49,6 +49,7 @@ __all__ = [
     "Moments",
     "check_chunk",
     "check_file",
+    "checked_jobs",
     "conform",
     "count_files",
     "cpu_count",
@@ -511,6 +512,25 @@ def stats_chunk(
 # ------------------------------------------------------------------------------ the engine
 
 
+def checked_jobs(jobs: int | None) -> int | None:
+    """`jobs` itself, once checked: `None`, or a number of workers (processes or tasks) >= 1.
+
+    Raises:
+        ValueError: For anything else (0, a negative number, a bool, a float).
+
+    Examples:
+        >>> checked_jobs(None), checked_jobs(2)
+        (None, 2)
+        >>> checked_jobs(0)
+        Traceback (most recent call last):
+        ...
+        ValueError: jobs must be None or an integer >= 1, got 0
+    """
+    if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1):
+        raise ValueError(f"jobs must be None or an integer >= 1, got {jobs!r}")
+    return jobs
+
+
 def cpu_count() -> int:
     """The number of cores this process may use (at least 1)."""
     counter: Callable[[], int | None] | None = getattr(os, "process_cpu_count", None)
@@ -659,7 +679,7 @@ def validate_files(
         An iterator of verdicts, one per file found (and one per missing path or empty folder).
 
     Raises:
-        ValueError: If `jobs` is less than 1.
+        ValueError: If `jobs` is not None or an integer >= 1.
 
     Examples:
         >>> import os, tempfile
@@ -673,8 +693,6 @@ def validate_files(
         >>> [(os.path.basename(c.path), c.ok) for c in checks]
         [('a.npz', True), ('b.npz', True), ('c.npz', False)]
     """
-    workers = cpu_count() if jobs is None else jobs
-    if workers < 1:
-        raise ValueError(f"jobs must be at least 1, got {jobs}")
+    workers = checked_jobs(jobs) or cpu_count()
     work = partial(check_chunk, spec=spec, quick=quick, max_bytes=max_bytes)
     return run_ordered(work, discover(paths), jobs=workers, by_size=not quick)
