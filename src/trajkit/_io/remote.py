@@ -108,8 +108,9 @@ def local_copy(path: str, max_bytes: int | None) -> Iterator[str]:
     if not is_url(path):
         yield path
         return
-    fs, inner, size = _remote(path, sized=not _in_place(path))
-    if _in_place(path):  # file://: read in place
+    in_place = _in_place(path)  # file://: read in place
+    fs, inner, size = _remote(path, sized=not in_place)
+    if in_place:
         yield inner
         return
     # A size of None (a file system that cannot tell): the copy stops at max_bytes.
