@@ -268,6 +268,14 @@ def test_a_plan_refuses_what_validation_refuses(
         arrays[name][where] = np.nan
         with pytest.raises(ValidationError, match=re.escape(message)):
             Rollout(**broken)
+    T, B = 2048, 16
+    cut = {**kw, "truncated": np.zeros((T, B)), "final_values": np.zeros((T, B))}
+    _equal_to_pydantic(Rollout(**cut), cut)  # another structure: recorded, then followed
+    _equal_to_pydantic(Rollout(**cut), cut)
+    cut["truncated"] = cut["truncated"].copy()
+    cut["truncated"][6, 3] = 1  # dones[7, 3] is 0: the rule across fields refuses it
+    with pytest.raises(ValidationError, match=re.escape("truncated[6, 3] is 1 but dones[7, 3]")):
+        Rollout(**cut)
     broken = _large_inputs()
     broken["model_outs"]["actions"][3, 1] = 4
     with pytest.raises(ValidationError, match=re.escape("got 4 at (t=3, b=1)")):

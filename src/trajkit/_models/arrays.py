@@ -23,6 +23,7 @@ from trajkit._base.types import AnyArray, Float32Array, Int32Array
 from trajkit._core import fused
 
 __all__ = [
+    "CastOp",
     "LeafOp",
     "LeafOps",
     "arrays_equal",
@@ -89,8 +90,11 @@ def _made(array: AnyArray, source: Any, op: LeafOp) -> AnyArray:
     return array
 
 
-def _copy(source: AnyArray) -> AnyArray:
-    return source.copy()
+_copy: LeafOp = np.ndarray.copy
+"""A copy (C order, as `ndarray.copy`): one C call, no Python frame when a plan replays it."""
+
+_to_float32: LeafOp = functools.partial(np.ndarray.astype, dtype=np.float32)
+"""`as_float32`'s conversion where it checks nothing and nothing can overflow: one C call."""
 
 
 def _again(convert: Callable[..., AnyArray], /, **kwargs: Any) -> LeafOp:
@@ -105,19 +109,26 @@ def _again(convert: Callable[..., AnyArray], /, **kwargs: Any) -> LeafOp:
     return op
 
 
-@functools.cache
-def _cast_op(kernel: fused.CastKernel) -> LeafOp:
-    """`kernel`'s cast and check again; None where a value fails.
+class CastOp:
+    """A compiled kernel's cast and check, again: a `LeafOp` (None where a value fails).
 
     A plan replays it only on input of the dtype, layout and size it was chosen for, with the
-    kernels still on (the plan's key holds all of these), so it runs without asking again.
+    kernels still on (the plan's key holds all of these), so it runs without asking again;
+    `Rollout` runs its `kernel` directly.
     """
 
-    def op(source: Any) -> AnyArray | None:
-        out, passed = fused.cast_with(kernel, source)
+    __slots__ = ("kernel",)
+
+    def __init__(self, kernel: fused.CastKernel) -> None:
+        self.kernel = kernel
+
+    def __call__(self, source: Any) -> AnyArray | None:
+        out, passed = fused.cast_with(self.kernel, source)
         return out if passed else None
 
-    return op
+
+_cast_op = functools.cache(CastOp)
+"""One `CastOp` per kernel."""
 
 
 def kind_name(dtype: np.dtype[Any]) -> str:
@@ -228,12 +239,17 @@ def as_float32(
     if (finite or binary) and array.nbytes >= fused.MIN_BYTES:
         kernel = fused.cast_kernel(array, "finite" if finite else "binary")
         if kernel is not None:
-            out, passed = fused.cast_with(kernel, array)
-            if passed:  # (recorded as made from `array`: a plan needs it to be the input)
-                return _made(out, array, _cast_op(kernel))
+            op = _cast_op(kernel)
+            out = op(array)
+            if out is not None:  # (recorded as made from `array`: a plan needs it as input)
+                return _made(out, array, op)
         # else NumPy's checks below find and name the first bad value
     converted = _converted(array, name, min_ndim=min_ndim, finite=finite, binary=binary, axes=axes)
-    if _RECORDING.get() is not None:
+    if _RECORDING.get() is None:
+        return converted
+    if not (finite or binary or _may_overflow(array)) and value is array:  # a plain cast
+        _made(converted, value, _to_float32)
+    else:
         again = _again(
             as_float32,
             name=name,
@@ -255,7 +271,7 @@ def _converted(
         flags = _converted(array, name, min_ndim=min_ndim, finite=False, binary=False, axes=axes)
         check_binary(flags, name)
         return flags
-    wide = array.dtype.kind == "f" and array.dtype.itemsize > 4  # can overflow float32
+    wide = _may_overflow(array)
     if array.nbytes < _FUSED_BYTES or array.ndim == 0 or not finite:
         if wide:
             with np.errstate(over="ignore"):  # overflow is detected, not warned
@@ -278,6 +294,11 @@ def _converted(
                     _check_overflow(array[:done], out[:done], name, axes)
                 check_finite(out[:done], name, axes)
     return out
+
+
+def _may_overflow(array: AnyArray) -> bool:
+    """Whether some finite values of `array`'s dtype become ±inf as float32 (wider floats)."""
+    return array.dtype.kind == "f" and array.dtype.itemsize > 4
 
 
 def _check_overflow(source: AnyArray, cast: Float32Array, name: str, axes: str = "tb") -> None:

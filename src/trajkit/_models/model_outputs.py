@@ -258,6 +258,7 @@ class ModelOutputs(Sequence[StepOutputs]):
         *,
         building: bool = False,
         unset: dict[str, AnyArray] | None = None,
+        batch: int | None = None,
     ) -> None:
         self._arrays = arrays
         if num_rows is None:
@@ -265,7 +266,7 @@ class ModelOutputs(Sequence[StepOutputs]):
         self._num_rows = num_rows
         self._building = building
         self._expected: int | None = None if building else num_rows
-        self._batch: int | None = None
+        self._batch = batch
         self._unset = unset or {}
 
     @classmethod
@@ -276,10 +277,11 @@ class ModelOutputs(Sequence[StepOutputs]):
         *,
         building: bool = False,
         unset: dict[str, AnyArray] | None = None,
+        batch: int | None = None,
     ) -> ModelOutputs:
-        """Wrap arrays that are already checked (no validation)."""
+        """Wrap arrays that are already checked (no validation); `batch`: a rollout's B."""
         outs = cls.__new__(cls)
-        outs._setup(arrays, num_rows, building=building, unset=unset)
+        outs._setup(arrays, num_rows, building=building, unset=unset, batch=batch)
         return outs
 
     # ------------------------------------------------------------------ reading

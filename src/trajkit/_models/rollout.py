@@ -37,6 +37,7 @@ from trajkit._core import minibatch as _mb
 from trajkit._core import tree as _tree
 from trajkit._core.episodes import EpisodeStats, episode_stats
 from trajkit._models.arrays import (
+    CastOp,
     LeafOp,
     LeafOps,
     arrays_equal,
@@ -262,12 +263,15 @@ _ARRAY_FIELDS = ("states", "obses", "rews", "dones", "truncated", "final_values"
 class _Plan(NamedTuple):
     """How a rollout's arrays were made from input of one structure (see `_plan_key`)."""
 
-    steps: tuple[tuple[str, str | None, LeafOp], ...]
-    """(field, model-output key or None, op) per array: the fields', then the keys' order."""
+    steps: tuple[tuple[str, str | None, LeafOp, fused.CastKernel | None], ...]
+    """(field, model-output key or None, op, the op's kernel if a `CastOp`) per array: the
+    fields', then the keys' order."""
     trees: tuple[tuple[str, ArrayTree, tuple[LeafOp, ...]], ...]
     """(field, its structure, an op per leaf in `flatten` order) per nested field."""
     num_rows: int  # T + 1
     batch_size: int  # B
+    check_values: bool
+    """Whether `Rollout._check_values` has anything to check (truncation, Discrete actions)."""
 
 
 _PLANS: dict[tuple[Any, ...], _Plan | None] = {}
@@ -565,15 +569,16 @@ class Rollout(BaseModel):
         made_from += [
             ("model_outs", key, stored, given_outs[key]) for key, stored in stored_outs.items()
         ]
-        steps: list[tuple[str, str | None, LeafOp]] = []
+        steps: list[tuple[str, str | None, LeafOp, fused.CastKernel | None]] = []
         for name, key, stored, given in made_from:
             if stored is None and given is None:
                 continue
             op = _op_of(ops, stored, given)
             if op is None:
                 return None
-            steps.append((name, key, op))
-        return _Plan(tuple(steps), tuple(trees), self.num_steps + 1, self.batch_size)
+            steps.append((name, key, op, op.kernel if isinstance(op, CastOp) else None))
+        check_values = self.truncated is not None or discrete_actions(stored_outs)
+        return _Plan(tuple(steps), tuple(trees), self.num_steps + 1, self.batch_size, check_values)
 
     def _replayed(
         self, plan: _Plan, values: Mapping[str, Any], tree_leaves: Mapping[str, list[AnyArray]]
@@ -587,14 +592,18 @@ class Rollout(BaseModel):
         found them.
         """
         arrays: dict[str, AnyArray] = {}  # filled below
-        outs = ModelOutputs._of(arrays, plan.num_rows)
-        outs._attach(plan.num_rows, plan.batch_size)
-        fields: dict[str, Any] = {}
+        fields: dict[str, Any] = dict.fromkeys(_PLANNED_FIELDS)  # None where none is given
         given_outs = values["model_outs"]
-        for name, key, op in plan.steps:
-            made = op(values[name] if key is None else given_outs[key])
-            if made is None:
-                return False
+        for name, key, op, kernel in plan.steps:
+            source = values[name] if key is None else given_outs[key]
+            if kernel is None:
+                made = op(source)
+                if made is None:
+                    return False
+            else:  # `op` itself, without its call (the usual op of a large field)
+                made = np.empty(source.shape, np.float32)
+                if not kernel(source.reshape(-1), made.reshape(-1)):
+                    return False
             if key is None:
                 fields[name] = made
             else:
@@ -607,12 +616,13 @@ class Rollout(BaseModel):
                     return False
                 leaves.append(made)
             fields[name] = _tree.unflatten(structure, leaves)
-        fields["model_outs"] = outs
-        self._store({name: fields.get(name) for name in _PLANNED_FIELDS})
-        try:
-            self._check_values(outs.arrays)
-        except (ValueError, AssertionError):
-            return False
+        fields["model_outs"] = ModelOutputs._of(arrays, plan.num_rows, batch=plan.batch_size)
+        self._store(fields)
+        if plan.check_values:
+            try:
+                self._check_values(arrays)
+            except (ValueError, AssertionError):
+                return False
         return True
 
     def _store(self, fields: dict[str, Any]) -> None:
