@@ -11,6 +11,7 @@ passed: the caller finds and names the first bad one.
 
 from __future__ import annotations
 
+import enum
 import functools
 import warnings
 from collections.abc import Callable
@@ -47,28 +48,32 @@ MIN_BYTES: Final = 1 << 16
 _SOURCES: Final = (np.dtype(np.float32), np.dtype(np.float64))
 
 
-_SCOPE: ContextVar[list[bool] | None] = ContextVar("trajkit_kernels_on", default=None)
-"""Within `open_scope`, a cell holding whether the kernels are on, once someone asked."""
+class _Scope(enum.Enum):
+    OUTSIDE = enum.auto()  # no scope is open: every question reads the environment
+    UNDECIDED = enum.auto()  # a scope is open and nobody has asked yet
 
 
-def open_scope() -> Token[list[bool] | None]:
-    """Decide at most once, until `close_scope`, whether the kernels are on.
+_SCOPE: ContextVar[bool | _Scope] = ContextVar("trajkit_kernels_on", default=_Scope.OUTSIDE)
+"""Whether the kernels are on, as decided within the open scope (see `open_scope`)."""
 
-    Whether they are on depends on `TRAJKIT_BACKEND` (read at every call, as for GAE) and on
-    numba; reading the environment costs about as much as a small check. A `Rollout`
-    validates all its fields in one scope, so it reads the environment once at most (and not
-    at all when no field is large enough for a kernel).
+open_scope: Final[Callable[[], Token[bool | _Scope]]] = functools.partial(
+    _SCOPE.set, _Scope.UNDECIDED
+)
+"""Decide at most once, until `close_scope`, whether the kernels are on.
 
-    Examples:
-        >>> token = open_scope()
-        >>> close_scope(token)
-    """
-    return _SCOPE.set([])
+Whether they are on depends on `TRAJKIT_BACKEND` (read at every call, as for GAE) and on
+numba; reading the environment costs about as much as a small check. A `Rollout` validates
+all its fields in one scope, so it reads the environment once at most (and not at all when no
+field is large enough for a kernel). Opening and closing a scope are single C calls: a
+rollout does both every time.
 
+Examples:
+    >>> token = open_scope()
+    >>> close_scope(token)
+"""
 
-def close_scope(token: Token[list[bool] | None]) -> None:
-    """End the scope that `open_scope` returned `token` for."""
-    _SCOPE.reset(token)
+close_scope: Final[Callable[[Token[bool | _Scope]], None]] = _SCOPE.reset
+"""End the scope that `open_scope` returned the token for."""
 
 
 def _kernels_on() -> bool:
@@ -85,12 +90,13 @@ def kernels_enabled() -> bool:
         >>> kernels_enabled() in (True, False)
         True
     """
-    cell = _SCOPE.get()
-    if cell is None:
+    state = _SCOPE.get()
+    if state is _Scope.OUTSIDE:
         return _kernels_on()
-    if not cell:
-        cell.append(_kernels_on())
-    return cell[0]
+    if state is _Scope.UNDECIDED:
+        state = _kernels_on()
+        _SCOPE.set(state)  # for the rest of the scope: `close_scope` resets what it opened
+    return state
 
 
 def _kernels_for(array: AnyArray) -> Kernels | None:
