@@ -12,7 +12,10 @@ Run `python benchmarks/bench_model.py` (or `make bench`). In one process:
   every copy then reuses the one buffer the previous copy freed, still in the cache, which
   no code that keeps its copies does. With numba installed, large float fields
   are copied and checked in one pass by compiled kernels; the "NumPy checks" column times the
-  same construction with `TRAJKIT_BACKEND=numpy` (a copy, then NumPy's checks).
+  same construction with `TRAJKIT_BACKEND=numpy` (a copy, then NumPy's checks). Each ratio
+  is measured in three blocks of 15 rounds and the median block's ratio is reported, with the
+  range of the three beside it: on a shared machine a single block is sometimes decided by
+  one lucky streak of the copy (a copy's speed depends on where the allocator puts it).
 * **Scaling**: construction, advantages, save and load at T = 2^14 ... 2^18 steps of B = 8
   envs; the exponent is the slope of log(time) against log(size), about 1.0 for linear cost.
   A plain copy of the arrays is timed too: the sizes cross the CPU's last-level cache, so
@@ -31,6 +34,7 @@ import os
 import tempfile
 import tracemalloc
 from functools import partial
+from statistics import median
 from typing import Any
 
 import numpy as np
@@ -39,6 +43,7 @@ from _timing import interleaved
 import trajkit
 
 ROUNDS = 15
+BLOCKS = 3  # each construction ratio is the median of this many blocks of ROUNDS rounds
 
 
 def fields(T: int, B: int) -> dict[str, Any]:
@@ -76,28 +81,36 @@ def construction() -> None:
             with numpy_backend():
                 trajkit.Rollout(**f)
 
-        t_copy, t_new, t_view, t_numpy, t_freed = interleaved(
-            partial(copy_all, arrays),
-            partial(trajkit.Rollout, **f),
-            partial(trajkit.Rollout, **f, copy=False),
-            numpy_checks,
-            partial(copy_each_freed, arrays),
-            rounds=ROUNDS,
-            steady=True,
+        blocks = [
+            interleaved(
+                partial(copy_all, arrays),
+                partial(trajkit.Rollout, **f),
+                partial(trajkit.Rollout, **f, copy=False),
+                numpy_checks,
+                partial(copy_each_freed, arrays),
+                rounds=ROUNDS,
+                steady=True,
+            )
+            for _ in range(BLOCKS)
+        ]
+        t_copy = median(b[0] for b in blocks)
+        ratios = sorted(b[1] / b[0] for b in blocks)
+        ratio = median(ratios)
+        view, numpy, freed = (
+            median(b[i] / b[j] for b in blocks) for i, j in ((2, 0), (3, 0), (1, 4))
         )
         tracemalloc.start()
         built = trajkit.Rollout(**f)
         peak = tracemalloc.get_traced_memory()[1]
         tracemalloc.stop()
         del built
-        ratio = t_new / t_copy
         target = 10.0 if nbytes < 10e6 else 1.2
         ok = ratio <= target and peak / nbytes <= 1.1
         print(
             f"| {T} | {B} | {nbytes / 1e6:.1f} | {t_copy * 1e3:.3f} "
-            f"| {ratio:.2f}x (<= {target:g}x) "
-            f"| {t_view / t_copy:.2f}x | {peak / nbytes:.2f} | {'yes' if ok else 'NO'} "
-            f"| {t_numpy / t_copy:.2f}x | {t_new / t_freed:.2f}x |",
+            f"| {ratio:.2f}x ({ratios[0]:.2f}-{ratios[-1]:.2f}; <= {target:g}x) "
+            f"| {view:.2f}x | {peak / nbytes:.2f} | {'yes' if ok else 'NO'} "
+            f"| {numpy:.2f}x | {freed:.2f}x |",
             flush=True,
         )
 
