@@ -143,3 +143,20 @@ def test_a_rollout_reads_the_backend_once_and_only_for_large_fields(
     assert len(reads) == 1
     fused.passes(np.zeros(fused.MIN_BYTES // 4, np.float32), "finite")  # outside a rollout
     assert len(reads) == 2
+
+
+def test_a_scope_decides_once_and_closing_it_restores_the_one_around_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    answers = iter([True, False, True, False])
+    monkeypatch.setattr(fused, "_kernels_on", lambda: next(answers))
+    outer = fused.open_scope()
+    assert fused.kernels_enabled() is True  # asked once ...
+    assert fused.kernels_enabled() is True  # ... then remembered
+    inner = fused.open_scope()
+    assert fused.kernels_enabled() is False  # a scope of its own decides again
+    fused.close_scope(inner)
+    assert fused.kernels_enabled() is True  # the outer scope's decision, not asked again
+    fused.close_scope(outer)
+    assert fused.kernels_enabled() is True  # outside any scope: asked every time
+    assert fused.kernels_enabled() is False

@@ -600,7 +600,7 @@ class Rollout(BaseModel):
                 made = op(source)
                 if made is None:
                     return False
-            else:  # `op` itself, without its call (the usual op of a large field)
+            else:  # the `CastOp` inline (as `fused.cast_with`): a large field's usual op
                 made = np.empty(source.shape, np.float32)
                 if not kernel(source.reshape(-1), made.reshape(-1)):
                     return False
