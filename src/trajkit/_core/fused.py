@@ -65,11 +65,8 @@ Whether they are on depends on `TRAJKIT_BACKEND` (read at every call, as for GAE
 numba; reading the environment costs about as much as a small check. A `Rollout` validates
 all its fields in one scope, so it reads the environment once at most (and not at all when no
 field is large enough for a kernel). Opening and closing a scope are single C calls: a
-rollout does both every time.
-
-Examples:
-    >>> token = open_scope()
-    >>> close_scope(token)
+rollout does both every time. (`kernels_enabled` has an example: doctest does not run
+examples in the docstrings of module attributes.)
 """
 
 close_scope: Final[Callable[[Token[bool | _Scope]], None]] = _SCOPE.reset
@@ -89,6 +86,10 @@ def kernels_enabled() -> bool:
     Examples:
         >>> kernels_enabled() in (True, False)
         True
+        >>> token = open_scope()
+        >>> kernels_enabled() is kernels_enabled()  # decided once within the scope
+        True
+        >>> close_scope(token)
     """
     state = _SCOPE.get()
     if state is _Scope.OUTSIDE:
