@@ -19,7 +19,7 @@ from numpy.typing import NDArray
 
 import trajkit
 from trajkit import Rollout, RolloutFileError, load, read_metadata, save
-from trajkit._io import files as files_module
+from trajkit._io import atomic, writer
 from trajkit.testing import example_rollout, rollouts
 
 ARRAY_FIELDS = ("states", "obses", "rews", "dones", "truncated", "final_values")
@@ -346,7 +346,7 @@ def test_max_bytes_limits_the_declared_size(tmp_path: Path) -> None:
 
 
 def _boom_after(calls: int, exc: BaseException) -> Any:
-    real = files_module._write_data
+    real = writer._write_data
     count = {"n": 0}
 
     def write(out: Any, array: Any) -> None:
@@ -366,7 +366,7 @@ def test_a_failed_save_keeps_the_previous_file_and_leaves_no_temp_file(
     old = example_rollout(seed=1)
     save(old, path)
     before = path.read_bytes()
-    monkeypatch.setattr(files_module, "_write_data", _boom_after(2, exc))
+    monkeypatch.setattr(writer, "_write_data", _boom_after(2, exc))
     with pytest.raises(type(exc)):
         save(example_rollout(seed=2), path)
     assert path.read_bytes() == before
@@ -399,13 +399,13 @@ def test_save_into_a_missing_folder_raises_oserror(tmp_path: Path) -> None:
 
 def test_temp_files_are_hidden_and_not_npz(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[str] = []
-    real = files_module._write_data
+    real = writer._write_data
 
     def spy(out: Any, array: Any) -> None:
         seen.extend(p.name for p in tmp_path.iterdir())
         real(out, array)
 
-    monkeypatch.setattr(files_module, "_write_data", spy)
+    monkeypatch.setattr(writer, "_write_data", spy)
     save(example_rollout(), tmp_path / "r.npz")
     temp = {name for name in seen if name != "r.npz"}
     assert len(temp) == 1
@@ -550,13 +550,13 @@ def test_save_through_a_symlink_replaces_its_target(tmp_path: Path) -> None:
 def _writes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Count the arrays written, to show that a refusal comes before any writing."""
     calls: list[int] = []
-    real = files_module._write_data
+    real = writer._write_data
 
     def counting(out: Any, array: Any) -> None:
         calls.append(array.size)
         real(out, array)
 
-    monkeypatch.setattr(files_module, "_write_data", counting)
+    monkeypatch.setattr(writer, "_write_data", counting)
     return calls
 
 
@@ -588,7 +588,7 @@ def test_save_refuses_folders_fifos_and_devices_before_writing(
         (stat.S_IFSOCK, "a socket"),
     ):
         with pytest.raises(OSError, match=f"cannot save over {kind}"):
-            files_module._refuse_to_replace(mode | 0o600, "x.npz")
+            atomic.refuse_to_replace(mode | 0o600, "x.npz")
 
 
 def test_a_nul_byte_in_the_path_is_refused_before_writing(tmp_path: Path) -> None:

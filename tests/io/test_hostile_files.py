@@ -857,12 +857,12 @@ def test_a_memory_error_while_validating_is_a_refusal(
 ) -> None:
     """Issue 12: an 877 KB file declaring B=1e8 under a 1.2 GB limit let MemoryError escape
     from the validation of its values, outside the block that turned errors into refusals."""
-    from trajkit._io import files as files_module
+    from trajkit._io import reader
 
     def exhausted(*args: object, **kwargs: object) -> trajkit.Rollout:
         raise MemoryError
 
-    monkeypatch.setattr(files_module, "Rollout", exhausted)
+    monkeypatch.setattr(reader, "Rollout", exhausted)
     for mmap in (False, True):
         error = refused(good, mmap=mmap)
         assert "out of memory while reading" in str(error)
@@ -1085,14 +1085,14 @@ def test_only_short_npy_headers_and_paths_are_remembered() -> None:
     # Parsed headers and leaf paths are cached (files of one structure repeat them), but only
     # short ones: a hostile file's 64 KiB header of padding is parsed and forgotten.
     from trajkit._core import tree
-    from trajkit._io import files
+    from trajkit._io import npy
 
     short = b"{'descr': '<f4', 'fortran_order': False, 'shape': (3, 2), }" + b" " * 10 + b"\n"
     long = short[:-1] + b" " * 1000 + b"\n"
-    assert files._parse_npy_dict(short) == files._parse_npy_dict(long) == ("<f4", False, (3, 2))
-    cached = files._parse_npy_cached.cache_info().currsize
-    files._parse_npy_dict(long[:-1] + b" \n")
-    assert files._parse_npy_cached.cache_info().currsize == cached
+    assert npy.parse_npy_dict(short) == npy.parse_npy_dict(long) == ("<f4", False, (3, 2))
+    cached = npy._parse_npy_cached.cache_info().currsize
+    npy.parse_npy_dict(long[:-1] + b" \n")
+    assert npy._parse_npy_cached.cache_info().currsize == cached
     path = "obses" + "['a']" * 100
     assert tree.parse_path(path, "obses") == ("a",) * 100
     assert tree._parse_path_cached.cache_info().currsize <= 256

@@ -1,0 +1,664 @@
+"""Load rollout files: the checked reader of the trajkit rollout file format.
+
+Loading checks the file as a whole (format, version, exact member set, sizes against a limit
+before anything is allocated or inflated, every `.npy` header against the metadata, CRC-32s)
+and then everything the `Rollout` constructor checks. Every refusal is a `RolloutFileError`.
+The specification is `docs/file-format.md`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import io
+import itertools
+import os
+import stat
+import struct
+import zipfile
+import zlib
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, NoReturn
+
+import numpy as np
+from pydantic import ValidationError
+
+from trajkit._base.errors import RolloutFileError
+from trajkit._base.types import AnyArray
+from trajkit._core import tree as _tree
+from trajkit._io.atomic import PathLike, path_str
+from trajkit._io.crc import crc32, crc32_combine
+from trajkit._io.infos import (
+    infos_from_json,
+    sparse_infos_from_json,
+    strict_json_loads,
+)
+from trajkit._io.metadata import (
+    FORMAT_NAME,
+    FORMAT_VERSION,
+    INFOS_MEMBER,
+    MAX_METADATA_BYTES,
+    METADATA_MEMBER,
+    SPARSE_INFOS_VERSION,
+    ArrayMember,
+    RolloutFileMetadata,
+)
+from trajkit._io.npy import MAX_NPY_HEADER, holds_objects, read_npy_header
+from trajkit._io.stream import IO_CHUNK, MemberStream
+from trajkit._io.zipfmt import check_end, check_entry, data_start
+from trajkit._models.rollout import Rollout
+
+__all__ = ["DEFAULT_MAX_BYTES", "load", "read_metadata", "read_metadata_from"]
+
+DEFAULT_MAX_BYTES = 4 << 30
+"""The default limit on the declared size of a file's contents: 4 GiB."""
+
+_CHUNK = 16 << 20  # bytes per CRC step over a memory map
+_CRC_LATER_BYTES = 1 << 20  # stored members this large have their CRC-32 on a helper thread
+_CRC_CHUNK = 8 << 20  # bytes per read when the CRC-32 runs on the helper threads
+_CRC_THREADS = 2  # helper threads for CRC-32s: zlib's alone is slower than a cached read
+
+# Every exception reading a hostile file can raise inside the standard library and NumPy.
+_READ_ERRORS: tuple[type[BaseException], ...] = (
+    zipfile.BadZipFile,
+    zipfile.LargeZipFile,
+    OSError,
+    EOFError,
+    ValueError,
+    struct.error,
+    zlib.error,
+    NotImplementedError,
+    RuntimeError,  # includes RecursionError; zipfile raises it for encrypted members
+    MemoryError,
+    OverflowError,
+    KeyError,
+    IndexError,
+)
+
+
+def read_metadata(
+    path: PathLike, *, max_bytes: int | None = DEFAULT_MAX_BYTES
+) -> RolloutFileMetadata:
+    """Read and check a rollout file's metadata, without reading any array.
+
+    This reads the ZIP central directory and the `metadata.json` member only, and checks the
+    format name and version, the exact member set, each member's size against the metadata,
+    and the declared sizes against `max_bytes`. It is cheap: use it to inspect or pre-check
+    many files (`trajkit validate --quick`). It does not check the arrays' headers or values:
+    use [`load`][trajkit.load] for that.
+
+    Args:
+        path: The file.
+        max_bytes: The limit on the declared size of the contents (array data, and all members
+            uncompressed); `None` for no limit.
+
+    Returns:
+        The metadata.
+
+    Raises:
+        RolloutFileError: For any problem with the file, naming the file and the member.
+
+    Examples:
+        >>> import os, tempfile
+        >>> import trajkit
+        >>> from trajkit.testing import example_rollout
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     path = os.path.join(tmp, "run.npz")
+        ...     trajkit.save(example_rollout(num_steps=8, num_envs=3), path)
+        ...     meta = trajkit.read_metadata(path)
+        >>> meta.num_steps, meta.batch_size, meta.spec.obs_shape
+        (8, 3, (4,))
+    """
+    with _Reader(path_str(path), max_bytes) as reader:
+        return reader.metadata
+
+
+def read_metadata_from(
+    file: io.BufferedReader, size: int, *, name: str, max_bytes: int | None = DEFAULT_MAX_BYTES
+) -> RolloutFileMetadata:
+    """`read_metadata` of an open file of `size` bytes, such as a remote one, named `name`.
+
+    Only the ZIP directory and the `metadata.json` member are read, with seeks: over a
+    network that is a few ranged reads, whatever the size of the file. The file is closed.
+    """
+    with _Reader(name, max_bytes, opened=(file, size)) as reader:
+        return reader.metadata
+
+
+def load(
+    path: PathLike,
+    *,
+    mmap: bool = False,
+    max_bytes: int | None = DEFAULT_MAX_BYTES,
+    verify: bool | None = None,
+) -> Rollout:
+    """Load a rollout saved by [`save`][trajkit.save], checking the file and the rollout.
+
+    Besides everything the `Rollout` constructor validates, the file is checked: the format
+    name and a supported version; no missing or unexpected members; no object dtypes or
+    pickled data anywhere (nothing is ever unpickled); each `.npy` header's shape and dtype
+    against the metadata; the declared sizes against `max_bytes` before anything is allocated
+    or inflated (a deflate bomb is refused without inflating it); CRC-32 checksums; and
+    damaged, truncated, empty or foreign files.
+
+    Args:
+        path: The file.
+        mmap: Memory-map uncompressed members read-only instead of reading them, so that a
+            multi-GB file opens without reading it all (compressed members are read). The
+            arrays stay valid after the file is replaced or deleted.
+        max_bytes: The limit on the declared size of the contents (array data, and all members
+            uncompressed); `None` for no limit. Raise it to load files larger than 4 GiB.
+        verify: Check the CRC-32 of the uncompressed array members. Defaults to `True`, or to
+            `False` with `mmap` (checking would read every byte). Compressed members and the
+            JSON members are always checked.
+
+    Returns:
+        The rollout, with writable arrays (read-only memory maps with `mmap=True`). Arrays are
+        little-endian; infos hold plain Python values.
+
+    Raises:
+        RolloutFileError: For every refusal, naming the file and, where it applies, the
+            member. It is a `ValueError`; the original exception is its `__cause__`.
+
+    Examples:
+        >>> import os, tempfile
+        >>> import trajkit
+        >>> from trajkit.testing import example_rollout
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     path = os.path.join(tmp, "run.npz")
+        ...     trajkit.save(example_rollout(), path)
+        ...     r = trajkit.load(path, mmap=True)
+        ...     r.obses.flags.writeable
+        False
+        >>> trajkit.load("missing.npz")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        trajkit._base.errors.RolloutFileError: missing.npz: cannot open: ...
+    """
+    if verify is None:
+        verify = not mmap
+    name = path_str(path)
+    with _Reader(name, max_bytes) as reader, reader.refusing(None):
+        metadata = reader.metadata
+        reader.check_layout()
+        members = metadata.arrays()
+        arrays = {m.name: reader.read_array(m, mmap=mmap, verify=verify) for m in members}
+        reader.check_crcs()
+        infos = reader.read_infos()
+        # Building and validating the rollout is guarded too: a MemoryError while checking
+        # the values of a huge (declared within max_bytes) array is a refusal like any other.
+        return _rollout(name, members, arrays, infos)
+
+
+def _rollout(
+    name: str,
+    members: list[ArrayMember],
+    arrays: dict[str, AnyArray],
+    infos: list[list[dict[str, Any]]] | None,
+) -> Rollout:
+    fields: dict[str, Any] = {
+        m.field: arrays[m.name] for m in members if m.key is None and not m.path
+    }
+    for field in ("states", "obses"):
+        pairs = [(m.path, arrays[m.name]) for m in members if m.field == field and m.path]
+        if pairs:
+            fields[field] = _tree.unflatten_paths(pairs)
+    outs = {m.key: arrays[m.name] for m in members if m.key is not None}
+    try:
+        return Rollout(
+            states=fields["states"],
+            obses=fields["obses"],
+            rews=fields["rews"],
+            dones=fields["dones"],
+            infos=infos,
+            model_outs=outs,
+            truncated=fields.get("truncated"),
+            final_values=fields.get("final_values"),
+            copy=False,
+        )
+    except ValidationError as exc:
+        messages = "; ".join(str(err["msg"]).removeprefix("Value error, ") for err in exc.errors())
+        locations = {loc[0] for err in exc.errors() for loc in [err["loc"]] if loc}
+        member = next((m.name for m in members if m.field in locations), None)
+        raise RolloutFileError(
+            f"the arrays do not form a valid rollout: {messages}", path=name, member=member
+        ) from exc
+
+
+def _check_regular(mode: int, path: str) -> None:
+    if not stat.S_ISREG(mode):  # a folder, or a FIFO or device that reading could block on
+        kind = "a folder" if stat.S_ISDIR(mode) else "not a regular file"
+        raise RolloutFileError(f"cannot open: {kind}", path=path)
+
+
+def _some(names: list[str], shown: int = 8) -> str:
+    """The first few names, and how many more: messages stay short for any archive."""
+    more = len(names) - shown
+    return ", ".join(names[:shown]) + (f" and {more} more" if more > 0 else "")
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, MemoryError):
+        return "out of memory while reading"
+    if isinstance(exc, RecursionError):
+        return "nested too deeply"
+    if isinstance(exc, zipfile.BadZipFile):
+        return f"damaged or not a ZIP archive: {exc}"
+    if isinstance(exc, EOFError):
+        return f"truncated: {exc}" if str(exc) else "truncated"
+    if isinstance(exc, zlib.error):
+        return f"damaged compressed data: {exc}"
+    if isinstance(exc, OSError) and exc.strerror:
+        return f"cannot read: {exc.strerror}"
+    text = str(exc) or type(exc).__name__
+    return text if isinstance(exc, ValueError) else f"{type(exc).__name__}: {text}"
+
+
+@dataclasses.dataclass
+class _PendingCrc:
+    """A member whose CRC-32 is being computed on the helper threads, chunk by chunk."""
+
+    name: str
+    expected: int
+    value: int  # the CRC-32 of the `.npy` header, which the chunks follow
+    chunks: list[tuple[Future[int], int]] = dataclasses.field(default_factory=list)  # (CRC, length)
+
+    def result(self) -> int:
+        """The member's CRC-32: the chunks' CRC-32s joined in order."""
+        value = self.value
+        for future, length in self.chunks:
+            value = crc32_combine(value, future.result(), length)
+        return value
+
+
+class _Reader:
+    """An open rollout file: its ZIP directory, checked metadata, and bounded member reads."""
+
+    def __init__(
+        self,
+        path: str,
+        max_bytes: int | None,
+        *,
+        opened: tuple[io.BufferedReader, int] | None = None,
+    ) -> None:
+        """Open `path`, or take `opened`: an open file (a remote one, say) and its size."""
+        self.path = path
+        self.max_bytes = max_bytes
+        self._file: io.BufferedReader | None = None
+        self._whole: np.memmap[Any, np.dtype[np.uint8]] | None = None  # the file, mapped
+        self._starts: dict[str, int] = {}
+        # CRC-32s of large stored members, computed chunk by chunk on helper threads while
+        # the next chunks and members are read (zlib releases the GIL).
+        self._crc_thread: ThreadPoolExecutor | None = None
+        self._pending_crcs: list[_PendingCrc] = []
+        if opened is not None:
+            self._file, self._size = opened
+            self._read_directory()
+            return
+        try:
+            _check_regular(os.stat(path).st_mode, path)  # before opening a device or FIFO
+            # Non-blocking, in case a FIFO took the file's place since: checked again below.
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+            try:
+                _check_regular(os.fstat(fd).st_mode, path)
+            except BaseException:
+                os.close(fd)
+                raise
+            self._file = open(fd, "rb")  # noqa: SIM115 - closed in close()
+        except OSError as exc:
+            raise RolloutFileError(f"cannot open: {exc.strerror or exc}", path=path) from exc
+        except RolloutFileError:
+            raise
+        except ValueError as exc:  # os.stat refuses a NUL byte in a path
+            raise RolloutFileError("cannot open: the path holds a NUL byte", path=path) from exc
+        try:
+            with self.refusing(None):
+                self._size = os.fstat(self._file.fileno()).st_size
+        except BaseException:
+            self.close()
+            raise
+        self._read_directory()
+
+    def _read_directory(self) -> None:
+        """Read the ZIP directory and the metadata; on any failure, close the file."""
+        try:
+            with self.refusing(None):
+                if self._size == 0:
+                    self.fail("the file is empty (a rollout file is a ZIP archive)")
+                with zipfile.ZipFile(self.file) as archive:
+                    self._infos = archive.infolist()
+                self._check_end()
+                self._by_name = {info.filename: info for info in self._infos}
+                self.metadata = self._read_metadata()
+        except BaseException:
+            self.close()
+            raise
+
+    def __enter__(self) -> _Reader:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._crc_thread is not None:
+            self._crc_thread.shutdown(wait=True, cancel_futures=True)
+            self._crc_thread = None
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+    def _crc_thread_pool(self) -> ThreadPoolExecutor:
+        if self._crc_thread is None:
+            self._crc_thread = ThreadPoolExecutor(_CRC_THREADS, thread_name_prefix="trajkit-crc")
+        return self._crc_thread
+
+    def _read_crc_later(
+        self, stream: MemberStream, name: str, expected: int, header: bytes, buffer: memoryview
+    ) -> None:
+        """Read a member's data; its CRC-32 runs on the helper threads, a chunk behind the reads.
+
+        Each chunk's CRC-32 is computed on its own as soon as the chunk is read, by one of the
+        helper threads, so that it overlaps the reads of the chunks and members that follow;
+        `check_crcs` joins them in order (`crc32_combine`) and compares the result. With two
+        threads even zlib's CRC-32, slower than a read from the page cache, keeps up.
+        """
+        pool = self._crc_thread_pool()
+        pending = _PendingCrc(name, expected, crc32(header))
+        pos = 0
+        while pos < len(buffer):
+            count = stream.readinto(buffer[pos : pos + _CRC_CHUNK])
+            if not count:
+                break
+            pending.chunks.append((pool.submit(crc32, buffer[pos : pos + count]), count))
+            pos += count
+        stream.finish()
+        self._pending_crcs.append(pending)
+
+    def check_crcs(self) -> None:
+        """Wait for the CRC-32s computed on the helper threads; refuse a damaged member."""
+        pending, self._pending_crcs = self._pending_crcs, []
+        for member in pending:
+            if member.result() != member.expected:
+                self.fail("CRC-32 mismatch: the data is damaged", member.name)
+
+    @property
+    def file(self) -> io.BufferedReader:
+        if self._file is None:  # pragma: no cover - only used while open
+            raise ValueError("the file is closed")
+        return self._file
+
+    def fail(self, message: str, member: str | None = None) -> NoReturn:
+        raise RolloutFileError(message, path=self.path, member=member)
+
+    @contextlib.contextmanager
+    def refusing(self, member: str | None) -> Iterator[None]:
+        """Turn every low-level exception inside the block into a `RolloutFileError`."""
+        try:
+            yield
+        except RolloutFileError:
+            raise
+        except _READ_ERRORS as exc:
+            raise RolloutFileError(_describe(exc), path=self.path, member=member) from exc
+
+    # ---------------------------------------------------------------- directory + metadata
+
+    def _read_metadata(self) -> RolloutFileMetadata:
+        infos = self._infos
+        if len(self._by_name) != len(infos):
+            seen: set[str] = set()
+            for info in infos:
+                if info.filename in seen:
+                    self.fail("the archive holds this member more than once", info.filename)
+                seen.add(info.filename)
+        if METADATA_MEMBER not in self._by_name:
+            self.fail(
+                f"missing member {METADATA_MEMBER}: not a trajkit rollout file "
+                "(a plain .npz written by numpy.savez?)"
+            )
+        first = infos[0]
+        if first.filename != METADATA_MEMBER or first.header_offset != 0:
+            self.fail(f"{METADATA_MEMBER} must be the first member, at offset 0", METADATA_MEMBER)
+        for info in infos:
+            try:
+                check_entry(info)
+            except ValueError as exc:
+                self.fail(str(exc), info.filename)
+        if first.file_size > MAX_METADATA_BYTES:
+            self.fail(
+                f"declares {first.file_size} bytes, over the {MAX_METADATA_BYTES}-byte limit "
+                "for metadata",
+                METADATA_MEMBER,
+            )
+        with self.refusing(METADATA_MEMBER):
+            data = self._read_small(first)
+            metadata = self._parse_metadata(data)
+        self._check_members(metadata)
+        return metadata
+
+    def _check_end(self) -> None:
+        """The end of central directory record: the file's end, one disk, the entry count."""
+        check_end(self.file, self._size, len(self._infos))
+
+    def _parse_metadata(self, data: bytes | bytearray) -> RolloutFileMetadata:
+        raw = strict_json_loads(data)
+        if not isinstance(raw, dict):
+            self.fail("must hold a JSON object", METADATA_MEMBER)
+        if raw.get("format") != FORMAT_NAME:
+            self.fail(
+                f"format is {raw.get('format')!r}, expected {FORMAT_NAME!r}: not a trajkit "
+                "rollout file",
+                METADATA_MEMBER,
+            )
+        version = raw.get("format_version")
+        if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+            self.fail(
+                f"format_version must be a positive integer, got {version!r}", METADATA_MEMBER
+            )
+        if version > FORMAT_VERSION:
+            self.fail(
+                f"format version {version} is newer than this trajkit reads (up to "
+                f"{FORMAT_VERSION}); upgrade trajkit to read this file",
+                METADATA_MEMBER,
+            )
+        try:
+            metadata = RolloutFileMetadata.model_validate_json(data, strict=True)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(map(str, err['loc'])) or 'metadata'}: "
+                f"{str(err['msg']).removeprefix('Value error, ')}"
+                for err in exc.errors()
+            )
+            self.fail(f"invalid metadata: {problems}", METADATA_MEMBER)
+        # Defaults serve specs written by hand; a file holds every field, as save writes it.
+        written = metadata.spec.model_dump(mode="json")
+        spec = raw["spec"]
+        missing = [key for key in written if key not in spec]
+        if missing:
+            self.fail(
+                f"invalid metadata: spec: missing field(s) {', '.join(missing)} (a file holds "
+                "every field, null where unset)",
+                METADATA_MEMBER,
+            )
+        unused = [key for key in spec if key not in written]
+        if unused:
+            self.fail(
+                f"invalid metadata: spec: field(s) {', '.join(unused)} must be left out (they "
+                "describe the form of a field that is not in use)",
+                METADATA_MEMBER,
+            )
+        return metadata
+
+    def _check_members(self, metadata: RolloutFileMetadata) -> None:
+        expected = metadata.members()
+        expected_set = set(expected)
+        actual = self._by_name
+        missing = [name for name in expected if name not in actual]
+        unexpected = [name for name in actual if name not in expected_set]
+        if missing:
+            self.fail(f"missing member(s) {_some(missing)} that the metadata declares", missing[0])
+        if unexpected:
+            self.fail(
+                f"unexpected member(s) {_some(unexpected)}; expected exactly {_some(expected)}",
+                unexpected[0],
+            )
+        limit = self.max_bytes
+        declared = metadata.data_bytes()
+        if limit is not None and declared > limit:
+            self.fail(
+                f"the metadata declares {declared} bytes of array data (T={metadata.num_steps}, "
+                f"B={metadata.batch_size}), over the limit of {limit} bytes; pass a larger "
+                "max_bytes to load it"
+            )
+        total = sum(info.file_size for info in self._infos)
+        if limit is not None and total > limit:
+            self.fail(
+                f"the members declare {total} bytes uncompressed, over the limit of {limit} "
+                "bytes; pass a larger max_bytes to load it"
+            )
+        for member in metadata.arrays():
+            size = actual[member.name].file_size
+            if not member.nbytes < size <= member.nbytes + MAX_NPY_HEADER:
+                self.fail(
+                    f"declares {size} bytes, but the metadata declares {member.label} as "
+                    f"{member.dtype} {member.shape} ({member.nbytes} bytes of data plus a "
+                    "header)",
+                    member.name,
+                )
+
+    # ------------------------------------------------------------------------- members
+
+    def _data_start(self, info: zipfile.ZipInfo) -> int:
+        """Check the member's local header against the directory; return where its data starts."""
+        name = info.filename
+        if name not in self._starts:
+            try:
+                self._starts[name] = data_start(self.file, info, self._size)
+            except ValueError as exc:
+                self.fail(str(exc), name)
+        return self._starts[name]
+
+    def check_layout(self) -> None:
+        """Check every local header; members must not overlap one another."""
+        spans: list[tuple[int, int, str]] = []
+        for info in self._infos:
+            with self.refusing(info.filename):
+                start = self._data_start(info)
+            spans.append((info.header_offset, start + info.compress_size, info.filename))
+        spans.sort()
+        for (_, end, name), (next_start, _, next_name) in itertools.pairwise(spans):
+            if end > next_start:
+                self.fail(f"the member overlaps member {next_name}", name)
+
+    def _stream(self, info: zipfile.ZipInfo, *, check_crc: bool = True) -> MemberStream:
+        def fail(message: str) -> NoReturn:
+            self.fail(message, info.filename)
+
+        return MemberStream(self.file, info, self._data_start(info), fail, check_crc=check_crc)
+
+    def _read_small(self, info: zipfile.ZipInfo) -> bytearray:
+        """Read a whole JSON member, checking its CRC-32; memory grows with what arrives."""
+        stream = self._stream(info)
+        data = stream.read(info.file_size)
+        stream.finish()
+        return data
+
+    def read_infos(self) -> list[list[dict[str, Any]]] | None:
+        """The infos, or `None` when all are empty (the rollout makes them if they are read)."""
+        with self.refusing(INFOS_MEMBER):
+            data = self._read_small(self._by_name[INFOS_MEMBER])
+            meta = self.metadata
+            if meta.format_version >= SPARSE_INFOS_VERSION:
+                return sparse_infos_from_json(data, meta.num_steps, meta.batch_size)
+            return infos_from_json(data, meta.num_steps, meta.batch_size, none_if_empty=True)
+
+    def read_array(self, member: ArrayMember, *, mmap: bool, verify: bool) -> AnyArray:
+        info = self._by_name[member.name]
+        stored = info.compress_type == zipfile.ZIP_STORED
+        # A large stored member's CRC-32 is computed on the helper thread, overlapping the
+        # reads that follow; `load` waits for it (`check_crcs`) before using any array.
+        later = verify and stored and not mmap and member.nbytes >= _CRC_LATER_BYTES
+        with self.refusing(member.name):
+            stream = self._stream(info, check_crc=(verify or not stored) and not later)
+            header = self._read_npy_header(member, info, stream)
+            dtype = np.dtype(member.descr)
+            if mmap and stored:
+                array = self._map(member, self._data_start(info) + len(header), dtype)
+                if verify:
+                    flat = array.reshape(-1).view(np.uint8)
+                    crc = crc32(header)
+                    for pos in range(0, flat.size, _CHUNK):
+                        crc = crc32(flat[pos : pos + _CHUNK].data, crc)
+                    if crc != info.CRC:
+                        self.fail("CRC-32 mismatch: the data is damaged", member.name)
+            else:
+                array = np.empty(member.shape, dtype)
+                buffer = array.reshape(-1).view(np.uint8).data
+                pos = 0
+                if later:
+                    self._read_crc_later(stream, member.name, info.CRC, bytes(header), buffer)
+                else:
+                    while pos < len(buffer):
+                        count = stream.readinto(buffer[pos : pos + IO_CHUNK])
+                        if not count:
+                            break
+                        pos += count
+                    stream.finish()
+            if dtype == np.bool_ and array.size and array.view(np.uint8).max() > 1:
+                self.fail("a bool array holds bytes other than 0 and 1", member.name)
+            return array
+
+    def _map(self, member: ArrayMember, offset: int, dtype: np.dtype[Any]) -> AnyArray:
+        """A read-only view of the member's data in one memory map of the whole file.
+
+        Every member of a file shares that map, which holds one file descriptor, whatever the
+        number of members.
+        """
+        if member.nbytes == 0:
+            array: AnyArray = np.empty(member.shape, dtype)
+        else:
+            if self._whole is None:
+                self._whole = np.memmap(self.file, dtype=np.uint8, mode="r")
+            data = self._whole[offset : offset + member.nbytes]
+            array = data.view(dtype).reshape(member.shape)
+        array.flags.writeable = False
+        return array
+
+    def _read_npy_header(
+        self, member: ArrayMember, info: zipfile.ZipInfo, stream: MemberStream
+    ) -> bytes:
+        """Read and check a `.npy` header against the metadata; return its bytes."""
+        name = member.name
+        try:
+            header, descr, fortran, shape = read_npy_header(stream.read, info.file_size)
+        except RolloutFileError:
+            raise
+        except ValueError as exc:
+            self.fail(str(exc), name)
+        total = len(header)
+        if holds_objects(descr):
+            self.fail(
+                f"holds an object (pickled) array, descr {descr!r}; files never hold pickles", name
+            )
+        if descr != member.descr:
+            self.fail(
+                f"has dtype {descr}, but the metadata declares {member.label} as "
+                f"{member.dtype} ({member.descr}, spelled exactly so)",
+                name,
+            )
+        if shape != member.shape:
+            self.fail(
+                f"has shape {shape}, but the metadata declares {member.label} as "
+                f"{member.shape} (T={self.metadata.num_steps}, B={self.metadata.batch_size})",
+                name,
+            )
+        if fortran:
+            self.fail("is in Fortran order; the format stores C order", name)
+        if info.file_size != total + member.nbytes:
+            self.fail(
+                f"holds {info.file_size - total} bytes of data after its header, expected "
+                f"{member.nbytes}",
+                name,
+            )
+        return header

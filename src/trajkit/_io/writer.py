@@ -1,0 +1,208 @@
+"""Save rollouts in the trajkit rollout file format, atomically.
+
+A rollout file is a ZIP archive: `metadata.json` first, one `.npy` member per array (model
+outputs stacked per key), and `infos.json`. The specification is `docs/file-format.md`.
+"""
+
+from __future__ import annotations
+
+import zipfile
+from typing import IO
+
+import numpy as np
+
+from trajkit._base.types import AnyArray
+from trajkit._core import tree as _tree
+from trajkit._io.atomic import PathLike, atomic_write, output_target
+from trajkit._io.infos import infos_to_json, sparse_infos_to_json
+from trajkit._io.metadata import (
+    INFOS_MEMBER,
+    MAX_METADATA_BYTES,
+    METADATA_MEMBER,
+    ArrayMember,
+    RolloutFileMetadata,
+)
+from trajkit._io.npy import npy_header
+from trajkit._io.reader import DEFAULT_MAX_BYTES
+from trajkit._io.zipfmt import align_extra, zip_info
+from trajkit._models.rollout import Rollout, given_infos
+from trajkit._models.spec import SUPPORTED_DTYPES, dtype_name
+
+__all__ = ["save"]
+
+_WRITE_CHUNK = 1 << 20  # bytes per write (CRC then write, from the cache); measured best
+
+
+def save(
+    rollout: Rollout,
+    path: PathLike,
+    *,
+    compress: bool = False,
+    max_bytes: int | None = DEFAULT_MAX_BYTES,
+) -> None:
+    """Save a rollout to `path`, atomically, in the trajkit rollout file format.
+
+    The file is a ZIP archive (conventionally named `*.npz`): `metadata.json`, one `.npy`
+    member per array and `infos.json`; see [Recorded trajectories](../file-format.md). The
+    data is written to a temporary file in the same folder (`.trajkit-XXXXXXXX.tmp`),
+    flushed and fsynced, then renamed over `path` with `os.replace`. A save that fails midway
+    (an exception, Ctrl-C) leaves any previous file at `path` as it was and leaves no
+    temporary file behind; only a killed process (`kill -9`, power loss) can leave a
+    `.trajkit-*.tmp` file, safe to delete. A symlink at `path` is followed: its target is
+    replaced and the link stays. Uncompressed array data is 64-byte aligned, so that
+    `load(path, mmap=True)` can memory-map it.
+
+    Args:
+        rollout: The rollout to save.
+        path: Where to write; an existing regular file is replaced.
+        compress: Deflate the arrays and infos (`metadata.json` is always stored as is).
+        max_bytes: The same limit as `load`'s, on the contents uncompressed: a file over it
+            is not written, since `load` would refuse it with the same `max_bytes`. `None`
+            for no limit (then load it with `max_bytes=None` too).
+
+    Raises:
+        TypeError: If `rollout` is not a `Rollout`.
+        ValueError: Before anything is written, if an info value cannot be stored as JSON
+            exactly (the message names it as `infos[t][b]['key']`), or an array has a dtype
+            the format does not support (such as float128), or a model-output key is not valid
+            Unicode, or `path` holds a NUL byte, or the file would be over `max_bytes`.
+        OSError: If the file cannot be written; before anything is written, if `path` is a
+            folder (`IsADirectoryError`), a FIFO, a device or a socket.
+        pydantic.ValidationError: If the rollout no longer passes validation (in-place edits
+            since construction are checked by `Rollout.revalidate`), or ValueError if its
+            model outputs are still being appended.
+
+    Examples:
+        >>> import os, tempfile
+        >>> import trajkit
+        >>> from trajkit.testing import example_rollout
+        >>> r = example_rollout(num_steps=8, num_envs=2)
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     path = os.path.join(tmp, "run.npz")
+        ...     trajkit.save(r, path)
+        ...     trajkit.load(path) == r
+        True
+    """
+    if not isinstance(rollout, Rollout):
+        raise TypeError(f"save() needs a trajkit.Rollout, got {type(rollout).__name__}")
+    target = output_target(path)
+    rollout.revalidate()  # in-place edits since construction are checked before writing
+    given = given_infos(rollout)  # None: no infos given (and none made since)
+    # Mostly empty infos are listed sparsely (format version 3), so that their cost follows
+    # what they hold; mostly full ones keep the dense form (versions 1 and 2).
+    full = 0 if given is None else sum(1 for row in given for item in row if item)
+    sparse = 2 * full <= rollout.num_steps * rollout.batch_size
+    metadata, arrays = _prepare(rollout, sparse_infos=sparse)
+    infos = sparse_infos_to_json(given) if sparse or given is None else infos_to_json(given)
+    meta_bytes = metadata.model_dump_json(indent=2).encode("utf-8") + b"\n"
+    if len(meta_bytes) > MAX_METADATA_BYTES:
+        raise ValueError(
+            f"the metadata would take {len(meta_bytes)} bytes, over the format's limit of "
+            f"{MAX_METADATA_BYTES} (too many or too long model-output keys)"
+        )
+    total = len(meta_bytes) + len(infos)
+    total += sum(len(npy_header(array)) + array.nbytes for _, array in arrays)
+    if max_bytes is not None and total > max_bytes:
+        raise ValueError(
+            f"the file would hold {total} bytes uncompressed, over max_bytes={max_bytes}, so "
+            "load() would refuse it with the same limit; pass a larger max_bytes (or None) "
+            "here and to load()"
+        )
+
+    def write(file: IO[bytes]) -> None:
+        with zipfile.ZipFile(file, "w", allowZip64=True) as archive:
+            _write_bytes(archive, METADATA_MEMBER, meta_bytes, compress=False)
+            for member, array in arrays:
+                _write_npy(archive, file, member.name, array, compress=compress)
+            _write_bytes(archive, INFOS_MEMBER, infos, compress=compress)
+
+    atomic_write(target, write)
+
+
+def _prepare(
+    rollout: Rollout, *, sparse_infos: bool
+) -> tuple[RolloutFileMetadata, list[tuple[ArrayMember, AnyArray]]]:
+    """Check every array can be stored; return the metadata and the (member, array) pairs."""
+    sources: dict[str, AnyArray | None] = {
+        "rews": rollout.rews,
+        "dones": rollout.dones,
+        "truncated": rollout.truncated,
+        "final_values": rollout.final_values,
+    }
+    outs = rollout.model_outs.arrays  # built once: each access walks every key
+    leaves = {
+        name: [leaf for _, leaf in _tree.flatten(getattr(rollout, name))]
+        for name in ("states", "obses")
+    }
+    named = [
+        (_tree.format_path(name, path), leaf)
+        for name in ("states", "obses")
+        for path, leaf in _tree.flatten(getattr(rollout, name))
+    ]
+    named += [(n, a) for n, a in sources.items() if a is not None]
+    named += [(f"model_outs[{k!r}]", a) for k, a in outs.items()]
+    for name, array in named:
+        if dtype_name(array.dtype) not in SUPPORTED_DTYPES:
+            raise ValueError(
+                f"{name} has dtype {array.dtype}, which the file format cannot store; "
+                f"supported: {', '.join(SUPPORTED_DTYPES)}"
+            )
+        if array.dtype == np.bool_ and array.size and array.view(np.uint8).max() > 1:
+            raise ValueError(
+                f"{name} is a bool array holding bytes other than 0 and 1 (made with "
+                ".view(bool)?), which the file format refuses; use .astype(bool)"
+            )
+    for key in outs:
+        try:
+            key.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError(f"model_outs key {key!r} is not valid Unicode") from None
+    metadata = RolloutFileMetadata.from_rollout(rollout, sparse_infos=sparse_infos)
+    pending = {name: iter(arrays) for name, arrays in leaves.items()}
+    pairs: list[tuple[ArrayMember, AnyArray]] = []
+    for member in metadata.arrays():
+        if member.key is not None:
+            array = outs[member.key]
+        elif member.field in pending:  # one member per leaf, in flatten order
+            array = next(pending[member.field])
+        else:
+            source = sources[member.field]
+            if source is None:  # pragma: no cover - the metadata lists only present fields
+                raise ValueError(f"{member.field} is missing")
+            array = source
+        pairs.append((member, array))
+    return metadata, pairs
+
+
+def _write_bytes(archive: zipfile.ZipFile, name: str, data: bytes, *, compress: bool) -> None:
+    archive.writestr(zip_info(name, compress), data)
+
+
+def _write_npy(
+    archive: zipfile.ZipFile, file: IO[bytes], name: str, array: AnyArray, *, compress: bool
+) -> None:
+    """Write one `.npy` member: a version 1.0 header, then the data, little-endian, C order."""
+    little = array.dtype.newbyteorder("<")
+    if array.dtype != little:  # big-endian (native byte order and `|` are left alone)
+        array = array.astype(little)
+    header = npy_header(array)
+    info = zip_info(name, compress)
+    info.file_size = len(header) + array.nbytes
+    if not compress:  # pad the local header so that the array data starts aligned
+        info.extra = align_extra(file.tell(), name, len(header))
+    with archive.open(info, "w", force_zip64=True) as out:
+        out.write(header)
+        _write_data(out, array)
+
+
+def _write_data(out: IO[bytes], array: AnyArray) -> None:
+    if array.size == 0:
+        return
+    if array.flags.c_contiguous:
+        flat = array.reshape(-1).view(np.uint8)
+        for start in range(0, flat.size, _WRITE_CHUNK):
+            out.write(flat[start : start + _WRITE_CHUNK].data)
+        return
+    rows = max(1, _WRITE_CHUNK // max(1, array[0].nbytes))
+    for start in range(0, len(array), rows):
+        out.write(np.ascontiguousarray(array[start : start + rows]).data)
