@@ -325,6 +325,68 @@ def test_gail_reward_rewrite_on_a_copy() -> None:
     np.testing.assert_array_equal(ours.rews, before)  # the original is untouched
 
 
+def run_discriminator(rollout: Any) -> Any:
+    """obs-tower2's `DiscriminatorModel` through `run_for_rollout`: per-step scalar outputs.
+
+    Its `add_fields` sets `prob_pi` and `prob_expert` to the batch mean of log D: one value
+    per step, not per env (issue 25: trajkit refused these).
+    """
+    result = rollout.copy()
+    result.model_outs = []
+    for t in range(rollout.num_steps + 1 if isinstance(rollout, Rollout) else T + 1):
+        obs = np.asarray(rollout.obses[t], np.float32)
+        logits = (obs[:, 0] * 0.01).astype(np.float32)
+        log_disc = -np.log1p(np.exp(-logits))
+        result.model_outs.append(
+            {
+                "logits": logits,
+                "prob_pi": np.float32(log_disc.mean()),  # a 0-d array, as torch.mean gives
+                "prob_expert": np.mean(-np.log1p(np.exp(logits))).astype(np.float32),
+            }
+        )
+    return result
+
+
+def test_gail_add_rewards_runs_verbatim_with_per_step_scalar_outputs() -> None:
+    def add_rewards(rollout_pi: Any, rew_scale: float, real_rew_scale: float) -> Any:
+        # obs-tower2's GAIL.add_rewards, verbatim.
+        result = rollout_pi.copy()
+        result.rews = result.rews.copy() * real_rew_scale
+        applied = run_discriminator(result)
+        for t, model_outs in enumerate(applied.model_outs[1:]):
+            result.rews[t - 1] -= (1 - applied.dones[t]) * model_outs["prob_pi"] * rew_scale
+        return result
+
+    ours, ref = both()
+    got, want = add_rewards(ours, 0.1, 0.5), add_rewards(ref, 0.1, 0.5)
+    np.testing.assert_array_equal(got.rews, want.rews)
+    applied = run_discriminator(ours)
+    assert applied.model_outs.arrays["prob_pi"].shape == (T + 1,)
+    assert applied.model_outs[2]["prob_pi"].shape == ()
+    # Per-step scalars have no entry per env: minibatches leave them out.
+    assert "prob_pi" not in applied.replace(
+        model_outs={**applied.model_outs.arrays, "critic": np.zeros((T + 1, B))}
+    ).training_arrays(0.9, 0.9)
+
+
+def test_per_step_scalar_outputs_are_written_checked_saved_and_loaded(tmp_path: Any) -> None:
+    applied = run_discriminator(example_rollout(num_steps=T, num_envs=B))
+    applied.model_outs[1]["prob_pi"] = 2.0
+    applied.model_outs[1]["prob_pi"][()] = 3.0
+    assert applied.model_outs.arrays["prob_pi"][1] == 3.0
+    with pytest.raises(ValueError, match=re.escape("model_outs[1]['prob_pi'] has shape (3,)")):
+        applied.model_outs[1]["prob_pi"] = np.zeros(3)
+    spec = trajkit.RolloutSpec.from_rollout(applied)
+    assert not spec.model_outputs["prob_pi"].per_env
+    assert "per_env" in spec.model_dump_json()
+    assert "per_env" not in str(spec.model_outputs["logits"].model_dump())
+    trajkit.save(applied, tmp_path / "gail.npz")
+    assert trajkit.load(tmp_path / "gail.npz") == applied
+    message = "model_outs['critic'] must be an array with at least 2"
+    with pytest.raises(ValidationError, match=re.escape(message)):
+        applied.replace(model_outs={**applied.model_outs.arrays, "critic": np.zeros(T + 1)})
+
+
 # ---------------------------------------------------------------------- Prierarchy
 
 

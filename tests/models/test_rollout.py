@@ -7,7 +7,6 @@ import gc
 import random
 import re
 import sys
-from collections import OrderedDict
 from collections.abc import Callable
 from itertools import islice
 from typing import Any
@@ -220,8 +219,7 @@ def _equal_to_pydantic(r: Rollout, kwargs: dict[str, Any]) -> None:
     st.integers(0, 2**32 - 1),
 )
 def test_a_structure_seen_before_gives_what_pydantic_gives(r: Rollout, seed: int) -> None:
-    # The first copying construction of a structure records how each array was made; the
-    # next ones of that structure make them the same way (a plan), with new values.
+    # A training loop constructs rollouts of one structure again and again, with new values.
     first = _stacked_inputs(r, seed)
     _equal_to_pydantic(Rollout(**first), first)
     again = _stacked_inputs(r, seed + 1)
@@ -247,15 +245,14 @@ def _large_inputs(T: int = 2048, B: int = 16) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("backend", ["numpy", "numba"])
-def test_a_plan_refuses_what_validation_refuses(
+def test_large_fields_refuse_what_validation_refuses(
     monkeypatch: pytest.MonkeyPatch, backend: str
 ) -> None:
     if backend == "numba":
         pytest.importorskip("numba")
     monkeypatch.setenv("TRAJKIT_BACKEND", backend)
     kw = _large_inputs()
-    _equal_to_pydantic(Rollout(**kw), kw)  # records the plan
-    _equal_to_pydantic(Rollout(**kw), kw)  # follows it
+    _equal_to_pydantic(Rollout(**kw), kw)
     bad: list[tuple[str, Any, str]] = [
         ("rews", (5, 7), "rews must be finite, got nan at (t=5, b=7)"),
         ("dones", (9, 2), "dones must hold only 0 and 1, got nan at (t=9, b=2)"),
@@ -270,7 +267,6 @@ def test_a_plan_refuses_what_validation_refuses(
             Rollout(**broken)
     T, B = 2048, 16
     cut = {**kw, "truncated": np.zeros((T, B)), "final_values": np.zeros((T, B))}
-    _equal_to_pydantic(Rollout(**cut), cut)  # another structure: recorded, then followed
     _equal_to_pydantic(Rollout(**cut), cut)
     cut["truncated"] = cut["truncated"].copy()
     cut["truncated"][6, 3] = 1  # dones[7, 3] is 0: the rule across fields refuses it
@@ -281,73 +277,6 @@ def test_a_plan_refuses_what_validation_refuses(
     with pytest.raises(ValidationError, match=re.escape("got 4 at (t=3, b=1)")):
         Rollout(**broken)
     _equal_to_pydantic(Rollout(**kw), kw)
-
-
-@pytest.fixture
-def walks(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
-    """The `copy` of every validation walk from here on, with no plans made yet."""
-    seen: list[bool] = []
-    direct = Rollout._validated_directly
-
-    def counted(self: Rollout, values: dict[str, Any], copy: bool) -> bool:
-        seen.append(copy)
-        return direct(self, values, copy)
-
-    monkeypatch.setattr(Rollout, "_validated_directly", counted)
-    monkeypatch.setattr(rollout_module, "_PLANS", {})
-    return seen
-
-
-def test_plans_are_followed_only_for_their_structure(
-    monkeypatch: pytest.MonkeyPatch, walks: list[bool]
-) -> None:
-    kw = _large_inputs()
-    for _ in range(3):
-        Rollout(**kw)
-    assert walks == [True]  # recorded once, then followed
-    Rollout(**kw, copy=False)  # no copies: nothing to follow
-    Rollout(**{**kw, "rews": kw["rews"].astype(np.float32)})  # another structure
-    Rollout(**{**kw, "infos": [[{}] * 16] * 2048})  # infos are not planned
-    Rollout(**{**kw, "dones": kw["dones"].astype(bool)})
-    Rollout(**{**kw, "dones": kw["dones"].astype(bool)})  # bools are cast, and planned too
-    assert walks == [True, False, True, True, True]
-    assert len(rollout_module._PLANS) == 3
-    monkeypatch.setattr(rollout_module, "_PLANS_MAX", 3)
-    with pytest.raises(ValidationError):
-        Rollout(**{**kw, "rews": kw["rews"][:-1]})  # refused: no plan made
-    assert len(rollout_module._PLANS) == 3
-    Rollout(**{**kw, "obses": kw["obses"][:, :, :2].copy()})
-    assert len(rollout_module._PLANS) == 1  # full: forgotten, then the new one kept
-
-
-def test_nested_observations_and_states_follow_plans_too(walks: list[bool]) -> None:
-    kw = _large_inputs()
-    obses = kw["obses"]
-    nested = {
-        **kw,
-        "obses": {"pos": obses[..., :2].copy(), "more": (obses[..., 2:].astype(np.uint8),)},
-        "states": ({"a": np.zeros((2049, 16, 3))},),
-    }
-    first, second = Rollout(**nested), Rollout(**nested)
-    assert walks == [True]  # recorded once, then followed
-    _equal_to_pydantic(second, nested)
-    assert isinstance(second.obses, dict)
-    assert isinstance(second.obses["more"], tuple)
-    assert first == second
-    renamed = {
-        **nested,
-        "obses": {"other": nested["obses"]["pos"], "more": nested["obses"]["more"]},
-    }
-    Rollout(**renamed)  # another key: another structure
-    ordered = {**nested, "obses": OrderedDict(nested["obses"])}  # not a dict: no plan
-    assert Rollout(**ordered) == Rollout(**ordered) == first
-    assert walks == [True, True, True, True]
-    bad = {**nested, "states": ({"a": np.full((2049, 16, 3), np.nan)},)}
-    Rollout(**bad)  # states may hold NaN: not checked
-    broken = {**nested, "obses": {"pos": obses[..., :2].copy(), "more": (obses[..., 2:],)}}
-    broken["obses"]["pos"] = broken["obses"]["pos"][:-1]  # refused, with the usual message
-    with pytest.raises(ValidationError, match="obses"):
-        Rollout(**broken)
 
 
 def test_dtypes_and_shapes_follow_the_seed() -> None:
@@ -634,22 +563,20 @@ def test_equality_and_repr() -> None:
 
 
 def test_equality_holds_for_nan_and_byte_order() -> None:
-    """Issue 12: a rollout with NaN in an observation, a state or a custom output was unequal
-    to itself, and a big-endian rollout unequal to its saved and loaded (little-endian) copy."""
-    states = valid_kwargs()["states"]
-    states[1, 0, 0] = np.nan
+    """Issue 12: a rollout with NaN in a custom output was unequal to itself, and a
+    big-endian rollout unequal to its saved and loaded (little-endian) copy. (Observations and
+    states may no longer hold NaN: issue 25.)"""
     obses = np.random.default_rng(1).normal(size=(T + 1, B, 2))
-    obses[2, 1, 1] = np.nan
     extra = np.zeros((T + 1, B), np.float64)
     extra[0, 0] = np.nan
-    r = make(states=states, obses=obses.astype(">f8"), model_outs={"extra": extra})
+    r = make(obses=obses.astype(">f8"), model_outs={"extra": extra})
     assert r == r
     assert r == r.copy()
     little = r.replace(obses=obses.astype("<f8"))
     assert r == little
     assert r.model_outs == little.model_outs
     moved = obses.copy()
-    moved[2, 1, 1], moved[2, 1, 0] = moved[2, 1, 0], np.nan  # NaN elsewhere: not equal
+    moved[2, 1, 1] += 1.0  # another value: not equal
     assert r != r.replace(obses=moved)
     assert r != r.replace(obses=obses.astype(np.float32))  # another dtype: not equal
     assert r != r.replace(model_outs={"extra": np.zeros((T + 1, B), np.float64)})
@@ -677,8 +604,10 @@ def test_values_beyond_float32_are_refused_not_made_infinite() -> None:
         match=r"states holds 1e\+39 at \(t=3, b=2, 1\), beyond float32's range \(\+-3.403e\+38\)",
     ):
         make(states=states)
-    states[3, 2, 1] = -np.inf  # infinite already: kept, as before
-    assert np.isneginf(make(states=states).states[3, 2, 1])
+    states[3, 2, 1] = -np.inf  # infinite already: refused, as every non-finite state is
+    message = r"states must be finite, got -inf at \(t=3, b=2, 1\)"
+    with pytest.raises(ValidationError, match=message):
+        make(states=states)
     states[3, 2, 1] = 3e38  # within range
     assert make(states=states).states[3, 2, 1] == np.float32(3e38)
     with pytest.raises(ValidationError, match=r"model_outs\['critic'\] holds -1e\+300"):
@@ -1087,7 +1016,6 @@ def test_validation_does_not_loop_over_elements(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr(arrays, "_FUSED_BYTES", 1 << 62)
     monkeypatch.setattr(fused, "MIN_BYTES", 1 << 62)
     # Fresh caches: one that fills up is cleared, a call of its own, whenever that happens.
-    monkeypatch.setattr(rollout_module, "_PLANS", {})
     monkeypatch.setattr(rollout_module, "_AGREED_SHAPES", {})
     _python_calls_to_build(1, 1)  # warm caches (e.g. abc's subclass checks) first
     assert _python_calls_to_build(8, 2) == _python_calls_to_build(1024, 64)

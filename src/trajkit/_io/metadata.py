@@ -232,7 +232,11 @@ class RolloutFileMetadata(BaseModel):
             out = spec.model_outputs[key]
             members.append(
                 ArrayMember(
-                    f"model_outs/{i}.npy", "model_outs", key, out.dtype, (T + 1, B, *out.shape)
+                    f"model_outs/{i}.npy",
+                    "model_outs",
+                    key,
+                    out.dtype,
+                    (T + 1, B, *out.shape) if out.per_env else (T + 1,),
                 )
             )
         return members

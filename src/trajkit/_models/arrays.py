@@ -1,21 +1,13 @@
 """Per-field array coercion and value checks, raising `ValueError` with field-naming messages.
 
-These run inside pydantic validators, which turn each `ValueError` into a `ValidationError`.
-Each check is a constant number of vectorised NumPy operations; positions are only searched for
-once a check has failed.
-
-Within `recording_leaf_ops()`, each conversion that makes a new array records how it made it
-from its input (`LeafOp`), so that `Rollout` can make the same arrays again from input of the
-same structure without walking its validators (see `trajkit._models.rollout`).
+These are the rules' implementations; the rule table (`trajkit._models.rules`) says which
+applies to which field, and every door calls them through it. Each check is a constant number
+of vectorised NumPy operations; positions are only searched for once a check has failed.
 """
 
 from __future__ import annotations
 
-import contextlib
-import functools
-from collections.abc import Callable, Iterator
-from contextvars import ContextVar
-from typing import Any, TypeAlias
+from typing import Any
 
 import numpy as np
 
@@ -23,9 +15,6 @@ from trajkit._base.types import AnyArray, Float32Array, Int32Array
 from trajkit._core import fused
 
 __all__ = [
-    "CastOp",
-    "LeafOp",
-    "LeafOps",
     "arrays_equal",
     "as_float32",
     "as_int32",
@@ -34,7 +23,6 @@ __all__ = [
     "check_finite",
     "first_true",
     "fmt_index",
-    "recording_leaf_ops",
 ]
 
 _KIND_NAMES = {
@@ -50,85 +38,6 @@ _KIND_NAMES = {
     "M": "datetime",
     "m": "timedelta",
 }
-
-
-LeafOp: TypeAlias = Callable[[Any], AnyArray | None]
-"""How a conversion made a new array from its input: again for other input, None if refused."""
-LeafOps: TypeAlias = dict[int, tuple[AnyArray, Any, LeafOp]]
-"""Recorded conversions: `id(made)` -> (the array made, its input, the `LeafOp`)."""
-
-_RECORDING: ContextVar[LeafOps | None] = ContextVar("trajkit_leaf_ops", default=None)
-
-
-@contextlib.contextmanager
-def recording_leaf_ops() -> Iterator[LeafOps]:
-    """Within the block, record how every new array was made (the outermost call wins).
-
-    The records keep the arrays made alive, so that an id never names another array.
-
-    Examples:
-        >>> x = np.ones((2, 3), np.float64)
-        >>> with recording_leaf_ops() as ops:
-        ...     y = as_float32(x, "x", copy=True)
-        >>> made, source, again = ops[id(y)]
-        >>> made is y, source is x, again(x * 2).tolist()
-        (True, True, [[2.0, 2.0, 2.0], [2.0, 2.0, 2.0]])
-    """
-    ops: LeafOps = {}
-    token = _RECORDING.set(ops)
-    try:
-        yield ops
-    finally:
-        _RECORDING.reset(token)
-
-
-def _made(array: AnyArray, source: Any, op: LeafOp) -> AnyArray:
-    """`array`, recorded as made from `source` by `op` when recording."""
-    ops = _RECORDING.get()
-    if ops is not None:
-        ops[id(array)] = (array, source, op)
-    return array
-
-
-_copy: LeafOp = np.ndarray.copy
-"""A copy (C order, as `ndarray.copy`): one C call, no Python frame when a plan replays it."""
-
-_to_float32: LeafOp = functools.partial(np.ndarray.astype, dtype=np.float32)
-"""`as_float32`'s conversion where it checks nothing and nothing can overflow: one C call."""
-
-
-def _again(convert: Callable[..., AnyArray], /, **kwargs: Any) -> LeafOp:
-    """The same conversion with the same arguments; None where it refuses a value."""
-
-    def op(source: Any) -> AnyArray | None:
-        try:
-            return convert(source, **kwargs)
-        except ValueError:
-            return None
-
-    return op
-
-
-class CastOp:
-    """A compiled kernel's cast and check, again: a `LeafOp` (None where a value fails).
-
-    A plan replays it only on input of the dtype, layout and size it was chosen for, with the
-    kernels still on (the plan's key holds all of these), so it runs without asking again;
-    `Rollout` runs its `kernel` directly.
-    """
-
-    __slots__ = ("kernel",)
-
-    def __init__(self, kernel: fused.CastKernel) -> None:
-        self.kernel = kernel
-
-    def __call__(self, source: Any) -> AnyArray | None:
-        out, passed = fused.cast_with(self.kernel, source)
-        return out if passed else None
-
-
-_cast_op = functools.cache(CastOp)
-"""One `CastOp` per kernel."""
 
 
 def kind_name(dtype: np.dtype[Any]) -> str:
@@ -171,7 +80,7 @@ def as_numeric(
     kinds = "biuf" if allow_bool else "iuf"
     if type(value) is np.ndarray and value.dtype.kind in kinds and value.ndim >= min_ndim:
         # The common case, with nothing to refuse.
-        return _made(value.copy(), value, _copy) if copy else value
+        return value.copy() if copy else value
     if isinstance(value, str | bytes):
         raise ValueError(f"{name} must be an array, got a {type(value).__name__} {value!r:.40}")
     if isinstance(value, np.ma.MaskedArray):
@@ -239,28 +148,11 @@ def as_float32(
     if (finite or binary) and array.nbytes >= fused.MIN_BYTES:
         kernel = fused.cast_kernel(array, "finite" if finite else "binary")
         if kernel is not None:
-            op = _cast_op(kernel)
-            out = op(array)
-            if out is not None:  # (recorded as made from `array`: a plan needs it as input)
-                return _made(out, array, op)
+            out, passed = fused.cast_with(kernel, array)
+            if passed:
+                return out
         # else NumPy's checks below find and name the first bad value
-    converted = _converted(array, name, min_ndim=min_ndim, finite=finite, binary=binary, axes=axes)
-    if _RECORDING.get() is None:
-        return converted
-    if not (finite or binary or _may_overflow(array)) and value is array:  # a plain cast
-        _made(converted, value, _to_float32)
-    else:
-        again = _again(
-            as_float32,
-            name=name,
-            copy=copy,
-            min_ndim=min_ndim,
-            finite=finite,
-            binary=binary,
-            axes=axes,
-        )
-        _made(converted, value, again)
-    return converted
+    return _converted(array, name, min_ndim=min_ndim, finite=finite, binary=binary, axes=axes)
 
 
 def _converted(
@@ -376,12 +268,7 @@ def as_int32(
             raise ValueError(
                 f"{name} must fit in int32, got {array[pos].item()!r} at {fmt_index(pos, axes)}"
             )
-    converted = array.astype(np.int32, copy=copy)  # the copy and the cast in one pass
-    if converted is not value and _RECORDING.get() is not None:
-        _made(
-            converted, value, _again(as_int32, name=name, copy=copy, min_ndim=min_ndim, axes=axes)
-        )
-    return converted
+    return array.astype(np.int32, copy=copy)  # the copy and the cast in one pass
 
 
 def check_finite(array: AnyArray, name: str, axes: str = "tb") -> None:

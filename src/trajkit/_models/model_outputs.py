@@ -9,16 +9,8 @@ from typing import Any, ClassVar, SupportsIndex, overload
 import numpy as np
 
 from trajkit._base.types import AnyArray
-from trajkit._models.arrays import (
-    arrays_equal,
-    as_float32,
-    as_int32,
-    as_numeric,
-    check_finite,
-    first_true,
-    fmt_index,
-    kind_name,
-)
+from trajkit._models.arrays import arrays_equal, as_numeric, first_true, fmt_index, kind_name
+from trajkit._models.rules import OUTPUT_RULES, conform, conform_into, output_rule
 
 __all__ = ["KNOWN_KEYS", "ModelOutputs", "StepOutputs", "coerce_model_outs", "discrete_actions"]
 
@@ -60,36 +52,26 @@ def discrete_actions(arrays: Mapping[str, AnyArray]) -> bool:
     return "actions" in arrays and _is_discrete(arrays["actions"], arrays.get("actor"))
 
 
-def _coerce_actions(
-    array: AnyArray, actor: AnyArray | None, name: str, lead: int, copy: bool = False
-) -> AnyArray:
-    """Integer or bool actions (any space but Box) to int32; float ones (Box) to finite float32.
-
-    Float actions next to `actor` logits of one more dimension are Discrete actions written as
-    floats (the seed accepted them): they must be integer-valued and become int32.
-    """
-    axes = "tb"[2 - lead :] if lead <= 2 else "tb"
-    if array.dtype.kind == "b":  # MultiBinary flags given as bool
-        return array.astype(np.int32)
-    if array.dtype.kind in "iu" or _is_discrete(array, actor, lead):
-        return as_int32(array, name, copy=copy, min_ndim=0, axes=axes)
-    return as_float32(array, name, copy=copy, min_ndim=0, finite=True, axes=axes)
-
-
 def _coerce_key(
     key: str, array: AnyArray, actor: AnyArray | None, name: str, lead: int = 2, copy: bool = False
 ) -> AnyArray:
-    """Convert and check one model output (`lead` leading dims: 2 stacked, 1 a step, 0 one env).
+    """Convert and check one model output by its rule (`lead` leading dims: 2 stacked, 1 a step).
 
-    `critic`, `log_probs` and `actor` become finite float32; `actions` see `_coerce_actions`;
-    other keys are kept as given (any real dtype).
+    `critic`, `log_probs` and `actor` become finite float32; integer and bool `actions` int32,
+    float ones finite float32 (Box) unless they sit next to `actor` logits of one more
+    dimension (Discrete actions written as floats, as the seed accepted: integer-valued, int32);
+    other keys are kept as given (any real dtype). A value of another key with one dimension
+    fewer than `lead` is a per-step scalar (`*scalar`).
     """
-    if key == "actions":
-        return _coerce_actions(array, actor, name, lead, copy)
-    if key in _FLOAT_KEYS:
-        axes = ("tb"[2 - lead :] if lead <= 2 else "tb") + ("a" if key == "actor" else "")
-        return as_float32(array, name, copy=copy, min_ndim=0, finite=True, axes=axes)
-    return as_numeric(array, name, copy=copy, min_ndim=0)  # checked already: a copy or itself
+    axes = ("tb"[2 - lead :] if lead <= 2 else "tb") + ("a" if key == "actor" else "")
+    rule = output_rule(key, array.ndim + 2 - lead)
+    discrete = key == "actions" and _is_discrete(array, actor, lead)
+    return conform(rule, array, name, copy=copy, axes=axes, min_ndim=0, discrete=discrete)
+
+
+def _min_row_ndim(key: str) -> int:
+    """The fewest dimensions of one step's row of `key`: 0 for a per-step scalar (`*scalar`)."""
+    return 1 if key in OUTPUT_RULES else 0
 
 
 def _check_action_range(actions: AnyArray, actor: AnyArray, name: str, axes: str) -> None:
@@ -176,7 +158,7 @@ class StepOutputs(Mapping[str, AnyArray]):
         self._t = t
 
     def __getitem__(self, key: str) -> AnyArray:
-        row: _CheckedRow = self._outs._arrays[key][self._t].view(_CheckedRow)
+        row: _CheckedRow = _row(self._outs._arrays[key], self._t).view(_CheckedRow)
         row._outs, row._key, row._t = self._outs, key, self._t
         return row
 
@@ -186,7 +168,7 @@ class StepOutputs(Mapping[str, AnyArray]):
                 f"model_outs has no key {key!r} (keys: {sorted(self._outs._arrays)}); "
                 "use Rollout.replace(model_outs=...) to add keys"
             )
-        self._outs._write(key, self._t, slice(None), value)
+        self._outs._write(key, self._t, ..., value)
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._outs._arrays)
@@ -426,6 +408,8 @@ class ModelOutputs(Sequence[StepOutputs]):
             rows = {key: self._coerce_row(key, step[key], t, step) for key in step}
             if self._batch is not None:
                 for key, row in rows.items():
+                    if row.ndim == 0 and key not in OUTPUT_RULES:
+                        continue  # one value per step (`*scalar`)
                     if row.ndim == 0 or row.shape[0] != self._batch:
                         raise ValueError(
                             f"model_outs[{t}][{key!r}] has shape {row.shape}, expected "
@@ -454,7 +438,7 @@ class ModelOutputs(Sequence[StepOutputs]):
 
     def _coerce_row(self, key: str, value: Any, t: int, step: Mapping[str, Any]) -> AnyArray:
         name = f"model_outs[{t}][{key!r}]"
-        row = as_numeric(value, name, copy=False)
+        row = as_numeric(value, name, copy=False, min_ndim=_min_row_ndim(key))
         actor = step.get("actor") if key == "actions" else None
         actor_row = None if actor is None else np.asarray(actor)
         row = _coerce_key(key, row, actor_row, name, lead=1)
@@ -470,7 +454,7 @@ class ModelOutputs(Sequence[StepOutputs]):
             value = step[key]
             if key in self._unset and _is_placeholder(value):
                 raise ValueError(f"{name} must be an array of values, got a row of None")
-            row = as_numeric(value, name, copy=False)
+            row = as_numeric(value, name, copy=False, min_ndim=_min_row_ndim(key))
             if row.shape != storage.shape[1:]:
                 raise ValueError(
                     f"{name} has shape {row.shape}, expected {storage.shape[1:]} like "
@@ -488,12 +472,10 @@ class ModelOutputs(Sequence[StepOutputs]):
                 )
             rows[key] = row
         for key, row in rows.items():
+            storage = self._arrays[key]
+            rule = output_rule(key, storage.ndim)
             name = f"model_outs[{t}][{key!r}]"
-            if key == "actions" and self._arrays[key].dtype.kind == "i":  # integer spaces
-                rows[key] = as_int32(row, name, copy=False, min_ndim=0, axes="b")
-            else:
-                actor = rows.get("actor") if key == "actions" else None
-                rows[key] = _coerce_key(key, row, actor, name, lead=1)
+            rows[key] = conform_into(rule, storage.dtype, row, name, axes="b" if row.ndim else "")
         if (
             "actions" in rows
             and "actor" in rows
@@ -505,8 +487,10 @@ class ModelOutputs(Sequence[StepOutputs]):
     def _write(self, key: str, t: int, index: Any, value: Any) -> None:
         """Validate `value` for `outs[t][key][index]`, then store it (nothing on failure)."""
         storage = self._arrays[key]
-        target = storage[t][index]
-        suffix = "" if isinstance(index, slice) and index == slice(None) else _fmt_sub(index)
+        row = _row(storage, t)
+        target = row[index]
+        whole = index is Ellipsis or (isinstance(index, slice) and index == slice(None))
+        suffix = "" if whole else _fmt_sub(index)
         name = f"model_outs[{t}][{key!r}]{suffix}"
         array = as_numeric(value, name, copy=False, min_ndim=0)
         try:
@@ -516,37 +500,17 @@ class ModelOutputs(Sequence[StepOutputs]):
                 f"{name} has shape {array.shape}, expected {np.shape(target)}"
                 + (f" (B={storage.shape[1]})" if storage.ndim > 1 and not suffix else "")
             ) from None
-        if key == "actions" and storage.dtype.kind == "i":
-            if array.dtype.kind == "f":
-                check_finite(array, name, "")
-                if (array != np.round(array)).any():
-                    raise ValueError(
-                        f"{name} must be integer-valued, got "
-                        f"{_first_value(array, array != np.round(array))!r}"
-                    )
-            actor = self._arrays.get("actor")
-            if actor is not None and storage.ndim == 2 and actor.ndim == 3:
-                bad = (array < 0) | (array >= actor.shape[-1])
-                if bad.any():
-                    raise ValueError(
-                        f"{name} must be in [0, A) with A={actor.shape[-1]} from "
-                        f"model_outs['actor'], got {_first_value(array, bad)}"
-                    )
-        elif key in _FLOAT_KEYS or key == "actions":
-            finite = np.isfinite(array)
-            if not finite.all():
-                raise ValueError(f"{name} must be finite, got {_first_value(array, ~finite)}")
-        if (
-            storage.dtype.kind in "iu"
-            and array.dtype.kind == "f"
-            and key != "actions"
-            and (array != np.round(array)).any()
-        ):
-            raise ValueError(
-                f"{name} must be integer-valued like model_outs[0][{key!r}] "
-                f"({storage.dtype}), got {_first_value(array, array != np.round(array))!r}"
-            )
-        storage[t][index] = array
+        rule = output_rule(key, storage.ndim)
+        array = conform_into(rule, storage.dtype, array, name, axes="" if suffix else "b")
+        actor = self._arrays.get("actor")
+        if key == "actions" and actor is not None and storage.ndim == 2 and actor.ndim == 3:
+            bad = (array < 0) | (array >= actor.shape[-1])
+            if bad.any():
+                raise ValueError(
+                    f"{name} must be in [0, A) with A={actor.shape[-1]} from "
+                    f"model_outs['actor'], got {_first_value(array, bad)}"
+                )
+        row[index] = array
         mask = self._unset.get(key)
         if mask is not None:
             mask[t][index[0] if isinstance(index, tuple) else index] = False
@@ -615,6 +579,11 @@ class ModelOutputs(Sequence[StepOutputs]):
         return f"ModelOutputs({', '.join(parts)}{state})"
 
 
+def _row(storage: AnyArray, t: int) -> AnyArray:
+    """Step `t` of a stacked output as a writable view: 0-d for a per-step scalar `[T+1]`."""
+    return storage[t] if storage.ndim > 1 else storage[t : t + 1].reshape(())
+
+
 def _fmt_sub(index: Any) -> str:
     parts = index if isinstance(index, tuple) else (index,)
     return "".join(f"[{p}]" if isinstance(p, int | np.integer) else "[...]" for p in parts)
@@ -657,7 +626,9 @@ def _stack_steps(steps: Sequence[Any]) -> tuple[dict[str, AnyArray], dict[str, A
                     dtype = _PLACEHOLDER_DTYPES.get(key, np.dtype(np.float32))
                     templates[key] = np.zeros(len(value), dtype)
                 continue
-            array = as_numeric(value, f"model_outs[{t}][{key!r}]", copy=False)
+            array = as_numeric(
+                value, f"model_outs[{t}][{key!r}]", copy=False, min_ndim=_min_row_ndim(key)
+            )
             ref = templates.get(key)
             if ref is None:
                 templates[key] = array
@@ -701,7 +672,9 @@ def _coerce_mapping(value: Mapping[Any, Any], *, copy: bool) -> dict[str, AnyArr
     for key, item in value.items():
         if not isinstance(key, str):
             raise ValueError(f"model_outs keys must be strings, got {key!r}")
-        raw[key] = as_numeric(item, f"model_outs[{key!r}]", copy=False, min_ndim=2)
+        raw[key] = as_numeric(
+            item, f"model_outs[{key!r}]", copy=False, min_ndim=_min_row_ndim(key) + 1
+        )
     return _coerce_known(raw, copy=copy)  # copied while converted: one pass per array
 
 

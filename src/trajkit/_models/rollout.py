@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy as _copy
 import random
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import MappingProxyType
 from typing import (
     TYPE_CHECKING,
@@ -13,7 +13,6 @@ from typing import (
     ClassVar,
     Generic,
     Literal,
-    NamedTuple,
     TypeAlias,
     TypeVar,
     overload,
@@ -36,20 +35,11 @@ from trajkit._core import gae as _gae
 from trajkit._core import minibatch as _mb
 from trajkit._core import tree as _tree
 from trajkit._core.episodes import EpisodeStats, episode_stats
-from trajkit._models.arrays import (
-    CastOp,
-    LeafOp,
-    LeafOps,
-    arrays_equal,
-    as_float32,
-    as_numeric,
-    first_true,
-    fmt_index,
-    recording_leaf_ops,
-)
+from trajkit._models.arrays import arrays_equal, first_true, fmt_index
 from trajkit._models.dims import DimSpec, Shape, bind_dims
 from trajkit._models.errors import clean_validation_error
 from trajkit._models.model_outputs import ModelOutputs, coerce_model_outs, discrete_actions
+from trajkit._models.rules import FIELD_RULES, OUTPUT_RULES, conform, output_rule
 
 __all__ = [
     "FIELD_DIMS",
@@ -63,31 +53,18 @@ __all__ = [
 ]
 
 FIELD_DIMS: Mapping[str, str] = MappingProxyType(
-    {
-        "dones": "T+1 B",
-        "obses": "T+1 B ...",
-        "states": "T+1 B ...",
-        "rews": "T B",
-        "infos": "T B",
-        "truncated": "T B",
-        "final_values": "T B",
-    }
+    {"infos": "T B", **{name: rule.dims for name, rule in FIELD_RULES.items()}}
 )
-"""The declared dimensions of every field. All shape rules are derived from this table."""
+"""The declared dimensions of every field, from the rule table (`trajkit._models.rules`)."""
 
 MODEL_OUTPUT_DIMS: Mapping[str, str] = MappingProxyType(
-    {
-        "critic": "T+1 B",
-        "log_probs": "T+1 B",
-        "actor": "T+1 B A",
-        "actions": "T+1 B ...",
-        "*": "T+1 B ...",
-    }
+    {key: rule.dims for key, rule in OUTPUT_RULES.items()}
 )
-"""The declared dimensions of model outputs; `*` applies to keys with no entry of their own."""
+"""The declared dimensions of model outputs; `*` applies to keys with no entry of their own,
+`*scalar` to such keys with one value per step (`[T+1]`, no B)."""
 
 _SPECS = {name: DimSpec.parse(text) for name, text in FIELD_DIMS.items()}
-_OUT_SPECS = {name: DimSpec.parse(text) for name, text in MODEL_OUTPUT_DIMS.items()}
+_OUT_SPECS = {text: DimSpec.parse(text) for text in MODEL_OUTPUT_DIMS.values()}
 _ROWS_ONLY = DimSpec.parse("T+1")
 _AGREED_SHAPES: dict[tuple[tuple[str, Shape], ...], tuple[int, int]] = {}
 """T and B of shapes that agreed before: a training loop builds rollouts of the same shapes."""
@@ -161,50 +138,22 @@ def _copying(info: ValidationInfo) -> bool:
     return bool(info.context.get("copy", True)) if isinstance(info.context, dict) else True
 
 
-def _v_states(value: Any, copy: bool) -> ArrayTree:
-    if type(value) is np.ndarray:  # the common flat case, without walking a tree
-        return as_float32(value, "states", copy=copy, min_ndim=2)
-    return _tree.map_with_path(
-        lambda path, leaf: as_float32(
-            leaf, _tree.format_path("states", path), copy=copy, min_ndim=2
-        ),
-        _tree.normalize(value, "states"),
-    )
+def _array_check(name: str) -> Callable[[Any, bool], Any]:
+    """The validator of array field `name`, from its rule in `FIELD_RULES`."""
+    rule = FIELD_RULES[name]
 
+    def check(value: Any, copy: bool) -> Any:
+        if value is None and rule.optional:
+            return None
+        if type(value) is np.ndarray or not rule.nested:  # the common flat case
+            return conform(rule, value, name, copy=copy)
+        return _tree.map_with_path(
+            lambda path, leaf: conform(rule, leaf, _tree.format_path(name, path), copy=copy),
+            _tree.normalize(value, name),
+        )
 
-def _v_obses(value: Any, copy: bool) -> ArrayTree:
-    if type(value) is np.ndarray:  # the common flat case, without walking a tree
-        return as_numeric(value, "obses", copy=copy, min_ndim=1)
-    return _tree.map_with_path(
-        lambda path, leaf: as_numeric(
-            leaf, _tree.format_path("obses", path), copy=copy, min_ndim=1
-        ),
-        _tree.normalize(value, "obses"),
-    )
-
-
-def _v_rews(value: Any, copy: bool) -> Float32Array:
-    return as_float32(value, "rews", copy=copy, finite=True)
-
-
-def _as_flags(value: Any, name: str, copy: bool) -> Float32Array:
-    """0/1 flags as float32; bools are cast without a check (they cannot be anything else)."""
-    binary = getattr(value, "dtype", None) != np.bool_
-    return as_float32(value, name, copy=copy, binary=binary)
-
-
-def _v_dones(value: Any, copy: bool) -> Float32Array:
-    return _as_flags(value, "dones", copy)
-
-
-def _v_truncated(value: Any, copy: bool) -> Float32Array | None:
-    return None if value is None else _as_flags(value, "truncated", copy)
-
-
-def _v_final_values(value: Any, copy: bool) -> Float32Array | None:
-    if value is None:
-        return None
-    return as_float32(value, "final_values", copy=copy, finite=True)
+    check.__name__ = f"_v_{name}"
+    return check
 
 
 def _v_model_outs(value: Any, copy: bool) -> ModelOutputs:
@@ -234,130 +183,27 @@ def _v_infos(value: Any, copy: bool) -> InfoRows | None:
 
 _FIELD_CHECKS: Mapping[str, Callable[[Any, bool], Any]] = MappingProxyType(
     {
-        "states": _v_states,
-        "obses": _v_obses,
-        "rews": _v_rews,
-        "dones": _v_dones,
+        "states": _array_check("states"),
+        "obses": _array_check("obses"),
+        "rews": _array_check("rews"),
+        "dones": _array_check("dones"),
         "infos": _v_infos,
         "model_outs": _v_model_outs,
-        "truncated": _v_truncated,
-        "final_values": _v_final_values,
+        "truncated": _array_check("truncated"),
+        "final_values": _array_check("final_values"),
     }
 )
 """Each field's validator (the value, and whether to copy it), in declaration order."""
 
 
-def _with_copy(check: Callable[[Any, bool], Any]) -> PlainValidator:
-    """`check` as a pydantic validator, told whether to copy by the validation context."""
+def _validator(name: str) -> PlainValidator:
+    """Field `name`'s check as a pydantic validator, told whether to copy by the context."""
+    check = _FIELD_CHECKS[name]
 
     def validate(value: Any, info: ValidationInfo) -> Any:
         return check(value, _copying(info))
 
     return PlainValidator(validate)
-
-
-_ARRAY_FIELDS = ("states", "obses", "rews", "dones", "truncated", "final_values")
-"""The fields that hold one array (or None); `model_outs` holds a mapping, `infos` rows."""
-
-
-class _Plan(NamedTuple):
-    """How a rollout's arrays were made from input of one structure (see `_plan_key`)."""
-
-    steps: tuple[tuple[str, str | None, LeafOp, fused.CastKernel | None], ...]
-    """(field, model-output key or None, op, the op's kernel if a `CastOp`) per array: the
-    fields', then the keys' order."""
-    trees: tuple[tuple[str, ArrayTree, tuple[LeafOp, ...]], ...]
-    """(field, its structure, an op per leaf in `flatten` order) per nested field."""
-    num_rows: int  # T + 1
-    batch_size: int  # B
-    check_values: bool
-    """Whether `Rollout._check_values` has anything to check (truncation, Discrete actions)."""
-
-
-_PLANS: dict[tuple[Any, ...], _Plan | None] = {}
-"""Plans by input structure; None where the arrays were not all made by recorded leaf ops."""
-_PLANS_MAX = 64
-_PLANNED_FIELDS = tuple(name for name in _FIELD_CHECKS if name != "infos")
-"""The fields a plan stores, in the table's order (plans are made only without infos)."""
-
-
-_TREE_FIELDS = frozenset({"states", "obses"})
-"""The array fields that may be nested (Gymnasium `Dict` and `Tuple` spaces)."""
-
-
-def _tree_key(tree: Any, leaves: list[AnyArray]) -> tuple[Any, ...] | None:
-    """The structure of a nested field for `_plan_key`, or None if a plan cannot follow it.
-
-    Only `dict` (str keys) and `tuple` containers, not empty, with `np.ndarray` leaves (exact
-    types): for them `_tree.normalize` changes nothing but the containers. Appends the leaves
-    to `leaves`, in `_tree.flatten` order.
-    """
-    if type(tree) is np.ndarray:
-        leaves.append(tree)
-        return (tree.dtype, tree.shape, tree.strides)
-    if type(tree) is dict:
-        items: Iterable[tuple[Any, Any]] = tree.items()
-    elif type(tree) is tuple:
-        items = enumerate(tree)
-    else:
-        return None
-    parts: list[Any] = [type(tree)]
-    for key, item in items:
-        sub = _tree_key(item, leaves) if type(key) is str or type(tree) is tuple else None
-        if sub is None:  # (also for a dict key that is not a str: `normalize` refuses it)
-            return None
-        parts.append((key, sub))
-    return tuple(parts) if len(parts) > 1 else None  # empty containers are refused
-
-
-def _plan_key(
-    values: Mapping[str, Any], copy: bool, tree_leaves: dict[str, list[AnyArray]]
-) -> tuple[Any, ...] | None:
-    """The structure of constructor input that a plan can be kept for, or None.
-
-    A copying construction of arrays (exactly `np.ndarray`; `states` and `obses` may be
-    nested in `dict`s and `tuple`s) with stacked model outputs and no infos: the field
-    validators' every decision about such input follows from its types, dtypes, shapes and
-    strides, the keys and whether the compiled kernels are on, which the key holds. Only the
-    values remain to be checked. The leaves of nested fields go to `tree_leaves`.
-    """
-    if not copy or values["infos"] is not None:
-        return None
-    outs = values["model_outs"]
-    if type(outs) is not dict or not outs:
-        return None
-    key: list[Any] = []
-    largest = 0
-    for name in _ARRAY_FIELDS:
-        value = values[name]
-        if value is None:
-            key.append(None)
-        elif type(value) is np.ndarray:
-            key.append((value.dtype, value.shape, value.strides))
-            largest = max(largest, value.nbytes)
-        elif name in _TREE_FIELDS:
-            leaves = tree_leaves[name] = []
-            tree = _tree_key(value, leaves)
-            if tree is None:
-                return None
-            key.append(tree)
-            largest = max(largest, *(leaf.nbytes for leaf in leaves))
-        else:
-            return None
-    for name, value in outs.items():
-        if type(name) is not str or type(value) is not np.ndarray:
-            return None
-        key.append((name, value.dtype, value.shape, value.strides))
-        largest = max(largest, value.nbytes)
-    if largest >= fused.MIN_BYTES:  # a kernel may apply: whether they are on is structure too
-        key.append(fused.kernels_enabled())
-    return tuple(key)
-
-
-def _op_of(ops: LeafOps, made: Any, source: Any) -> LeafOp | None:
-    """The recorded op that made the array `made` from `source`, or None."""
-    recorded, recorded_source, op = ops.get(id(made), (None, None, None))
-    return op if recorded is made and recorded_source is source else None
 
 
 class Rollout(BaseModel):
@@ -445,14 +291,14 @@ class Rollout(BaseModel):
         final_values: _Field[Float32Array | None, ArrayLike | None]
         """Optional values of true final observations `[T, B]`, float32; read where truncated."""
     else:
-        states: Annotated[ArrayTree, _with_copy(_v_states)]
-        obses: Annotated[ArrayTree, _with_copy(_v_obses)]
-        rews: Annotated[Float32Array, _with_copy(_v_rews)]
-        dones: Annotated[Float32Array, _with_copy(_v_dones)]
-        infos: Annotated[InfoRows, _with_copy(_v_infos)]
-        model_outs: Annotated[ModelOutputs, _with_copy(_v_model_outs)]
-        truncated: Annotated[Float32Array | None, _with_copy(_v_truncated)] = None
-        final_values: Annotated[Float32Array | None, _with_copy(_v_final_values)] = None
+        states: Annotated[ArrayTree, _validator("states")]
+        obses: Annotated[ArrayTree, _validator("obses")]
+        rews: Annotated[Float32Array, _validator("rews")]
+        dones: Annotated[Float32Array, _validator("dones")]
+        infos: Annotated[InfoRows, _validator("infos")]
+        model_outs: Annotated[ModelOutputs, _validator("model_outs")]
+        truncated: Annotated[Float32Array | None, _validator("truncated")] = None
+        final_values: Annotated[Float32Array | None, _validator("final_values")] = None
 
     _FIELDS: ClassVar[tuple[str, ...]] = tuple(_FIELD_CHECKS)
 
@@ -494,7 +340,7 @@ class Rollout(BaseModel):
         __tracebackhide__ = True
         scope = fused.open_scope()  # whether compiled checks are on: decided once, if at all
         try:
-            if type(self) is Rollout and self._validated_without_pydantic(values, copy):
+            if type(self) is Rollout and self._validated_directly(values, copy):
                 return
             self.__pydantic_validator__.validate_python(
                 values, self_instance=self, context={"copy": copy}
@@ -503,31 +349,6 @@ class Rollout(BaseModel):
             raise clean_validation_error(exc) from None
         finally:
             fused.close_scope(scope)
-
-    def _validated_without_pydantic(self, values: dict[str, Any], copy: bool) -> bool:
-        """Whether `values` passed, by a plan (see `_replayed`) or directly; False if refused.
-
-        A training loop copies its buffers into a rollout of the same structure every
-        iteration: the first copying construction of a structure records how each array was
-        made (`recording_leaf_ops`), and the next ones of that structure make their arrays the
-        same way without the validators' walk over types, dtypes, shapes and keys.
-        """
-        tree_leaves: dict[str, list[AnyArray]] = {}
-        key = _plan_key(values, copy, tree_leaves)
-        if key is None:
-            return self._validated_directly(values, copy)
-        plan = _PLANS.get(key)
-        if plan is not None:
-            return self._replayed(plan, values, tree_leaves) or self._validated_directly(
-                values, copy
-            )
-        if key in _PLANS:  # a structure whose arrays are not all made by recorded leaf ops
-            return self._validated_directly(values, copy)
-        with recording_leaf_ops() as ops:
-            if not self._validated_directly(values, copy):
-                return False
-        _remember(_PLANS, key, self._plan(values, ops), _PLANS_MAX)
-        return True
 
     def _validated_directly(self, values: dict[str, Any], copy: bool) -> bool:
         """Whether every field and rule passed, validated without pydantic (see `_validate`)."""
@@ -540,89 +361,6 @@ class Rollout(BaseModel):
             self._cross_check()
         except (ValueError, AssertionError):
             return False
-        return True
-
-    def _plan(self, values: Mapping[str, Any], ops: LeafOps) -> _Plan | None:
-        """How this rollout's arrays were made from `values`, if each by one recorded op."""
-        given_outs = values["model_outs"]
-        stored_outs = self.model_outs._arrays
-        if list(stored_outs) != list(given_outs):
-            return None
-        made_from: list[tuple[str, str | None, Any, Any]] = []
-        trees: list[tuple[str, ArrayTree, tuple[LeafOp, ...]]] = []
-        for name in _ARRAY_FIELDS:
-            stored, given = self.__dict__[name], values[name]
-            if name not in _TREE_FIELDS or type(stored) is np.ndarray:
-                made_from.append((name, None, stored, given))
-                continue
-            pairs, given_pairs = _tree.flatten(stored), _tree.flatten(given)
-            if len(pairs) != len(given_pairs):
-                return None
-            leaf_ops: list[LeafOp] = []
-            for (path, leaf), (given_path, source) in zip(pairs, given_pairs, strict=True):
-                op = _op_of(ops, leaf, source) if path == given_path else None
-                if op is None:
-                    return None
-                leaf_ops.append(op)
-            structure = _tree.map_leaves(lambda _: None, stored)
-            trees.append((name, structure, tuple(leaf_ops)))
-        made_from += [
-            ("model_outs", key, stored, given_outs[key]) for key, stored in stored_outs.items()
-        ]
-        steps: list[tuple[str, str | None, LeafOp, fused.CastKernel | None]] = []
-        for name, key, stored, given in made_from:
-            if stored is None and given is None:
-                continue
-            op = _op_of(ops, stored, given)
-            if op is None:
-                return None
-            steps.append((name, key, op, op.kernel if isinstance(op, CastOp) else None))
-        check_values = self.truncated is not None or discrete_actions(stored_outs)
-        return _Plan(tuple(steps), tuple(trees), self.num_steps + 1, self.batch_size, check_values)
-
-    def _replayed(
-        self, plan: _Plan, values: Mapping[str, Any], tree_leaves: Mapping[str, list[AnyArray]]
-    ) -> bool:
-        """Whether the arrays, made as `plan` says, passed their value checks (then stored).
-
-        Input of the plan's structure passes every check that depends on the structure; the
-        ops check the values as they make the arrays, and `_check_values` the rules across
-        fields. False where a value is refused: the caller validates again, and its error
-        names the value. `tree_leaves` holds the leaves of nested fields, as `_plan_key`
-        found them.
-        """
-        arrays: dict[str, AnyArray] = {}  # filled below
-        fields: dict[str, Any] = dict.fromkeys(_PLANNED_FIELDS)  # None where none is given
-        given_outs = values["model_outs"]
-        for name, key, op, kernel in plan.steps:
-            source = values[name] if key is None else given_outs[key]
-            if kernel is None:
-                made = op(source)
-                if made is None:
-                    return False
-            else:  # the `CastOp` inline (as `fused.cast_with`): a large field's usual op
-                made = np.empty(source.shape, np.float32)
-                if not kernel(source.reshape(-1), made.reshape(-1)):
-                    return False
-            if key is None:
-                fields[name] = made
-            else:
-                arrays[key] = made
-        for name, structure, leaf_ops in plan.trees:
-            leaves = []
-            for op, leaf in zip(leaf_ops, tree_leaves[name], strict=True):
-                made = op(leaf)
-                if made is None:
-                    return False
-                leaves.append(made)
-            fields[name] = _tree.unflatten(structure, leaves)
-        fields["model_outs"] = ModelOutputs._of(arrays, plan.num_rows, batch=plan.batch_size)
-        self._store(fields)
-        if plan.check_values:
-            try:
-                self._check_values(arrays)
-            except (ValueError, AssertionError):
-                return False
         return True
 
     def _store(self, fields: dict[str, Any]) -> None:
@@ -687,7 +425,7 @@ class Rollout(BaseModel):
         building = self.model_outs.building  # steps still being appended: rows don't vote
         outs = {} if building else self.model_outs.arrays
         for key, array in outs.items():
-            add(f"model_outs[{key!r}]", array.shape, _OUT_SPECS.get(key, _OUT_SPECS["*"]))
+            add(f"model_outs[{key!r}]", array.shape, _OUT_SPECS[output_rule(key, array.ndim).dims])
         if not outs and len(self.model_outs) and not building:
             add("model_outs", (len(self.model_outs),), _ROWS_ONLY)
         add("rews", self.rews.shape, _SPECS["rews"])
@@ -1105,7 +843,9 @@ class Rollout(BaseModel):
         """Every array a PPO step needs, aligned on `[T, B, ...]` (rows 0..T-1).
 
         Keys: `obses`, `states`, `dones`, `rews`, `advantages`, `returns` (when there is a
-        `critic`), and every model-output key (`actions`, `log_probs`, `critic`, `actor`, ...).
+        `critic`), and every model-output key (`actions`, `log_probs`, `critic`, `actor`, ...)
+        with one value per env: per-step scalar outputs (`[T+1]`, such as GAIL's `prob_pi`)
+        have no entry per env, and are left out.
         The arrays are views where possible, not copies. Nested `obses` and `states` keep
         their structure, with every leaf cut to `[T, B, ...]`.
 
@@ -1141,7 +881,8 @@ class Rollout(BaseModel):
         for key, array in outs.items():
             if key in arrays:
                 raise ValueError(f"model_outs key {key!r} clashes with the field of that name")
-            arrays[key] = array[:T]
+            if array.ndim > 1:  # per-step scalars `[T+1]` have no entry per env
+                arrays[key] = array[:T]
         return arrays
 
     def _ppo_arrays(

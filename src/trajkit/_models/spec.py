@@ -77,6 +77,8 @@ _FORM_FIELDS = ("obs_shape", "obs_dtype", "obs_leaves", "state_shape", "state_le
 
 LeafLayout = tuple[tuple[int, ...], str]
 """A leaf's per-step shape and dtype name."""
+OutputLayout = tuple[tuple[int, ...], str, bool]
+"""A model output's per-step shape, dtype name, and whether it has one value per env."""
 
 
 def dtype_name(dtype: Any) -> str:
@@ -102,6 +104,9 @@ class OutputSpec(BaseModel):
     Args:
         shape: The trailing shape: `()` for one value per (t, b), `(A,)` for logits.
         dtype: A canonical NumPy dtype name (see `DtypeName`).
+        per_env: `False` for a per-step scalar output, stored as `[T+1]` with no B (such as
+            obs-tower2 GAIL's `prob_pi`); then `shape` is `()`. Left out of the JSON when
+            `True`.
 
     Examples:
         >>> OutputSpec(shape=(6,), dtype="float32").model_dump()
@@ -114,6 +119,8 @@ class OutputSpec(BaseModel):
     """Trailing shape after `[T+1, B]`."""
     dtype: DtypeName
     """Canonical NumPy dtype name."""
+    per_env: bool = Field(default=True, exclude_if=lambda per_env: per_env is True, repr=False)
+    """Whether the output has one value per env (`[T+1, B, ...]`), or one per step (`[T+1]`)."""
 
 
 @dataclass(frozen=True)
@@ -122,7 +129,7 @@ class _Layout:
 
     obses: dict[str, LeafLayout]  # rendered leaf path ("" for a flat array) -> layout
     states: dict[str, LeafLayout]
-    outputs: dict[str, LeafLayout]
+    outputs: dict[str, OutputLayout]
     has_truncation: bool
     num_steps: int | None
     num_envs: int | None
@@ -326,8 +333,8 @@ class RolloutSpec(BaseModel):
         layout = _layout_of(rollout)
         data: dict[str, Any] = {
             "model_outputs": {
-                key: {"shape": shape, "dtype": dtype}
-                for key, (shape, dtype) in layout.outputs.items()
+                key: {"shape": shape, "dtype": dtype, "per_env": per_env}
+                for key, (shape, dtype, per_env) in layout.outputs.items()
             },
             "has_truncation": layout.has_truncation,
         }
@@ -396,7 +403,7 @@ class RolloutSpec(BaseModel):
             _Layout(
                 obses=other._leaf_layouts("obses"),
                 states=other._leaf_layouts("states"),
-                outputs={k: (o.shape, o.dtype) for k, o in other.model_outputs.items()},
+                outputs={k: (o.shape, o.dtype, o.per_env) for k, o in other.model_outputs.items()},
                 has_truncation=other.has_truncation,
                 num_steps=num_steps,
                 num_envs=num_envs,
@@ -419,7 +426,13 @@ class RolloutSpec(BaseModel):
             if key not in actual.outputs:
                 problems.append(f"model_outs: key {key!r} is in the spec but missing")
                 continue
-            shape, dtype = actual.outputs[key]
+            shape, dtype, per_env = actual.outputs[key]
+            if per_env != want.per_env:
+                problems.append(
+                    f"model_outs[{key!r}]: "
+                    + ("one value per env" if per_env else "one value per step (no B)")
+                    + f", but the spec says per_env={want.per_env}"
+                )
             if shape != want.shape:
                 problems.append(
                     f"model_outs[{key!r}]: trailing shape {fmt_shape(shape)}, but the spec "
@@ -512,7 +525,7 @@ def _layout_of(rollout: Rollout) -> _Layout:
         obses=leaves(rollout.obses),
         states=leaves(rollout.states),
         outputs={
-            key: (tail(array), dtype_name(array.dtype))
+            key: (tail(array), dtype_name(array.dtype), array.ndim > 1)
             for key, array in rollout.model_outs.arrays.items()
         },
         has_truncation=rollout.truncated is not None,
