@@ -47,13 +47,23 @@ import numpy as np
 from trajkit._base.optional import require
 from trajkit._base.types import AnyArray
 from trajkit._core import tree as _tree
-from trajkit._io.infos import info_entries, sparse_infos_to_json, strict_json_loads
+from trajkit._io.infos import (
+    BYTES_PER_NESTED,
+    NESTED_ALLOWANCE,
+    info_entries,
+    infos_to_json,
+    sparse_infos_to_json,
+    strict_json_loads,
+)
+from trajkit._io.remote import is_url
+from trajkit._models.arrays import first_true
 from trajkit._models.rollout import Rollout, given_infos
+from trajkit._models.rules import FIELD_RULES, conform_into, lossless
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["LAYOUT_VERSION", "from_arrow", "read_parquet", "to_arrow", "write_parquet"]
+__all__ = ["LAYOUT_VERSION", "MAX_ROWS", "from_arrow", "read_parquet", "to_arrow", "write_parquet"]
 
 LAYOUT_VERSION = 1
 """The version of the columnar layout, recorded in each table's schema metadata."""
@@ -182,106 +192,128 @@ def _info_column(pa: Any, rollout: Rollout, rows: int) -> Any:
         raise
 
 
-def from_arrow(table: pa.Table) -> Rollout:
+MAX_ROWS = 1 << 24
+"""The most rows [`from_arrow`][trajkit.arrow.from_arrow] and
+[`read_parquet`][trajkit.arrow.read_parquet] read unless told otherwise (16,777,216): a
+Parquet file of constant rows compresses to almost nothing, so its declared row count is
+checked against this budget before anything is read."""
+
+_STRUCTURE = ("rollout", "step", "env", "episode", "bootstrap", "done")
+_PER_STEP = ("reward", "terminated", "truncated", "final_value", "info")
+_MAX_PATH = 64  # the deepest tree path a leaf may have in the metadata
+_MAX_CELL_DIMS = 32  # trailing dimensions of an empty leaf (NumPy allows 64 in all)
+
+
+def from_arrow(table: pa.Table, *, max_rows: int | None = MAX_ROWS) -> Rollout:
     """Rebuild the rollout that [`to_arrow`][trajkit.arrow.to_arrow] turned into `table`.
 
     Rows may come in any order (they are sorted by step, then env); the table must hold one
-    rollout, the full grid of T+1 steps by B envs. The result is validated like any rollout.
+    rollout, every (step, env) of T+1 steps by B envs exactly once, bootstrap rows included.
+    The structure is checked before anything the size of the rollout is built:
+
+    - every column of the layout is present (`final_value` when the metadata records
+      truncations), and no other column: trajkit never drops data it does not know;
+    - numbers and flags are in numeric or boolean columns (timestamps, strings, ... are
+      refused), with no nulls, except the per-step columns (`reward`, `terminated`,
+      `truncated`, `final_value`, `info`), which are null exactly on the bootstrap rows
+      (`info` may be null anywhere: an empty info);
+    - `terminated` or `truncated` is true exactly where the next row's `done` is, never both,
+      `truncated` only when the metadata records truncations, and `episode` numbers the
+      episodes as `done` cuts them;
+    - values are stored in the dtype the metadata records for each leaf only where no value
+      changes (no wrap, no truncation, no overflow to inf), under the rules every door
+      applies (finite observations, 0/1 flags, ...);
+    - infos are checked by the rule `trajkit.save` applies, so an imported rollout saves.
 
     Args:
         table: A table in trajkit's layout, with its schema metadata.
+        max_rows: The most rows to accept (`None`: no limit); see `MAX_ROWS`.
 
     Returns:
         The rollout.
 
     Raises:
         ImportError: If pyarrow is not installed.
-        ValueError: If the table lacks trajkit's metadata or a column it names, holds more
-            than one rollout, or is not a full grid of steps and envs.
+        ValueError: Naming the column (and the step and env) for anything above.
 
     Examples:
         >>> import trajkit.arrow
         >>> from trajkit.testing import example_rollout
         >>> r = example_rollout(num_steps=3, num_envs=2, nested=True)
-        >>> trajkit.arrow.from_arrow(trajkit.arrow.to_arrow(r)) == r
+        >>> table = trajkit.arrow.to_arrow(r)
+        >>> trajkit.arrow.from_arrow(table) == r
         True
+        >>> trajkit.arrow.from_arrow(table.drop_columns(["step"]))
+        Traceback (most recent call last):
+        ...
+        ValueError: the table has no column 'step', which trajkit's layout needs
     """
     pa = _pyarrow()
     layout = _layout(table)
-    if table.num_rows == 0:
-        raise ValueError("the table has no rows; a rollout has at least one step row per env")
-    rollout_ids = table.column("rollout").to_numpy()
-    if rollout_ids.min() != rollout_ids.max():
+    _check_columns(pa, table, layout)
+    rows = table.num_rows
+    if max_rows is not None and rows > max_rows:
         raise ValueError(
-            f"the table holds {len(np.unique(rollout_ids))} rollouts; split it by its "
+            f"the table has {rows} rows, more than max_rows={max_rows}; pass a larger "
+            "max_rows (or None) to read it"
+        )
+    if rows == 0:
+        raise ValueError("the table has no rows; a rollout has at least one step row per env")
+    ids = _index_column(pa, table, "rollout")
+    if int(ids.min()) != int(ids.max()):
+        raise ValueError(
+            f"the table holds {len(np.unique(ids))} rollouts; split it by its "
             "'rollout' column (read_parquet does) before from_arrow"
         )
-    steps = table.column("step").to_numpy()
-    envs = table.column("env").to_numpy()
-    B = int(envs.max()) + 1
-    T = int(steps.max())
-    expected_steps = np.repeat(np.arange(T + 1), B)
-    expected_envs = np.tile(np.arange(B), T + 1)
-
-    def in_order() -> bool:
-        return (
-            len(steps) == (T + 1) * B
-            and np.array_equal(steps, expected_steps)
-            and np.array_equal(envs, expected_envs)
-        )
-
-    if not in_order():  # rows reordered by some tool: sort them back
-        table = table.sort_by([("step", "ascending"), ("env", "ascending")])
-        steps = table.column("step").to_numpy()
-        envs = table.column("env").to_numpy()
-    if not in_order():
+    grid = _Grid.of(pa, table)
+    T, B = grid.T, grid.B
+    bootstrap = lossless(grid.full("bootstrap"), np.dtype(bool), "column 'bootstrap'")
+    if not bootstrap[T].all():
         raise ValueError(
-            f"the rows are not a full grid of steps 0..{T} by envs 0..{B - 1} "
-            f"({len(steps)} rows, expected {(T + 1) * B})"
+            f"column 'bootstrap' is false at step {T}, env {int(np.argmin(bootstrap[T]))}, "
+            f"the last step: the table has no bootstrap rows there (were rows with "
+            f"bootstrap = true filtered out? keep them: they hold the observation after the "
+            f"last step)"
         )
-
-    def grid(name: str, rows: int) -> AnyArray:
-        if name not in table.column_names:
-            raise ValueError(f"the table has no column {name!r}, which its metadata names")
-        column = table.column(name).combine_chunks()
-        if column.null_count:  # the bootstrap rows of per-step columns, cut off below
-            column = column.fill_null(
-                pa.scalar(0, column.type) if column.type != pa.bool_() else False
-            )
-        if isinstance(column.type, pa.FixedShapeTensorType):
-            values = column.to_numpy_ndarray()
-        else:
-            values = column.to_numpy(zero_copy_only=False)
-        values = values[: rows * B]
-        return np.ascontiguousarray(values.reshape(rows, B, *values.shape[1:]))
-
+    if bootstrap[:T].any():
+        t, b = first_true(bootstrap[:T])
+        raise ValueError(
+            f"column 'bootstrap' is true at step {t}, env {b}; only the last step ({T}) is "
+            "the bootstrap row"
+        )
+    dones = conform_into(FIELD_RULES["dones"], np.dtype(np.float32), grid.full("done"), "dones")
+    episodes = grid.full("episode")
+    expected = _episode_ids(dones)
+    if not np.array_equal(episodes, expected):
+        t, b = first_true(episodes != expected)
+        raise ValueError(
+            f"column 'episode' contradicts column 'done' at step {t}, env {b}: it holds "
+            f"{int(episodes[t, b])}, where 'done' numbers this episode {int(expected[t, b])} "
+            "(a new id on each done row, env b's after env b-1's)"
+        )
+    rews = conform_into(FIELD_RULES["rews"], np.dtype(np.float32), grid.steps("reward"), "rews")
+    truncated, final_values = _ends(grid, dones, layout["truncation"])
     fields: dict[str, Any] = {}
     for field in ("obses", "states"):
         entry = layout["fields"][field]
+        rule = FIELD_RULES[field]
         pairs = []
         for leaf in entry["leaves"]:
+            path, dtype = tuple(leaf["path"]), np.dtype(leaf["dtype"])
             if leaf["column"] is None:
-                empty = np.zeros((T + 1, B, *leaf["shape"]), leaf["dtype"])
-                pairs.append((tuple(leaf["path"]), empty))
+                pairs.append((path, np.zeros((T + 1, B, *leaf["shape"]), dtype)))
                 continue
-            pairs.append(
-                (tuple(leaf["path"]), grid(leaf["column"], T + 1).astype(leaf["dtype"], copy=False))
-            )
+            name = f"{_tree.format_path(field, path)} (column {leaf['column']!r})"
+            values = conform_into(rule, dtype, grid.full(leaf["column"]), name)
+            pairs.append((path, values))
         fields[field] = _tree.unflatten_paths(pairs) if entry["nested"] else pairs[0][1]
-    outs = {item["key"]: grid(item["column"], T + 1) for item in layout["model_outs"]}
-    rews = grid("reward", T).astype(np.float32, copy=False)
-    dones = grid("done", T + 1)
-    truncated = final_values = None
-    if layout["truncation"]:
-        truncated = grid("truncated", T)
-        final_values = grid("final_value", T)
-    infos = _infos_from_column(table.column("info"), T, B)
+    outs = {item["key"]: grid.full(item["column"]) for item in layout["model_outs"]}
     return Rollout(
         states=fields["states"],
         obses=fields["obses"],
         rews=rews,
         dones=dones,
-        infos=infos,
+        infos=_infos(pa, grid),
         model_outs=outs,
         truncated=truncated,
         final_values=final_values,
@@ -289,7 +321,270 @@ def from_arrow(table: pa.Table) -> Rollout:
     )
 
 
+def _ends(grid: _Grid, dones: AnyArray, truncation: bool) -> tuple[AnyArray | None, ...]:
+    """`truncated` and `final_values`, with the flags checked against `done`."""
+    rule = FIELD_RULES["truncated"]
+    float32 = np.dtype(np.float32)
+    terminated = conform_into(rule, float32, grid.steps("terminated"), "column 'terminated'")
+    cut = conform_into(rule, float32, grid.steps("truncated"), "column 'truncated'")
+    ended = dones[1:]
+    if ((terminated == 1) & (cut == 1)).any():
+        t, b = first_true((terminated == 1) & (cut == 1))
+        raise ValueError(
+            f"columns 'terminated' and 'truncated' are both true at step {t}, env {b}; an "
+            "episode ends one way"
+        )
+    flagged = (terminated == 1) | (cut == 1)
+    if not np.array_equal(flagged, ended == 1):
+        t, b = first_true(flagged != (ended == 1))
+        if flagged[t, b]:
+            which = "terminated" if terminated[t, b] == 1 else "truncated"
+            raise ValueError(
+                f"column {which!r} contradicts column 'done': it is true at step {t}, env "
+                f"{b}, but 'done' is false at step {t + 1} (an episode that ended there "
+                "makes the next row start one)"
+            )
+        raise ValueError(
+            f"columns 'terminated' and 'truncated' contradict column 'done': both are false "
+            f"at step {t}, env {b}, but 'done' is true at step {t + 1} (one of them says how "
+            "the episode ended)"
+        )
+    if not truncation:
+        if (cut == 1).any():
+            t, b = first_true(cut == 1)
+            raise ValueError(
+                f"column 'truncated' is true at step {t}, env {b}, but the table's metadata "
+                "says the rollout has no truncations ('truncation': false)"
+            )
+        return None, None
+    final_values = conform_into(
+        FIELD_RULES["final_values"], float32, grid.steps("final_value"), "final_values"
+    )
+    return cut, final_values
+
+
+class _Grid:
+    """The rows of a one-rollout table as a (step, env) grid, read column by column."""
+
+    def __init__(self, pa: Any, table: Any, T: int, B: int, order: AnyArray | None) -> None:
+        self.pa, self.table, self.T, self.B, self.order = pa, table, T, B, order
+
+    @classmethod
+    def of(cls, pa: Any, table: Any) -> _Grid:
+        """Check that `step` and `env` index every (step, env) once; before any allocation."""
+        rows = table.num_rows
+        steps = _index_column(pa, table, "step")
+        envs = _index_column(pa, table, "env")
+        for name, values in (("step", steps), ("env", envs)):
+            low = int(values.min())
+            if low < 0:
+                row = int(np.argmin(values))
+                raise ValueError(f"column {name!r} holds {low} at row {row}; it counts from 0")
+        T, B = int(steps.max()), int(envs.max()) + 1
+        if rows != (T + 1) * B:  # Python ints: no overflow, and nothing allocated yet
+            raise ValueError(
+                f"the rows are not a full grid of steps 0..{T} by envs 0..{B - 1}: that "
+                f"makes {(T + 1) * B} rows, the table has {rows} (each (step, env) once)"
+            )
+        keys = steps.astype(np.int64) * B + envs.astype(np.int64)  # < rows: bounded above
+        counts = np.bincount(keys, minlength=rows)
+        if (counts != 1).any():
+            key = int(np.argmax(counts > 1))
+            t, b = divmod(key, B)
+            raise ValueError(
+                f"the rows are not a full grid of steps 0..{T} by envs 0..{B - 1}: step "
+                f"{t}, env {b} appears {int(counts[key])} times (each (step, env) once)"
+            )
+        order = None if (np.diff(keys) == 1).all() else np.argsort(keys)
+        return cls(pa, table, T, B, order)
+
+    def _where(self, i: int) -> str:
+        t, b = divmod(i, self.B)
+        row = i if self.order is None else int(self.order[i])
+        return f"step {t}, env {b} (row {row})"
+
+    def _column(self, name: str) -> Any:
+        column = self.table.column(name).combine_chunks()
+        if self.order is not None:
+            column = column.take(self.pa.array(self.order))
+        return column
+
+    def _numpy(self, column: Any, rows: int) -> AnyArray:
+        if isinstance(column.type, self.pa.FixedShapeTensorType):
+            values = column.to_numpy_ndarray()
+        else:
+            values = column.to_numpy(zero_copy_only=False)
+        return np.ascontiguousarray(values.reshape(rows, self.B, *values.shape[1:]))
+
+    def _no_nulls(self, name: str, column: Any) -> None:
+        nulls = column.is_null().to_numpy(zero_copy_only=False)
+        if nulls.any():
+            raise ValueError(
+                f"column {name!r} is null at {self._where(int(np.argmax(nulls)))}; a "
+                "rollout has a value at every step"
+            )
+        storage = column.storage if isinstance(column, self.pa.ExtensionArray) else column
+        if self.pa.types.is_fixed_size_list(storage.type):
+            inner = storage.flatten().is_null().to_numpy(zero_copy_only=False)
+            if inner.any():
+                cell = max(1, storage.type.list_size)
+                raise ValueError(
+                    f"column {name!r} holds a null value at "
+                    f"{self._where(int(np.argmax(inner)) // cell)}; a rollout has a value "
+                    "at every step"
+                )
+
+    def full(self, name: str) -> AnyArray:
+        """A column of T+1 rows per env, `[T+1, B, ...]`: no nulls anywhere."""
+        column = self._column(name)
+        self._no_nulls(name, column)
+        return self._numpy(column, self.T + 1)
+
+    def steps(self, name: str) -> AnyArray:
+        """A per-step column, `[T, B, ...]`: null on the bootstrap rows, and only there."""
+        column = self._column(name)
+        cut = self.T * self.B
+        last = column.slice(cut).is_null().to_numpy(zero_copy_only=False)
+        if not last.all():
+            b = int(np.argmin(last))
+            raise ValueError(
+                f"column {name!r} holds a value at {self._where(cut + b)}, a bootstrap row, "
+                "which has none (the step after the last is not in the rollout)"
+            )
+        body = column.slice(0, cut)
+        self._no_nulls(name, body)
+        return self._numpy(body, self.T)
+
+    def texts(self, name: str) -> list[str | None]:
+        """A string column's values in grid order (nulls as `None`)."""
+        try:
+            texts: list[str | None] = self._column(name).to_pylist()
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"column {name!r} holds text that is not UTF-8: {exc}") from None
+        return texts
+
+
+def _index_column(pa: Any, table: Any, name: str) -> AnyArray:
+    """An integer column with no nulls (`rollout`, `step`, `env`), as NumPy."""
+    column = table.column(name)
+    if column.null_count:
+        nulls = column.is_null().to_numpy()
+        raise ValueError(f"column {name!r} is null at row {int(np.argmax(nulls))}")
+    values: AnyArray = column.to_numpy()
+    if values.dtype.kind == "u" and values.size and int(values.max()) > np.iinfo(np.int64).max:
+        row = int(np.argmax(values))
+        raise ValueError(f"column {name!r} holds {int(values[row])} at row {row}, out of range")
+    return values
+
+
+def _check_columns(pa: Any, table: Any, layout: dict[str, Any]) -> None:
+    """Every column the layout needs is there, of a type that holds it; no other column."""
+    names = table.column_names
+    if len(set(names)) != len(names):
+        twice = next(name for name in names if names.count(name) > 1)
+        raise ValueError(f"the table has two columns named {twice!r}")
+    needed = dict.fromkeys(_STRUCTURE, "number")
+    needed.update(dict.fromkeys(("rollout", "step", "env", "episode"), "index"))
+    needed.update(dict.fromkeys(_PER_STEP, "number"))
+    needed["info"] = "text"
+    if not layout["truncation"]:
+        del needed["final_value"]
+    for field in ("obses", "states"):
+        for leaf in layout["fields"][field]["leaves"]:
+            if leaf["column"] is not None:
+                needed[leaf["column"]] = "number"
+    for item in layout["model_outs"]:
+        needed[item["column"]] = "number"
+    for name in needed:
+        if name not in names:
+            raise ValueError(f"the table has no column {name!r}, which trajkit's layout needs")
+    for name in names:
+        if name not in needed:
+            why = (
+                "the metadata says the rollout has no truncations ('truncation': false)"
+                if name == "final_value"
+                else "trajkit's layout and the table's metadata do not name it"
+            )
+            raise ValueError(
+                f"the table has a column {name!r}, but {why}; drop it or fix the metadata "
+                "(trajkit does not drop data it cannot place)"
+            )
+    for name, kind in needed.items():
+        _check_type(pa, name, table.schema.field(name).type, kind)
+
+
+def _check_type(pa: Any, name: str, type_: Any, kind: str) -> None:
+    types = pa.types
+    if kind == "text":
+        if types.is_string(type_) or types.is_large_string(type_) or types.is_null(type_):
+            return
+        raise ValueError(f"column {name!r} has type {type_}; it holds JSON text (string)")
+    if kind == "index":
+        if types.is_integer(type_):
+            return
+        raise ValueError(f"column {name!r} has type {type_}; it holds integer indices")
+    value_type = type_
+    if isinstance(type_, pa.FixedShapeTensorType):
+        value_type = type_.value_type
+    if types.is_integer(value_type) or types.is_floating(value_type):
+        return
+    if types.is_boolean(value_type):
+        return
+    raise ValueError(
+        f"column {name!r} has type {type_}; trajkit reads numbers and booleans there "
+        "(integers, floats, bools, or fixed-shape tensors of them)"
+    )
+
+
+def _infos(pa: Any, grid: _Grid) -> list[list[dict[str, Any]]] | None:
+    """The `info` column as infos, checked by the rule `trajkit.save` applies."""
+    T, B = grid.T, grid.B
+    texts = grid.texts("info")
+    for b, text in enumerate(texts[T * B :]):
+        if text is not None:
+            raise ValueError(
+                f"column 'info' holds a value at {grid._where(T * B + b)}, a bootstrap row, "
+                "which has none (infos are per step)"
+            )
+    given = [(i, text) for i, text in enumerate(texts[: T * B]) if text is not None]
+    if not given:
+        return None
+    data = "\x00".join(text for _, text in given).encode("utf-8", "surrogatepass")
+    nested = data.count(b"{") + data.count(b"[") - len(given)
+    limit = NESTED_ALLOWANCE + len(data) // BYTES_PER_NESTED
+    if nested > limit:  # decoding would take memory far out of proportion to the column
+        raise ValueError(
+            f"column 'info' holds {nested} '{{' and '[' besides its {len(given)} info "
+            f"objects, more than the {limit} trajkit's file format allows (as infos.json)"
+        )
+    rows: list[list[dict[str, Any]]] = [[{} for _ in range(B)] for _ in range(T)]
+    for i, text in given:
+        try:
+            info = strict_json_loads(text.encode("utf-8", "surrogatepass"))
+        except (ValueError, RecursionError) as exc:
+            why = "is nested too deeply" if isinstance(exc, RecursionError) else f"({exc})"
+            raise ValueError(f"column 'info' at {grid._where(i)} is not valid JSON {why}") from None
+        if not isinstance(info, dict):
+            raise ValueError(
+                f"column 'info' at {grid._where(i)} holds a JSON {type(info).__name__}; an "
+                "info is a JSON object"
+            )
+        rows[i // B][i % B] = info
+    _check_as_save(rows, T, B)
+    return rows
+
+
+def _check_as_save(rows: list[list[dict[str, Any]]], T: int, B: int) -> None:
+    """Refuse infos that `trajkit.save` would refuse, by the encoding it would choose."""
+    full = sum(1 for row in rows for item in row if item)
+    if 2 * full <= T * B:
+        sparse_infos_to_json(rows)
+    else:
+        infos_to_json(rows)
+
+
 def _layout(table: Any) -> dict[str, Any]:
+    """The table's trajkit metadata, checked to describe a rollout's fields consistently."""
     metadata = table.schema.metadata or {}
     raw = metadata.get(_META_KEY)
     if raw is None:
@@ -297,7 +592,10 @@ def _layout(table: Any) -> dict[str, Any]:
             "the table has no trajkit metadata (schema metadata key 'trajkit'): it was not "
             "written by trajkit.arrow.to_arrow, or a tool dropped its schema metadata"
         )
-    layout = json.loads(raw)
+    try:
+        layout = strict_json_loads(raw)
+    except (ValueError, RecursionError):
+        raise ValueError("the table's trajkit metadata is not valid JSON") from None
     if not isinstance(layout, dict) or layout.get("format") != _FORMAT:
         raise ValueError(f"the table's trajkit metadata is not of the {_FORMAT!r} layout")
     if layout.get("version") != LAYOUT_VERSION:
@@ -305,21 +603,101 @@ def _layout(table: Any) -> dict[str, Any]:
             f"the table uses trajkit's Arrow layout version {layout.get('version')!r}; this "
             f"trajkit reads version {LAYOUT_VERSION}"
         )
+    fields = layout.get("fields")
+    if not isinstance(fields, dict) or set(fields) != {"obses", "states"}:
+        raise _bad_metadata("'fields' must name 'obses' and 'states'")
+    columns: set[str] = set(_STRUCTURE + _PER_STEP)
+    for field in ("obses", "states"):
+        _check_field(field, fields[field], columns)
+    outs = layout.get("model_outs")
+    if not isinstance(outs, list):
+        raise _bad_metadata("'model_outs' must be a list")
+    keys: set[str] = set()
+    for item in outs:
+        if not (
+            isinstance(item, dict)
+            and set(item) == {"key", "column"}
+            and isinstance(item["key"], str)
+            and isinstance(item["column"], str)
+        ):
+            raise _bad_metadata("each of 'model_outs' must be {'key': str, 'column': str}")
+        if item["key"] in keys:
+            raise _bad_metadata(f"model output {item['key']!r} is listed twice")
+        keys.add(item["key"])
+        _claim(item["column"], columns)
+    if not isinstance(layout.get("truncation"), bool):
+        raise _bad_metadata("'truncation' must be true or false")
     return layout
 
 
-def _infos_from_column(column: Any, T: int, B: int) -> list[list[dict[str, Any]]] | None:
-    if column.null_count == len(column):
-        return None
-    texts = column.to_pylist()[: T * B]
-    rows: list[list[dict[str, Any]]] = []
-    for t in range(T):
-        row = []
-        for b in range(B):
-            text = texts[t * B + b]
-            row.append({} if text is None else strict_json_loads(text.encode()))
-        rows.append(row)
-    return rows
+def _bad_metadata(why: str) -> ValueError:
+    return ValueError(f"the table's trajkit metadata is inconsistent: {why}")
+
+
+def _claim(column: str, columns: set[str]) -> None:
+    if column in columns:
+        raise _bad_metadata(f"column {column!r} is named twice (or is one of the layout's own)")
+    columns.add(column)
+
+
+def _check_field(field: str, entry: Any, columns: set[str]) -> None:
+    """One field's entry: `nested`, and leaves with a path, a dtype and a column."""
+    if not (
+        isinstance(entry, dict)
+        and isinstance(entry.get("nested"), bool)
+        and isinstance(entry.get("leaves"), list)
+        and entry["leaves"]
+    ):
+        raise _bad_metadata(f"{field!r} must have 'nested' (true/false) and a list of leaves")
+    for leaf in entry["leaves"]:
+        if not (isinstance(leaf, dict) and {"column", "path", "dtype"} <= set(leaf)):
+            raise _bad_metadata(f"each leaf of {field!r} must have 'column', 'path' and 'dtype'")
+        path = leaf["path"]
+        if not (
+            isinstance(path, list)
+            and len(path) <= _MAX_PATH
+            and all(type(key) is str or (type(key) is int and key >= 0) for key in path)
+        ):
+            raise _bad_metadata(
+                f"a leaf path of {field!r} must be a list of at most {_MAX_PATH} keys (str) "
+                "and indices (int)"
+            )
+        try:
+            dtype = np.dtype(leaf["dtype"]) if isinstance(leaf["dtype"], str) else None
+        except TypeError:
+            dtype = None
+        if dtype is None or dtype.kind not in "biuf" or dtype.shape:
+            raise _bad_metadata(
+                f"leaf {_tree.format_path(field, path)} has dtype {leaf['dtype']!r}, not a "
+                "real numeric or bool dtype"
+            )
+        column = leaf["column"]
+        if column is None:
+            shape = leaf.get("shape")
+            if not (
+                isinstance(shape, list)
+                and len(shape) <= _MAX_CELL_DIMS
+                and all(type(n) is int and n >= 0 for n in shape)
+                and 0 in shape
+            ):
+                raise _bad_metadata(
+                    f"leaf {_tree.format_path(field, path)} has no column, so its 'shape' "
+                    "must list its trailing dimensions, one of them 0 (no values per row)"
+                )
+        elif isinstance(column, str):
+            _claim(column, columns)
+        else:
+            raise _bad_metadata(f"a leaf's column of {field!r} must be a string or null")
+    if not entry["nested"]:
+        (first, *rest) = entry["leaves"]
+        if rest or first["path"]:
+            raise _bad_metadata(
+                f"{field!r} is not nested ('nested': false) but has "
+                f"{len(entry['leaves'])} leaves or a leaf path; refusing rather than "
+                "dropping leaves"
+            )
+    elif any(not leaf["path"] for leaf in entry["leaves"]):
+        raise _bad_metadata(f"{field!r} is nested but has a leaf with an empty path")
 
 
 def write_parquet(
@@ -366,18 +744,25 @@ def write_parquet(
     parquet.write_table(pa.concat_tables(tables), os.fspath(path), **options)
 
 
-def read_parquet(path: str | os.PathLike[str]) -> list[Rollout]:
+def read_parquet(path: str | os.PathLike[str], *, max_rows: int | None = MAX_ROWS) -> list[Rollout]:
     """Read the rollouts of a Parquet file in trajkit's layout (see `write_parquet`).
+
+    The file's row count, as its footer declares it, is checked against `max_rows` before
+    any row is read; each rollout is then checked as [`from_arrow`][trajkit.arrow.from_arrow]
+    checks a table.
 
     Args:
         path: The Parquet file.
+        max_rows: The most rows to read (`None`: no limit); see `MAX_ROWS`.
 
     Returns:
         The rollouts, validated, in the order of their `rollout` column.
 
     Raises:
         ImportError: If pyarrow is not installed.
-        ValueError: If the file is not in trajkit's layout (see `from_arrow`).
+        OSError: If the file cannot be read.
+        ValueError: If the file is not Parquet, has more rows than `max_rows`, or is not in
+            trajkit's layout (see `from_arrow`).
 
     Examples:
         >>> import os, tempfile
@@ -389,14 +774,34 @@ def read_parquet(path: str | os.PathLike[str]) -> list[Rollout]:
         ...     [r.num_steps for r in trajkit.arrow.read_parquet(path)]
         [4]
     """
-    _pyarrow()
+    pa = _pyarrow()
     parquet = require("pyarrow.parquet", "arrow", "trajkit.arrow")
-    table = parquet.read_table(os.fspath(path))
+    where, filesystem = os.fspath(path), None
+    if is_url(where):
+        filesystem, where = require("pyarrow.fs", "arrow", "trajkit.arrow").FileSystem.from_uri(
+            where
+        )
+    try:
+        with parquet.ParquetFile(where, filesystem=filesystem) as file:
+            declared = file.metadata.num_rows
+            if max_rows is not None and declared > max_rows:
+                raise ValueError(
+                    f"the file declares {declared} rows, more than max_rows={max_rows}; "
+                    "pass a larger max_rows (or None) to read it"
+                )
+            table = file.read()
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
+        raise ValueError(f"not a readable Parquet file: {exc}") from None
+    if table.num_rows != declared:  # pragma: no cover - pyarrow reads what the footer says
+        raise ValueError(f"the file declares {declared} rows but holds {table.num_rows}")
     _layout(table)
-    ids = table.column("rollout").to_numpy()
+    if "rollout" not in table.column_names:
+        raise ValueError("the table has no column 'rollout', which trajkit's layout needs")
+    _check_type(pa, "rollout", table.schema.field("rollout").type, "index")
+    ids = _index_column(pa, table, "rollout")
     order = np.argsort(ids, kind="stable")
     bounds = np.flatnonzero(np.diff(ids[order])) + 1
-    return [from_arrow(_rows_of(table, rows)) for rows in np.split(order, bounds)]
+    return [from_arrow(_rows_of(table, rows), max_rows=None) for rows in np.split(order, bounds)]
 
 
 def _rows_of(table: Any, rows: AnyArray) -> Any:
