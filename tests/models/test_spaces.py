@@ -24,6 +24,7 @@ from trajkit import (
 from trajkit._core import fused
 from trajkit._core.tree import flatten, format_path
 from trajkit._models import arrays
+from trajkit._models import rollout as rollout_module
 from trajkit.testing import ACTION_KINDS, example_rollout, rollouts
 
 T, B = 4, 3
@@ -303,6 +304,8 @@ def test_nested_validation_does_not_loop_over_elements(monkeypatch: pytest.Monke
     # (with the block-by-block copy of arrays over a MiB switched off, for an exact count).
     monkeypatch.setattr(arrays, "_FUSED_BYTES", 1 << 62)
     monkeypatch.setattr(fused, "MIN_BYTES", 1 << 62)
+    # A fresh cache of agreed shapes: one that fills up is cleared, a call of its own.
+    monkeypatch.setattr(rollout_module, "_AGREED_SHAPES", {})
     _calls_to_build_nested(1, 1)
     assert _calls_to_build_nested(8, 2) == _calls_to_build_nested(1024, 64)
 
