@@ -31,6 +31,7 @@ from trajkit._base.types import (
 )
 from trajkit._core import tree as _tree
 from trajkit._models.rollout import Rollout
+from trajkit._models.rules import FIELD_RULES, Rule, conform, conform_into, output_rule
 
 try:
     from gymnasium import spaces
@@ -59,6 +60,12 @@ StateFn: TypeAlias = Callable[[Any], ArrayLike]
 _ARRAY_SPACES: Final = (spaces.Box, spaces.Discrete, spaces.MultiBinary, spaces.MultiDiscrete)
 _BOOKKEEPING_KEYS: Final = frozenset({"final_obs", "final_info"})
 _ONE_D_KEYS: Final = ("critic", "log_probs")
+_F32_MAX: Final = float(np.finfo(np.float32).max)
+_I32: Final = np.iinfo(np.int32)
+_OBS_RULE: Final = FIELD_RULES["obses"]
+_REWS_RULE: Final = FIELD_RULES["rews"]
+_FLAG_RULE: Final = FIELD_RULES["dones"]
+_STATES_RULE: Final = FIELD_RULES["states"]
 
 
 def _unrecordable(space: spaces.Space[Any], path: str) -> str | None:
@@ -78,6 +85,81 @@ def _unrecordable(space: spaces.Space[Any], path: str) -> str | None:
                 return found
         return None
     return f"{path} is {space}"
+
+
+def _space_leaves(space: spaces.Space[Any], path: _tree.Path = ()) -> list[tuple[_tree.Path, Any]]:
+    """The array spaces inside `space` with their paths, in the order the space lists them."""
+    if isinstance(space, spaces.Dict):
+        return [
+            pair for key, sub in space.spaces.items() for pair in _space_leaves(sub, (*path, key))
+        ]
+    if isinstance(space, spaces.Tuple):
+        return [
+            pair for i, sub in enumerate(space.spaces) for pair in _space_leaves(sub, (*path, i))
+        ]
+    return [(path, space)]
+
+
+@dataclass(frozen=True)
+class _ObsLeaf:
+    """One array space of the observation space, and what its batches must be."""
+
+    path: _tree.Path
+    name: str  # as messages write it: `obses`, `obses['image']`
+    space: spaces.Space[Any]
+    shape: tuple[int, ...]  # `(B, *space.shape)`
+    dtype: np.dtype[Any]  # the space's dtype, which the batch is stored in
+
+
+@dataclass(frozen=True)
+class _Output:
+    """One model output as the first policy call fixed it: stored shape and dtype, and rule.
+
+    `fits` is a cheap test that an array of exactly `shape` and `dtype` breaks no rule (None:
+    nothing to test); anything else goes through the rule table, which says what is wrong.
+    """
+
+    name: str  # `model_outs['critic']`
+    rule: Rule
+    shape: tuple[int, ...]  # `(B, ...)`
+    dtype: np.dtype[Any]
+    fits: Callable[[AnyArray], bool] | None
+
+
+def _all_finite(array: AnyArray) -> bool:
+    return bool(np.logical_and.reduce(np.isfinite(array), axis=None))
+
+
+def _within_float32(array: AnyArray) -> bool:
+    return bool(np.logical_and.reduce(np.abs(array) <= _F32_MAX, axis=None))  # NaN fails too
+
+
+def _fits_test(
+    rule: Rule, dtype: np.dtype[Any], bounds: tuple[int, int] | None
+) -> Callable[[AnyArray], bool] | None:
+    """The cheap test of `_Output.fits` for arrays of `dtype` under `rule`."""
+    if dtype.kind == "f":
+        if rule.dtype != "real" and dtype.itemsize > 4:
+            return _within_float32  # the rollout stores float32: no overflow to inf
+        return _all_finite if rule.finite else None
+    if bounds is not None:
+        lo, hi = bounds
+        return lambda array: bool(lo <= array.min() and array.max() <= hi)
+    return None
+
+
+def _first_bad_env(check: Callable[[Any], object], value: Any) -> int | None:
+    """The first env (row of `value`) that `check` refuses on its own, or None."""
+    try:
+        rows = len(value)
+    except TypeError:
+        return None
+    for b in range(rows):
+        try:
+            check(value[b : b + 1])
+        except (ValueError, TypeError, IndexError):
+            return b
+    return None
 
 
 class _Mode(enum.Enum):
@@ -293,22 +375,6 @@ class _Log:
         self.start += count
 
 
-def _per_env(value: Any, num_envs: int, dtype: type[Any]) -> AnyArray:
-    """A vector env's per-env values (rewards, flags) as an array `[B]`.
-
-    Anything but a NumPy array of shape `(B,)` (which `RolloutRecorder._advance` logs as it
-    is: the log converts it as it copies it) is converted, with a clear error if it has not B
-    entries.
-    """
-    array = np.asarray(value, dtype=dtype)
-    if array.size != num_envs:
-        raise ValueError(
-            f"the env returned {array.size} values where one per env (B={num_envs}) was "
-            f"expected: {value!r}"
-        )
-    return array.reshape(num_envs)
-
-
 def _positions(mask: BoolArray, count: int) -> Int64Array:
     """For each env (column of `mask`), the indices of its first `count` True entries.
 
@@ -452,12 +518,33 @@ class RolloutRecorder:
                 "MultiDiscrete, MultiBinary or Box"
             )
         self._action_shape: tuple[int, ...] = tuple(act_space.shape or ())
+        self._action_dtype: np.dtype[Any] = np.dtype(act_space.dtype)
         self._env = env
         self._policy = policy
         self._info_keys = None if info_keys is None else frozenset(info_keys)
         self._seed = seed
         self._state_fn = state_fn
         self._num_envs = int(env.num_envs)
+        # Every batch of observations is checked leaf by leaf against the space, in its order.
+        pairs = _space_leaves(obs_space)
+        if not pairs:
+            raise ValueError(
+                f"cannot record observations from the observation space {obs_space}: it holds "
+                "no array space"
+            )
+        self._obs_leaves = [
+            _ObsLeaf(
+                path,
+                _tree.format_path("obses", path),
+                sub,
+                (self._num_envs, *sub.shape),
+                np.dtype(sub.dtype),
+            )
+            for path, sub in pairs
+        ]
+        self._obs_paths = [leaf.path for leaf in self._obs_leaves]
+        self._obs_structure = None if pairs[0][0] == () else _tree.unflatten_paths(pairs)
+        self._step = 0  # env.step calls so far (0: the first reset), named in messages
         # The log of whole vector steps (and the first reset) not yet returned: for each,
         # the rows it showed (observations, model outputs, states) and the step itself
         # (reward, raw ending flags, ...). `row_new` marks the envs for which an entry shows
@@ -478,6 +565,8 @@ class RolloutRecorder:
         )
         self._fields: list[str] = []  # the log's fields, in the order `_append` writes them
         self._infos: dict[tuple[int, int], dict[str, Any]] = {}  # (step entry, env) -> info
+        # (step entry, env) -> the return the env reported in info["episode"]["r"]
+        self._reported: dict[tuple[int, int], float] = {}
         self._settled = 0  # the live entries whose `row_new` and `real` are filled in
         self._count = np.zeros(self._num_envs, dtype=np.int64)  # real steps settled per env
         # Whether env b has a current row after the last settled entry (False while
@@ -487,8 +576,7 @@ class RolloutRecorder:
         self._zeros = np.zeros(self._num_envs, dtype=np.float64)
         self._everyone = np.ones(self._num_envs, dtype=bool)
         self._outs: dict[str, AnyArray] = {}
-        self._out_shapes: dict[str, tuple[int, ...]] | None = None
-        self._out_full_shapes: dict[str, tuple[int, ...]] | None = None
+        self._out_plan: dict[str, _Output] | None = None  # fixed by the first policy call
         self._state_shape: tuple[int, ...] | None = None
         self._failure: str | None = None
         # Episode bookkeeping across record() calls, as RecordEpisodeStatistics keeps it.
@@ -647,10 +735,15 @@ class RolloutRecorder:
                 # No env can be ready before T - min(count) more steps: skip the checks.
                 for _ in range(max(1, T - int(self._count.min()))):
                     self._advance()
+            rollout, commit = self._build(T)
         except Exception as exc:
+            # The env has been stepped (and what it returned was checked as it came, so a
+            # value trajkit refuses stops the recording at the step it appeared): there is no
+            # going back to the state before this call, so no going on either.
             self._failure = f"{type(exc).__name__}: {exc}".splitlines()[0]
             raise
-        return self._build(T)
+        commit()
+        return rollout
 
     __call__ = record
 
@@ -662,6 +755,7 @@ class RolloutRecorder:
 
     def _start(self) -> None:
         """Reset the env and call the policy; on failure nothing is kept, so a retry is safe."""
+        self._step = 0
         reset_obs, _ = self._env.reset(seed=self._seed)
         obs = self._obs_batch(reset_obs)
         outs = self._call_policy(obs)
@@ -732,15 +826,21 @@ class RolloutRecorder:
         (`_build`) follow from the raw flags and rewards logged here, over whole arrays.
         """
         B = self._num_envs
+        self._step += 1
         obs, rews, terms, truncs, infos = self._env.step(self._outs["actions"])
         new_obs = self._obs_batch(obs)
         per_env = (B,)
-        if type(terms) is not np.ndarray or terms.shape != per_env:
-            terms = _per_env(terms, B, bool)
-        if type(truncs) is not np.ndarray or truncs.shape != per_env:
-            truncs = _per_env(truncs, B, bool)
-        if type(rews) is not np.ndarray or rews.shape != per_env:
-            rews = _per_env(rews, B, np.float64)
+        if type(terms) is not np.ndarray or terms.shape != per_env or terms.dtype != np.bool_:
+            terms = self._flags(terms, "terminated")
+        if type(truncs) is not np.ndarray or truncs.shape != per_env or truncs.dtype != np.bool_:
+            truncs = self._flags(truncs, "truncated")
+        if (
+            type(rews) is not np.ndarray
+            or rews.shape != per_env
+            or rews.dtype != np.float64
+            or not _within_float32(rews)
+        ):
+            rews = self._rewards(rews)
 
         final_values = None  # NEXT_STEP's are in the log already: the critic's outputs
         if self._mode is _Mode.NEXT_STEP:
@@ -766,13 +866,17 @@ class RolloutRecorder:
             new_outs = self._call_policy(new_obs)
         states = None if self._state_fn is None else self._states()
 
-        if infos and self._keeps_infos(infos):
-            # Every env's, phantom steps' too: `_build` takes only real transitions' infos.
+        if infos:
             entry = self._log.size
-            for b in range(B):
-                info = self._info(infos, b)
-                if info:
-                    self._infos[entry, b] = info
+            if self._keeps_infos(infos):
+                # Every env's, phantom steps' too: `_build` takes only real transitions' infos.
+                for b in range(B):
+                    info = self._info(infos, b)
+                    if info:
+                        self._infos[entry, b] = info
+            if "episode" in infos or "final_info" in infos:
+                for b, value in self._episode_returns(infos).items():
+                    self._reported[entry, b] = value
         self._append(new_obs, new_outs, states, rews, terms, truncs, final_values)
         self._obs, self._outs = new_obs, new_outs
 
@@ -788,7 +892,12 @@ class RolloutRecorder:
                 return True
         return False
 
-    def _build(self, T: int) -> Rollout:
+    def _build(self, T: int) -> tuple[Rollout, Callable[[], None]]:
+        """The rollout of the next T steps, and the function that moves the recorder past it.
+
+        Nothing of the recorder changes until the rollout is built (`_settle` only fills in
+        what the logged flags imply), so a failure here leaves it as it was.
+        """
         self._settle()
         B, log = self._num_envs, self._log
         fields = log.fields()
@@ -821,28 +930,32 @@ class RolloutRecorder:
         step_ended = at_steps(ended, bool)
         truncated = step_ended & ~at_steps(fields["terminated"], bool)
         t_end, b_end = step_ended.nonzero()  # in (t, b) order
-        self._last_episodes = CompletedEpisodes(
-            at_steps(returns, np.float64)[t_end, b_end],
+        episode_returns = at_steps(returns, np.float64)[t_end, b_end]
+        if self._reported:  # the env's own numbers (RecordEpisodeStatistics) where it gave them
+            for i, (t, b) in enumerate(zip(t_end.tolist(), b_end.tolist(), strict=True)):
+                reported = self._reported.get((int(step_at[t, b]), b))
+                if reported is not None:
+                    episode_returns[i] = reported
+        episodes = CompletedEpisodes(
+            episode_returns,
             at_steps(lengths, np.int64)[t_end, b_end],
             b_end.astype(np.int64),
             truncated[t_end, b_end],
         )
-        self._all_episodes.append(self._last_episodes)
 
         infos = None
-        if self._infos:  # drop the phantom steps' (logged for every env, see `_advance`)
-            self._infos = {kb: info for kb, info in self._infos.items() if real[kb]}
-        if self._infos:
-            infos = [
-                [self._infos.pop((int(step_at[t, b]), b), {}) for b in range(B)] for t in range(T)
-            ]
-        leaves = [at_rows(f"obs{i}") for i in range(len(_tree.leaves(self._obs)))]
+        kept = {kb: info for kb, info in self._infos.items() if real[kb]}  # no phantom steps'
+        if kept:
+            infos = [[kept.get((int(step_at[t, b]), b), {}) for b in range(B)] for t in range(T)]
+        leaves = [at_rows(f"obs{i}") for i in range(len(self._obs_leaves))]
         states = np.zeros((T + 1, B, 0), np.float32)
         if self._state_fn is not None:
             states = at_rows("state")
         rollout = Rollout(
             states=states,
-            obses=_tree.unflatten(self._obs, leaves),
+            obses=leaves[0]
+            if self._obs_structure is None
+            else _tree.unflatten(self._obs_structure, leaves),
             rews=at_steps(fields["rew"], np.float64),
             dones=dones,
             infos=infos,
@@ -855,17 +968,24 @@ class RolloutRecorder:
         # was a phantom). The episodes running on carry their sums into the next rollout.
         first = row_at[T]
         at_first = first, envs
-        self._ep_return = np.where(over[at_first], 0.0, returns[at_first])
-        self._ep_length = np.where(over[at_first], 0, lengths[at_first])
-        fields["row_new"][entry < first] = False
-        drop = int(first.min())
-        if self._infos:
-            # (Entries before `drop` leave the log; so do their infos, if any were left.)
-            self._infos = {(k - drop, b): info for (k, b), info in self._infos.items() if k >= drop}
-        log.drop(drop)
-        self._settled -= drop
-        self._count -= T
-        return rollout
+
+        def commit() -> None:
+            self._last_episodes = episodes
+            self._all_episodes.append(episodes)
+            self._ep_return = np.where(over[at_first], 0.0, returns[at_first])
+            self._ep_length = np.where(over[at_first], 0, lengths[at_first])
+            fields["row_new"][entry < first] = False
+            drop = int(first.min())
+            # Infos and reported returns of steps after row T stay, for the next rollouts.
+            self._infos = {(k - drop, b): info for (k, b), info in kept.items() if k > first[b]}
+            self._reported = {
+                (k - drop, b): value for (k, b), value in self._reported.items() if k > first[b]
+            }
+            log.drop(drop)
+            self._settled -= drop
+            self._count -= T
+
+        return rollout, commit
 
     def _episode_sums(
         self, real: BoolArray, rew: Float64Array, over: BoolArray
@@ -891,46 +1011,142 @@ class RolloutRecorder:
 
     # ---------------------------------------------------------------------------- helpers
 
-    def _obs_batch(self, obs: Any) -> ArrayTree:
-        """The env's observations: a numeric `[B, ...]` array, or a dict/tuple of them.
+    def _where(self, env: int | None, space: object = None) -> str:
+        """Where a refused value came from, for messages: env, step and space."""
+        step = f"step {self._step} of the recording" + (
+            " (the first reset)" if self._step == 0 else ""
+        )
+        where = step if env is None else f"env {env}, {step}"
+        return where if space is None else f"{where}; space {space}"
 
-        A NumPy batch of the right kind is used as it is (the log copies it into place);
-        anything else is converted, or refused with a message naming the leaf.
+    def _located(
+        self, check: Callable[[Any], AnyArray], value: Any, space: object = None
+    ) -> AnyArray:
+        """`check(value)`; a refusal's message gets the env, the step and the space appended.
+
+        The rule table's message comes first, unchanged (`obses must be finite, ...`), so
+        that every door's messages start alike.
         """
-        if type(obs) is np.ndarray:  # the common flat case, without walking a tree
-            if obs.dtype.kind in "biuf" and obs.ndim >= 1 and obs.shape[0] == self._num_envs:
-                return obs
-            return self._obs_leaf((), obs)
-        tree = _tree.normalize(obs, "the env's observations") if not _tree.is_leaf(obs) else obs
-        return _tree.map_with_path(self._obs_leaf, tree)
-
-    def _obs_leaf(self, path: _tree.Path, value: Any) -> AnyArray:
         try:
-            batch = np.array(value)
-        except (TypeError, ValueError) as exc:
-            where = _tree.format_path("the env's observations", path)
-            raise ValueError(f"{where} cannot be stacked into one array: {exc}") from exc
-        if batch.dtype.kind not in "biuf" or batch.ndim < 1 or batch.shape[0] != self._num_envs:
-            where = _tree.format_path("the env's observations", path)
+            return check(value)
+        except ValueError as exc:
+            env = _first_bad_env(check, value)
+            raise ValueError(f"{exc} ({self._where(env, space)})") from None
+
+    def _obs_batch(self, obs: Any) -> ArrayTree:
+        """The env's observations, checked against the observation space leaf by leaf.
+
+        A batch is `[B, *space.shape]` of the space's dtype exactly: nothing is broadcast,
+        and a value is converted to the space's dtype only where no value changes (300 in
+        a uint8 space, -1.7 in an integer one, 1e300 in a float32 one are refused), then
+        checked by the `obses` rule (finite). A NumPy batch of the right shape and dtype is
+        used as it is (the log copies it into place). For Dict and Tuple spaces, the batch
+        is a dict or tuple of such arrays, rebuilt in the space's order.
+        """
+        leaves = self._obs_leaves
+        if self._obs_structure is None:
+            return self._obs_leaf(leaves[0], obs)
+        tree = _tree.normalize(obs, "obses") if not _tree.is_leaf(obs) else obs
+        pairs = _tree.flatten(tree)
+        if [path for path, _ in pairs] != self._obs_paths:
+            pairs = self._by_space(tree)
+        return _tree.unflatten(
+            self._obs_structure,
+            [self._obs_leaf(leaf, value) for leaf, (_, value) in zip(leaves, pairs, strict=True)],
+        )
+
+    def _by_space(self, tree: Any) -> list[tuple[_tree.Path, Any]]:
+        """The leaves of `tree` at the observation space's paths (a dict in another order)."""
+        space = self._env.single_observation_space
+        found = set(_tree.paths(tree))
+        missing = [leaf.name for leaf in self._obs_leaves if leaf.path not in found]
+        extra = [_tree.format_path("obses", p) for p in found - set(self._obs_paths)]
+        if missing or extra:
+            parts = [f"missing {', '.join(missing)}"] if missing else []
+            if extra:
+                parts.append(f"not in the space: {', '.join(sorted(extra))}")
             raise ValueError(
-                f"{where} must stack into one numeric array with leading dimension "
-                f"B={self._num_envs}, got {type(value).__name__} -> array of dtype "
-                f"{batch.dtype} and shape {batch.shape}"
+                f"obses must have the structure of the observation space: {'; '.join(parts)} "
+                f"({self._where(None, space)})"
             )
-        return batch
+        return [(leaf.path, _tree.get_leaf(tree, leaf.path)) for leaf in self._obs_leaves]
+
+    def _obs_leaf(self, leaf: _ObsLeaf, value: Any) -> AnyArray:
+        if (
+            type(value) is np.ndarray
+            and value.dtype == leaf.dtype
+            and value.shape == leaf.shape
+            and value.dtype.kind != "f"
+        ):
+            return value  # the common integer case (images): nothing to refuse
+        dtype, name = leaf.dtype, leaf.name
+
+        def check(v: Any) -> AnyArray:
+            return conform_into(_OBS_RULE, dtype, v, name, axes="b")
+
+        array = self._located(check, value, leaf.space)
+        if array.shape != leaf.shape:
+            raise ValueError(
+                f"{name} must have shape {leaf.shape}: B={self._num_envs} observations of the "
+                f"space's shape {leaf.shape[1:]}, got shape {array.shape} "
+                f"({self._where(None, leaf.space)})"
+            )
+        return array
+
+    def _flags(self, value: Any, name: str) -> AnyArray:
+        """The env's `terminated` or `truncated` flags as a bool array `[B]`, checked (0/1)."""
+
+        def check(v: Any) -> AnyArray:
+            return conform_into(_FLAG_RULE, np.dtype(np.bool_), v, name, axes="b")
+
+        array = self._located(check, value)
+        if array.shape != (self._num_envs,):
+            raise ValueError(
+                f"{name} must hold one flag per env, shape ({self._num_envs},), got shape "
+                f"{array.shape} ({self._where(None)})"
+            )
+        return array
+
+    def _rewards(self, value: Any) -> Float64Array:
+        """The env's rewards as float64 `[B]`, checked by the `rews` rule.
+
+        Checked as the rollout stores them (float32: finite, no overflow to inf); kept in
+        float64 for the episode sums.
+        """
+
+        def check(v: Any) -> AnyArray:
+            return conform(_REWS_RULE, v, "rews", copy=False, axes="b", min_ndim=0)
+
+        checked = self._located(check, value)
+        if checked.shape != (self._num_envs,):
+            raise ValueError(
+                f"rews must hold one reward per env, shape ({self._num_envs},), got shape "
+                f"{checked.shape} ({self._where(None)})"
+            )
+        rews: Float64Array = np.asarray(value, dtype=np.float64)  # numeric, checked above
+        return rews
 
     def _call_policy(self, obs: ArrayTree) -> dict[str, AnyArray]:
-        """Call the policy and check its outputs: a mapping with `actions`, all `[B, ...]`."""
+        """Call the policy and check its outputs: a mapping with `actions`, all `[B, ...]`.
+
+        Each output is checked by its rule (`output_rule`) and stored in the dtype the first
+        call fixed: `actions` in the action space's dtype, without changing a value.
+        """
         B = self._num_envs
         raw = self._policy(obs)
-        known = self._out_full_shapes
-        if type(raw) is dict and known is not None and len(raw) == len(known):
-            # The usual call: the same keys and shapes as before, as NumPy arrays (used as
-            # they are: the log copies them).
+        plan = self._out_plan
+        if type(raw) is dict and plan is not None and len(raw) == len(plan):
+            # The usual call: the same keys, shapes and dtypes as before, as NumPy arrays
+            # that break no rule (used as they are: the log copies them).
             same: dict[str, AnyArray] = {}
-            for key, shape in known.items():  # in the first call's order, as the log has them
+            for key, out in plan.items():  # in the first call's order, as the log has them
                 value = raw.get(key)
-                if type(value) is not np.ndarray or value.shape != shape:
+                if (
+                    type(value) is not np.ndarray
+                    or value.shape != out.shape
+                    or value.dtype != out.dtype
+                    or (out.fits is not None and not out.fits(value))
+                ):
                     break
                 same[key] = value
             else:
@@ -945,11 +1161,17 @@ class RolloutRecorder:
                 "the policy's outputs have no 'actions' key (keys: "
                 f"{sorted(map(str, raw))}); return the actions to take as outputs['actions']"
             )
-        outs = {}
+        outs: dict[str, AnyArray] = {}
         for key, value in raw.items():
             if not isinstance(key, str):
                 raise ValueError(f"the policy's output keys must be strings, got {key!r}")
-            array = np.array(value)
+            try:
+                array = np.asarray(value)
+            except (TypeError, ValueError) as exc:
+                raise ValueError(
+                    f"model_outs[{key!r}] must be a rectangular numeric array: {exc} "
+                    f"({self._where(None)})"
+                ) from None
             if array.ndim == 0 or array.shape[0] != B:
                 raise ValueError(
                     f"the policy's output {key!r} has shape {array.shape}, expected leading "
@@ -967,15 +1189,66 @@ class RolloutRecorder:
                 )
             outs[key] = array
         shapes = {key: array.shape[1:] for key, array in outs.items()}
-        if self._out_shapes is None:
-            self._out_shapes = shapes
-            self._out_full_shapes = {key: array.shape for key, array in outs.items()}
-        elif shapes != self._out_shapes:
-            raise ValueError(
-                "the policy's outputs changed between calls: expected keys and per-env shapes "
-                f"{self._out_shapes}, got {shapes}"
-            )
-        return {key: outs[key] for key in self._out_shapes}  # in the first call's order
+        if plan is not None:
+            known = {key: out.shape[1:] for key, out in plan.items()}
+            if shapes != known:
+                raise ValueError(
+                    "the policy's outputs changed between calls: expected keys and per-env "
+                    f"shapes {known}, got {shapes}"
+                )
+        else:
+            plan = {key: self._plan_output(key, array, outs) for key, array in outs.items()}
+        checked = {
+            key: self._conform_output(key, outs[key], out, outs) for key, out in plan.items()
+        }
+        if self._out_plan is None:
+            self._out_plan = plan
+        return checked  # in the first call's order
+
+    def _plan_output(self, key: str, array: AnyArray, outs: Mapping[str, AnyArray]) -> _Output:
+        """What the first call fixes for output `key`: its rule, stored dtype and fast test."""
+        rule = output_rule(key, array.ndim + 1)  # stacked: [T+1, B, ...]
+        name = f"model_outs[{key!r}]"
+        bounds = None
+        if key == "actions":
+            dtype = self._action_dtype
+            actor = outs.get("actor")
+            if array.ndim == 1 and actor is not None and actor.ndim == 2:
+                bounds = (0, int(actor.shape[-1]) - 1)  # indices into the logits
+            elif dtype.kind in "iu" and (dtype.itemsize > 4 or dtype == np.uint32):
+                bounds = (int(_I32.min), int(_I32.max))  # the rollout stores int32
+        else:
+            dtype = self._located(
+                lambda v: conform(rule, v, name, copy=False, axes="b", min_ndim=1), array
+            ).dtype
+        return _Output(name, rule, array.shape, dtype, _fits_test(rule, dtype, bounds))
+
+    def _conform_output(
+        self, key: str, array: AnyArray, out: _Output, outs: Mapping[str, AnyArray]
+    ) -> AnyArray:
+        """Output `key` in its stored dtype, refused (naming the env) where a rule is broken."""
+        rule, name, dtype = out.rule, out.name, out.dtype
+        if key != "actions":
+            return self._located(lambda v: conform_into(rule, dtype, v, name, axes="b"), array)
+        actor = outs.get("actor")
+        num_actions = None
+        if array.ndim == 1 and actor is not None and actor.ndim == 2:
+            num_actions = int(actor.shape[-1])
+
+        def check(v: Any) -> AnyArray:
+            actions = conform_into(rule, dtype, v, name, axes="b")
+            conform(rule, actions, name, copy=False, axes="b", min_ndim=1)  # as the rollout will
+            if num_actions is not None and actions.size:
+                bad = (actions < 0) | (actions >= num_actions)
+                if bad.any():
+                    b = int(np.flatnonzero(bad)[0])
+                    raise ValueError(
+                        f"{name} must be in [0, A) with A={num_actions} from "
+                        f"model_outs['actor'], got {actions[b]} at (b={b})"
+                    )
+            return actions
+
+        return self._located(check, array, self._env.single_action_space)
 
     def _critic(self, obs: ArrayTree) -> Float64Array:
         return np.asarray(self._call_policy(obs)["critic"], dtype=np.float64)
@@ -983,7 +1256,11 @@ class RolloutRecorder:
     def _with_final_obs(
         self, obs: ArrayTree, infos: Mapping[str, Any], which: BoolArray
     ) -> ArrayTree:
-        """The batch `obs` with the rows of `which` replaced by SAME_STEP's `final_obs`."""
+        """The batch `obs` with the rows of `which` replaced by SAME_STEP's `final_obs`.
+
+        Each final observation is checked against the space as the batch is (shape exactly,
+        the space's dtype without changing a value, finite).
+        """
         final_obs = infos.get("final_obs")
         mask = infos.get("_final_obs")
         if final_obs is None or mask is None or not np.asarray(mask)[which].all():
@@ -992,21 +1269,41 @@ class RolloutRecorder:
                 "in infos['final_obs'] (mask infos['_final_obs'])"
             )
         batch = _tree.map_leaves(np.copy, obs)
-        pairs = _tree.flatten(batch)
-        for b in np.flatnonzero(which):
+        arrays = [batch] if self._obs_structure is None else _tree.leaves(batch)
+        for b in np.flatnonzero(which).tolist():
+            where = f"env {b}'s final observation in infos['final_obs'], {self._where(None)}"
             final = final_obs[b]
-            if pairs[0][0]:  # nested: env b's final observation is a dict/tuple of its own
-                final = _tree.normalize(final, "infos['final_obs']")
-            for path, leaf in pairs:
-                leaf[b] = _tree.get_leaf(final, path) if path else final
+            if self._obs_structure is not None:  # env b's final observation is a dict/tuple
+                final = _tree.normalize(final, "obses")
+            for leaf, array in zip(self._obs_leaves, arrays, strict=True):
+                try:
+                    value = _tree.get_leaf(final, leaf.path) if leaf.path else final
+                except KeyError:
+                    raise ValueError(
+                        f"{leaf.name} is missing ({where}; space {leaf.space})"
+                    ) from None
+                try:
+                    row = conform_into(_OBS_RULE, leaf.dtype, value, leaf.name, axes="")
+                except ValueError as exc:
+                    raise ValueError(f"{exc} ({where}; space {leaf.space})") from None
+                if row.shape != leaf.shape[1:]:
+                    raise ValueError(
+                        f"{leaf.name} must have shape {leaf.shape[1:]} (the space's), got shape "
+                        f"{row.shape} ({where}; space {leaf.space})"
+                    )
+                array[b] = row
         return batch
 
     def _states(self) -> AnyArray | None:
-        """The envs' states from `state_fn`, `[B, ...]` float32; None without a `state_fn`."""
+        """The envs' states from `state_fn`, `[B, ...]` float32 (the `states` rule: finite)."""
         B = self._num_envs
         if self._state_fn is None:
             return None
-        states = np.array(self._state_fn(self._env), dtype=np.float32)
+
+        def check(v: Any) -> AnyArray:
+            return conform(_STATES_RULE, v, "states", copy=False, axes="b", min_ndim=0)
+
+        states = self._located(check, self._state_fn(self._env))
         if states.ndim < 1 or states.shape[0] != B:
             raise ValueError(f"state_fn returned shape {states.shape}, expected ({B}, ...)")
         if self._state_shape is None:
@@ -1016,6 +1313,30 @@ class RolloutRecorder:
                 f"state_fn returned shape {states.shape}, expected {self._state_shape} as before"
             )
         return states
+
+    def _episode_returns(self, infos: Mapping[str, Any]) -> dict[int, float]:
+        """The returns the env reports this step in `info["episode"]["r"]`, by env.
+
+        As `RecordEpisodeStatistics` (the vector wrapper, or the per-env one inside the
+        vector env) puts them: a dict of per-env arrays with the mask `_episode`; under
+        SAME_STEP the per-env wrapper's are in `final_info` (which wins, as in `infos`).
+        Anything else is ignored (the recorder's own sums stand).
+        """
+        B = self._num_envs
+        found: dict[int, float] = {}
+        for source in (infos, infos.get("final_info")):
+            if not isinstance(source, Mapping):
+                continue
+            episode = source.get("episode")
+            if not isinstance(episode, Mapping) or "r" not in episode:
+                continue
+            returns = np.asarray(episode["r"])
+            mask = np.asarray(source.get("_episode", np.ones(B, bool)))
+            if returns.shape != (B,) or returns.dtype.kind not in "biuf" or mask.shape != (B,):
+                continue
+            for b in np.flatnonzero(mask).tolist():
+                found[b] = float(returns[b])
+        return found
 
     def _info(self, infos: Mapping[str, Any], b: int) -> dict[str, Any]:
         """Env `b`'s info for this step: JSON-compatible, final_info merged, keys filtered."""
