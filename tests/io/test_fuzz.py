@@ -18,6 +18,12 @@ i])`, so a failure names the seed and the example that reproduce it. The default
 few seconds; a longer run (nightly) sets the number of examples per test:
 
     TRAJKIT_FUZZ_EXAMPLES=100000 TRAJKIT_FUZZ_SEED=7 pytest tests/io/test_fuzz.py
+
+A fifth test saves large rollouts, compressed or not (zeros, random data and long runs, every
+member kind, sizes on both sides of the reader's and zlib's buffer sizes), checks that each
+loads back equal, then damages it once as the byte mutations do. It runs one example per 50
+of the others (at least 4), of files up to `TRAJKIT_FUZZ_MAX_MB` MiB of data (2 by default; 32
+in the nightly run).
 """
 
 from __future__ import annotations
@@ -37,13 +43,22 @@ import numpy as np
 import pytest
 
 import trajkit
+from tests.io.test_round_trips import KINDS, PATTERNS, rollout_with
 from trajkit import RolloutFileError, load, read_metadata, save
+from trajkit._io.stream import IO_CHUNK
+from trajkit._models.spec import SUPPORTED_DTYPES
 from trajkit.testing import example_rollout
 
 EXAMPLES = int(os.environ.get("TRAJKIT_FUZZ_EXAMPLES", "200"))
 """Examples per fuzz test (there are four): a few seconds in all by default."""
 
 SEED = int(os.environ.get("TRAJKIT_FUZZ_SEED", "0"))
+
+LARGE_EXAMPLES = max(4, EXAMPLES // 50)
+"""Examples of the large-file test."""
+
+LARGE_MAX_BYTES = int(os.environ.get("TRAJKIT_FUZZ_MAX_MB", "2")) << 20
+"""The most bytes of data in the large member of a large-file example."""
 
 MEMORY_FACTOR = 64  # loading may allocate this many times the file's size ...
 MEMORY_SLACK = 4 << 20  # ... plus this much (pydantic, NumPy and zipfile bookkeeping)
@@ -394,3 +409,46 @@ def mixed(rng: Rng, seed: Seed) -> tuple[bytes, str]:
 def test_fuzz_mixed(tmp_path: Path, seeds: list[Seed]) -> None:
     outcome = run(tmp_path, seeds, mixed, 3)
     assert outcome.refused > EXAMPLES // 4
+
+
+# ------------------------------------------------------------------------------ large files
+
+
+def large_size(rng: Rng) -> int:
+    """A size of data near a multiple of a buffer size, or spread evenly on a log scale."""
+    if rng.random() < 0.6:
+        unit = int(rng.choice([IO_CHUNK, 1 << 20, 1 << 15, 1 << 16]))
+        size = unit * int(rng.integers(1, max(2, LARGE_MAX_BYTES // unit + 1)))
+        size += int(rng.integers(-300, 301))
+    else:
+        size = int(np.exp(rng.uniform(np.log(1 << 16), np.log(LARGE_MAX_BYTES))))
+    return max(0, min(size, LARGE_MAX_BYTES))
+
+
+def test_fuzz_large_and_compressed_files(tmp_path: Path) -> None:
+    outcome = Outcome()
+    for index in range(LARGE_EXAMPLES):
+        rng = np.random.default_rng([SEED, 4, index])
+        kind = KINDS[int(rng.integers(len(KINDS)))]
+        pattern = PATTERNS[int(rng.integers(len(PATTERNS)))]
+        dtype = SUPPORTED_DTYPES[int(rng.integers(len(SUPPORTED_DTYPES)))]
+        compress = bool(rng.random() < 0.7)
+        size = large_size(rng)
+        where = (
+            f"TRAJKIT_FUZZ_SEED={SEED}, TRAJKIT_FUZZ_MAX_MB={LARGE_MAX_BYTES >> 20}, large "
+            f"example {index}: {kind} {pattern} {dtype} {size} bytes, compress={compress}"
+        )
+        rollout = rollout_with(kind, size, pattern, dtype, int(rng.integers(1 << 16)))
+        path = tmp_path / "large.npz"
+        save(rollout, path, compress=compress)
+        try:
+            assert load(path) == rollout, "loads back different"
+            assert load(path, mmap=True, verify=True) == rollout, "maps back different"
+            data = path.read_bytes()
+            path.unlink()
+            seed = Seed(kind, data, regions_of(data), {}, compress)
+            blob, what = mutate_bytes(rng, seed)
+            check(tmp_path / "m.npz", blob, tmp_path / "copy.npz", outcome, f"{where}, {what}")
+        except Exception as exc:
+            raise AssertionError(f"{where}: {type(exc).__name__}: {exc}") from exc
+    print(f"large files: {outcome.loaded} loaded after damage, {outcome.refused} refused")
