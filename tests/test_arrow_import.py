@@ -1,0 +1,583 @@
+"""trajkit.arrow's import side: every malformed table is refused by name, or read exactly.
+
+Each refusal of `from_arrow` and `read_parquet` is pinned by its message; a Hypothesis fuzz
+mutates valid tables (columns dropped or retyped, cells nulled, rows filtered, duplicated or
+renumbered, metadata edited) and checks that the original rollout comes back or a
+`ValueError` is raised, nothing else.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+pa = pytest.importorskip("pyarrow")
+pq = pytest.importorskip("pyarrow.parquet")
+pc = pytest.importorskip("pyarrow.compute")
+
+import trajkit  # noqa: E402
+import trajkit.arrow as ta  # noqa: E402
+from trajkit.testing import example_rollout  # noqa: E402
+
+
+def _table(**kwargs: Any) -> Any:
+    return ta.to_arrow(example_rollout(num_steps=3, num_envs=2, **kwargs))
+
+
+def _set(table: Any, name: str, values: Any) -> Any:
+    """`table` with column `name` replaced by `values` (an Arrow array), metadata kept."""
+    return table.set_column(table.column_names.index(name), name, values)
+
+
+def _nulled(table: Any, name: str, row: int) -> Any:
+    column = table.column(name).combine_chunks()
+    mask = np.zeros(table.num_rows, bool)
+    mask[row] = True
+    if isinstance(column.type, pa.FixedShapeTensorType):
+        storage = column.storage
+        cell = storage.type.list_size
+        values = storage.values.slice(storage.offset * cell, len(storage) * cell)
+        masked = pa.FixedSizeListArray.from_arrays(values, cell, mask=pa.array(mask))
+        return _set(table, name, pa.ExtensionArray.from_storage(column.type, masked))
+    return _set(table, name, pc.if_else(pa.array(mask), pa.scalar(None, column.type), column))
+
+
+def _layout(table: Any) -> dict[str, Any]:
+    layout: dict[str, Any] = json.loads(table.schema.metadata[b"trajkit"])
+    return layout
+
+
+def _with_layout(table: Any, layout: dict[str, Any]) -> Any:
+    return table.replace_schema_metadata({b"trajkit": json.dumps(layout).encode()})
+
+
+def _refused(table: Any, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        ta.from_arrow(table)
+
+
+# ------------------------------------------------------------------------------- columns
+
+
+@pytest.mark.parametrize("name", ["rollout", "step", "env", "episode", "bootstrap", "info"])
+def test_a_missing_column_is_named(name: str) -> None:
+    _refused(
+        _table().drop_columns([name]),
+        f"^the table has no column '{name}', which trajkit's layout needs$",
+    )
+
+
+def test_a_leaf_or_output_column_the_metadata_names_must_be_there() -> None:
+    _refused(_table().drop_columns(["out.critic"]), "no column 'out.critic'")
+    _refused(_table(nested=True).drop_columns(["obs.image"]), "no column 'obs.image'")
+    _refused(_table(truncation=True).drop_columns(["final_value"]), "no column 'final_value'")
+
+
+def test_columns_the_layout_does_not_name_are_refused_not_dropped() -> None:
+    table = _table()
+    _refused(
+        table.append_column("obs.extra", pa.array(np.zeros(table.num_rows))),
+        r"^the table has a column 'obs.extra', but trajkit's layout and the table's metadata "
+        r"do not name it; drop it or fix the metadata \(trajkit does not drop data",
+    )
+    _refused(
+        table.append_column("final_value", pa.array(np.zeros(table.num_rows, np.float32))),
+        r"column 'final_value', but the metadata says the rollout has no truncations",
+    )
+    twice = pa.Table.from_arrays(
+        [*table.columns, table.column("reward")], [*table.column_names, "reward"]
+    ).replace_schema_metadata(table.schema.metadata)
+    _refused(twice, "^the table has two columns named 'reward'$")
+
+
+@pytest.mark.parametrize(
+    ("name", "type_", "match"),
+    [
+        ("step", pa.float64(), "column 'step' has type double; it holds integer indices"),
+        ("rollout", pa.string(), "column 'rollout' has type string; it holds integer indices"),
+        ("reward", pa.timestamp("s"), r"column 'reward' has type timestamp\[s\]; trajkit reads"),
+        ("done", pa.string(), "column 'done' has type string; trajkit reads numbers and bool"),
+        ("info", pa.int64(), "column 'info' has type int64; it holds JSON text"),
+    ],
+)
+def test_columns_of_the_wrong_type_are_refused(name: str, type_: Any, match: str) -> None:
+    table = _table()
+    column = table.column(name)
+    if pa.types.is_timestamp(type_):
+        values = pa.array(np.zeros(table.num_rows, "datetime64[s]"))
+    elif pa.types.is_string(type_):
+        values = pa.array([str(v) for v in column.to_pylist()])
+    elif name == "info":
+        values = pa.array(np.zeros(table.num_rows, np.int64))
+    else:
+        values = column.cast(type_)
+    _refused(_set(table, name, values), match)
+
+
+def test_a_tensor_leaf_of_strings_is_refused() -> None:
+    table = _table()
+    _refused(
+        _set(table, "out.critic", pa.array(["x"] * table.num_rows)),
+        "column 'out.critic' has type string; trajkit reads numbers",
+    )
+
+
+# --------------------------------------------------------------------------------- nulls
+
+
+@pytest.mark.parametrize("name", ["reward", "done", "out.critic", "out.actions", "terminated"])
+def test_a_null_is_refused_naming_the_column_and_the_row(name: str) -> None:
+    table = _table()
+    _refused(_nulled(table, name, 3), rf"^column '{name}' is null at step 1, env 1 \(row 3\)")
+
+
+def test_a_null_inside_a_tensor_cell_is_refused() -> None:
+    table = _table()
+    obs = table.column("obs").combine_chunks()
+    values = obs.storage.flatten().to_pylist()
+    values[9] = None  # row 2, value 1 of 4
+    storage = pa.FixedSizeListArray.from_arrays(pa.array(values, pa.float32()), 4)
+    tensor = pa.ExtensionArray.from_storage(obs.type, storage)
+    _refused(_set(table, "obs", tensor), r"column 'obs' holds a null value at step 1, env 0")
+
+
+def test_a_null_in_an_index_column_is_refused() -> None:
+    _refused(_nulled(_table(), "step", 4), r"^column 'step' is null at row 4$")
+
+
+def test_per_step_columns_hold_nothing_on_the_bootstrap_rows() -> None:
+    table = _table()
+    rewards = table.column("reward").combine_chunks().fill_null(0.5)
+    _refused(
+        _set(table, "reward", rewards),
+        r"column 'reward' holds a value at step 3, env 0 \(row 6\), a bootstrap row",
+    )
+    info = pa.array([None] * 6 + ['{"a": 1}', None], pa.string())
+    _refused(_set(table, "info", info), r"column 'info' holds a value at step 3, env 0")
+
+
+# ---------------------------------------------------------------------------------- grid
+
+
+def test_the_rows_must_be_a_bounded_full_grid() -> None:
+    table = _table()  # 8 rows: steps 0..3 by envs 0..1
+    steps = table.column("step").to_numpy().copy()
+    steps[2] = 2**27  # one huge step: refused by counting, before anything is allocated
+    _refused(
+        _set(table, "step", pa.array(steps)),
+        r"^the rows are not a full grid of steps 0..134217728 by envs 0..1: that makes "
+        r"268435458 rows, the table has 8",
+    )
+    envs = table.column("env").to_numpy().copy()
+    envs[0] = 2**31 - 1
+    _refused(_set(table, "env", pa.array(envs)), r"envs 0..2147483647: that makes 8589934592 rows")
+    steps = table.column("step").to_numpy().copy()
+    steps[1] = -1
+    _refused(_set(table, "step", pa.array(steps)), r"^column 'step' holds -1 at row 1; it counts")
+    envs = table.column("env").to_numpy().copy()
+    envs[1] = 0  # (0, 0) twice, (0, 1) missing: 8 rows still
+    envs[3] = 0
+    envs[4] = 1
+    _refused(
+        _set(table, "env", pa.array(envs)),
+        r"step 0, env 0 appears 2 times \(each \(step, env\) once\)",
+    )
+    _refused(table.slice(0, 0), "the table has no rows")
+    _refused(
+        pa.concat_tables([table, table]),
+        r"^the rows are not a full grid of steps 0..3 by envs 0..1: that makes 8 rows, the "
+        r"table has 16",
+    )
+
+
+def test_max_rows_bounds_a_table_before_anything_is_read() -> None:
+    table = _table()
+    with pytest.raises(ValueError, match=r"^the table has 8 rows, more than max_rows=7; pass"):
+        ta.from_arrow(table, max_rows=7)
+    assert ta.from_arrow(table, max_rows=8) == ta.from_arrow(table, max_rows=None)
+
+
+def test_read_parquet_checks_the_footers_row_count_first(tmp_path: Path) -> None:
+    path = tmp_path / "r.parquet"
+    ta.write_parquet([example_rollout(seed=s) for s in range(3)], path)  # 3 x 10 rows
+    with pytest.raises(ValueError, match=r"^the file declares 30 rows, more than max_rows=29"):
+        ta.read_parquet(path, max_rows=29)
+    assert len(ta.read_parquet(path, max_rows=30)) == 3
+
+
+def test_read_parquet_refuses_what_is_not_parquet(tmp_path: Path) -> None:
+    path = tmp_path / "x.parquet"
+    path.write_bytes(b"not parquet at all")
+    with pytest.raises(ValueError, match=r"^not a readable Parquet file"):
+        ta.read_parquet(path)
+
+
+def test_read_parquet_refuses_a_bad_rollout_column(tmp_path: Path) -> None:
+    table = _table()
+    path = tmp_path / "x.parquet"
+    pq.write_table(table.drop_columns(["rollout"]), path)
+    with pytest.raises(ValueError, match="no column 'rollout'"):
+        ta.read_parquet(path)
+    pq.write_table(_nulled(table, "rollout", 2), path)
+    with pytest.raises(ValueError, match=r"^column 'rollout' is null at row 2$"):
+        ta.read_parquet(path)
+
+
+# ------------------------------------------------------------------------------- bootstrap
+
+
+def test_a_table_whose_bootstrap_rows_were_filtered_out_is_refused() -> None:
+    table = _table()
+    kept = table.filter(pc.invert(table.column("bootstrap")))  # as the docs' example filters
+    _refused(kept, r"^column 'bootstrap' is false at step 2, env 0, the last step: the table")
+    flags = table.column("bootstrap").to_numpy(zero_copy_only=False).copy()
+    flags[0] = True
+    _refused(
+        _set(table, "bootstrap", pa.array(flags)),
+        r"^column 'bootstrap' is true at step 0, env 0; only the last step \(3\) is",
+    )
+
+
+# ----------------------------------------------------------------------------------- flags
+
+
+def _flags(table: Any, name: str, row: int, value: bool | None) -> Any:
+    flags = table.column(name).to_pylist()
+    flags[row] = value
+    return _set(table, name, pa.array(flags, pa.bool_()))
+
+
+def test_terminated_and_truncated_must_agree_with_done() -> None:
+    r = example_rollout(num_steps=3, num_envs=2, done_prob=0.0, truncation=True)
+    table = ta.to_arrow(r)
+    _refused(
+        _flags(table, "terminated", 2, True),
+        r"^column 'terminated' contradicts column 'done': it is true at step 1, env 0, but "
+        r"'done' is false at step 2",
+    )
+    done = _flags(table, "done", 4, True)
+    _refused(done, r"^column 'episode' contradicts column 'done' at step 0, env 1: it holds 1")
+    episodes = ta._episode_ids(np.array([[1, 1], [0, 0], [1, 0], [0, 0]], np.float32))
+    done = _set(done, "episode", pa.array(episodes.reshape(-1)))
+    _refused(done, r"columns 'terminated' and 'truncated' contradict column 'done': both are")
+    both = _flags(_flags(done, "terminated", 2, True), "truncated", 2, True)
+    _refused(both, r"^columns 'terminated' and 'truncated' are both true at step 1, env 0")
+    flags = table.column("done").to_numpy(zero_copy_only=False).astype(np.int8)
+    flags[2] = 2
+    _refused(_set(table, "done", pa.array(flags)), r"^dones must hold only 0 and 1")
+
+
+def test_truncations_need_the_metadata_to_record_them() -> None:
+    r = example_rollout(num_steps=6, num_envs=2, truncation=True, done_prob=0.5, seed=3)
+    assert r.truncated is not None
+    assert r.truncated.any()
+    table = ta.to_arrow(r)
+    layout = _layout(table)
+    layout["truncation"] = False
+    _refused(
+        _with_layout(table.drop_columns(["final_value"]), layout),
+        r"^column 'truncated' is true at step \d, env \d, but the table's metadata says the "
+        r"rollout has no truncations \('truncation': false\)",
+    )
+
+
+def test_the_episode_column_must_number_episodes_as_done_cuts_them() -> None:
+    table = _table()
+    episodes = table.column("episode").to_numpy().copy()
+    episodes[5] += 7
+    _refused(
+        _set(table, "episode", pa.array(episodes)),
+        r"^column 'episode' contradicts column 'done' at step 2, env 1: it holds",
+    )
+
+
+# ---------------------------------------------------------------------------------- values
+
+
+def test_values_are_stored_in_the_recorded_dtype_without_wrapping() -> None:
+    table = _table(nested=True)  # obs.image is uint8
+    image = table.column("obs.image").combine_chunks()
+    values = image.storage.flatten().to_numpy().astype(np.int64)
+    values[0] = 300
+    shape = image.type.shape
+    wide = pa.ExtensionArray.from_storage(
+        pa.fixed_shape_tensor(pa.int64(), shape),
+        pa.FixedSizeListArray.from_arrays(pa.array(values), int(np.prod(shape))),
+    )
+    _refused(
+        _set(table, "obs.image", wide),
+        r"^obses\['image'\] \(column 'obs.image'\) must fit in uint8 \[0, 255\], got 300 at "
+        r"\(t=0, b=0",
+    )
+    values[0] = 200  # fits: read back exactly, as uint8
+    fits = pa.ExtensionArray.from_storage(
+        wide.type, pa.FixedSizeListArray.from_arrays(pa.array(values), int(np.prod(shape)))
+    )
+    back = ta.from_arrow(_set(table, "obs.image", fits))
+    assert isinstance(back.obses, dict)
+    assert back.obses["image"].dtype == np.uint8
+    assert int(back.obses["image"][0, 0].reshape(-1)[0]) == 200
+
+
+def test_values_beyond_float32_and_non_finite_values_are_refused() -> None:
+    table = _table()
+    rewards = table.column("reward").cast(pa.float64()).to_pylist()
+    rewards[1] = 1e300
+    _refused(
+        _set(table, "reward", pa.array(rewards, pa.float64())),
+        r"^rews holds 1e\+300 at \(t=0, b=1\), beyond float32's range",
+    )
+    rewards[1] = float("nan")
+    _refused(_set(table, "reward", pa.array(rewards, pa.float64())), r"^rews must be finite")
+    r = example_rollout(num_steps=3, num_envs=2, truncation=True)
+    table = ta.to_arrow(r)
+    values = table.column("final_value").to_pylist()
+    values[0] = float("inf")
+    _refused(_set(table, "final_value", pa.array(values, pa.float32())), r"^final_values must be")
+
+
+def test_wider_columns_holding_the_same_values_read_back_exactly() -> None:
+    r = example_rollout(num_steps=3, num_envs=2, truncation=True, nested=True)
+    table = ta.to_arrow(r)
+    for name, type_ in [
+        ("step", pa.int64()),
+        ("env", pa.uint16()),
+        ("reward", pa.float64()),
+        ("done", pa.int8()),
+        ("terminated", pa.uint8()),
+        ("final_value", pa.float64()),
+    ]:
+        table = _set(table, name, table.column(name).cast(type_))
+    assert ta.from_arrow(table) == r
+
+
+# ----------------------------------------------------------------------------------- infos
+
+
+def test_infos_are_refused_as_save_refuses_them() -> None:
+    table = _table()
+    deep = "[" * 70 + "]" * 70
+
+    def info(text: str | None) -> Any:
+        texts: list[str | None] = [None] * table.num_rows
+        texts[2] = text
+        return _set(table, "info", pa.array(texts, pa.string()))
+
+    _refused(info('{"a": ' + deep + "}"), r"^infos\[1\]\[0\]\['a'\]" + r"(\[0\])+ is nested")
+    _refused(info("[1]"), r"^column 'info' at step 1, env 0 \(row 2\) holds a JSON list; an")
+    _refused(info('{"a": NaN}'), r"^column 'info' at step 1, env 0 \(row 2\) is not valid JSON")
+    _refused(info('{"a": 1, "a": 2}'), r"is not valid JSON \(duplicate key 'a'")
+    _refused(info("[" * 100_000), r"^column 'info' holds 99999 '\{' and '\[' besides its 1")
+    back = ta.from_arrow(info('{"a": [1, {"b": null}]}'))
+    assert back.infos[1][0] == {"a": [1, {"b": None}]}
+    assert ta.from_arrow(info("{}")) == ta.from_arrow(info(None))
+
+
+def test_what_the_importer_accepts_save_accepts(tmp_path: Path) -> None:
+    table = _table()
+    texts: list[str | None] = [None] * table.num_rows
+    texts[0] = json.dumps({"a": [[[[1]]]] * 3, "n": 10**4000})
+    back = ta.from_arrow(_set(table, "info", pa.array(texts, pa.string())))
+    trajkit.save(back, tmp_path / "r.npz")
+    assert trajkit.load(tmp_path / "r.npz") == back
+
+
+# -------------------------------------------------------------------------------- metadata
+
+
+def test_metadata_that_would_drop_leaves_is_refused() -> None:
+    table = _table(nested=True)
+    layout = _layout(table)
+    layout["fields"]["obses"]["nested"] = False
+    _refused(
+        _with_layout(table, layout),
+        r"^the table's trajkit metadata is inconsistent: 'obses' is not nested \('nested': "
+        r"false\) but has 3 leaves or a leaf path; refusing rather than dropping leaves",
+    )
+
+
+@pytest.mark.parametrize(
+    ("edit", "match"),
+    [
+        (lambda m: m.pop("fields"), "'fields' must name 'obses' and 'states'"),
+        (lambda m: m.update(model_outs={}), "'model_outs' must be a list"),
+        (lambda m: m.update(truncation=1), "'truncation' must be true or false"),
+        (
+            lambda m: m["model_outs"].append(m["model_outs"][0]),
+            r"model output '\w+' is listed twice",
+        ),
+        (
+            lambda m: m["model_outs"][0].update(column="reward"),
+            "column 'reward' is named twice",
+        ),
+        (
+            lambda m: m["fields"]["obses"]["leaves"][0].update(dtype="M8[s]"),
+            r"leaf obses has dtype 'M8\[s\]', not a real numeric or bool dtype",
+        ),
+        (
+            lambda m: m["fields"]["obses"]["leaves"][0].update(dtype="no such"),
+            "leaf obses has dtype 'no such'",
+        ),
+        (
+            lambda m: m["fields"]["obses"]["leaves"][0].update(path=[0] * 100),
+            "a leaf path of 'obses' must be a list of at most 64 keys",
+        ),
+        (
+            lambda m: m["fields"]["states"]["leaves"][0].update(column=None, shape=[2]),
+            r"leaf states has no column, so its 'shape' must list its trailing dimensions",
+        ),
+        (lambda m: m["fields"]["obses"].update(leaves=[]), "'obses' must have 'nested'"),
+        (lambda m: m.update(version=2), None),
+    ],
+)
+def test_inconsistent_metadata_is_refused(edit: Any, match: str | None) -> None:
+    table = _table()
+    layout = _layout(table)
+    edit(layout)
+    if match is None:
+        _refused(_with_layout(table, layout), "uses trajkit's Arrow layout version 2")
+    else:
+        _refused(
+            _with_layout(table, layout), "^the table's trajkit metadata is inconsistent: " + match
+        )
+
+
+def test_metadata_that_is_not_json_is_refused() -> None:
+    table = _table()
+    for raw in (b"{", b"[" * 100_000, b"\xff"):
+        _refused(
+            table.replace_schema_metadata({b"trajkit": raw}),
+            "^the table's trajkit metadata is not valid JSON$",
+        )
+
+
+# --------------------------------------------------------------------------------- the CLI
+
+
+def test_the_import_command_says_each_refusal_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from trajkit.cli import main
+
+    table = ta.to_arrow(example_rollout(num_steps=3, num_envs=2))
+    for i, bad in enumerate(
+        [
+            table.drop_columns(["env"]),
+            _nulled(table, "reward", 0),
+            table.filter(pc.invert(table.column("bootstrap"))),
+            _set(table, "step", table.column("step").cast(pa.float64())),
+        ]
+    ):
+        path = tmp_path / f"bad{i}.parquet"
+        pq.write_table(bad, path)
+        assert main(["import", str(path), "--out", str(tmp_path / f"out{i}")]) == 1
+        err = capsys.readouterr().err
+        assert err.startswith(f"{path}: invalid: ")
+        assert err.count("\n") == 1
+        assert "Traceback" not in err
+
+
+# ------------------------------------------------------------------------------------ fuzz
+
+_SAMPLES = [
+    example_rollout(num_steps=3, num_envs=2, seed=0),
+    example_rollout(num_steps=2, num_envs=3, truncation=True, done_prob=0.5, seed=1),
+    example_rollout(num_steps=3, num_envs=1, nested=True, action_kind="box", seed=2),
+]
+_TABLES = [ta.to_arrow(r) for r in _SAMPLES]
+_TYPES = [pa.int8(), pa.int64(), pa.uint8(), pa.float16(), pa.float64(), pa.bool_(), pa.string()]
+
+
+def _first_envs(r: trajkit.Rollout, k: int) -> trajkit.Rollout:
+    """The rollout of envs 0..k-1 of `r`: what a table filtered to those envs holds."""
+
+    def cut(tree: Any) -> Any:
+        return trajkit._core.tree.map_leaves(lambda leaf: leaf[:, :k], tree)
+
+    return trajkit.Rollout(
+        states=cut(r.states),
+        obses=cut(r.obses),
+        rews=r.rews[:, :k],
+        dones=r.dones[:, :k],
+        infos=None if r.infos is None else [row[:k] for row in r.infos],
+        model_outs={key: value[:, :k] for key, value in r.model_outs.arrays.items()},
+        truncated=None if r.truncated is None else r.truncated[:, :k],
+        final_values=None if r.final_values is None else r.final_values[:, :k],
+    )
+
+
+@st.composite
+def _mutations(draw: st.DrawFn) -> tuple[int, Any]:
+    """A valid table, mutated one to three times in ways that keep or lose its data.
+
+    Left out: edits that change data the layout lets a tool change (a value, a null info,
+    which means an empty one, a lossy cast), after which a different rollout is right.
+    """
+    which = draw(st.integers(0, len(_TABLES) - 1))
+    table = _TABLES[which]
+    for _ in range(draw(st.integers(1, 3))):
+        rows = table.num_rows
+        name = draw(st.sampled_from(table.column_names))
+        op = draw(st.sampled_from(["drop", "null", "type", "filter", "take", "step", "meta"]))
+        if op == "drop":
+            table = table.drop_columns([name])
+        elif op == "null" and rows and name != "info":
+            table = _nulled(table, name, draw(st.integers(0, rows - 1)))
+        elif op == "type" and not isinstance(table.column(name).type, pa.FixedShapeTensorType):
+            column = table.column(name)
+            try:
+                values = column.cast(draw(st.sampled_from(_TYPES)), safe=False)
+                lost = not values.cast(column.type).equals(column)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+                continue
+            if not lost:
+                table = _set(table, name, values)
+        elif op == "filter" and rows:
+            keep = draw(st.lists(st.booleans(), min_size=rows, max_size=rows))
+            table = table.filter(pa.array(keep))
+        elif op == "take" and rows:  # rows reordered, repeated or left out
+            index = draw(st.lists(st.integers(0, rows - 1), min_size=1, max_size=rows + 2))
+            table = table.take(pa.array(index))
+        elif (
+            op == "step"
+            and "step" in table.column_names
+            and pa.types.is_integer(table.schema.field("step").type)
+            and rows
+        ):
+            steps = table.column("step").to_numpy().astype(np.int64)
+            big = draw(st.sampled_from([2**27, 2**31 - 1, -1, 2**62, 4]))
+            steps[draw(st.integers(0, rows - 1))] = big
+            table = _set(table, "step", pa.array(steps))
+        elif op == "meta":
+            layout = _layout(table)
+            key = draw(st.sampled_from(["nested", "truncation", "outs", "dtype"]))
+            if key == "nested":
+                layout["fields"]["obses"]["nested"] = not layout["fields"]["obses"]["nested"]
+            elif key == "truncation":
+                layout["truncation"] = not layout["truncation"]
+            elif key == "outs" and layout["model_outs"]:
+                layout["model_outs"].pop()
+            elif key == "dtype":
+                layout["fields"]["obses"]["leaves"][0]["dtype"] = "|b1"
+            table = _with_layout(table, layout)
+    return which, table
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_mutations())
+def test_a_mutated_table_is_read_exactly_or_refused(case: tuple[int, Any]) -> None:
+    which, table = case
+    try:
+        back = ta.from_arrow(table)
+    except ValueError:
+        return
+    original = _SAMPLES[which]
+    if back.batch_size < original.batch_size:  # filtered to the first envs: exactly those
+        original = _first_envs(original, back.batch_size)
+    assert back == original
