@@ -62,10 +62,12 @@ def as_numeric(
     """Convert `value` to a real-valued NumPy array, refusing anything that is not one.
 
     Refuses ragged nested lists, strings, objects, complex numbers and arrays with fewer than
-    `min_ndim` dimensions (scalars in particular), each with a message naming `name`.
+    `min_ndim` dimensions (scalars in particular), each with a message naming `name`. A plain
+    CPU PyTorch tensor is converted like an array; one that requires grad, lives on a GPU or
+    has a dtype NumPy lacks is refused with a message saying what to pass instead.
 
     Args:
-        value: An array or nested list.
+        value: An array, nested list or CPU tensor.
         name: The field name to put in messages.
         copy: Whether to copy when `value` is already an array of a suitable dtype.
         allow_bool: Whether a boolean array is acceptable.
@@ -88,9 +90,12 @@ def as_numeric(
             f"{name} is a masked array (numpy.ma), whose mask a rollout cannot keep: pass "
             "x.filled(fill_value) to choose what the masked entries hold, or x.data"
         )
+    if _is_tensor(value):
+        array = _from_tensor(value, name)
+        return as_numeric(array, name, copy=copy, allow_bool=allow_bool, min_ndim=min_ndim)
     try:
         array = np.array(value, copy=True) if copy else np.asarray(value)
-    except (ValueError, TypeError) as exc:
+    except (ValueError, TypeError, RuntimeError) as exc:
         raise ValueError(
             f"{name} must be a rectangular numeric array (ragged nested lists are refused): {exc}"
         ) from None
@@ -107,6 +112,37 @@ def as_numeric(
             f"got {got} (shape {array.shape})"
         )
     return array
+
+
+def _is_tensor(value: Any) -> bool:
+    """Whether `value` is a PyTorch tensor, by duck typing (torch is never imported here)."""
+    return type(value).__module__.startswith("torch") and hasattr(value, "requires_grad")
+
+
+def _from_tensor(value: Any, name: str) -> AnyArray:
+    """A CPU tensor's values as a NumPy array (sharing its memory), or a `ValueError`.
+
+    NumPy converts a plain CPU tensor through its `__array__`; a tensor that requires grad, one
+    on another device (a GPU) or one of a dtype NumPy lacks (bfloat16) makes torch raise its own
+    error, which names no field: these are refused here with what to pass instead.
+    """
+    if value.requires_grad:
+        raise ValueError(
+            f"{name} is a torch tensor that requires grad: pass tensor.detach().cpu().numpy()"
+        )
+    device = getattr(value, "device", None)
+    if device is not None and getattr(device, "type", "cpu") != "cpu":
+        raise ValueError(
+            f"{name} is a torch tensor on device {device}, which NumPy cannot read: pass "
+            "tensor.detach().cpu().numpy()"
+        )
+    try:
+        return np.asarray(value)  # not np.array(copy=True): torch's __array__ takes no `copy`
+    except (ValueError, TypeError, RuntimeError) as exc:
+        raise ValueError(
+            f"{name} is a torch tensor that NumPy cannot convert ({exc}): pass a NumPy array, "
+            "e.g. tensor.detach().float().cpu().numpy()"
+        ) from None
 
 
 _INT32 = np.iinfo(np.int32)

@@ -238,7 +238,10 @@ class Rollout(BaseModel):
         final_values: Optional `[T, B]` critic values of the true final observation of step t,
             used by `advantages` where `truncated` is 1.
         copy: Copy the input arrays (the default, as the seed does). `False` keeps arrays of
-            the right dtype as given, e.g. memory-mapped files.
+            the right dtype as given, e.g. memory-mapped files. Every array argument may also
+            be a plain CPU PyTorch tensor, converted like an array; a tensor that requires
+            grad or is on a GPU is refused, naming the field: pass
+            `tensor.detach().cpu().numpy()`.
 
     Examples:
         >>> import numpy as np
