@@ -7,7 +7,9 @@ an example, and that the ```python blocks of the pages run.
 Convention for the pages (documented in docs/screenshots.md): every ```python block runs, the
 blocks of one page in order, in one namespace, in a temporary working directory. A block that
 must not run uses another info string (```pycon, ```console, ```text), or is preceded by the
-line `<!-- docs-test: skip -->`.
+line `<!-- docs-test: skip -->`. A ```text block preceded by the line
+`<!-- docs-test: output -->` shows what the python blocks since the previous such block print,
+and must equal it. README.md's blocks follow the same convention.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 REFERENCE = DOCS / "reference"
 SKIP_MARKER = "<!-- docs-test: skip -->"
+OUTPUT_MARKER = "<!-- docs-test: output -->"
 
 # `::: identifier` at the start of a line, as mkdocstrings reads it.
 _DIRECTIVE = re.compile(r"^:::\s+(?P<identifier>[\w.]+)\s*$", re.MULTILINE)
@@ -194,6 +197,7 @@ class Block:
     info: str
     code: str
     skipped: bool
+    output: bool = False  # a block showing what the python blocks before it print
 
     @property
     def runs(self) -> bool:
@@ -229,6 +233,7 @@ def code_blocks(page: Path) -> list[Block]:
                 info=match["info"].strip(),
                 code=textwrap.dedent("\n".join(body)),
                 skipped=previous == SKIP_MARKER,
+                output=previous == OUTPUT_MARKER,
             )
         )
         previous = lines[i].strip()
@@ -236,13 +241,18 @@ def code_blocks(page: Path) -> list[Block]:
     return blocks
 
 
-PAGES = sorted(DOCS.rglob("*.md"))
+PAGES = [*sorted(DOCS.rglob("*.md")), ROOT / "README.md"]
 PAGES_WITH_CODE = [p for p in PAGES if any(b.runs for b in code_blocks(p))]
 
 
+def _page_id(page: Path) -> str:
+    return page.relative_to(DOCS).as_posix() if page.is_relative_to(DOCS) else page.name
+
+
 def test_the_block_parser_finds_the_examples() -> None:
-    names = {p.relative_to(DOCS).as_posix() for p in PAGES_WITH_CODE}
-    assert {"concepts.md", "gae.md", "validation.md", "migration.md"} <= names
+    names = {_page_id(p) for p in PAGES_WITH_CODE}
+    assert {"concepts.md", "gae.md", "validation.md", "migration.md", "index.md"} <= names
+    assert "README.md" in names
 
 
 def test_the_block_parser_follows_the_convention(tmp_path: Path) -> None:
@@ -250,32 +260,51 @@ def test_the_block_parser_follows_the_convention(tmp_path: Path) -> None:
     page.write_text(
         "Text.\n\n```python\nx = 1\n```\n\n```pycon\n>>> x\n```\n\n"
         f"{SKIP_MARKER}\n```python\nraise SystemExit\n```\n\n"
-        "1. A step:\n\n    ```python\n    y = x + 1\n    ```\n",
+        "1. A step:\n\n    ```python\n    y = x + 1\n    ```\n\n"
+        f"It prints:\n\n{OUTPUT_MARKER}\n```text\n2\n```\n",
         encoding="utf-8",
     )
     blocks = code_blocks(page)
-    assert [(b.info, b.runs) for b in blocks] == [
-        ("python", True),
-        ("pycon", False),
-        ("python", False),
-        ("python", True),
+    assert [(b.info, b.runs, b.output) for b in blocks] == [
+        ("python", True, False),
+        ("pycon", False, False),
+        ("python", False, False),
+        ("python", True, False),
+        ("text", False, True),
     ]
     assert blocks[0].line == 4
     assert blocks[3].code == "y = x + 1"
 
 
-@pytest.mark.parametrize(
-    "page", PAGES_WITH_CODE, ids=[p.relative_to(DOCS).as_posix() for p in PAGES_WITH_CODE]
-)
+@pytest.mark.parametrize("page", ["index.md", "../README.md"])
+def test_the_quickstart_output_is_checked(page: str) -> None:
+    # The home page and the README show the error a malformed rollout raises: the test below
+    # compares it with the real one, so the shown message cannot drift from the code's.
+    shown = [b for b in code_blocks(DOCS / page) if b.output]
+    assert shown, f"{page}: no ```text block marked {OUTPUT_MARKER}"
+    assert any("rews has shape" in b.code for b in shown)
+
+
+@pytest.mark.parametrize("page", PAGES_WITH_CODE, ids=[_page_id(p) for p in PAGES_WITH_CODE])
 def test_page_python_blocks_run(
-    page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.chdir(tmp_path)
     namespace: dict[str, Any] = {"__name__": f"docs_{page.stem.replace('-', '_')}"}
+    capsys.readouterr()
+    printed = ""  # what the blocks printed since the last output block
     for block in code_blocks(page):
+        if block.output:
+            where = f"{page.relative_to(ROOT)}:{block.line}"
+            assert block.code.rstrip("\n") == printed.rstrip("\n"), (
+                f"{where}: the page shows output the code above does not print"
+            )
+            printed = ""
+            continue
         if not block.runs:
             continue
         # Pad with blank lines so that a traceback points at the line of the page.
         source = "\n" * (block.line - 1) + block.code
         code = compile(source, str(page.relative_to(ROOT)), "exec")
         exec(code, namespace)
+        printed += capsys.readouterr().out
