@@ -7,7 +7,10 @@ compilation. numba itself is imported only then: neither `import trajkit` nor im
 module imports it.
 
 The loop does the seed's arithmetic in the seed's order, so without truncation its results
-match the seed's NumPy loop to the last bit on ordinary inputs.
+match the seed's NumPy loop to the last bit on ordinary inputs. With truncation it also checks, in
+the same pass, that every truncated step ends its episode, and reports the first one that does not:
+the flags cost one read and one branch per entry, and one multiply-add per truncated entry, instead
+of separate NumPy passes over the whole rollout.
 """
 
 from __future__ import annotations
@@ -25,14 +28,16 @@ __all__ = ["compiled_kernel", "gae_loop"]
 
 Kernel: TypeAlias = Callable[
     [Float32Array, Float32Array, Float32Array, Float32Array, Float32Array, float, float, bool],
-    Float32Array,
+    tuple[Float32Array, int],
 ]
 
 _IN = "Array(float32, 2, 'C', readonly=True)"
 """Input arrays are typed read-only, which also accepts writable arrays: `load(mmap=True)`
 gives read-only memory maps, and the kernel never writes its inputs."""
 
-_SIGNATURE: str = f"float32[:, ::1]({_IN}, {_IN}, {_IN}, {_IN}, {_IN}, float64, float64, boolean)"
+_SIGNATURE: str = (
+    f"Tuple((float32[:, ::1], int64))({_IN}, {_IN}, {_IN}, {_IN}, {_IN}, float64, float64, boolean)"
+)
 
 
 def gae_loop(
@@ -44,7 +49,7 @@ def gae_loop(
     gamma: float,
     lam: float,
     has_truncation: bool,
-) -> Float32Array:
+) -> tuple[Float32Array, int]:
     """Return GAE advantages [T, B] by a reverse loop over time (the kernel numba compiles).
 
     Args:
@@ -59,31 +64,39 @@ def gae_loop(
         has_truncation: Whether `truncated` and `final_values` are given.
 
     Returns:
-        The advantages, float32 [T, B].
+        The advantages, float32 [T, B], and the flat index `t * B + b` of the first truncated
+        step whose episode does not end (`truncated[t, b] != 0` while `dones[t + 1, b] == 0`),
+        or -1 when there is none. When it is not -1 the advantages are meaningless.
 
     Examples:
         >>> r = np.ones((2, 1), np.float32)
         >>> z = np.zeros((3, 1), np.float32)
         >>> e = np.empty((0, 0), np.float32)
         >>> gae_loop(r, z, z, e, e, 0.5, 1.0, False)
-        array([[1.5],
-               [1. ]], dtype=float32)
+        (array([[1.5],
+               [1. ]], dtype=float32), -1)
+        >>> gae_loop(r, z, z, np.array([[0], [1]], np.float32), r, 0.5, 1.0, True)[1]
+        1
     """
     n_steps, n_envs = rewards.shape
     out = np.empty((n_steps, n_envs), dtype=np.float32)
     one = np.float32(1.0)
     g = np.float32(gamma)
     gl = np.float32(gamma * lam)
+    bad = -1
     for t in range(n_steps - 1, -1, -1):
         for b in range(n_envs):
             not_done = one - dones[t + 1, b]
             delta = (rewards[t, b] - values[t, b]) + not_done * g * values[t + 1, b]
             if has_truncation and truncated[t, b] != 0:
+                # Rows are visited last to first: the latest hit is the first in row order.
+                if dones[t + 1, b] == 0 and (bad < 0 or t * n_envs + b < bad):
+                    bad = t * n_envs + b
                 delta += g * final_values[t, b]
             if t + 1 < n_steps:
                 delta += not_done * gl * out[t + 1, b]
             out[t, b] = delta
-    return out
+    return out, bad
 
 
 @functools.cache

@@ -36,6 +36,7 @@ import os
 from typing import Final, Literal
 
 import numpy as np
+import numpy.typing as npt
 
 from trajkit._base.types import ArrayLike, Float32Array
 
@@ -51,6 +52,9 @@ _BACKENDS: Final = ("numpy", "numba")
 _NEGLIGIBLE_WEIGHT: Final = 2.0**-80
 """The doubling scan stops once every remaining discount weight is below this."""
 
+_NO_FLAGS: Final = np.empty((0, 0), dtype=np.float32)
+"""The (unread) `truncated` and `final_values` of a numba kernel call without truncation."""
+
 _ROW_CHUNK: Final = 16
 """Rows per block of precomputed coefficients in the loop over time (keeps them in cache)."""
 
@@ -62,6 +66,8 @@ _ROW_CHUNK: Final = 16
 
 def _check_unit_interval(name: str, value: object) -> float:
     """Return `value` as a float, or raise if it is not a finite real number in [0, 1]."""
+    if type(value) is float and 0.0 <= value <= 1.0:  # the usual call: no further checks
+        return value
     if isinstance(value, np.ndarray) and value.ndim == 0 and value.dtype.kind in "fiu":
         value = value.item()  # a 0-d array, as NumPy reductions return
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
@@ -74,6 +80,8 @@ def _check_unit_interval(name: str, value: object) -> float:
 
 def _as_float32(name: str, value: ArrayLike) -> Float32Array:
     """Return `value` as a C-contiguous float32 array (no copy when it already is one)."""
+    if type(value) is np.ndarray and value.dtype == np.float32 and value.flags.c_contiguous:
+        return value  # the usual call, without the generic conversion's overhead
     try:
         arr: Float32Array = np.asarray(value, dtype=np.float32)
     except (TypeError, ValueError) as exc:
@@ -99,7 +107,11 @@ def _prepare(
 ) -> tuple[
     Float32Array, Float32Array, Float32Array, Float32Array | None, Float32Array | None, float, float
 ]:
-    """Check every argument of `gae` and convert the arrays to C-contiguous float32."""
+    """Check the arguments of `gae` and convert the arrays to C-contiguous float32.
+
+    That a truncated step ends its episode is checked by the backends, each in a pass it
+    makes anyway (`_bootstrap`, or the numba kernel's loop).
+    """
     g = _check_unit_interval("gamma", gamma)
     lm = _check_unit_interval("lam", lam)
     if (truncated is None) != (final_values is None):
@@ -122,14 +134,16 @@ def _prepare(
     _check_shape("truncated", tr, (n_steps, n_envs), "[T, B]")
     fv = _as_float32("final_values", final_values)
     _check_shape("final_values", fv, (n_steps, n_envs), "[T, B]")
-    bad = np.argwhere((tr != 0) & (d[1:] == 0))
-    if bad.size:
-        t, b = (int(i) for i in bad[0])
-        raise ValueError(
-            f"truncated[{t}, {b}] is set but dones[{t + 1}, {b}] is 0: a truncated step must "
-            "end its episode"
-        )
     return r, v, d, tr, fv, g, lm
+
+
+def _unended_truncation_error(flat: int, n_envs: int) -> ValueError:
+    """The error for the truncated step at flat index `flat` that does not end its episode."""
+    t, b = divmod(flat, n_envs)
+    return ValueError(
+        f"truncated[{t}, {b}] is set but dones[{t + 1}, {b}] is 0: a truncated step must "
+        "end its episode"
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -205,18 +219,53 @@ def _use_row_loop(n_steps: int, n_envs: int) -> bool:
     )
 
 
-def _bootstrap(truncated: Float32Array, final_values: Float32Array, gamma: float) -> Float32Array:
-    r"""Return $\gamma \cdot$ `final_values` where `truncated`, else 0 (NaN-safe elsewhere)."""
-    boot = np.zeros(truncated.shape, dtype=np.float32)
-    np.multiply(final_values, gamma, out=boot, where=truncated != 0)
-    return boot
+class _Bootstrap:
+    r"""The truncated entries (sorted flat indices) and their $\gamma \cdot$ `final_values`.
+
+    Truncations are rare, so adding their bootstrap to the few entries they touch costs less
+    than adding a dense [T, B] array, zero almost everywhere, to every entry; the sums are
+    the same.
+    """
+
+    __slots__ = ("flat", "terms")
+
+    def __init__(self, flat: npt.NDArray[np.intp], terms: Float32Array) -> None:
+        self.flat = flat
+        self.terms = terms
+
+    def add_to(self, target: Float32Array, lo: int = 0, hi: int | None = None) -> None:
+        """Add the terms of the flat indices in `[lo, hi)` to `target`, flat from `lo` on."""
+        flat, terms = self.flat, self.terms
+        if lo or hi is not None:
+            a, z = np.searchsorted(flat, (lo, len(target) + lo if hi is None else hi))
+            flat, terms = flat[a:z] - lo, terms[a:z]
+        if len(flat):
+            target[flat] += terms
+
+
+def _bootstrap(
+    truncated: Float32Array, final_values: Float32Array, dones: Float32Array, gamma: float
+) -> _Bootstrap | None:
+    r"""Check the truncated steps and return their bootstrap, or None when none is truncated.
+
+    Raises:
+        ValueError: If a truncated step does not end its episode.
+    """
+    flagged = truncated != 0
+    if not flagged.any():
+        return None
+    unended = flagged & (dones[1:] == 0)
+    if unended.any():
+        raise _unended_truncation_error(int(np.argmax(unended)), truncated.shape[1])
+    flat = np.flatnonzero(flagged)
+    return _Bootstrap(flat, final_values.reshape(-1)[flat] * np.float32(gamma))
 
 
 def _gae_scan(
     r: Float32Array,
     v: Float32Array,
     d: Float32Array,
-    boot: Float32Array | None,
+    boot: _Bootstrap | None,
     gamma: float,
     lam: float,
 ) -> Float32Array:
@@ -241,7 +290,7 @@ def _gae_scan(
     np.multiply(coef, vf[n_envs:], out=tmp)
     np.add(acc, tmp, out=acc)
     if boot is not None:
-        np.add(acc, boot.reshape(n), out=acc)
+        boot.add_to(acc)
     # coef = gamma * lam * (1 - d[t+1])
     np.multiply(coef, lam, out=coef)
     spare = np.empty(n, dtype=np.float32) if n_steps > 2 else tmp
@@ -266,7 +315,7 @@ def _gae_row_loop(
     r: Float32Array,
     v: Float32Array,
     d: Float32Array,
-    boot: Float32Array | None,
+    boot: _Bootstrap | None,
     gamma: float,
     lam: float,
 ) -> Float32Array:
@@ -290,7 +339,7 @@ def _gae_row_loop(
         np.add(coef, gamma, out=coef)  # gamma * (1 - d[t+1])
         np.subtract(r[lo:hi], v[lo:hi], out=base)  # r[t] - v[t] (+ bootstrap)
         if boot is not None:
-            np.add(base, boot[lo:hi], out=base)
+            boot.add_to(base.reshape(-1), lo * n_envs, hi * n_envs)
         for t in range(hi - 1, lo - 1, -1):
             row = out[t]
             if t == n_steps - 1:
@@ -316,7 +365,7 @@ def _gae_numpy(
     n_steps, n_envs = r.shape
     if n_steps == 0 or n_envs == 0:
         return np.zeros((n_steps, n_envs), dtype=np.float32)
-    boot = None if tr is None or fv is None else _bootstrap(tr, fv, gamma)
+    boot = None if tr is None or fv is None else _bootstrap(tr, fv, d, gamma)
     if _use_row_loop(n_steps, n_envs):
         return _gae_row_loop(r, v, d, boot, gamma, lam)
     return _gae_scan(r, v, d, boot, gamma, lam)
@@ -335,9 +384,11 @@ def _gae_numba(
 
     kernel = compiled_kernel()
     if tr is None or fv is None:
-        empty = np.empty((0, 0), dtype=np.float32)
-        return kernel(r, v, d, empty, empty, gamma, lam, False)
-    return kernel(r, v, d, tr, fv, gamma, lam, True)
+        return kernel(r, v, d, _NO_FLAGS, _NO_FLAGS, gamma, lam, False)[0]
+    out, bad = kernel(r, v, d, tr, fv, gamma, lam, True)
+    if bad >= 0:
+        raise _unended_truncation_error(bad, r.shape[1])
+    return out
 
 
 def _gae_checked(
