@@ -39,14 +39,15 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable, Iterator
+from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np
 
 from trajkit._base.optional import require
 from trajkit._base.types import AnyArray
 from trajkit._core import tree as _tree
+from trajkit._io.atomic import atomic_write
 from trajkit._io.infos import (
     BYTES_PER_NESTED,
     NESTED_ALLOWANCE,
@@ -55,6 +56,7 @@ from trajkit._io.infos import (
     sparse_infos_to_json,
     strict_json_loads,
 )
+from trajkit._io.mapped import mapped_files
 from trajkit._io.remote import is_url
 from trajkit._models.arrays import first_true
 from trajkit._models.rollout import Rollout, given_infos
@@ -708,14 +710,23 @@ def write_parquet(
     Rollouts are numbered by the `rollout` column in the order given. They must share their
     structure (fields, leaves, dtypes and model-output keys); T and B may differ.
 
+    The file is written atomically: into a temporary file next to `path`
+    (`.trajkit-XXXXXXXX.tmp`), fsynced, then renamed over `path`, so that an existing file
+    is replaced whole or not at all, even if the process is killed midway. A file the
+    rollouts are memory-mapped from (`trajkit.load(..., mmap=True)`) is refused as `path`,
+    by identity (hard links and symlinks included; found where the system lists a process's
+    memory maps, as Linux does). A URL (`s3://...`) is handed to pyarrow as it is.
+
     Args:
         rollouts: A rollout, or an iterable of rollouts.
-        path: The Parquet file to write.
+        path: The Parquet file to write; an existing regular file is replaced.
         **options: Passed to `pyarrow.parquet.write_table` (e.g. `compression="zstd"`).
 
     Raises:
         ImportError: If pyarrow is not installed.
-        ValueError: If no rollout is given, or the rollouts differ in structure.
+        ValueError: If no rollout is given, or the rollouts differ in structure, or `path` is
+            a file the rollouts are read from.
+        OSError: If `path` is a folder, a FIFO, a device or a socket, or cannot be written.
 
     Examples:
         >>> import os, tempfile
@@ -741,7 +752,28 @@ def write_parquet(
                 f"rollout {i} differs in structure from rollout 0 (fields, leaves, dtypes or "
                 "model outputs); write such rollouts to separate files"
             )
-    parquet.write_table(pa.concat_tables(tables), os.fspath(path), **options)
+    table = pa.concat_tables(tables)
+    where = os.fspath(path)
+    if is_url(where):
+        parquet.write_table(table, where, **options)
+        return
+
+    def write(file: IO[bytes]) -> None:
+        parquet.write_table(table, file, **options)
+
+    sources = mapped_files(leaf for r in items for leaf in _rollout_arrays(r))
+    atomic_write(where, write, inputs=sources, verb="write", by="write_parquet()")
+
+
+def _rollout_arrays(rollout: Rollout) -> Iterator[AnyArray]:
+    """Every array of `rollout`: tree leaves, the per-step fields and the model outputs."""
+    for name in ("states", "obses"):
+        for _, leaf in _tree.flatten(getattr(rollout, name)):
+            yield leaf
+    for array in (rollout.rews, rollout.dones, rollout.truncated, rollout.final_values):
+        if array is not None:
+            yield array
+    yield from rollout.model_outs.arrays.values()
 
 
 def read_parquet(path: str | os.PathLike[str], *, max_rows: int | None = MAX_ROWS) -> list[Rollout]:

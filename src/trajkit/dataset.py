@@ -26,12 +26,15 @@ Examples:
 from __future__ import annotations
 
 import bisect
+import contextlib
+import errno
 import os
 import re
+import secrets
+import stat
 import tempfile
 from collections.abc import Iterable, Iterator
 from functools import partial
-from pathlib import Path
 from typing import IO
 
 import numpy as np
@@ -42,7 +45,8 @@ from trajkit._base.rng import as_generator
 from trajkit._base.types import AnyArray, ArrayTree
 from trajkit._core import tree as _tree
 from trajkit._core.minibatch import _check_size
-from trajkit._io.files import DEFAULT_MAX_BYTES, _atomic_write, save
+from trajkit._io.atomic import TEMP_PREFIX, TEMP_SUFFIX, atomic_write
+from trajkit._io.files import DEFAULT_MAX_BYTES, save
 from trajkit._io.infos import strict_json_loads
 from trajkit._io.remote import copy_out, filesystem, is_url, join_url, load_any
 from trajkit._io.scan import (
@@ -59,7 +63,6 @@ from trajkit._io.scan import (
     run_ordered,
     stats_chunk,
     validate_files,
-    walk_key,
 )
 from trajkit._models.rollout import (
     AdvantageNormalization,
@@ -84,6 +87,14 @@ SPEC_FILE = "spec.json"
 
 _MAX_SPEC_BYTES = 1 << 20
 _NAME = re.compile(r"^rollout-(\d+)\.npz$")
+_DIGITS = re.compile(r"(\d+)")
+# Errors of os.link where the file system has no hard links (names are then claimed by an
+# exclusive create instead).
+_NO_HARD_LINKS = frozenset(
+    code
+    for code in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS, errno.EXDEV)
+    if code is not None
+)
 
 
 class Dataset:
@@ -135,7 +146,9 @@ class Dataset:
     ) -> Dataset:
         """Make the folder (if needed) and pin `spec` in its `spec.json`.
 
-        Creating a dataset that already pins the same spec opens it.
+        Creating a dataset that already pins the same spec opens it. `spec.json` is claimed
+        atomically: of processes creating one folder at once, one writes it and the others
+        read it (and refuse a different spec).
 
         Args:
             path: The folder or URL.
@@ -165,14 +178,12 @@ class Dataset:
         try:
             pinned = _read_spec(root)
         except FileNotFoundError:
-            pinned = None
-        if pinned is not None and pinned != spec:
+            pinned = _write_spec(root, spec)
+        if pinned != spec:
             raise ValueError(
                 f"{root} already pins a different spec in {SPEC_FILE}; open it with "
                 "Dataset.open, or use another folder"
             )
-        if pinned is None:
-            _write_spec(root, spec)
         return cls(root, spec, max_bytes=max_bytes)
 
     @classmethod
@@ -239,7 +250,8 @@ class Dataset:
 
         Raises:
             FileNotFoundError: If there is no `spec.json` (not a dataset).
-            RolloutFileError: If `spec.json` is not a valid spec.
+            RolloutFileError: If `spec.json` is not a regular file (a folder, a FIFO, ...) or
+                not a valid spec.
 
         Examples:
             >>> import tempfile
@@ -284,6 +296,8 @@ class Dataset:
     def files(self) -> tuple[str, ...]:
         """The rollout files, sorted: `*.npz` under the folder, hidden ones skipped.
 
+        A folder's files come before its subfolders, and names are compared with their
+        numbers as numbers, so that `rollout-1000000.npz` follows `rollout-999999.npz`.
         Listed once, the first time they are needed (and kept up to date by `append`).
 
         Raises:
@@ -308,6 +322,7 @@ class Dataset:
                     found.append(item)
                 elif not item.problems[0].startswith("no *"):  # an empty dataset is fine
                     raise OSError(f"{item.path}: {item.problems[0]}")
+            found.sort(key=lambda item: self._walk_key(item.path))
             self._found = found
         return self._found
 
@@ -368,6 +383,15 @@ class Dataset:
     def append(self, rollout: Rollout, *, compress: bool = False) -> str:
         """Save `rollout` as the dataset's next file, `rollout-NNNNNN.npz` at the top.
 
+        Safe with other processes (on other machines too) appending to the same folder: the
+        file is written whole under a hidden temporary name, then given the first free
+        number with a hard link, which fails if another writer took that name first (then
+        the next number is tried). Where the file system has no hard links, the name is
+        claimed by creating it exclusively (`O_EXCL`) and the file moved over it. Numbers
+        have at least six digits and grow past 999999 (`files` sorts them as numbers). A URL
+        dataset (object stores have no exclusive create) takes the first number not listed:
+        give it one writer at a time.
+
         Args:
             rollout: A rollout that conforms to the spec.
             compress: Deflate the arrays (see [`trajkit.save`][trajkit.save]).
@@ -377,6 +401,7 @@ class Dataset:
 
         Raises:
             ValueError: If the rollout does not conform to the spec (nothing is written).
+            OSError: If the file cannot be written (no temporary file is left behind).
 
         Examples:
             >>> import os, tempfile
@@ -399,32 +424,54 @@ class Dataset:
             )
         listing = self._listing()
         if self._next < 0:
-            numbers = [
-                int(m.group(1))
-                for found in listing
-                for m in [_NAME.match(_basename(found.path))]
-                if m is not None and _parent(found.path) == self._path.rstrip("/\\")
-            ]
-            self._next = max(numbers, default=-1) + 1
-        name = f"rollout-{self._next:06d}.npz"
+            self._next = 1 + max(
+                (
+                    _number(found.path)
+                    for found in listing
+                    if _parent(found.path) == self._path.rstrip("/\\")
+                ),
+                default=-1,
+            )
         if is_url(self._path):
-            target = join_url(self._path, name)
-            with tempfile.TemporaryDirectory(prefix="trajkit-") as tmp:
-                local = os.path.join(tmp, name)
-                save(rollout, local, compress=compress)
-                size = os.path.getsize(local)
-                copy_out(local, target)
+            target, size = self._append_url(rollout, compress)
         else:
-            target = os.path.join(self._path, name)
-            save(rollout, target, compress=compress)
-            size = os.path.getsize(target)
+            target, size = self._append_local(rollout, compress)
         self._next += 1
         bisect.insort(listing, Found(target, size), key=lambda found: self._walk_key(found.path))
         return target
 
-    def _walk_key(self, path: str) -> tuple[tuple[int, str], ...]:
+    def _append_local(self, rollout: Rollout, compress: bool) -> tuple[str, int]:
+        """Write the file under a temporary name, then claim the first free number for it."""
+        temp = os.path.join(self._path, f"{TEMP_PREFIX}{secrets.token_hex(8)}{TEMP_SUFFIX}")
+        try:
+            save(rollout, temp, compress=compress)
+            size = os.path.getsize(temp)
+            while True:
+                target = os.path.join(self._path, _file_name(self._next))
+                if _claim(temp, target):
+                    return target, size
+                # Taken by another writer: go on after the highest number there is now.
+                self._next = max(self._next + 1, _highest_number(self._path) + 1)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(temp)
+
+    def _append_url(self, rollout: Rollout, compress: bool) -> tuple[str, int]:
+        fs, _ = filesystem(self._path)
+        while fs.exists(filesystem(join_url(self._path, _file_name(self._next)))[1]):
+            self._next += 1
+        target = join_url(self._path, _file_name(self._next))
+        with tempfile.TemporaryDirectory(prefix="trajkit-") as tmp:
+            local = os.path.join(tmp, _file_name(self._next))
+            save(rollout, local, compress=compress)
+            size = os.path.getsize(local)
+            copy_out(local, target)
+        return target, size
+
+    def _walk_key(self, path: str) -> tuple[tuple[int, _Natural], ...]:
         relative = path[len(self._path) :].replace("\\", "/").lstrip("/")
-        return walk_key(relative)
+        *folders, name = relative.split("/")
+        return (*((1, _natural(folder)) for folder in folders), (0, _natural(name)))
 
     # ------------------------------------------------------------------------ whole-set work
 
@@ -610,6 +657,69 @@ def _chain(first: Rollout, rest: Iterator[Rollout]) -> Iterator[Rollout]:
     yield from rest
 
 
+_Natural = tuple[tuple[str | int, ...], str]
+
+
+def _natural(name: str) -> _Natural:
+    """Sort key of a name with its digit runs compared as numbers (`a9` before `a10`)."""
+    parts = _DIGITS.split(name)
+    return tuple(int(part) if i % 2 else part for i, part in enumerate(parts)), name
+
+
+def _file_name(number: int) -> str:
+    return f"rollout-{number:06d}.npz"
+
+
+def _number(path: str) -> int:
+    """The number of a `rollout-N.npz` file; -1 for any other name."""
+    match = _NAME.match(_basename(path))
+    return int(match.group(1)) if match is not None else -1
+
+
+def _highest_number(root: str) -> int:
+    """The highest N of the `rollout-N.npz` files now at the top of the local folder `root`."""
+    with os.scandir(root) as entries:
+        return max((_number(entry.name) for entry in entries), default=-1)
+
+
+def _claim(temp: str, target: str) -> bool:
+    """Give the finished file `temp` the name `target`, unless that name is taken.
+
+    A hard link is made (atomic and exclusive, on NFS too); where the file system has none,
+    the name is claimed by creating it exclusively and `temp` moved over it. Returns whether
+    the name was claimed; `temp` may remain either way (the caller removes it).
+    """
+    try:
+        os.link(temp, target)
+    except FileExistsError:
+        return False
+    except OSError as exc:
+        if exc.errno not in _NO_HARD_LINKS:
+            raise
+        try:
+            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        except FileExistsError:
+            return False
+        os.close(fd)
+        os.replace(temp, target)
+    _sync_folder(os.path.dirname(target) or ".")
+    return True
+
+
+def _sync_folder(folder: str) -> None:
+    """Make a new name in `folder` durable where the platform allows it (best effort)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
 def _basename(path: str) -> str:
     return path.replace("\\", "/").rsplit("/", 1)[-1]
 
@@ -622,24 +732,54 @@ def _spec_location(root: str) -> str:
     return join_url(root, SPEC_FILE) if is_url(root) else os.path.join(root, SPEC_FILE)
 
 
-def _read_spec(root: str) -> RolloutSpec:
-    """Read and check `root`'s `spec.json`."""
-    where = _spec_location(root)
-    try:
-        if is_url(root):
-            fs, inner = filesystem(where)
-            with fs.open(inner, "rb") as file:
-                data = file.read(_MAX_SPEC_BYTES + 1)
-        else:
-            with open(where, "rb") as file:
-                data = file.read(_MAX_SPEC_BYTES + 1)
-    except FileNotFoundError:
-        raise FileNotFoundError(
-            f"{where}: no such file: a dataset pins its spec in {SPEC_FILE}; make one with "
-            "Dataset.create(path, spec)"
-        ) from None
+def read_spec_file(path: str) -> RolloutSpec:
+    """Read and check a spec JSON file: a dataset's `spec.json`, or `trajkit validate --spec`.
+
+    The file must be a regular file (a FIFO would block the reader forever, a folder is not a
+    spec), at most 1 MiB, strict JSON (no `NaN`, no duplicate keys) and a valid
+    [`RolloutSpec`][trajkit.RolloutSpec]. `path` may be an fsspec URL (`trajkit[cloud]`).
+
+    Args:
+        path: The file.
+
+    Returns:
+        The spec.
+
+    Raises:
+        FileNotFoundError: If there is no such file.
+        OSError: If it cannot be read.
+        RolloutFileError: If it is not a regular file, or not a valid spec (the message
+            names the file and the problem).
+
+    Examples:
+        >>> import os, tempfile
+        >>> from trajkit import RolloutSpec
+        >>> from trajkit.testing import example_rollout
+        >>> spec = RolloutSpec.from_rollout(example_rollout())
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     path = os.path.join(tmp, "spec.json")
+        ...     with open(path, "w") as file:
+        ...         _ = file.write(spec.model_dump_json())
+        ...     same = read_spec_file(path) == spec
+        ...     try:
+        ...         read_spec_file(tmp)
+        ...     except RolloutFileError as exc:
+        ...         refused = exc.reason
+        >>> same, refused
+        (True, 'not a regular file (a folder)')
+    """
+    if is_url(path):
+        fs, inner = filesystem(path)
+        with fs.open(inner, "rb") as file:
+            data = file.read(_MAX_SPEC_BYTES + 1)
+    else:
+        _check_spec_kind(os.stat(path).st_mode, path)  # before opening: a FIFO would block
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        with open(fd, "rb") as file:
+            _check_spec_kind(os.fstat(fd).st_mode, path)  # swapped since the stat
+            data = file.read(_MAX_SPEC_BYTES + 1)
     if len(data) > _MAX_SPEC_BYTES:
-        raise RolloutFileError(f"larger than {_MAX_SPEC_BYTES} bytes: not a spec", path=where)
+        raise RolloutFileError(f"larger than {_MAX_SPEC_BYTES} bytes: not a spec", path=path)
     try:
         strict_json_loads(data)
         return RolloutSpec.model_validate_json(data)
@@ -647,22 +787,60 @@ def _read_spec(root: str) -> RolloutSpec:
         problems = "; ".join(
             f"{'.'.join(map(str, e['loc'])) or 'spec'}: {e['msg']}" for e in exc.errors()
         )
-        raise RolloutFileError(f"invalid spec: {problems}", path=where) from None
+        raise RolloutFileError(f"invalid spec: {problems}", path=path) from None
     except (ValueError, RecursionError) as exc:
-        raise RolloutFileError(f"invalid spec: not strict JSON: {exc}", path=where) from None
+        raise RolloutFileError(f"invalid spec: not strict JSON: {exc}", path=path) from None
 
 
-def _write_spec(root: str, spec: RolloutSpec) -> None:
+def _check_spec_kind(mode: int, path: str) -> None:
+    if stat.S_ISREG(mode):
+        return
+    kind = (
+        "a folder"
+        if stat.S_ISDIR(mode)
+        else "a FIFO"
+        if stat.S_ISFIFO(mode)
+        else "a device"
+        if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+        else "a socket"
+        if stat.S_ISSOCK(mode)
+        else "not a file"
+    )
+    raise RolloutFileError(f"not a regular file ({kind})", path=path)
+
+
+def _read_spec(root: str) -> RolloutSpec:
+    """Read and check `root`'s `spec.json`."""
+    where = _spec_location(root)
+    try:
+        return read_spec_file(where)
+    except FileNotFoundError:
+        raise FileNotFoundError(
+            f"{where}: no such file: a dataset pins its spec in {SPEC_FILE}; make one with "
+            "Dataset.create(path, spec)"
+        ) from None
+
+
+def _write_spec(root: str, spec: RolloutSpec) -> RolloutSpec:
+    """Pin `spec` in `root`'s `spec.json`; return the spec pinned (another writer's, if first)."""
     data = spec.model_dump_json(indent=2).encode() + b"\n"
     where = _spec_location(root)
     if is_url(root):
         fs, inner = filesystem(root)
         fs.makedirs(inner, exist_ok=True)
         fs.pipe_file(filesystem(where)[1], data)
-        return
+        return spec
     os.makedirs(root, exist_ok=True)
 
     def write(file: IO[bytes]) -> None:
         file.write(data)
 
-    _atomic_write(Path(where), write)
+    temp = os.path.join(root, f"{TEMP_PREFIX}{secrets.token_hex(8)}{TEMP_SUFFIX}")
+    try:
+        atomic_write(temp, write, verb="write", by="Dataset.create")
+        if _claim(temp, where):
+            return spec
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temp)
+    return _read_spec(root)  # another process pinned one first

@@ -87,7 +87,7 @@ def test_validate_json(
 ) -> None:
     code, out, _ = run(capsys, "validate", "--json", str(dataset), str(bad))
     assert code == 1
-    results = json.loads(out)
+    results = [json.loads(line) for line in out.splitlines()]  # JSON Lines (issue 29)
     assert [r["ok"] for r in results] == [True, True, False]
     assert results[0] == {"path": str(dataset / "a.npz"), "ok": True, "problems": []}
     assert results[2]["path"] == str(bad)
@@ -145,7 +145,7 @@ def test_validate_shows_at_most_three_problems(
     code, out, _ = run(
         capsys, "validate", "--json", "--spec", str(spec_path), str(dataset / "a.npz")
     )
-    assert len(json.loads(out)[0]["problems"]) > 3
+    assert len(json.loads(out)["problems"]) > 3
 
 
 @pytest.mark.parametrize(
@@ -362,7 +362,7 @@ def test_file_names_that_are_not_utf8_are_shown_escaped(
     assert code == 0
     assert out == f"{folder}/bad\\xff\\x1b[2J.npz: ok\n"
     code, out, _ = run(capsys, "validate", "--json", str(folder))
-    assert json.loads(out)[0]["ok"] is True
+    assert json.loads(out)["ok"] is True
     code, out, _ = run(capsys, "info", str(folder / name))
     assert code == 0
     assert "bad\\xff\\x1b[2J.npz (" in out

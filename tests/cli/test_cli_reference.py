@@ -40,7 +40,7 @@ def test_every_argument_has_help() -> None:
 
 def test_markdown_markup_in_help_is_escaped() -> None:
     assert "searched for \\*.npz" in cli_reference()
-    assert "a JSON list of &#123;path, ok, problems&#125;" in cli_reference()
+    assert "one object &#123;path, ok, problems&#125; per line" in cli_reference()
 
 
 def test_the_docs_hook_puts_the_reference_on_the_cli_page() -> None:

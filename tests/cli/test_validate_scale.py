@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import shutil
 import sys
@@ -85,24 +86,53 @@ def test_jobs_give_the_same_verdicts_in_the_same_order(
     assert other in outputs["1"]
 
 
-def test_json_streams_one_object_per_line(
+def test_json_lines_one_object_per_file(
     capsys: pytest.CaptureFixture[str], mixed: Path, tmp_path: Path
 ) -> None:
+    """Issue 29: the help said one object per line, and a JSON array came out."""
     code, out, _ = run(capsys, "validate", "--json", str(mixed), str(tmp_path / "missing.npz"))
     assert code == 1
-    lines = out.splitlines()
-    assert lines[0] == "["
-    assert lines[-1] == "]"
-    objects = [json.loads(line.rstrip(",")) for line in lines[1:-1]]
-    assert json.loads(out) == objects
+    objects = [json.loads(line) for line in out.splitlines()]
     assert len(objects) == 15
+    assert all(set(o) == {"path", "ok", "problems"} for o in objects)
     assert objects[-1] == {
         "path": str(tmp_path / "missing.npz"),
         "ok": False,
         "problems": ["no such file or directory"],
     }
     code, out, _ = run(capsys, "validate", "--json", str(tmp_path / "missing.npz"))
-    assert json.loads(out)[0]["ok"] is False
+    assert out.count("\n") == 1
+    assert json.loads(out)["ok"] is False
+
+
+class _Stdout(io.StringIO):
+    """A stdout that keeps what had been flushed each time it is asked."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.flushed = ""
+
+    def flush(self) -> None:
+        self.flushed = self.getvalue()
+
+
+def test_json_lines_are_written_as_each_file_is_checked(
+    monkeypatch: pytest.MonkeyPatch, mixed: Path
+) -> None:
+    stdout = _Stdout()
+    monkeypatch.setattr(sys, "stdout", stdout)
+    checks = list(validate_files([str(mixed)], jobs=1))
+    seen: list[int] = []
+
+    def one_at_a_time(*args: object, **kwargs: object) -> Iterator[FileCheck]:
+        for check in checks:
+            seen.append(stdout.flushed.count("\n"))  # lines out before this check is given
+            yield check
+
+    monkeypatch.setattr(cli, "validate_files", one_at_a_time)
+    assert main(["validate", "--json", "--no-progress", str(mixed)]) == 1
+    assert seen == list(range(len(checks)))
+    assert stdout.flushed.count("\n") == len(checks)
 
 
 def test_summary_line(capsys: pytest.CaptureFixture[str], mixed: Path) -> None:
@@ -145,7 +175,9 @@ def test_python_api_streams_in_order(mixed: Path) -> None:
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--jobs", "0"], "0 jobs: use 1 or more"),
+        (["--jobs", "0"], "0 jobs: use 1 to 4096"),
+        (["--jobs", "4097"], "4097 jobs: use 1 to 4096"),
+        (["--jobs", "99999999999999999999"], "99999999999999999999 jobs: use 1 to 4096"),
         (["--jobs", "two"], "invalid number of jobs 'two'"),
         (["--engine", "dask"], "invalid choice: 'dask'"),
     ],

@@ -1,7 +1,9 @@
-"""The `trajkit` command line: `validate`, `info` and `schema` (stdlib argparse only).
+"""The `trajkit` command line: `validate`, `info`, `plot`, `export`, `import` and `schema`.
 
-Exit codes: 0 success (every file valid), 1 a file is invalid, missing or unreadable, 2 a usage
-error (bad options, unreadable `--spec` file). Bad input never prints a traceback.
+Exit codes: 0 success (every file valid), 1 a file is invalid, missing or unreadable (or an
+output cannot be written), 2 a usage error (bad options, unreadable `--spec` file, an `--out`
+that is one of the inputs or the wrong kind of file), 130 interrupted. Every failure is one
+line on stderr, never a traceback. stdlib argparse only.
 """
 
 from __future__ import annotations
@@ -12,31 +14,39 @@ import io
 import json
 import os
 import re
-import stat
+import struct
 import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures.process import BrokenProcessPool
-from typing import Any, TextIO
+from typing import IO, Any, NoReturn, TextIO
 
 import numpy as np
-from pydantic import ValidationError
 
 from trajkit._base.errors import RolloutFileError
 from trajkit._base.version import __version__
 from trajkit._core import tree as _tree
+from trajkit._io.atomic import atomic_write, same_file
 from trajkit._io.files import DEFAULT_MAX_BYTES, load, read_metadata, save
-from trajkit._io.infos import strict_json_loads
 from trajkit._io.metadata import RolloutFileMetadata
+from trajkit._io.remote import is_url
 from trajkit._io.scan import SUFFIX, FileCheck, count_files, file_error, validate_files
 from trajkit._models.model_outputs import discrete_actions
 from trajkit._models.rollout import Rollout
 from trajkit._models.spec import RolloutSpec
+from trajkit.dataset import read_spec_file
 
-__all__ = ["PROGRESS_THRESHOLD", "SUFFIX", "console_main", "main"]
+__all__ = ["DPI_RANGE", "MAX_JOBS", "PROGRESS_THRESHOLD", "SUFFIX", "console_main", "main"]
 
 PROGRESS_THRESHOLD = 20
 """`validate` shows a progress line on a terminal when it checks more files than this."""
+
+MAX_JOBS = 4096
+"""The most worker processes (or Ray tasks) that `--jobs` accepts."""
+
+DPI_RANGE = (10, 1000)
+"""The resolutions `plot --dpi` accepts, inclusive: below 10 the text cannot be drawn, and
+1000 already makes PNGs of about 8000 x 5500 pixels."""
 
 _MAX_SHOWN = 3  # problems shown per file on the text output
 _SIZE = re.compile(r"^\s*(\d+)\s*([kmgt]i?b?|b)?\s*$", re.IGNORECASE)
@@ -92,8 +102,19 @@ def _jobs(text: str) -> int:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"invalid number of jobs {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text} jobs: use 1 or more")
+    if not 1 <= value <= MAX_JOBS:
+        raise argparse.ArgumentTypeError(f"{text} jobs: use 1 to {MAX_JOBS}")
+    return value
+
+
+def _dpi(text: str) -> int:
+    low, high = DPI_RANGE
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid resolution {text!r}: use an integer") from None
+    if not low <= value <= high:
+        raise argparse.ArgumentTypeError(f"resolution {text} dpi: use {low} to {high}")
     return value
 
 
@@ -120,14 +141,35 @@ def _add_max_bytes(command: argparse.ArgumentParser) -> None:
     )
 
 
+class _Parser(argparse.ArgumentParser):
+    """An argument parser that reports a command's stray arguments with that command's usage.
+
+    argparse hands the arguments a command does not know to the top-level parser, which
+    would print the top-level usage (`trajkit info a.npz b.npz`); here the command's own
+    parser reports them.
+    """
+
+    commands: Mapping[str, argparse.ArgumentParser]
+
+    def parse_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: None = None
+    ) -> argparse.Namespace:
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            command = getattr(self, "commands", {}).get(getattr(parsed, "command", None), self)
+            command.error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="trajkit",
         description="Check and inspect recorded rollout files (the trajkit .npz format).",
         epilog="Exit codes: 0 ok, 1 invalid or missing file, 2 usage error.",
     )
     parser.add_argument("--version", action="version", version=f"trajkit {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    parser.commands = commands.choices
 
     validate = commands.add_parser(
         "validate",
@@ -139,7 +181,7 @@ def _parser() -> argparse.ArgumentParser:
             "Paths may be fsspec URLs (s3://, gs://, file://, ...; needs trajkit[cloud]). "
             "Files are checked on every core; prints one line per file, in order, and a "
             "summary on stderr. Exit 0 when all are valid, 1 when any is invalid or missing, "
-            "2 on a usage error."
+            "2 on a usage error, 130 when interrupted."
         ),
     )
     validate.add_argument("paths", nargs="+", metavar="PATH", help="files or folders")
@@ -149,7 +191,7 @@ def _parser() -> argparse.ArgumentParser:
     validate.add_argument(
         "--json",
         action="store_true",
-        help="print a JSON list of {path, ok, problems}, one object per line",
+        help="print JSON Lines: one object {path, ok, problems} per line, as each file is checked",
     )
     validate.add_argument(
         "--quick",
@@ -170,8 +212,8 @@ def _parser() -> argparse.ArgumentParser:
         type=_jobs,
         default=None,
         metavar="N",
-        help="check files in N processes (default: one per core), or with --engine ray in at "
-        "most N Ray tasks at once; the output is the same as with 1",
+        help=f"check files in N processes (default: one per core), or with --engine ray in at "
+        f"most N Ray tasks at once, N from 1 to {MAX_JOBS}; the output is the same as with 1",
     )
     validate.add_argument(
         "--engine",
@@ -206,14 +248,20 @@ def _parser() -> argparse.ArgumentParser:
             "Write episodes.png (episode returns and lengths over time), distributions.png "
             "(reward and advantage histograms) and timeline.png (episode ends and truncations "
             "per env) for one or more rollout files, taken as consecutive rollouts in the "
-            "order given."
+            "order given. The folder is made if needed; PNG files already there are "
+            "replaced, each atomically. An output that is one of the inputs is refused."
         ),
     )
     plot.add_argument("paths", nargs="+", metavar="PATH", help="rollout files, in order")
     plot.add_argument("--out", required=True, metavar="DIR", help="folder for the PNG files")
     plot.add_argument("--gamma", type=_unit_interval, default=0.99, help="discount (0.99)")
     plot.add_argument("--lam", type=_unit_interval, default=0.95, help="GAE lambda (0.95)")
-    plot.add_argument("--dpi", type=int, default=100, help="resolution of the PNGs (100)")
+    plot.add_argument(
+        "--dpi",
+        type=_dpi,
+        default=100,
+        help=f"resolution of the PNGs, {DPI_RANGE[0]} to {DPI_RANGE[1]} (100)",
+    )
     _add_max_bytes(plot)
 
     export = commands.add_parser(
@@ -222,11 +270,15 @@ def _parser() -> argparse.ArgumentParser:
         description=(
             "Write rollout files, taken in the order given, to one Parquet file in trajkit's "
             "columnar layout: one row per step and env, readable as-is by pyarrow, polars, "
-            "DuckDB and HF datasets. The rollouts must share their structure."
+            "DuckDB and HF datasets. The rollouts must share their structure. An existing "
+            "FILE is replaced atomically (whole or not at all); a FILE that is one of the "
+            "inputs, by any name, is refused."
         ),
     )
     export.add_argument("paths", nargs="+", metavar="PATH", help="rollout files, in order")
-    export.add_argument("--out", required=True, metavar="FILE", help="the Parquet file to write")
+    export.add_argument(
+        "--out", required=True, metavar="FILE", help="the Parquet file to write (or replace)"
+    )
     export.add_argument(
         "--compression",
         default="zstd",
@@ -241,7 +293,9 @@ def _parser() -> argparse.ArgumentParser:
         description=(
             "Read a Parquet file in trajkit's columnar layout (written by trajkit export or "
             "trajkit.arrow.write_parquet), validate each rollout, and save them as "
-            "DIR/rollout-00000.npz, DIR/rollout-00001.npz, ..."
+            "DIR/rollout-00000.npz, DIR/rollout-00001.npz, ... The folder is made if needed; "
+            "files of those names already there are replaced, each atomically. An output "
+            "that is the input, by any name, is refused."
         ),
     )
     import_.add_argument("path", metavar="FILE", help="the Parquet file")
@@ -271,8 +325,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         argv: The arguments, without the program name; `None` reads `sys.argv[1:]`.
 
     Returns:
-        0 on success (all files valid), 1 when a file is invalid, missing or unreadable, 2 on a
-        usage error. `--help` and `--version` return 0.
+        0 on success (all files valid), 1 when a file is invalid, missing or unreadable or an
+        output cannot be written, 2 on a usage error, 130 when interrupted (Ctrl-C).
+        `--help` and `--version` return 0.
 
     Examples:
         >>> import os, tempfile
@@ -315,8 +370,14 @@ def _main(argv: list[str]) -> int:
             return _import(args)
         return _schema(args)
     except (_UsageError, ImportError) as exc:  # a missing extra is a usage error too
-        print(_shown(f"trajkit {args.command}: error: {exc}"), file=sys.stderr)
+        print(_shown(f"trajkit {args.command}: error: {_one_line(str(exc))}"), file=sys.stderr)
         return 2
+    except _OutputError as exc:
+        message = str(exc)
+        if not message.startswith("trajkit "):
+            message = f"trajkit {args.command}: error: {message}"
+        print(_shown(_one_line(message)), file=sys.stderr)
+        return 1
 
 
 def console_main() -> None:
@@ -348,26 +409,14 @@ def console_main() -> None:
 
 
 def _read_spec(path: str) -> RolloutSpec:
+    """The `--spec` file, read as `Dataset.open` reads `spec.json`; a usage error if refused."""
     try:
-        if not stat.S_ISREG(os.stat(path).st_mode):  # a FIFO would block the command forever
-            raise _UsageError(f"cannot read the spec {path}: not a regular file")
-        with open(os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)), "rb") as file:
-            if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):  # swapped since the stat
-                raise _UsageError(f"cannot read the spec {path}: not a regular file")
-            data = file.read((1 << 20) + 1)
-        if len(data) > 1 << 20:
-            raise _UsageError(f"invalid spec {path}: larger than 1 MiB")
-        strict_json_loads(data)
-        return RolloutSpec.model_validate_json(data)
-    except OSError as exc:
+        return read_spec_file(path)
+    except OSError as exc:  # missing, unreadable
         raise _UsageError(f"cannot read the spec {path}: {exc.strerror or exc}") from None
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(map(str, e['loc'])) or 'spec'}: {e['msg']}" for e in exc.errors()
-        )
-        raise _UsageError(f"invalid spec {path}: {problems}") from None
-    except (ValueError, RecursionError) as exc:
-        raise _UsageError(f"invalid spec {path}: not strict JSON: {exc}") from None
+    except RolloutFileError as exc:  # not a regular file, too large, not JSON, not a spec
+        verb = "cannot read the spec" if "regular file" in exc.reason else "invalid spec"
+        raise _UsageError(f"{verb} {path}: {exc.reason}") from None
 
 
 class _Progress:
@@ -445,6 +494,53 @@ def _one_line(problem: str) -> str:
     return "; ".join(part.strip() for part in problem.splitlines() if part.strip())
 
 
+_PYTHON_LIMIT = re.compile(r"(?<![-\w])max_bytes\b")
+_NOT_A_ZIP = "damaged or not a ZIP archive"
+_LOCAL_HEADER = struct.Struct("<4s22xHH")  # signature, ..., name length, extra length
+
+
+def _problem(path: str, problem: str) -> str:
+    """A file's problem in the command line's words.
+
+    The limit is the `--max-bytes` option here, not `load`'s `max_bytes` argument; a file
+    that starts as a ZIP archive (a whole first local header, with a readable name) but has
+    lost its end (the central directory, which a reader looks for first) is said to be
+    truncated rather than "not a ZIP archive".
+    """
+    problem = _PYTHON_LIMIT.sub("--max-bytes", problem)
+    if problem.startswith(_NOT_A_ZIP) and _starts_as_zip(path):
+        return (
+            "truncated: the file starts as a ZIP archive but its end (the central directory) "
+            "is missing"
+        )
+    return problem
+
+
+def _starts_as_zip(path: str) -> bool:
+    if is_url(path):
+        return False
+    try:
+        with open(path, "rb") as file:
+            head = file.read(_LOCAL_HEADER.size)
+            if len(head) < _LOCAL_HEADER.size:
+                return False
+            signature, name_length, _ = _LOCAL_HEADER.unpack(head)
+            name = file.read(name_length)
+    except OSError:
+        return False
+    if signature != b"PK\x03\x04" or not 0 < len(name) == name_length:
+        return False
+    try:
+        return name.decode("utf-8").isprintable()
+    except UnicodeDecodeError:
+        return False
+
+
+def _refused(path: str, exc: RolloutFileError) -> str:
+    """`PATH: invalid: PROBLEM`, one line, for a file that `load` refused."""
+    return _shown(f"{path}: invalid: {_one_line(_problem(path, file_error(exc)))}")
+
+
 def _checks(args: argparse.Namespace, spec: RolloutSpec | None) -> Iterator[FileCheck]:
     options = {"spec": spec, "quick": args.quick, "max_bytes": args.max_bytes}
     if args.engine == "ray":
@@ -473,24 +569,22 @@ def _validate(args: argparse.Namespace) -> int:
     files = invalid = nbytes = 0
     out = sys.stdout
     try:
-        if args.json:
-            out.write("[")
         for check in checks:
             progress.advance(check.path)
             files += 1
             invalid += not check.ok
             nbytes += check.nbytes
-            if args.json:  # one object per line, so that the list is never held in memory
-                out.write(("\n" if files == 1 else ",\n") + json.dumps(check.to_json()))
+            problems = [_problem(check.path, p) for p in check.problems]
+            if args.json:  # JSON Lines: one object per file, written as soon as it is known
+                progress.write(json.dumps({**check.to_json(), "problems": problems}))
+                out.flush()
             elif check.ok:
                 progress.write(_shown(f"{check.path}: ok"))
             else:
-                shown = "; ".join(_one_line(p) for p in check.problems[:_MAX_SHOWN])
-                more = len(check.problems) - _MAX_SHOWN
+                shown = "; ".join(_one_line(p) for p in problems[:_MAX_SHOWN])
+                more = len(problems) - _MAX_SHOWN
                 extra = f" (+{more} more)" if more > 0 else ""
                 progress.write(_shown(f"{check.path}: invalid: {shown}{extra}"))
-        if args.json:
-            out.write("\n]\n")
     except BrokenProcessPool:
         progress.close()
         out.flush()
@@ -502,6 +596,9 @@ def _validate(args: argparse.Namespace) -> int:
         return 1
     finally:
         progress.close()
+        close = getattr(checks, "close", None)
+        if close is not None:  # stop the workers now (Ctrl-C), not when the pool is collected
+            close()
     out.flush()
     if files > 1:
         elapsed = time.perf_counter() - start
@@ -556,7 +653,7 @@ def _info(args: argparse.Namespace) -> int:
         meta = read_metadata(path, max_bytes=args.max_bytes)
         r = load(path, mmap=True, max_bytes=args.max_bytes)
     except RolloutFileError as exc:
-        print(_shown(f"{path}: invalid: {_one_line(file_error(exc))}"), file=sys.stderr)
+        print(_refused(path, exc), file=sys.stderr)
         return 1
     size = os.path.getsize(path)
     lines = [
@@ -623,21 +720,31 @@ def _action_kind(outs: Mapping[str, np.ndarray[Any, Any]]) -> str:
 def _plot(args: argparse.Namespace) -> int:
     import trajkit.plot as plot  # matplotlib is imported only when a figure is drawn
 
+    out = args.out
+    _check_folder(out)
+    targets = {name: os.path.join(out, name) for name in _PLOTS}
+    _check_outputs(list(targets.values()), args.paths)
     rollouts = _load_all(args.paths, args.max_bytes)
     if rollouts is None:
         return 1
-    out = args.out
-    os.makedirs(out, exist_ok=True)
-    figures = {
-        "episodes.png": plot.plot_episodes(rollouts),
-        "distributions.png": plot.plot_distributions(rollouts, gamma=args.gamma, lam=args.lam),
-        "timeline.png": plot.plot_timeline(rollouts),
-    }
-    for name, figure in figures.items():
-        target = os.path.join(out, name)
-        figure.savefig(target, dpi=args.dpi)
+    _make_folder(out)
+    for name, target in targets.items():
+        if name == "episodes.png":
+            figure = plot.plot_episodes(rollouts)
+        elif name == "distributions.png":
+            figure = plot.plot_distributions(rollouts, gamma=args.gamma, lam=args.lam)
+        else:
+            figure = plot.plot_timeline(rollouts)
+
+        def write(file: IO[bytes], figure: Any = figure) -> None:
+            figure.savefig(file, format="png", dpi=args.dpi)
+
+        _write_output(target, write, args.paths)
         print(_shown(target))
     return 0
+
+
+_PLOTS = ("episodes.png", "distributions.png", "timeline.png")
 
 
 # ------------------------------------------------------------------------ export, import
@@ -646,6 +753,9 @@ def _plot(args: argparse.Namespace) -> int:
 def _export(args: argparse.Namespace) -> int:
     import trajkit.arrow as arrow  # pyarrow is imported only when a table is made
 
+    if os.path.isdir(args.out):
+        raise _UsageError(f"--out {args.out} is a folder: name the Parquet file to write")
+    _check_outputs([args.out], args.paths)
     rollouts = _load_all(args.paths, args.max_bytes)
     if rollouts is None:
         return 1
@@ -653,8 +763,7 @@ def _export(args: argparse.Namespace) -> int:
     try:
         arrow.write_parquet(rollouts, args.out, compression=compression)
     except (ValueError, OSError) as exc:
-        print(_shown(f"trajkit export: error: {_one_line(str(exc))}"), file=sys.stderr)
-        return 1
+        _fail(f"trajkit export: error: {_one_line(str(exc))}")
     steps = sum((r.num_steps + 1) * r.batch_size for r in rollouts)
     print(_shown(f"{args.out}: {len(rollouts)} rollout(s), {steps} rows"))
     return 0
@@ -663,17 +772,63 @@ def _export(args: argparse.Namespace) -> int:
 def _import(args: argparse.Namespace) -> int:
     import trajkit.arrow as arrow
 
+    _check_folder(args.out)
     try:
         rollouts = arrow.read_parquet(args.path)
     except (ValueError, OSError) as exc:
         print(_shown(f"{args.path}: invalid: {_one_line(str(exc))}"), file=sys.stderr)
         return 1
-    os.makedirs(args.out, exist_ok=True)
-    for i, rollout in enumerate(rollouts):
-        target = os.path.join(args.out, f"rollout-{i:05d}{SUFFIX}")
-        save(rollout, target)
+    targets = [os.path.join(args.out, f"rollout-{i:05d}{SUFFIX}") for i in range(len(rollouts))]
+    _check_outputs(targets, [args.path])
+    _make_folder(args.out)
+    for rollout, target in zip(rollouts, targets, strict=True):
+        try:
+            save(rollout, target)
+        except (ValueError, OSError) as exc:
+            _fail(f"trajkit import: error: {_one_line(str(exc))}")
         print(_shown(target))
     return 0
+
+
+def _check_folder(out: str) -> None:
+    """Refuse an `--out DIR` that exists but is not a folder (a usage error)."""
+    if os.path.lexists(out) and not os.path.isdir(out):
+        raise _UsageError(f"--out {out} is not a folder: name a folder (made if needed)")
+
+
+def _check_outputs(targets: Sequence[str], inputs: Sequence[str]) -> None:
+    """Refuse, before anything is read or written, an output that is one of the inputs."""
+    for target in targets:
+        for source in inputs:
+            if same_file(target, source):
+                shown = "" if target == source else f" ({source})"
+                raise _UsageError(f"{target} is one of the inputs{shown}: write to another path")
+
+
+def _make_folder(out: str) -> None:
+    try:
+        os.makedirs(out, exist_ok=True)
+    except OSError as exc:
+        _fail(f"cannot make the folder {out}: {exc.strerror or exc}")
+
+
+def _write_output(target: str, write: Any, inputs: Sequence[str]) -> None:
+    """Write one output atomically; a failure is one line and exit 1."""
+    try:
+        atomic_write(target, write, inputs=inputs, verb="write", by="trajkit")
+    except ValueError as exc:  # became one of the inputs since it was checked
+        raise _UsageError(_one_line(str(exc))) from None
+    except OSError as exc:
+        where = exc.filename if exc.filename is not None else target
+        _fail(f"cannot write {where}: {exc.strerror or exc}")
+
+
+class _OutputError(Exception):
+    """A failure already described by its message: printed as it is, exit 1."""
+
+
+def _fail(message: str) -> NoReturn:
+    raise _OutputError(message)
 
 
 def _load_all(paths: Sequence[str], max_bytes: int | None) -> list[Rollout] | None:
@@ -683,7 +838,7 @@ def _load_all(paths: Sequence[str], max_bytes: int | None) -> list[Rollout] | No
         try:
             rollouts.append(load(path, mmap=True, max_bytes=max_bytes))
         except RolloutFileError as exc:
-            print(_shown(f"{path}: invalid: {_one_line(file_error(exc))}"), file=sys.stderr)
+            print(_refused(path, exc), file=sys.stderr)
             return None
     return rollouts
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import multiprocessing
 import os
+import signal
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -596,15 +597,28 @@ def run_ordered(
         for group in (*head, *groups):
             yield from work(group)
         return
-    pool = ProcessPoolExecutor(jobs, mp_context=_mp_context())
+    pool = ProcessPoolExecutor(jobs, mp_context=_mp_context(), initializer=_ignore_interrupts)
     try:
 
         def to_pool(fn: Work[R], group: list[Found | FileCheck]) -> Callable[[], list[R]]:
             return pool.submit(fn, group).result
 
         yield from _pipeline(work, _chain(head, groups), to_pool, window or _WINDOW_PER_JOB * jobs)
+    except BaseException:  # Ctrl-C, or the results no longer wanted: stop the work in flight
+        for process in list((pool._processes or {}).values()):
+            process.terminate()
+        raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _ignore_interrupts() -> None:
+    """Pool worker initializer: Ctrl-C is for the parent, which stops the workers itself.
+
+    A terminal's Ctrl-C signals every process of the command; a worker that raised
+    `KeyboardInterrupt` while waiting for work would print its traceback.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _chain(
