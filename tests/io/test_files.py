@@ -7,6 +7,7 @@ import os
 import re
 import stat
 import tempfile
+import threading
 import zipfile
 from collections import OrderedDict
 from pathlib import Path
@@ -390,6 +391,104 @@ def test_a_failed_fsync_or_rename_leaves_no_temp_file(
     with pytest.raises(IsADirectoryError):
         save(example_rollout(), tmp_path / "dir.npz")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["dir.npz"]
+
+
+def test_saving_works_where_os_fdatasync_does_not_exist(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 26: Python on macOS and Windows has no os.fdatasync; the writeback thread died
+    there with AttributeError. It falls back to os.fsync."""
+    monkeypatch.delattr(os, "fdatasync", raising=False)
+    synced = threading.Event()
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.set()
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    errors: list[object] = []
+    monkeypatch.setattr(threading, "excepthook", errors.append)
+    with open(tmp_path / "f", "wb") as file, atomic._WritebackThread(file.fileno()):
+        file.write(b"x")
+        assert synced.wait(60)  # the helper thread syncs with os.fsync
+    r = example_rollout()
+    save(r, tmp_path / "r.npz")
+    assert load(tmp_path / "r.npz") == r
+    assert errors == []
+
+
+def test_a_failing_writeback_thread_fails_the_save(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whatever the helper thread raises is raised by the save, which leaves nothing behind."""
+    failed = threading.Event()
+
+    def broken(fd: int) -> None:
+        failed.set()
+        raise AttributeError("no such call here")
+
+    monkeypatch.setattr(atomic, "_sync_data", broken)
+
+    def write(file: Any) -> None:
+        assert failed.wait(60)
+        file.write(b"data")
+
+    with pytest.raises(AttributeError, match="no such call here"):
+        atomic.atomic_write(tmp_path / "out", write)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_same_file_is_identity_not_name(tmp_path: Path) -> None:
+    a = tmp_path / "a.npz"
+    a.write_bytes(b"a")
+    (tmp_path / "hard.npz").hardlink_to(a)
+    (tmp_path / "soft.npz").symlink_to(a)
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "a.npz").write_bytes(b"a")  # same name and bytes, another file
+    assert atomic.same_file(a, tmp_path / "hard.npz")
+    assert atomic.same_file(tmp_path / "soft.npz", str(a))
+    assert atomic.same_file(a, tmp_path / "sub" / ".." / "a.npz")
+    assert not atomic.same_file(a, tmp_path / "sub" / "a.npz")
+    assert not atomic.same_file(a, tmp_path / "missing.npz")
+    assert not atomic.same_file(tmp_path / "missing.npz", tmp_path / "missing.npz")
+    assert not atomic.same_file(a, "a\0b")
+
+
+def test_atomic_write_refuses_an_output_that_is_one_of_its_inputs(tmp_path: Path) -> None:
+    """Issue 26: `trajkit export run.npz --out run.npz` destroyed run.npz."""
+    source = tmp_path / "run.npz"
+    source.write_bytes(b"input")
+    (tmp_path / "link.npz").symlink_to(source)
+    (tmp_path / "hard.npz").hardlink_to(source)
+    written: list[int] = []
+
+    def write(file: Any) -> None:
+        written.append(file.write(b"output"))
+
+    for out in (source, tmp_path / "link.npz", tmp_path / "hard.npz"):
+        with pytest.raises(
+            ValueError,
+            match=rf"cannot export to {re.escape(str(out))}: it is also an input "
+            rf"\({re.escape(str(source))}\); write to another path",
+        ):
+            atomic.atomic_write(
+                out, write, inputs=[tmp_path / "other.npz", source], verb="export", by="export"
+            )
+    assert written == []
+    assert source.read_bytes() == b"input"
+    atomic.atomic_write(tmp_path / "copy.npz", write, inputs=[source])
+    assert (tmp_path / "copy.npz").read_bytes() == b"output"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "copy.npz", "hard.npz", "link.npz", "run.npz"
+    ]  # fmt: skip
+
+
+def test_atomic_write_names_its_caller_when_it_refuses_a_folder(tmp_path: Path) -> None:
+    with pytest.raises(
+        IsADirectoryError, match=r"cannot export over a folder \(trajkit export replaces only"
+    ):
+        atomic.atomic_write(tmp_path, lambda file: None, verb="export", by="trajkit export")
 
 
 def test_save_into_a_missing_folder_raises_oserror(tmp_path: Path) -> None:

@@ -937,6 +937,35 @@ def npy_with(header_dict: bytes, data: bytes, version: bytes = b"\x01\x00") -> b
         (b"{'descr': '<f4', 'fortran_order': False, 'shape': (16, 2), }\n", "one line"),
         (b"{'descr': '<f4', 'fortran_order': False, 'shape': (16, 2), }\xe9", "not ASCII"),
         (b"dict(descr='<f4', fortran_order=False, shape=(16, 2))", "not a dict literal"),
+        # Issue 26: Python's syntax accepted these, the format's page does not.
+        (
+            b"{'descr': '<' 'f4', 'fortran_order': False, 'shape': (16, 2), }",
+            "malformed .npy header: adjacent string literals at column 14 (implicit "
+            "concatenation is not allowed)",
+        ),
+        (
+            b"{'descr': '\\x3cf4', 'fortran_order': False, 'shape': (16, 2), }",
+            "malformed .npy header: a string with a backslash escape at column 10",
+        ),
+        (
+            b"{'descr': '<f4', 'fortran_order': False, 'shape': (0x10, 0b10), }",
+            "malformed .npy header: unexpected '0x10, 0b10),' at column 51",
+        ),
+        (b"{'descr': '<f4', 'fortran_order': False, 'shape': (1_6, 2), }", "unexpected '1_6"),
+        (b"{'descr': '<f4', 'fortran_order': False, 'shape': (016, 2), }", "unexpected '016"),
+        (b"{'descr': u'<f4', 'fortran_order': False, 'shape': (16, 2), }", "unexpected 'u'"),
+        (
+            b"{'descr':\t'<f4', 'fortran_order': False, 'shape': (16, 2), }",
+            "malformed .npy header: the header holds the control character '\\t' at column 9 "
+            "(only printable ASCII and spaces: no tab, no carriage return)",
+        ),
+        (
+            b"{'descr': '<f4', 'fortran_order': False, 'shape': (16, 2), }\r",
+            "the control character '\\r' at column 60",
+        ),
+        (b"{'descr': '<f4', 'fortran_order': False, 'shape': ((16, 2),), }", "unexpected '('"),
+        (b"{'descr': '<f4', 'fortran_order': False, 'shape': (16 2), }", "expected ',' or ')'"),
+        (b"{'descr': '<f4', 'fortran_order': False, 'shape': (16, 2) } x", "after the dict"),
     ],
 )
 def test_npy_headers_are_parsed_as_the_spec_says(
@@ -955,6 +984,32 @@ def test_npy_headers_are_parsed_as_the_spec_says(
         tmp_path / "ok.npz", {**contents, "rews.npy": npy_with(honest, rollout.rews.tobytes())}
     )
     assert load(path) == rollout
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        b"{'descr': '<f4', 'fortran_order': False, 'shape': (16, 2)}",  # NumPy before 1.9
+        b'{"descr": "<f4", "fortran_order": False, "shape": (16, 2), }',
+        b"{'shape': (16, 2,), 'fortran_order': False, 'descr': '<f4'}",
+        b"  {  'descr' :'<f4','fortran_order':False,'shape':(  16 ,2 ) , }  ",
+    ],
+)
+def test_npy_headers_as_numpy_spells_them_load(
+    tmp_path: Path, good: Path, rollout: trajkit.Rollout, header: bytes
+) -> None:
+    """The page allows any order, either quote, spaces and trailing commas: those still load."""
+    blob = npy_with(header, rollout.rews.tobytes())
+    path = rebuild(tmp_path / "ok.npz", {**members(good), "rews.npy": blob})
+    assert load(path) == rollout
+
+
+def test_a_header_of_many_dimensions_is_refused_early() -> None:
+    from trajkit._io.npy import parse_npy_dict
+
+    text = b"{'descr': '<f4', 'fortran_order': False, 'shape': (" + b"1, " * 65 + b"), }\n"
+    with pytest.raises(ValueError, match="a tuple or list of more than 64 items"):
+        parse_npy_dict(text)
 
 
 def test_a_member_name_with_a_nul_byte_is_refused(tmp_path: Path, good: Path) -> None:
@@ -986,6 +1041,80 @@ def test_bool_bytes_other_than_0_and_1_are_refused(tmp_path: Path) -> None:
             error = refused(bad, mmap=mmap)
             assert error.member == "obses.npy"
             assert "a bool array holds bytes other than 0 and 1" in str(error)
+
+
+@pytest.mark.parametrize(
+    ("offset", "value", "match"),
+    [
+        (4, 1, "the end of central directory record's disk number is 1, not 0: a rollout file "
+         "is one disk"),
+        (6, 3, "the end of central directory record's central directory disk is 3, not 0"),
+        (8, 2, "the end of central directory record's entry count on this disk is 2, but the "
+         "central directory holds {n} entries (expected {n})"),
+        (10, 99, "the end of central directory record's entry count is 99, but the central "
+         "directory holds {n} entries (expected {n})"),
+        (10, 0xFFFF, "entry count is 65535, but the central directory holds {n} entries"),
+    ],
+)  # fmt: skip
+def test_an_end_record_naming_other_disks_or_counts_is_refused(
+    tmp_path: Path, good: Path, offset: int, value: int, match: str
+) -> None:
+    """Issue 26: zipfile reads the directory by its size and ignores the disks and counts."""
+    blob = bytearray(good.read_bytes())
+    end = len(blob) - 22  # save writes no comment
+    blob[end + offset : end + offset + 2] = value.to_bytes(2, "little")
+    path = tmp_path / "end.npz"
+    path.write_bytes(bytes(blob))
+    assert match.format(n=len(members(good))) in str(refused(path))
+    with pytest.raises(RolloutFileError, match="end of central directory record"):
+        read_metadata(path)
+
+
+@pytest.fixture
+def zip64(tmp_path: Path, rollout: trajkit.Rollout, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A rollout file with ZIP64 end records, as save writes past 2 GiB of directory offset."""
+    monkeypatch.setattr(zipfile, "ZIP64_LIMIT", 100)
+    path = tmp_path / "zip64.npz"
+    save(rollout, path)
+    monkeypatch.undo()
+    assert b"PK\x06\x06" in path.read_bytes()[-200:]
+    return path
+
+
+def test_zip64_end_records_load(zip64: Path, rollout: trajkit.Rollout, tmp_path: Path) -> None:
+    assert load(zip64) == rollout
+    blob = bytearray(zip64.read_bytes())
+    end = len(blob) - 22
+    blob[end + 8 : end + 12] = b"\xff\xff\xff\xff"  # the counts are in the ZIP64 record
+    path = tmp_path / "ffff.npz"
+    path.write_bytes(bytes(blob))
+    assert load(path) == rollout
+
+
+@pytest.mark.parametrize(
+    ("where", "offset", "value", "match"),
+    [
+        ("record", 16, 1, "the ZIP64 end of central directory record's disk number is 1, not 0"),
+        ("record", 20, 1, "ZIP64 end of central directory record's central directory disk is 1"),
+        ("record", 24, 8, "ZIP64 end of central directory record's entry count on this disk is "
+         "8, but the central directory holds {n} entries (expected {n})"),
+        ("record", 32, 99, "ZIP64 end of central directory record's entry count is 99"),
+        ("locator", 16, 0, "the ZIP64 end of central directory locator names disk 0 of 0; a "
+         "rollout file is one disk"),
+        ("locator", 4, 2, "zipfiles that span multiple disks are not supported"),  # zipfile's
+    ],
+)  # fmt: skip
+def test_zip64_end_records_naming_other_disks_or_counts_are_refused(
+    zip64: Path, tmp_path: Path, where: str, offset: int, value: int, match: str
+) -> None:
+    blob = bytearray(zip64.read_bytes())
+    locator = len(blob) - 22 - 20
+    start = locator if where == "locator" else locator - 56
+    width = 8 if offset in (24, 32) else 4
+    blob[start + offset : start + offset + width] = value.to_bytes(width, "little")
+    path = tmp_path / "bad64.npz"
+    path.write_bytes(bytes(blob))
+    assert match.format(n=len(members(zip64))) in str(refused(path))
 
 
 def test_bytes_after_the_end_record_are_refused(tmp_path: Path, good: Path) -> None:

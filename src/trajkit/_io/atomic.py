@@ -227,7 +227,7 @@ class _WritebackThread:
     def __init__(self, fd: int) -> None:
         self._fd = fd
         self._stop = threading.Event()
-        self._error: OSError | None = None
+        self._error: Exception | None = None
         self._thread = threading.Thread(target=self._run, name="trajkit-writeback", daemon=True)
 
     def _run(self) -> None:
@@ -235,7 +235,7 @@ class _WritebackThread:
             while not self._stop.is_set():
                 _sync_data(self._fd)
                 self._stop.wait(_WRITEBACK_INTERVAL)
-        except OSError as exc:  # e.g. EIO: reported by the final fsync too, but keep it
+        except Exception as exc:  # e.g. EIO: reported by the final fsync too, but keep it
             self._error = exc
 
     def __enter__(self) -> _WritebackThread:

@@ -182,8 +182,11 @@ def _check_end_fields(
             _end_field_error(record, name, value, expected, entries)
 
 
+_DISK_FIELDS = ("disk number", "central directory disk")
+
+
 def _end_field_error(record: str, name: str, value: int, expected: int, entries: int) -> None:
-    if "disk" in name:
+    if name in _DISK_FIELDS:
         raise ValueError(f"the {record}'s {name} is {value}, not 0: a rollout file is one disk")
     raise ValueError(
         f"the {record}'s {name} is {value}, but the central directory holds {entries} "
