@@ -551,6 +551,7 @@ def _mutations(draw: st.DrawFn) -> tuple[int, Any]:
             op == "step"
             and "step" in table.column_names
             and pa.types.is_integer(table.schema.field("step").type)
+            and table.column("step").null_count == 0
             and rows
         ):
             steps = table.column("step").to_numpy().astype(np.int64)
