@@ -16,7 +16,10 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import os
 import re
+import subprocess
+import sys
 import textwrap
 import types
 from collections.abc import Iterator
@@ -308,3 +311,49 @@ def test_page_python_blocks_run(
         code = compile(source, str(page.relative_to(ROOT)), "exec")
         exec(code, namespace)
         printed += capsys.readouterr().out
+
+
+# ------------------------------------------------------------- types shown in the reference
+
+_GRIFFE_EXTENSION = "docs/plugins/griffe_trajkit.py:TrajkitDocstrings"
+
+
+def _documented_package() -> Any:
+    """The package as the docs build sees it: griffe with the docs' extension applied."""
+    griffe = pytest.importorskip("griffe", reason="griffe comes with the docs extra")
+    assert _GRIFFE_EXTENSION in (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
+    extensions = griffe.load_extensions(str(ROOT / _GRIFFE_EXTENSION))
+    return griffe.load("trajkit", search_paths=[str(ROOT / "src")], extensions=extensions)
+
+
+def test_the_reference_shows_the_read_type_of_rollout_fields() -> None:
+    rollout = _documented_package()["Rollout"]
+    shown = {name: str(rollout.members[name].annotation) for name in trajkit.Rollout.model_fields}
+    assert shown == {
+        "states": "ArrayTree",
+        "obses": "ArrayTree",
+        "rews": "Float32Array",
+        "dones": "Float32Array",
+        "infos": "InfoRows",
+        "model_outs": "ModelOutputs",
+        "truncated": "Float32Array | None",
+        "final_values": "Float32Array | None",
+    }
+
+
+@pytest.mark.slow
+def test_the_built_reference_names_no_private_field_type(tmp_path: Path) -> None:
+    # `_Field[Get, Set]` is how type checkers see Rollout's fields; users see `Get`, in the
+    # pages and in the search index (its previews).
+    mkdocs = Path(sys.executable).parent / "mkdocs"
+    if not mkdocs.exists():
+        pytest.skip("mkdocs is not installed (it comes with the docs extra)")
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+    subprocess.run(
+        [mkdocs, "build", "--strict", "--quiet", "-d", str(tmp_path)], cwd=ROOT, env=env, check=True
+    )
+    built = [*tmp_path.rglob("*.html"), tmp_path / "search" / "search_index.json"]
+    leaks = [p.relative_to(tmp_path).as_posix() for p in built if "_Field" in p.read_text("utf-8")]
+    assert not leaks, f"the private `_Field` type shows in {leaks}"
+    models = (tmp_path / "reference" / "models.html").read_text(encoding="utf-8")
+    assert "truncated: Float32Array | None" in re.sub(r"<[^>]+>", "", models)

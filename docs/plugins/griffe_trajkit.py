@@ -1,7 +1,12 @@
-"""Griffe extension for the docs build: pydantic models get their `__init__` signature.
+"""Griffe extension for the docs build: the types users see, and pydantic models' `__init__`.
 
 It runs once the package is loaded, before anything is rendered:
 
+- **`_Field[Get, Set]` annotations.** `Rollout` declares its fields for type checkers as
+  `_Field[read type, accepted type]` (a private descriptor: reads give the validated type,
+  assignment accepts what the constructor accepts). The reference and the search index show
+  the read type, `Float32Array | None` rather than `_Field[Float32Array | None, ArrayLike |
+  None]`; what a field accepts is in the class's `Args:` section.
 - **pydantic models without an `__init__`.** pydantic builds their `__init__` at run time from
   the fields, so static analysis sees no parameters: the signature would be missing and the
   `Args:` section (one entry per field) would be reported as documenting unknown parameters.
@@ -21,13 +26,27 @@ import griffe
 
 
 class TrajkitDocstrings(griffe.Extension):
-    """Give pydantic models their `__init__` signature."""
+    """Show fields' read types, and give pydantic models their `__init__` signature."""
 
     def on_package(self, *, pkg: griffe.Module, **kwargs: Any) -> None:
         """Rewrite the package's objects once it is loaded (before anything is rendered)."""
         for obj in _objects(pkg):
+            if isinstance(obj, griffe.Attribute):
+                obj.annotation = read_type(obj.annotation)
             if isinstance(obj, griffe.Class) and _needs_pydantic_init(obj):
                 obj.set_member("__init__", _pydantic_init(obj))
+
+
+def read_type(annotation: str | griffe.Expr | None) -> str | griffe.Expr | None:
+    """`Get` for an annotation `_Field[Get, Set]`; any other annotation as it is."""
+    if (
+        isinstance(annotation, griffe.ExprSubscript)
+        and str(annotation.left).rsplit(".", 1)[-1] == "_Field"
+        and isinstance(annotation.slice, griffe.ExprTuple)
+        and len(annotation.slice.elements) == 2
+    ):
+        return annotation.slice.elements[0]
+    return annotation
 
 
 def _objects(obj: griffe.Object) -> Iterator[griffe.Object]:
