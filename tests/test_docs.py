@@ -357,3 +357,17 @@ def test_the_built_reference_names_no_private_field_type(tmp_path: Path) -> None
     assert not leaks, f"the private `_Field` type shows in {leaks}"
     models = (tmp_path / "reference" / "models.html").read_text(encoding="utf-8")
     assert "truncated: Float32Array | None" in re.sub(r"<[^>]+>", "", models)
+
+
+# --------------------------------------------------------------------------------- install
+
+
+@pytest.mark.parametrize("page", ["index.md", "../README.md"])
+def test_the_install_section_gives_a_cpu_only_torch_route(page: str) -> None:
+    # `pip install ".[torch]"` alone brings CUDA wheels (gigabytes); both install sections say
+    # how to get the CPU-only build, before the extra.
+    text = (DOCS / page).read_text(encoding="utf-8")
+    install = text.split("## Install", 1)[1].split("\n## ", 1)[0]
+    cpu = "pip install torch --index-url https://download.pytorch.org/whl/cpu"
+    assert cpu in install
+    assert install.index(cpu) < install.index('pip install "../trajkit[torch]"', install.index(cpu))
