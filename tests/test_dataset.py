@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +16,7 @@ import pytest
 
 import trajkit
 from trajkit import RolloutFileError, RolloutSpec
+from trajkit import dataset as dataset_module
 from trajkit._io import scan
 from trajkit.dataset import SPEC_FILE, Dataset, DatasetStats
 from trajkit.testing import example_rollout
@@ -262,3 +267,154 @@ def test_a_dataset_behind_a_memory_url() -> None:
         assert len(list(ds.minibatches(8, gamma=0.9, lam=0.9, seed=0))) == 6  # 45 entries
     finally:
         fsspec.filesystem("memory").rm("/datasets", recursive=True)
+
+
+# ----------------------------------------------------- appends from several processes (issue 26)
+
+_APPENDER = """
+import sys
+from trajkit.dataset import Dataset
+from trajkit.testing import example_rollout
+
+root, first = sys.argv[1], int(sys.argv[2])
+ds = Dataset.open(root)
+for seed in range(first, first + 20):
+    ds.append(example_rollout(num_steps=4, num_envs=3, seed=seed))
+"""
+
+
+def test_two_processes_appending_to_one_folder_lose_nothing(tmp_path: Path) -> None:
+    """Issue 26: two processes appending 20 rollouts each left 21-29 files instead of 40."""
+    root = tmp_path / "d"
+    Dataset.create(root, RolloutSpec.from_rollout(example_rollout(num_envs=3)))
+    writers = [
+        subprocess.Popen([sys.executable, "-c", _APPENDER, str(root), str(first)])
+        for first in (0, 100)
+    ]
+    assert [writer.wait(timeout=300) for writer in writers] == [0, 0]
+    ds = Dataset.open(root)
+    assert [Path(f).name for f in ds.files] == [f"rollout-{i:06d}.npz" for i in range(40)]
+    expected = {
+        example_rollout(num_steps=4, num_envs=3, seed=seed).rews.tobytes()
+        for seed in (*range(20), *range(100, 120))
+    }
+    assert {r.rews.tobytes() for r in ds} == expected  # each rollout once
+    assert sorted(os.listdir(root)) == sorted([*(Path(f).name for f in ds.files), SPEC_FILE])
+
+
+def test_a_name_taken_by_another_writer_is_skipped(tmp_path: Path) -> None:
+    first = Dataset.write(tmp_path / "d", rollouts(2))
+    second = Dataset.open(tmp_path / "d")
+    assert len(second) == 2  # both now think the next number is 2
+    assert Path(first.append(rollouts(3)[2])).name == "rollout-000002.npz"
+    assert Path(second.append(rollouts(4)[3])).name == "rollout-000003.npz"
+    assert Path(first.append(rollouts(5)[4])).name == "rollout-000004.npz"
+    assert [r.num_steps for r in Dataset.open(tmp_path / "d")] == [4, 5, 6, 7, 8]
+    assert not [name for name in os.listdir(tmp_path / "d") if name.startswith(".")]
+
+
+def test_names_are_claimed_without_hard_links_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_links(source: str, target: str) -> None:
+        raise PermissionError(errno.EPERM, "Operation not permitted", target)
+
+    first = Dataset.write(tmp_path / "d", rollouts(1))
+    second = Dataset.open(tmp_path / "d")
+    assert len(second) == 1
+    monkeypatch.setattr(os, "link", no_links)
+    assert Path(first.append(rollouts(2)[1])).name == "rollout-000001.npz"
+    assert Path(second.append(rollouts(3)[2])).name == "rollout-000002.npz"
+    assert [r.num_steps for r in Dataset.open(tmp_path / "d")] == [4, 5, 6]
+    assert not [name for name in os.listdir(tmp_path / "d") if name.startswith(".")]
+
+
+def test_a_failed_append_leaves_no_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ds = Dataset.write(tmp_path / "d", rollouts(1))
+
+    def broken(source: str, target: str) -> None:
+        raise OSError(errno.EIO, "Input/output error", target)
+
+    monkeypatch.setattr(os, "link", broken)
+    with pytest.raises(OSError, match="Input/output error"):
+        ds.append(rollouts(2)[1])
+    assert sorted(os.listdir(tmp_path / "d")) == ["rollout-000000.npz", SPEC_FILE]
+    assert len(ds) == 1
+
+
+def test_numbers_past_999999_sort_after_it(tmp_path: Path) -> None:
+    """Issue 26: numbering past rollout-999999 sorted first."""
+    root = tmp_path / "d"
+    ds = Dataset.write(root, rollouts(2))
+    os.rename(root / "rollout-000001.npz", root / "rollout-999999.npz")
+    (root / "sub").mkdir()
+    os.rename(root / "rollout-000000.npz", root / "sub" / "rollout-000000.npz")
+    ds = Dataset.open(root)
+    assert Path(ds.append(rollouts(3)[2])).name == "rollout-1000000.npz"
+    assert Path(ds.append(rollouts(4)[3])).name == "rollout-1000001.npz"
+    names = ["rollout-999999.npz", "rollout-1000000.npz", "rollout-1000001.npz"]
+    expected = [str(root / name) for name in names] + [str(root / "sub" / "rollout-000000.npz")]
+    assert list(ds.files) == expected
+    assert list(Dataset.open(root).files) == expected  # listed afresh: the same order
+    assert [r.num_steps for r in Dataset.open(root)] == [5, 6, 7, 4]
+
+
+def test_concurrent_creators_agree_on_one_spec(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Of two processes creating one dataset at once, the second reads the first's spec."""
+    spec = RolloutSpec.from_rollout(example_rollout())
+    other = spec.model_copy(update={"obs_dtype": "uint8"})
+    root = tmp_path / "d"
+    real = dataset_module._read_spec
+    calls = []
+
+    def first_sees_nothing(where: str) -> RolloutSpec:
+        calls.append(where)
+        if len(calls) == 1:  # another process writes its spec.json right after this look
+            Dataset.create(root, other)
+            raise FileNotFoundError(where)
+        return real(where)
+
+    monkeypatch.setattr(dataset_module, "_read_spec", first_sees_nothing)
+    with pytest.raises(ValueError, match=r"already pins a different spec in spec\.json"):
+        Dataset.create(root, spec)
+    assert Dataset.open(root).spec == other
+    assert sorted(os.listdir(root)) == [SPEC_FILE]
+
+
+def test_spec_json_must_be_a_regular_file(tmp_path: Path) -> None:
+    """Issue 26: a FIFO spec.json made Dataset.open hang; a folder raised IsADirectoryError."""
+    (tmp_path / "d" / SPEC_FILE).mkdir(parents=True)
+    for make in (
+        Dataset.open,
+        partial(Dataset.create, spec=RolloutSpec.from_rollout(example_rollout())),
+    ):
+        with pytest.raises(RolloutFileError, match=r"spec\.json: not a regular file \(a folder\)$"):
+            make(tmp_path / "d")
+    fifo = tmp_path / "f" / SPEC_FILE
+    fifo.parent.mkdir()
+    os.mkfifo(fifo)
+    code = (
+        "import sys\n"
+        "from trajkit import RolloutFileError\n"
+        "from trajkit.dataset import Dataset\n"
+        "try:\n"
+        "    Dataset.open(sys.argv[1])\n"
+        "except RolloutFileError as exc:\n"
+        "    print(exc)\n"
+    )
+    done = subprocess.run(  # in a subprocess, so that a regression fails instead of hanging
+        [sys.executable, "-c", code, str(fifo.parent)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    assert done.stdout == f"{fifo}: not a regular file (a FIFO)\n"
+
+
+def test_the_cli_reads_its_spec_as_a_dataset_does(tmp_path: Path) -> None:
+    from trajkit._cli import main as cli
+
+    assert cli.read_spec_file is dataset_module.read_spec_file
