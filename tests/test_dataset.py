@@ -414,7 +414,18 @@ def test_spec_json_must_be_a_regular_file(tmp_path: Path) -> None:
     assert done.stdout == f"{fifo}: not a regular file (a FIFO)\n"
 
 
-def test_the_cli_reads_its_spec_as_a_dataset_does(tmp_path: Path) -> None:
-    from trajkit._cli import main as cli
+def test_the_cli_reads_its_spec_as_a_dataset_does(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from trajkit.cli import main
 
-    assert cli.read_spec_file is dataset_module.read_spec_file
+    (tmp_path / SPEC_FILE).write_bytes(b" " * ((1 << 20) + 1))
+    with pytest.raises(
+        RolloutFileError, match=r"spec\.json: larger than 1048576 bytes: not a spec"
+    ):
+        Dataset.open(tmp_path)
+    assert main(["validate", "--spec", str(tmp_path / SPEC_FILE), str(tmp_path)]) == 2
+    assert capsys.readouterr().err == (
+        f"trajkit validate: error: invalid spec {tmp_path / SPEC_FILE}: larger than 1048576 "
+        "bytes: not a spec\n"
+    )
