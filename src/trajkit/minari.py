@@ -50,6 +50,7 @@ from trajkit._base.optional import require
 from trajkit._base.types import AnyArray
 from trajkit._core import tree as _tree
 from trajkit._models.rollout import Rollout
+from trajkit._models.rules import FIELD_RULES, conform_into, lossless
 
 __all__ = ["from_minari", "to_minari"]
 
@@ -236,7 +237,12 @@ def from_minari(dataset: Any) -> list[Rollout]:
     """Read a Minari dataset as validated rollouts, one per episode (B = 1, T = its length).
 
     See the module documentation for how episode ends, truncations and the final observation
-    map onto a rollout.
+    map onto a rollout. Each episode's structure is checked before its rollout is built:
+    one action, reward, termination and truncation flag per step and one more observation;
+    only the last step may end the episode; observations of the shape and dtype of the
+    dataset's observation space (stored in its dtype only where no value changes), finite.
+    A step both terminated and truncated counts as terminated, as the Gymnasium recorder
+    counts it.
 
     Args:
         dataset: A `minari.MinariDataset`, or the id of a local dataset.
@@ -246,6 +252,7 @@ def from_minari(dataset: Any) -> list[Rollout]:
 
     Raises:
         ImportError: If minari is not installed.
+        ValueError: Naming the episode and what is wrong with it.
 
     Examples:
         >>> import os, tempfile
@@ -262,19 +269,31 @@ def from_minari(dataset: Any) -> list[Rollout]:
     minari = _import("minari")
     if isinstance(dataset, str):
         dataset = minari.load_dataset(dataset)
+    space = dataset.observation_space
     rollouts = []
     for episode in dataset.iterate_episodes():
-        rollouts.append(_episode_rollout(episode))
+        try:
+            rollouts.append(_episode_rollout(episode, space))
+        except ValueError as exc:
+            raise ValueError(f"episode {episode.id}: {exc}") from None
     return rollouts
 
 
-def _episode_rollout(episode: Any) -> Rollout:
-    rewards = np.asarray(episode.rewards, dtype=np.float32)
+def _episode_rollout(episode: Any, space: Any) -> Rollout:
+    rewards = np.asarray(episode.rewards)
+    if rewards.ndim != 1:
+        raise ValueError(f"rewards have shape {rewards.shape}; an episode has one per step")
     T = len(rewards)
-    terminated = bool(np.asarray(episode.terminations)[-1]) if T else False
-    truncated = bool(np.asarray(episode.truncations)[-1]) if T else False
-    obses = _tree.map_leaves(lambda leaf: np.asarray(leaf)[:, None], _as_tree(episode.observations))
     actions = np.asarray(episode.actions)
+    if actions.ndim == 0 or len(actions) != T:
+        raise ValueError(
+            f"{len(actions) if actions.ndim else 'no'} actions for {T} rewards; an episode "
+            "has one action per step"
+        )
+    ends = [_end_flags(episode, name, T) for name in ("terminations", "truncations")]
+    terminated = bool(T and ends[0][-1])
+    truncated = bool(T and ends[1][-1]) and not terminated  # both: terminated wins
+    obses = _observations(_as_tree(episode.observations), space, T)
     if T:  # no action is taken from the final observation: repeat the last one
         actions = np.concatenate([actions, actions[-1:]])
     else:
@@ -286,16 +305,78 @@ def _episode_rollout(episode: Any) -> Rollout:
     cut = np.zeros((T, 1), dtype=np.float32)
     if truncated:
         cut[-1] = 1
+    rews = conform_into(FIELD_RULES["rews"], np.dtype(np.float32), rewards[:, None], "rews")
     return Rollout(
         states=np.zeros((T + 1, 1, 0), np.float32),
         obses=obses,
-        rews=rewards[:, None],
+        rews=rews,
         dones=dones,
         infos=None,
         model_outs={"actions": actions[:, None]},
-        truncated=cut if truncated else None,
-        final_values=np.zeros((T, 1), np.float32) if truncated else None,
+        truncated=cut,
+        final_values=np.zeros((T, 1), np.float32),
     )
+
+
+def _end_flags(episode: Any, name: str, T: int) -> AnyArray:
+    """An episode's `terminations` or `truncations`: T flags, set at most at the last step."""
+    flags = np.asarray(getattr(episode, name))
+    if flags.shape != (T,):
+        raise ValueError(
+            f"{name} has shape {flags.shape}, expected ({T},): one flag per step, as many as "
+            "actions and rewards"
+        )
+    flags = lossless(flags, np.dtype(bool), name, axes="t")
+    if T and flags[:-1].any():
+        t = int(np.argmax(flags[:-1]))
+        raise ValueError(
+            f"{name}[{t}] is set, before the last step ({T - 1}); only an episode's last step "
+            "may end it"
+        )
+    return flags
+
+
+def _observations(tree: Any, space: Any, T: int, path: _tree.Path = ()) -> Any:
+    """`tree` checked against the observation `space` (shapes, dtypes, values), as `[T+1, 1, ...]`.
+
+    Each leaf is stored in its space's dtype, only where no value changes, and must be
+    finite; Dict and Tuple spaces give dicts and tuples of leaves.
+    """
+    spaces = _import("gymnasium.spaces")
+    name = _tree.format_path("observations", path)
+    if isinstance(space, spaces.Dict):
+        if not isinstance(tree, dict) or set(tree) != set(space.spaces):
+            got = sorted(tree) if isinstance(tree, dict) else type(tree).__name__
+            raise ValueError(
+                f"{name} have keys {got}, the observation space {sorted(space.spaces)}"
+            )
+        return {key: _observations(tree[key], sub, T, (*path, key)) for key, sub in space.items()}
+    if isinstance(space, spaces.Tuple):
+        if not isinstance(tree, tuple) or len(tree) != len(space.spaces):
+            got = f"{len(tree)} items" if isinstance(tree, tuple) else type(tree).__name__
+            raise ValueError(
+                f"{name} have {got}; the observation space is a Tuple of {len(space.spaces)}"
+            )
+        return tuple(
+            _observations(tree[i], sub, T, (*path, i)) for i, sub in enumerate(space.spaces)
+        )
+    if not isinstance(
+        space, spaces.Box | spaces.Discrete | spaces.MultiDiscrete | spaces.MultiBinary
+    ):
+        raise ValueError(
+            f"{name}: the observation space {space} is not one trajkit reads (Box, "
+            "Discrete, MultiDiscrete, MultiBinary, and Dict and Tuple of them)"
+        )
+    if isinstance(tree, dict | tuple):
+        raise ValueError(f"{name} are nested, but the observation space is {space}")
+    expected = (T + 1, *space.shape)
+    if tree.shape != expected:
+        raise ValueError(
+            f"{name} have shape {tree.shape}, expected {expected}: {T + 1} rows (one more "
+            f"than the steps) of the observation space's shape {space.shape}"
+        )
+    leaf = conform_into(FIELD_RULES["obses"], np.dtype(space.dtype), tree, name, axes="t")
+    return leaf[:, None]
 
 
 def _as_tree(value: Any) -> Any:
