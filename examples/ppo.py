@@ -20,6 +20,7 @@ import argparse
 import dataclasses
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -90,9 +91,6 @@ class Agent(nn.Module):
         self.actor = mlp(out, 0.01)
         self.critic = mlp(1, 1.0)
         self.log_std = nn.Parameter(torch.zeros(out))
-        if not self.discrete:
-            self.low = torch.as_tensor(action_space.low)  # type: ignore[attr-defined]
-            self.high = torch.as_tensor(action_space.high)  # type: ignore[attr-defined]
 
     def forward(self, obs: torch.Tensor) -> tuple[Distribution, torch.Tensor]:
         logits = self.actor(obs)
@@ -108,14 +106,47 @@ class Agent(nn.Module):
         return logp if self.discrete else logp.sum(-1)
 
     def policy(self, obs: AnyArray) -> dict[str, AnyArray]:
-        """The recorder's policy: NumPy observations in, NumPy model outputs out."""
+        """The recorder's policy: NumPy observations in, NumPy model outputs out.
+
+        Continuous actions are returned as sampled, not clipped to the action bounds: the
+        rollout stores the action whose log-probability it stores, and the env clips
+        (`make_env`).
+        """
         with torch.no_grad():
             dist, value = self(torch.as_tensor(obs, dtype=torch.float32))
             actions = dist.sample()
             logp = self.log_prob(dist, actions)
-            if not self.discrete:  # the env gets clipped actions; log-probs are the sample's
-                actions = torch.clamp(actions, self.low, self.high)
         return {"actions": actions.numpy(), "log_probs": logp.numpy(), "critic": value.numpy()}
+
+
+def make_env(config: Config) -> gym.vector.VectorEnv[Any, Any, Any]:
+    """The vector env; with a `Box` action space, it clips the actions it is given.
+
+    As in CleanRL, clipping is the env's business: PPO's ratio compares the log-probability of
+    the stored action under the new and the old policy, so the stored action must be the raw
+    sample (a clipped one has another, sometimes far smaller, log-probability).
+    """
+    env = gym.make_vec(config.env, num_envs=config.num_envs, vectorization_mode="sync")
+    if isinstance(env.single_action_space, gym.spaces.Box):
+        return gym.wrappers.vector.ClipAction(env)
+    return env
+
+
+def ppo_loss(
+    agent: Agent, mb: Mapping[str, Any], *, clip: float, config: Config
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """PPO's loss on one minibatch (`trajkit.torch.PPOBatch`), and the policy ratios."""
+    dist, values = agent(mb["obses"])
+    logp = agent.log_prob(dist, mb["actions"])
+    adv = mb["advantages"]
+    adv = (adv - adv.mean()) / (adv.std() + 1e-8)  # per minibatch, as SB3 and CleanRL
+    ratio = (logp - mb["log_probs"]).exp()
+    pg_loss = -torch.min(ratio * adv, ratio.clamp(1 - clip, 1 + clip) * adv).mean()
+    v_loss = 0.5 * (values - mb["returns"]).pow(2).mean()
+    entropy = dist.entropy()
+    entropy = entropy if agent.discrete else entropy.sum(-1)
+    loss = pg_loss + config.vf_coef * v_loss - config.ent_coef * entropy.mean()
+    return loss, ratio.detach()
 
 
 def train(config: Config, *, log: bool = True) -> History:
@@ -123,7 +154,7 @@ def train(config: Config, *, log: bool = True) -> History:
     torch.manual_seed(config.seed)
     torch.set_num_threads(1)  # small networks: threads cost more than they give
     rng = np.random.default_rng(config.seed)
-    env = gym.make_vec(config.env, num_envs=config.num_envs, vectorization_mode="sync")
+    env = make_env(config)
     obs_dim = int(np.prod(env.single_observation_space.shape or (1,)))
     agent = Agent(obs_dim, env.single_action_space)
     optimizer = torch.optim.Adam(agent.parameters(), lr=config.lr, eps=1e-5)
@@ -150,18 +181,9 @@ def train(config: Config, *, log: bool = True) -> History:
             epochs=config.epochs,
             seed=rng,
         ):
-            dist, values = agent(mb["obses"])
-            logp = agent.log_prob(dist, mb["actions"])
-            adv = mb["advantages"]
-            adv = (adv - adv.mean()) / (adv.std() + 1e-8)  # per minibatch, as SB3 and CleanRL
-            ratio = (logp - mb["log_probs"]).exp()
-            pg_loss = -torch.min(ratio * adv, ratio.clamp(1 - clip, 1 + clip) * adv).mean()
-            v_loss = 0.5 * (values - mb["returns"]).pow(2).mean()
-            entropy = dist.entropy()
-            entropy = entropy if agent.discrete else entropy.sum(-1)
-            loss = pg_loss + config.vf_coef * v_loss - config.ent_coef * entropy.mean()
+            loss, _ = ppo_loss(agent, mb, clip=clip, config=config)
             optimizer.zero_grad()
-            loss.backward()
+            loss.backward()  # type: ignore[no-untyped-call]
             nn.utils.clip_grad_norm_(agent.parameters(), config.max_grad_norm)
             optimizer.step()
         recent = history.episode_returns[-20:]

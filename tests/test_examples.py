@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+import numpy as np
 import pytest
 
 pytest.importorskip("torch")
@@ -51,3 +52,32 @@ def test_ppo_on_pendulum_runs_with_continuous_actions(ppo: ModuleType) -> None:
     history = ppo.train(config, log=False)
     assert all(math.isfinite(loss) for loss in history.losses)
     assert all(r <= 0 for r in history.episode_returns)  # Pendulum's rewards are costs
+
+
+@pytest.mark.parametrize("env", ["CartPole-v1", "Pendulum-v1"])
+def test_ppo_policy_ratios_are_one_on_a_fresh_rollout(ppo: ModuleType, env: str) -> None:
+    # Before any update the new policy is the old one: every ratio is 1. With a clipped action
+    # stored next to the log-probability of the unclipped sample, some were far from 1.
+    import torch
+
+    import trajkit.torch
+
+    config = ppo.Config(env=env, num_envs=4, num_steps=64, seed=2)
+    torch.manual_seed(config.seed)
+    recorder_env = ppo.make_env(config)
+    agent = ppo.Agent(
+        int(np.prod(recorder_env.single_observation_space.shape)),
+        recorder_env.single_action_space,
+    )
+    recorder = ppo.RolloutRecorder(recorder_env, agent.policy, seed=config.seed)
+    rollout = recorder.record(config.num_steps)
+    recorder_env.close()
+    if env == "Pendulum-v1":  # the case that matters: some samples are out of bounds
+        assert np.abs(rollout.actions()).max() > 2.0
+    ratios = [
+        ppo.ppo_loss(agent, mb, clip=config.clip, config=config)[1]
+        for mb in trajkit.torch.minibatches(rollout, 64, gamma=0.9, lam=0.9, seed=0)
+    ]
+    ratio = torch.cat(ratios)
+    assert ratio.numel() == 4 * 64
+    assert torch.equal(ratio, torch.ones_like(ratio)), ratio[ratio != 1]
