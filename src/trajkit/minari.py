@@ -18,11 +18,14 @@ spans rollouts is exported whole) and cuts it at episode ends:
 
 **Import** ([`from_minari`][trajkit.minari.from_minari]) gives one rollout per episode, with
 B = 1 and T = n: `obses` are the n + 1 observations, `dones[0] = 1`, and `dones[T] = 1` when
-the episode ended (so that GAE does not bootstrap past it). A truncated episode carries
-`truncated[T-1] = 1` and `final_values = 0`: there is no critic in a dataset, so compute
-`final_values` with yours (on `obses[T]`) before using advantages. `model_outs['actions']`
-has T + 1 rows, the last a copy of the one before (no action is taken from the final
-observation).
+the episode ended (so that GAE does not bootstrap past it). `truncated` and `final_values`
+are always given, zeros where nothing was truncated, as the Gymnasium recorder gives them; a
+truncated episode carries `truncated[T-1] = 1` and `final_values = 0`: there is no critic in
+a dataset, so compute `final_values` with yours (on `obses[T]`) before using advantages. A
+last step both terminated and truncated counts as terminated, as the recorder counts it.
+`model_outs['actions']` has T + 1 rows, the last a copy of the one before (no action is
+taken from the final observation). Each episode is checked before its rollout is built (see
+[`from_minari`][trajkit.minari.from_minari]).
 
 Examples:
     >>> import os, tempfile
