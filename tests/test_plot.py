@@ -44,6 +44,18 @@ def test_distributions_without_a_critic_say_so() -> None:
     assert [t.get_text() for t in figure.axes[1].texts] == ["no critic recorded"]
 
 
+def test_distributions_label_the_mean_line_in_a_legend() -> None:
+    figure = plot.plot_distributions(rollouts(), gamma=0.9, lam=0.9)
+    for ax in figure.axes:
+        legend = ax.get_legend()
+        assert legend is not None, ax.get_xlabel()
+        assert [t.get_text() for t in legend.get_texts()] == ["mean"]
+        (line,) = ax.get_lines()
+        assert line.get_label() == "mean"
+    empty = plot.plot_distributions([], gamma=0.9, lam=0.9)
+    assert empty.axes[0].get_legend() is None  # no histogram, no mean, no legend
+
+
 def test_learning_curve() -> None:
     figure = plot.plot_learning_curve([1, 2], [3.0, 4.0], episodes=([1], [3.0]), title="t")
     assert figure.axes[0].get_title() == "t"

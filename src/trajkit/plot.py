@@ -125,7 +125,7 @@ def plot_distributions(rollouts: Sequence[Rollout], *, gamma: float, lam: float)
         lam: GAE λ for the advantages.
 
     Returns:
-        A figure with two panels: rewards, advantages.
+        A figure with two panels: rewards, advantages; a black line marks each mean.
 
     Examples:
         >>> from trajkit.testing import example_rollout
@@ -149,7 +149,8 @@ def plot_distributions(rollouts: Sequence[Rollout], *, gamma: float, lam: float)
 def _histogram(ax: Any, values: AnyArray, label: str, color: str) -> None:
     if values.size:
         ax.hist(values, bins=min(50, max(5, int(np.sqrt(values.size)))), color=color)
-        ax.axvline(float(values.mean()), color="black", linewidth=1)
+        ax.axvline(float(values.mean()), color="black", linewidth=1, label="mean")
+        ax.legend(loc="upper right", fontsize="small")
         ax.set_title(f"mean {values.mean():.3g}, std {values.std():.3g}, n={values.size}")
     ax.set_xlabel(label)
     ax.set_ylabel("count")
