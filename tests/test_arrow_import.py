@@ -196,6 +196,24 @@ def test_the_rows_must_be_a_bounded_full_grid() -> None:
     )
 
 
+@pytest.mark.parametrize(("name", "value"), [("step", 2**27), ("env", 2**31 - 1)])
+def test_declared_extents_allocate_nothing_of_their_size(name: str, value: int) -> None:
+    import tracemalloc
+
+    table = _table()
+    values = table.column(name).to_numpy().copy()
+    values[0] = value
+    bad = _set(table, name, pa.array(values))
+    tracemalloc.start()
+    try:
+        with pytest.raises(ValueError, match="the rows are not a full grid"):
+            ta.from_arrow(bad)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 1 << 20  # the old reader reached 2.2 GB (step) and 16 GiB (env) here
+
+
 def test_max_rows_bounds_a_table_before_anything_is_read() -> None:
     table = _table()
     with pytest.raises(ValueError, match=r"^the table has 8 rows, more than max_rows=7; pass"):
