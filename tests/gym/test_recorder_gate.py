@@ -424,6 +424,33 @@ def test_policy_outputs_that_break_their_rule_are_refused(
         recorder.record(6)
 
 
+def test_a_float64_critic_beyond_float32_is_refused_where_it_appears(envs: list[VecEnv]) -> None:
+    calls = [0]
+
+    def float64_critic(obs: Any) -> dict[str, Any]:
+        calls[0] += 1
+        critic = np.array([0.0, -1e39 if calls[0] == 4 else 1.0, 2.0])
+        return {**policy(obs), "critic": critic}
+
+    recorder = RolloutRecorder(counter_env(envs), float64_critic, seed=0)
+    message = (
+        "model_outs['critic'] holds -1e+39 at (b=1), beyond float32's range … (env 1, step 3 "
+        "of the recording)"
+    )
+    with pytest.raises(ValueError, match=pinned(message)):
+        recorder.record(6)
+
+
+def test_a_float64_critic_is_recorded_as_float32(envs: list[VecEnv]) -> None:
+    def float64_critic(obs: Any) -> dict[str, Any]:
+        outs = policy(obs)
+        return {**outs, "critic": outs["critic"].astype(np.float64) / 3}
+
+    r = RolloutRecorder(counter_env(envs), float64_critic, seed=0).record(4)
+    assert r.model_outs.arrays["critic"].dtype == np.float32
+    np.testing.assert_array_equal(r.model_outs.arrays["critic"], np.float32(1 / 3))
+
+
 def test_an_integer_output_is_not_truncated_by_a_later_float(envs: list[VecEnv]) -> None:
     def aux(obs: Any) -> dict[str, Any]:
         outs = policy(obs)

@@ -15,6 +15,7 @@ choices (phantom transitions, truncation, infos, states). In short:
 from __future__ import annotations
 
 import enum
+import math
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeAlias
@@ -127,11 +128,19 @@ class _Output:
 
 
 def _all_finite(array: AnyArray) -> bool:
-    return bool(np.logical_and.reduce(np.isfinite(array), axis=None))
+    """Whether every value of a float `array` is finite: one sum (NaN and inf carry over).
+
+    A sum that overflows says False for finite values; the caller's slow path, the rule
+    table, then decides. Cheaper than `isfinite` on the small arrays of one step.
+    """
+    return math.isfinite(np.add.reduce(array, axis=None))
 
 
 def _within_float32(array: AnyArray) -> bool:
-    return bool(np.logical_and.reduce(np.abs(array) <= _F32_MAX, axis=None))  # NaN fails too
+    """Whether every value of a float `array` is finite and within float32's range."""
+    return bool(
+        np.maximum.reduce(np.abs(array), axis=None, initial=0.0) <= _F32_MAX
+    )  # NaN fails too
 
 
 def _fits_test(
@@ -142,10 +151,18 @@ def _fits_test(
         if rule.dtype != "real" and dtype.itemsize > 4:
             return _within_float32  # the rollout stores float32: no overflow to inf
         return _all_finite if rule.finite else None
-    if bounds is not None:
-        lo, hi = bounds
-        return lambda array: bool(lo <= array.min() and array.max() <= hi)
-    return None
+    if bounds is None:
+        return None
+    lo, hi = bounds
+    if lo == 0 and dtype.kind == "i":  # negative values are huge as unsigned: one reduction
+        unsigned = np.dtype(f"u{dtype.itemsize}")
+        return lambda array: bool(
+            np.maximum.reduce(array.view(unsigned), axis=None, initial=0) <= hi
+        )
+    minimum, maximum = np.minimum.reduce, np.maximum.reduce
+    return lambda array: bool(
+        lo <= minimum(array, axis=None, initial=lo) and maximum(array, axis=None, initial=hi) <= hi
+    )
 
 
 def _first_bad_env(check: Callable[[Any], object], value: Any) -> int | None:
@@ -1076,9 +1093,9 @@ class RolloutRecorder:
             type(value) is np.ndarray
             and value.dtype == leaf.dtype
             and value.shape == leaf.shape
-            and value.dtype.kind != "f"
+            and (value.dtype.kind != "f" or _all_finite(value))
         ):
-            return value  # the common integer case (images): nothing to refuse
+            return value  # the common case: nothing to convert, nothing to refuse
         dtype, name = leaf.dtype, leaf.name
 
         def check(v: Any) -> AnyArray:
@@ -1218,37 +1235,46 @@ class RolloutRecorder:
             elif dtype.kind in "iu" and (dtype.itemsize > 4 or dtype == np.uint32):
                 bounds = (int(_I32.min), int(_I32.max))  # the rollout stores int32
         else:
+            # Checked as the rollout will store it; logged in its own float dtype (the
+            # rollout converts the whole field once), or as converted (ints into float32).
             dtype = self._located(
                 lambda v: conform(rule, v, name, copy=False, axes="b", min_ndim=1), array
             ).dtype
+            if array.dtype.kind == "f":
+                dtype = array.dtype
         return _Output(name, rule, array.shape, dtype, _fits_test(rule, dtype, bounds))
 
     def _conform_output(
         self, key: str, array: AnyArray, out: _Output, outs: Mapping[str, AnyArray]
     ) -> AnyArray:
-        """Output `key` in its stored dtype, refused (naming the env) where a rule is broken."""
+        """Output `key` in its logged dtype, refused (naming the env) where a rule is broken.
+
+        Converted into the logged dtype only where no value changes, then checked as the
+        rollout will store it (float32 or int32: no overflow), and `actions` next to `actor`
+        logits as indices into them.
+        """
         rule, name, dtype = out.rule, out.name, out.dtype
-        if key != "actions":
-            return self._located(lambda v: conform_into(rule, dtype, v, name, axes="b"), array)
         actor = outs.get("actor")
         num_actions = None
-        if array.ndim == 1 and actor is not None and actor.ndim == 2:
+        if key == "actions" and array.ndim == 1 and actor is not None and actor.ndim == 2:
             num_actions = int(actor.shape[-1])
 
         def check(v: Any) -> AnyArray:
-            actions = conform_into(rule, dtype, v, name, axes="b")
-            conform(rule, actions, name, copy=False, axes="b", min_ndim=1)  # as the rollout will
-            if num_actions is not None and actions.size:
-                bad = (actions < 0) | (actions >= num_actions)
+            logged = conform_into(rule, dtype, v, name, axes="b")
+            if rule.dtype != "real":
+                conform(rule, logged, name, copy=False, axes="b", min_ndim=1)
+            if num_actions is not None and logged.size:
+                bad = (logged < 0) | (logged >= num_actions)
                 if bad.any():
                     b = int(np.flatnonzero(bad)[0])
                     raise ValueError(
                         f"{name} must be in [0, A) with A={num_actions} from "
-                        f"model_outs['actor'], got {actions[b]} at (b={b})"
+                        f"model_outs['actor'], got {logged[b]} at (b={b})"
                     )
-            return actions
+            return logged
 
-        return self._located(check, array, self._env.single_action_space)
+        space = self._env.single_action_space if key == "actions" else None
+        return self._located(check, array, space)
 
     def _critic(self, obs: ArrayTree) -> Float64Array:
         return np.asarray(self._call_policy(obs)["critic"], dtype=np.float64)
