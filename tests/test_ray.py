@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 import trajkit
@@ -144,3 +146,215 @@ def test_jobs_bounds_the_tasks_in_flight(
     assert capsys.readouterr().out.splitlines() == [
         f"{c.path}: ok" if c.ok else f"{c.path}: invalid: {c.problems[0]}" for c in local
     ]
+
+
+# ---------------------------------------------------------------- read_steps, read_arrays
+
+GAMMA, LAM = 0.99, 0.95
+_RAY_DATA = pytest.mark.filterwarnings("ignore::DeprecationWarning:ray.data.context")
+
+
+@pytest.fixture(scope="module")
+def clean(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    """Four valid files of two lengths, with truncations; their paths in listing order."""
+    root = tmp_path_factory.mktemp("steps") / "runs"
+    Dataset.write(
+        root, [example_rollout(num_steps=4 + i % 2, truncation=True, seed=i) for i in range(4)]
+    )
+    return list(Dataset.open(root).files)
+
+
+def _by_file(rows: list[dict[str, Any]]) -> dict[int, list[dict[str, Any]]]:
+    """The rows of each file, env by env and step by step."""
+    files: dict[int, list[dict[str, Any]]] = {}
+    for row in sorted(rows, key=lambda row: (row["file"], row["env"], row["step"])):
+        files.setdefault(int(row["file"]), []).append(row)
+    return files
+
+
+@_RAY_DATA
+@pytest.mark.usefixtures("local_ray")
+def test_read_steps_gives_every_transition_with_its_rollouts_advantages(
+    clean: list[str],
+) -> None:
+    steps = trajkit.ray.read_steps(os.path.dirname(clean[0]), gamma=GAMMA, lam=LAM)
+    files = _by_file(steps.take_all())
+    assert sorted(files) == list(range(len(clean)))
+    seen = np.zeros(2, int)  # truncations and terminations
+    for index, path in enumerate(clean):
+        rollout = trajkit.load(path)
+        T, B = rollout.num_steps, rollout.batch_size
+        rows = files[index]
+        assert len(rows) == T * B
+        assert [(row["env"], row["step"]) for row in rows] == [
+            (b, t) for b in range(B) for t in range(T)
+        ]
+        env = np.array([row["env"] for row in rows])
+        step = np.array([row["step"] for row in rows])
+
+        def column(name: str, rows: list[dict[str, Any]] = rows) -> Any:
+            return np.stack([row[name] for row in rows])
+
+        outs = rollout.model_outs.arrays
+        np.testing.assert_array_equal(column("obs"), np.asarray(rollout.obses)[step, env])
+        np.testing.assert_array_equal(column("action"), outs["actions"][step, env])
+        np.testing.assert_array_equal(column("reward"), rollout.rews[step, env])
+        np.testing.assert_array_equal(column("log_prob"), outs["log_probs"][step, env])
+        np.testing.assert_array_equal(column("value"), outs["critic"][step, env])
+        np.testing.assert_array_equal(
+            column("advantage"), rollout.advantages(GAMMA, LAM)[step, env]
+        )
+        np.testing.assert_allclose(column("return"), rollout.returns(GAMMA, LAM)[step, env])
+        assert rollout.truncated is not None
+        ends, truncated = rollout.dones[1:] == 1, rollout.truncated == 1
+        np.testing.assert_array_equal(column("truncated"), truncated[step, env])
+        np.testing.assert_array_equal(column("terminated"), (ends & ~truncated)[step, env])
+        seen += (column("truncated").sum(), column("terminated").sum())
+    assert seen.all()
+    assert "actor" not in rows[0]  # other model outputs only when asked for
+
+
+@_RAY_DATA
+@pytest.mark.usefixtures("local_ray")
+def test_read_steps_trains_with_torch_and_groups_by_file(clean: list[str]) -> None:
+    torch = pytest.importorskip("torch")
+    steps = trajkit.ray.read_steps(clean, gamma=GAMMA, lam=LAM, keys=["actor"])
+    total = 0
+    for batch in steps.iter_torch_batches(batch_size=7):
+        n = len(batch["file"])
+        total += n
+        assert batch["obs"].shape == (n, 4)
+        assert batch["obs"].dtype == torch.float32
+        assert batch["actor"].shape == (n, 3)
+        assert batch["action"].shape == (n,)
+        assert batch["action"].dtype == torch.int32
+        assert batch["advantage"].dtype == torch.float32
+        assert batch["terminated"].dtype == torch.bool
+        assert batch["file"].dtype == torch.int64
+    sizes = [trajkit.load(path).num_steps * trajkit.load(path).batch_size for path in clean]
+    assert total == sum(sizes)
+    counts = steps.groupby("file", num_partitions=2).count().take_all()
+    assert sorted((row["file"], row["count()"]) for row in counts) == list(enumerate(sizes))
+    rollouts = trajkit.ray.read_rollouts(clean).take_all()
+    assert sorted((row["file"], row["path"]) for row in rollouts) == list(enumerate(clean))
+
+
+@_RAY_DATA
+@pytest.mark.usefixtures("local_ray")
+def test_read_steps_of_nested_observations(tmp_path: Path) -> None:
+    rollout = example_rollout(num_steps=3, num_envs=2, nested=True, keys={"critic", "actions"})
+    T, B = rollout.num_steps, rollout.batch_size
+    per_step = np.arange(T + 1, dtype=np.float32) / 10  # one value per step, for every env
+    rollout = rollout.replace(model_outs={**rollout.model_outs.arrays, "prob_pi": per_step})
+    trajkit.save(rollout, tmp_path / "nested.npz")
+    steps = trajkit.ray.read_steps(str(tmp_path), keys=["prob_pi"])
+    rows = _by_file(steps.take_all())[0]
+    assert len(rows) == T * B
+    assert list(rows[0]) == [
+        "file",
+        "env",
+        "step",
+        "obs.image",
+        "obs.proprio.0",
+        "obs.proprio.1.goal",
+        "action",
+        "reward",
+        "terminated",
+        "truncated",
+        "value",
+        "prob_pi",
+    ]  # no gamma, no advantages; no log_probs in these files
+    env = np.array([row["env"] for row in rows])
+    step = np.array([row["step"] for row in rows])
+    for name, leaf in [
+        ("obs.image", rollout.obses["image"]),
+        ("obs.proprio.0", rollout.obses["proprio"][0]),
+        ("obs.proprio.1.goal", rollout.obses["proprio"][1]["goal"]),
+    ]:
+        column = np.stack([row[name] for row in rows])
+        assert column.dtype == leaf.dtype
+        np.testing.assert_array_equal(column, leaf[step, env])
+    np.testing.assert_array_equal([row["prob_pi"] for row in rows], per_step[step])
+    batch = next(iter(steps.iter_batches(batch_size=T * B, batch_format="numpy")))
+    assert batch["obs.image"].shape == (T * B, 4)
+    assert batch["obs.image"].dtype == np.uint8
+
+
+@_RAY_DATA
+@pytest.mark.usefixtures("local_ray")
+def test_read_arrays_gives_whole_rollouts(clean: list[str], tmp_path: Path) -> None:
+    rows = sorted(
+        trajkit.ray.read_arrays(clean[:2], gamma=GAMMA, lam=LAM).take_all(),
+        key=lambda row: row["file"],
+    )
+    assert [row["path"] for row in rows] == clean[:2]
+    for row, path in zip(rows, clean, strict=False):
+        rollout = trajkit.load(path)
+        arrays = rollout.training_arrays(GAMMA, LAM)
+        assert (row["num_steps"], row["batch_size"]) == (rollout.num_steps, rollout.batch_size)
+        assert set(row) == {"file", "path", "num_steps", "batch_size", *arrays}
+        for name, array in arrays.items():
+            np.testing.assert_array_equal(row[name], array)
+    trajkit.save(example_rollout(nested=True), tmp_path / "nested.npz")
+    (nested,) = trajkit.ray.read_arrays(str(tmp_path), gamma=GAMMA, lam=LAM).take_all()
+    assert nested["obses['image']"].shape == (4, 2, 4)
+    assert nested["obses['proprio'][1]['goal']"].shape == (4, 2, 2)
+    assert nested["states['h']"].shape == (4, 2, 2)
+
+
+@pytest.mark.usefixtures("local_ray")
+def test_read_steps_refuses_what_it_cannot_give(clean: list[str], tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"give gamma and lam together .* got gamma=0.9, lam=None"):
+        trajkit.ray.read_steps(clean, gamma=0.9)
+    with pytest.raises(ValueError, match=r"lam must be a finite number in \[0, 1\], got 1.5"):
+        trajkit.ray.read_steps(clean, gamma=0.9, lam=1.5)
+    with pytest.raises(ValueError, match=r"gamma must be a finite number in \[0, 1\], got -0.1"):
+        trajkit.ray.read_arrays(clean, gamma=-0.1, lam=0.9)
+    first = re.escape(clean[0])
+    outputs = r"\['actions', 'actor', 'critic', 'log_probs'\]"
+    unknown = (
+        rf"keys: 'nope' is not a model output of the files \(the first, {first}, has {outputs}"
+    )
+    with pytest.raises(ValueError, match=unknown):
+        trajkit.ray.read_steps(clean, keys=["nope"])
+    with pytest.raises(
+        ValueError, match=r"keys: 'critic' is always a column already, named 'value'"
+    ):
+        trajkit.ray.read_steps(clean, keys=["critic"])
+    with pytest.raises(
+        ValueError, match=r"keys: 'reward' would clash with the step column of that"
+    ):
+        trajkit.ray.read_steps(clean, keys=["reward"])
+    spec = trajkit.RolloutSpec.from_rollout(trajkit.load(clean[0]))
+    with pytest.raises(
+        ValueError, match=rf"keys: 'actorr' is not a model output of the spec \(it has {outputs}"
+    ):
+        trajkit.ray.read_steps(clean, keys=["actorr"], spec=spec)
+    with pytest.raises(
+        TypeError, match=r"keys must be a sequence of model-output keys, got the string"
+    ):
+        trajkit.ray.read_steps(clean, keys="actor")
+    no_critic = tmp_path / "no-critic.npz"
+    trajkit.save(example_rollout(keys={"actions"}), no_critic)
+    critic = r"the advantage and return columns need model_outs\['critic'\], but the first file"
+    with pytest.raises(ValueError, match=rf"{critic}, .*no-critic\.npz, has keys \['actions'\]"):
+        trajkit.ray.read_steps(str(no_critic), gamma=0.9, lam=0.9)
+    with pytest.raises(trajkit.RolloutFileError, match=r"gone: no such file or directory"):
+        trajkit.ray.read_steps(str(tmp_path / "gone"))
+    (tmp_path / "junk.npz").write_bytes(b"junk")
+    with pytest.raises(trajkit.RolloutFileError, match=r"junk\.npz: damaged or not a ZIP"):
+        trajkit.ray.read_steps(str(tmp_path / "junk.npz"))
+
+
+@_RAY_DATA
+@pytest.mark.usefixtures("local_ray")
+def test_read_steps_fails_on_a_file_of_another_layout(clean: list[str], tmp_path: Path) -> None:
+    other = tmp_path / "other.npz"
+    trajkit.save(example_rollout(obs_shape=(5,)), other)
+    steps = trajkit.ray.read_steps([clean[0], str(other)])
+    differs = r"other\.npz: its layout differs from that of the first file, .*rollout-000000\.npz"
+    with pytest.raises(trajkit.RolloutFileError, match=differs):
+        steps.take_all()
+    spec = trajkit.RolloutSpec.from_rollout(trajkit.load(clean[0]))
+    with pytest.raises(trajkit.RolloutFileError, match=r"other\.npz: does not conform to the spec"):
+        trajkit.ray.read_arrays([str(other)], gamma=GAMMA, lam=LAM, spec=spec).take_all()
