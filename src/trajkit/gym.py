@@ -18,10 +18,39 @@ each with leading dimension B: `actions` (required, an element of the action spa
 and `critic`, `log_probs`, `actor` (logits `[B, A]`) or any other key when it has them. It is
 always called on a full batch of B observations.
 
+**Checks.** Everything the env and the policy return is checked as it comes, by the same
+rules as the `Rollout` constructor (see [Validation](../validation.md)), and nothing is cast
+in a way that changes a value. Observations must have the space's shape exactly (`[B,
+*space.shape]` per leaf of a Dict or Tuple space; nothing is broadcast) and are stored in the
+space's dtype, converted only where no value changes: 300 in a `uint8` space, -1.7 in an
+integer one, 1e300 in a float32 one, NaN and ±inf anywhere are refused. Rewards must be finite
+and within float32's range, `terminated`/`truncated` 0 or 1, `states` finite. Policy outputs
+follow their rule (`critic`, `log_probs`, `actor` finite; `actions` finite, stored in the action
+space's dtype without changing a value, so 1.9 for a Discrete space is refused; any other key
+keeps the dtype of the first call, so a later 1.5 where the first call gave integers is
+refused); the env is sent the actions as recorded. A refusal is a `ValueError` whose message
+starts as the constructor's (`obses must be finite, ...`, `rews must be finite, ...`) and ends
+with where the value came from: `(env 2, step 7 of the recording; space Box(...))`, step k
+being the k-th `env.step` call since the recorder's first reset (step 0).
+
+**After a failure.** A `record()` that raises leaves the recorder as it was, or refuses to go
+on: a failure in the first call's reset (say, a NaN in the first observations, or a policy
+without `actions`) can be retried and records the same steps; once the env has been stepped,
+a failure (a refused value, an exception from the env or the policy) makes every later
+`record()` raise a `RuntimeError` that repeats the first error, since the env cannot be taken
+back to where it was. Nothing a failed call logged is ever returned.
+
 **Learning curves.** [`RolloutRecorder.last_episodes`][trajkit.gym.RolloutRecorder.last_episodes]
 holds the episodes that ended within the last rollout with their whole returns and lengths,
-counted across `record()` calls as `RecordEpisodeStatistics` counts them (a rollout's own
-`episode_stats()` sees only the episodes that start and end inside it).
+counted across `record()` calls (a rollout's own `episode_stats()` sees only the episodes that
+start and end inside it). Each return is the env's own where it reports one: the `r` of
+`RecordEpisodeStatistics`' `info["episode"]` on the step that ended the episode (the vector
+wrapper's, or the per-env wrapper's inside the vector env, from `final_info` under SAME_STEP).
+So with `wrappers=[RecordEpisodeStatistics, NormalizeReward]` the returns are the raw,
+undiscounted ones while the rollout holds the normalised rewards. Where the env reports none,
+the return is the sum of the recorded rewards (which are the normalised ones under a reward
+wrapper: put `RecordEpisodeStatistics` inside it to get learning curves in the env's units).
+Lengths are always counted by the recorder, in real transitions.
 
 **Autoreset modes.** The mode is read from `env.metadata["autoreset_mode"]` (an
 `AutoresetMode`, or its value or name as a string); for an env without it, pass

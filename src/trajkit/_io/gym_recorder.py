@@ -10,6 +10,9 @@ choices (phantom transitions, truncation, infos, states). In short:
 * Rollouts join up: the last row of one rollout is the first row of the next.
 * Steps cut by a time limit carry `truncated = 1` and the critic's value of the true final
   observation in `final_values`.
+* Every value the env and the policy return is checked through the rule table
+  (`trajkit._models.rules`) as it is logged, so a refused value stops the recording at the
+  step it appeared, and `_build` changes nothing until the rollout is built.
 """
 
 from __future__ import annotations
@@ -252,14 +255,18 @@ def _env_info(vector_info: Mapping[str, Any], b: int, num_envs: int) -> dict[str
 class CompletedEpisodes:
     """Episodes that ended, with their whole returns and lengths, as Gymnasium reports them.
 
-    The numbers are those `gymnasium.wrappers.vector.RecordEpisodeStatistics` puts in
-    `info["episode"]` (undiscounted return `r` and length `l`), counted across `record()`
-    calls, so an episode that spanned several rollouts has its full return (equal up to
-    float64 rounding: the recorder takes differences of running sums, where the wrapper adds
-    one reward at a time). Episodes are ordered by the step they ended at, then by env.
+    Each return is the env's own where it reports one: the `r` that
+    `RecordEpisodeStatistics` (the vector wrapper, or the per-env one inside the vector env)
+    puts in `info["episode"]` on the step that ended the episode, so reward wrappers outside
+    it (`NormalizeReward`, scaling, clipping) do not change it. Without one, the return is
+    the undiscounted sum of the recorded rewards, counted across `record()` calls (so an
+    episode that spanned several rollouts has its full return, equal to the wrapper's up to
+    float64 rounding). Lengths are counted by the recorder, in real transitions, as the
+    wrapper's `l`. Episodes are ordered by the step they ended at, then by env.
 
     Attributes:
-        returns: Undiscounted returns, float64.
+        returns: Undiscounted returns, float64: the env's `info["episode"]["r"]` where
+            present, else the sum of the recorded rewards.
         lengths: Lengths in real transitions, int64.
         envs: The env each episode ran in, int64.
         truncated: Whether each episode was cut by a time limit (else it terminated).
@@ -656,8 +663,11 @@ class RolloutRecorder:
     def last_episodes(self) -> CompletedEpisodes:
         """The episodes that ended within the rollout the last `record()` returned.
 
-        Each has its whole return and length, including the steps it ran in earlier rollouts,
-        as `RecordEpisodeStatistics` reports them: use these for learning curves.
+        Each has its whole return and length, including the steps it ran in earlier rollouts:
+        use these for learning curves. Returns are the env's own `info["episode"]["r"]`
+        (from `RecordEpisodeStatistics`) where the env reports them, so they stay in the
+        env's units under `NormalizeReward`; else the sums of the recorded rewards (see
+        [`CompletedEpisodes`][trajkit.gym.CompletedEpisodes]).
 
         Examples:
             >>> import gymnasium as gym
@@ -716,11 +726,16 @@ class RolloutRecorder:
         Raises:
             TypeError: If `num_steps` is not an int.
             ValueError: If `num_steps` is negative, the policy returns no `actions`, a value
-                without the leading batch dimension B, or other keys or shapes than before,
-                or observations that are not one numeric array.
-            RuntimeError: If an earlier call failed while stepping: the env may then be
-                mid-step, so the recorder refuses to go on (a failure in the first call's
-                reset, such as a policy without `actions`, can be retried).
+                without the leading batch dimension B, or other keys or shapes than before;
+                or if a value breaks a rule of the rollout (observations not of the space's
+                shape, not finite or not fitting its dtype; rewards not finite; flags not
+                0/1; outputs breaking their rule). The message starts as the constructor's
+                (`obses must be finite, ...`) and names the env, the step (the k-th
+                `env.step` call since the first reset) and the space.
+            RuntimeError: If an earlier call failed after stepping the env: it cannot be
+                taken back, so the recorder refuses to go on, repeating the first error (a
+                failure in the first call's reset, such as a policy without `actions`, can
+                be retried, and records the same steps).
 
         Examples:
             >>> import gymnasium as gym
