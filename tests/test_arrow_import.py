@@ -606,3 +606,31 @@ def test_a_mutated_table_is_read_exactly_or_refused(case: tuple[int, Any]) -> No
     if set(back.model_outs.arrays) < set(outs):  # an output removed, metadata and column
         original = original.replace(model_outs={key: outs[key] for key in back.model_outs.arrays})
     assert back == original
+
+
+def test_per_step_scalar_outputs_round_trip_and_must_agree_across_envs() -> None:
+    """Issue 25: obs-tower2 GAIL's per-step `prob_pi` (`[T+1]`) through the Arrow layout."""
+    import json
+
+    import numpy as np
+    import pyarrow as pa
+
+    from trajkit.arrow import from_arrow, to_arrow
+    from trajkit.testing import example_rollout
+
+    r = example_rollout(num_steps=4, num_envs=3)
+    prob_pi = np.arange(5, dtype=np.float32)
+    prob_pi[2] = np.nan
+    r = r.replace(model_outs={**r.model_outs.arrays, "prob_pi": prob_pi})
+    table = to_arrow(r)
+    assert from_arrow(table) == r
+    layout = json.loads(table.schema.metadata[b"trajkit"])
+    assert {"key": "prob_pi", "column": "out.prob_pi", "per_step": True} in layout["model_outs"]
+    column = table.column("out.prob_pi").to_numpy(zero_copy_only=False).copy()
+    column[1] = 7.0  # env 1's row of step 0 (rows run over the steps of env 0 first)
+    edited = table.set_column(
+        table.schema.get_field_index("out.prob_pi"), "out.prob_pi", pa.array(column)
+    )
+    message = r"holds a per-step scalar .* but env 1 differs from env 0 at step 0"
+    with pytest.raises(ValueError, match=message):
+        from_arrow(edited)

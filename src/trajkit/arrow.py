@@ -170,8 +170,13 @@ def to_arrow(rollout: Rollout, *, index: int = 0) -> pa.Table:
         nested = not _tree.is_leaf(getattr(rollout, field))
         layout["fields"][field] = {"nested": nested, "leaves": entries}
     outs = rollout.model_outs.arrays
-    layout["model_outs"] = [{"key": key, "column": f"out.{key}"} for key in outs]
+    layout["model_outs"] = [
+        {"key": key, "column": f"out.{key}", **({"per_step": True} if a.ndim == 1 else {})}
+        for key, a in outs.items()
+    ]
     for key, array in outs.items():
+        if array.ndim == 1:  # a per-step scalar `[T+1]`: the same value on each env's row
+            array = np.broadcast_to(array[:, None], (T + 1, B))
         columns[f"out.{key}"] = _leaf_column(pa, array)
     layout["truncation"] = rollout.truncated is not None
     columns["info"] = _info_column(pa, rollout, rows)
@@ -309,7 +314,7 @@ def from_arrow(table: pa.Table, *, max_rows: int | None = MAX_ROWS) -> Rollout:
             values = conform_into(rule, dtype, grid.full(leaf["column"]), name)
             pairs.append((path, values))
         fields[field] = _tree.unflatten_paths(pairs) if entry["nested"] else pairs[0][1]
-    outs = {item["key"]: grid.full(item["column"]) for item in layout["model_outs"]}
+    outs = {item["key"]: _output(grid, item) for item in layout["model_outs"]}
     return Rollout(
         states=fields["states"],
         obses=fields["obses"],
@@ -515,6 +520,24 @@ def _check_columns(pa: Any, table: Any, layout: dict[str, Any]) -> None:
         _check_type(pa, name, table.schema.field(name).type, kind)
 
 
+def _output(grid: Any, item: dict[str, Any]) -> AnyArray:
+    """A model output's column `[T+1, B, ...]`; a per-step scalar's `[T+1]`, equal on every env."""
+    values: AnyArray = grid.full(item["column"])
+    if not item.get("per_step"):
+        return values
+    first = values[:, :1]
+    differs = values != first
+    if values.dtype.kind == "f":  # NaN equals NaN here, as in `Rollout` equality
+        differs &= ~(np.isnan(values) & np.isnan(first))
+    if values.ndim != 2 or differs.any():
+        t, b = (int(i) for i in np.argwhere(differs)[0]) if values.ndim == 2 else (0, 0)
+        raise ValueError(
+            f"column {item['column']!r} holds a per-step scalar ('per_step': true in the "
+            f"metadata), so one value per step, but env {b} differs from env 0 at step {t}"
+        )
+    return values[:, 0].copy()
+
+
 def _check_type(pa: Any, name: str, type_: Any, kind: str) -> None:
     types = pa.types
     if kind == "text":
@@ -618,11 +641,15 @@ def _layout(table: Any) -> dict[str, Any]:
     for item in outs:
         if not (
             isinstance(item, dict)
-            and set(item) == {"key", "column"}
+            and set(item) - {"per_step"} == {"key", "column"}
             and isinstance(item["key"], str)
             and isinstance(item["column"], str)
+            and item.get("per_step", True) is True
         ):
-            raise _bad_metadata("each of 'model_outs' must be {'key': str, 'column': str}")
+            raise _bad_metadata(
+                "each of 'model_outs' must be {'key': str, 'column': str}, with "
+                "'per_step': true for a per-step scalar output"
+            )
         if item["key"] in keys:
             raise _bad_metadata(f"model output {item['key']!r} is listed twice")
         keys.add(item["key"])

@@ -297,7 +297,7 @@ def as_int32(
             )
     info = _INT32
     if array.size and array.dtype != np.int32:
-        low, high = array.min(), array.max()
+        low, high = array.min().item(), array.max().item()  # exact: no cast of the bounds
         if low < info.min or high > info.max:
             bad = (array < info.min) | (array > info.max)
             pos = first_true(bad)
