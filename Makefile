@@ -26,10 +26,11 @@ lint: $(VENV)/.dev-installed
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-# pyright's type-completeness check: what Pylance users see. PYTHONPATH finds the editable src.
+# pyright's type-completeness check: what Pylance users see. PYTHONPATH finds the editable src;
+# --pythonpath makes pyright read the venv's packages, not those of the first python on PATH.
 typecheck: $(VENV)/.dev-installed
 	$(BIN)/mypy --strict
-	PYTHONPATH=src $(BIN)/pyright --verifytypes trajkit --ignoreexternal
+	PYTHONPATH=src $(BIN)/pyright --pythonpath $(PY) --verifytypes trajkit --ignoreexternal
 
 pytest: $(VENV)/.dev-installed
 	$(BIN)/pytest

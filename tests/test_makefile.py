@@ -1,0 +1,35 @@
+"""The Makefile's checks use the project's virtual environment, not whatever is on PATH."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _dry_run(target: str, venv: Path) -> list[str]:
+    """The commands `make TARGET` would run with the venv at `venv` (`make -n` runs none)."""
+    make = shutil.which("make")
+    if make is None:
+        pytest.skip("make is not installed")
+    done = subprocess.run(
+        [make, "-n", "-s", target, f"VENV={venv}"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return done.stdout.splitlines()
+
+
+def test_typecheck_runs_pyright_against_the_venvs_packages(tmp_path: Path) -> None:
+    # Without --pythonpath, pyright asks the first `python` on PATH for its search paths and
+    # checks against that interpreter's packages (another pydantic, or none).
+    venv = tmp_path / "venv"
+    pyright = [line for line in _dry_run("typecheck", venv) if f"{venv}/bin/pyright" in line]
+    assert len(pyright) == 1, pyright
+    assert f"{venv}/bin/pyright --pythonpath {venv}/bin/python " in pyright[0]
