@@ -22,10 +22,11 @@ always called on a full batch of B observations.
 rules as the `Rollout` constructor (see [Validation](../validation.md)), and nothing is cast
 in a way that changes a value. Observations must have the space's shape exactly (`[B,
 *space.shape]` per leaf of a Dict or Tuple space; nothing is broadcast) and are stored in the
-space's dtype, converted only where no value changes: 300 in a `uint8` space, -1.7 in an
-integer one, 1e300 in a float32 one, NaN and ±inf anywhere are refused. Rewards must be finite
-and within float32's range, `terminated`/`truncated` 0 or 1, `states` finite. Policy outputs
-follow their rule (`critic`, `log_probs`, `actor` finite; `actions` finite, stored in the action
+space's dtype, converted only where no value changes (floats are rounded to a narrower float
+dtype, as the constructor rounds to float32): 300 in a `uint8` space, -1.7 in an integer one,
+1e300 in a float32 one, NaN and ±inf anywhere are refused. Rewards must be finite and within
+float32's range, `terminated`/`truncated` 0 or 1, `states` finite. Policy outputs follow their
+rule (`critic`, `log_probs`, `actor` finite; `actions` finite, stored in the action
 space's dtype without changing a value, so 1.9 for a Discrete space is refused; any other key
 keeps the dtype of the first call, so a later 1.5 where the first call gave integers is
 refused); the env is sent the actions as recorded. A refusal is a `ValueError` whose message
