@@ -406,7 +406,9 @@ def test_rewards_and_flags_of_other_types_are_converted(make_env: MakeEnv) -> No
 def test_rewards_of_the_wrong_size_are_refused(make_env: MakeEnv) -> None:
     env = ColumnRewards(make_env(AutoresetMode.NEXT_STEP), size=NUM_ENVS + 1)
     recorder = RolloutRecorder(env, policy, seed=4)
-    message = "rews must hold one reward per env, shape (4,), got shape (5,) (step 1 of the recording)"
+    message = (
+        "rews must hold one reward per env, shape (4,), got shape (5,) (step 1 of the recording)"
+    )
     with pytest.raises(ValueError, match=re.escape(message)):
         recorder.record(3)
 
