@@ -371,3 +371,22 @@ def test_the_install_section_gives_a_cpu_only_torch_route(page: str) -> None:
     cpu = "pip install torch --index-url https://download.pytorch.org/whl/cpu"
     assert cpu in install
     assert install.index(cpu) < install.index('pip install "../trajkit[torch]"', install.index(cpu))
+
+
+# ---------------------------------------------------------------------------- contributing
+
+
+def test_contributing_names_files_and_names_that_exist() -> None:
+    # CONTRIBUTING.md says where a change goes: the places it names must stay real.
+    text = (ROOT / "CONTRIBUTING.md").read_text(encoding="utf-8")
+    assert "(CONTRIBUTING.md)" in (ROOT / "README.md").read_text(encoding="utf-8")
+    paths = set(re.findall(r"`((?:src|tests|docs|benchmarks|\.ci)/[^`<>*\s]+)`", text))
+    assert {"src/trajkit/_models/rules.py", "tests/test_layers.py", "src/trajkit/_cli/"} <= paths
+    missing = sorted(p for p in paths if not (ROOT / p).exists())
+    assert not missing, f"CONTRIBUTING.md names missing paths: {missing}"
+    from trajkit._models import rules
+
+    for name in ("FIELD_RULES", "OUTPUT_RULES", "conform", "conform_into"):
+        assert f"`{name}`" in text
+        assert hasattr(rules, name), name
+    assert "INTEGRATIONS" in (ROOT / "tests" / "test_layers.py").read_text(encoding="utf-8")
