@@ -110,14 +110,12 @@ def test_big_endian_arrays_load_little_endian(tmp_path: Path) -> None:
     assert loaded == big  # values compare, not byte order
 
 
-def test_nan_in_observations_states_and_custom_outputs_round_trips_equal(tmp_path: Path) -> None:
+def test_nan_in_custom_outputs_round_trips_equal(tmp_path: Path) -> None:
+    # (Observations and states may no longer hold NaN: issue 25.)
     r = example_rollout()
-    obses, states = r.obses.copy(), r.states.copy()
-    obses[1, 0, 2] = np.nan
-    states[0, 1, 0] = np.nan
     custom = np.zeros((r.num_steps + 1, r.batch_size), np.float16)
     custom[-1, -1] = np.nan
-    r = r.replace(obses=obses, states=states, model_outs={**r.model_outs.arrays, "x": custom})
+    r = r.replace(model_outs={**r.model_outs.arrays, "x": custom})
     for compress in (False, True):
         save(r, tmp_path / "r.npz", compress=compress)
         assert load(tmp_path / "r.npz") == r

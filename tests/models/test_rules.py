@@ -93,3 +93,14 @@ def test_conform_gives_the_stored_dtype() -> None:
     assert conform(OUTPUT_RULES["actions"], [[1.5, 2.0]], "a").dtype == np.float32
     assert conform(OUTPUT_RULES["actions"], [[True, False]], "a").dtype == np.int32
     assert conform(FIELD_RULES["obses"], np.zeros((2, 1), np.uint8), "o").dtype == np.uint8
+
+
+def test_lossless_names_the_axes_of_a_flag_and_refuses_rounded_integers() -> None:
+    with pytest.raises(ValueError, match=re.escape("f must hold only 0 and 1, got 2 at (b=1)")):
+        lossless([0, 2], np.dtype(np.bool_), "f", axes="b")
+    with pytest.raises(
+        ValueError, match=re.escape("x must be exactly representable in float32, got 16777217")
+    ):
+        lossless(np.array([2**24 + 1], np.int64), np.dtype(np.float32), "x")
+    assert lossless(np.array([2**24], np.int64), np.dtype(np.float32), "x")[0] == 2**24
+    assert lossless(np.array([2**31 - 1], np.int32), np.dtype(np.float64), "x")[0] == 2**31 - 1

@@ -332,8 +332,10 @@ def check_finite(array: AnyArray, name: str, axes: str = "tb") -> None:
         )
 
 
-def check_binary(array: AnyArray, name: str) -> None:
+def check_binary(array: AnyArray, name: str, axes: str = "tb") -> None:
     """Refuse values other than 0 and 1, naming the first offending (t, b).
+
+    `axes` names the axes in the position of a message, as for `check_finite`.
 
     Raises:
         ValueError: If any element is not 0 or 1.
@@ -346,5 +348,5 @@ def check_binary(array: AnyArray, name: str) -> None:
     if not np.logical_and.reduce(ok, axis=None):
         pos = first_true(~ok)
         raise ValueError(
-            f"{name} must hold only 0 and 1, got {array[pos].item()} at {fmt_index(pos)}"
+            f"{name} must hold only 0 and 1, got {array[pos].item()} at {fmt_index(pos, axes)}"
         )

@@ -199,8 +199,9 @@ def lossless(value: Any, dtype: np.dtype[Any], name: str, *, axes: str = "tb") -
     Refused: values beyond the range of an integer `dtype` (they would wrap), floats that
     are not integer-valued or not finite into an integer `dtype` (they would be truncated),
     finite values beyond a float `dtype`'s range (they would become inf), and values other
-    than 0 and 1 into bool. Smaller floats into wider ones, and integers into floats that
-    hold them, pass.
+    than 0 and 1 into bool, integers that a float `dtype` cannot hold exactly. Smaller floats
+    into wider ones, and integers into floats that hold them, pass; a wider float into a
+    narrower one is rounded to its precision (that is not a change of value; overflow is).
 
     Examples:
         >>> lossless([3, 250], np.dtype(np.uint8), "obses").tolist()
@@ -220,7 +221,7 @@ def lossless(value: Any, dtype: np.dtype[Any], name: str, *, axes: str = "tb") -
         return array
     kind = dtype.kind
     if kind == "b":
-        check_binary(array, name)
+        check_binary(array, name, axes)
         return array.astype(dtype)
     if kind == "f":
         if array.dtype.kind == "f" and array.dtype.itemsize > dtype.itemsize:
@@ -235,7 +236,17 @@ def lossless(value: Any, dtype: np.dtype[Any], name: str, *, axes: str = "tb") -
                     "become inf"
                 )
             return cast
-        return array.astype(dtype)
+        cast = array.astype(dtype)
+        if array.dtype.kind in "iu" and array.dtype.itemsize * 8 > np.finfo(dtype).nmant + 1:
+            with np.errstate(invalid="ignore", over="ignore"):  # (a wrong round trip is refused)
+                inexact = cast.astype(array.dtype) != array
+            if inexact.any():
+                pos = first_true(inexact) if inexact.ndim else ()
+                raise ValueError(
+                    f"{name} must be exactly representable in {dtype}, got "
+                    f"{array[pos].item()!r}{_at(pos, axes)} (it would be rounded)"
+                )
+        return cast
     if kind in "iu":
         if array.dtype.kind == "f":
             bad = ~np.isfinite(array)
