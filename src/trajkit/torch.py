@@ -411,10 +411,15 @@ def _minibatch_stream(
     items = list(flat.items())
     host = [(key, tensor.numpy()) for key, tensor in items] if on_cpu else []
 
-    def gather(rows: Any) -> dict[str, Any]:
+    def gather(rows: Any) -> _Minibatch:
         if on_cpu:  # indices are a permutation: "clip" never clips and skips the checks
-            return {k: th.from_numpy(a.take(rows, axis=0, mode="clip")) for k, a in host}
-        return {key: tensor.index_select(0, rows) for key, tensor in items}
+            flat = {k: th.from_numpy(a.take(rows, axis=0, mode="clip")) for k, a in host}
+        else:
+            flat = {key: tensor.index_select(0, rows) for key, tensor in items}
+        batch = rebuild(flat)
+        if per_minibatch:
+            batch["advantages"] = _standardized(batch["advantages"])
+        return _Minibatch(batch)
 
     # One whole epoch per item: the permutation `Rollout.minibatches` draws for the same seed.
     for t_idx, b_idx in _mb.minibatch_indices(num_steps, num_envs, n, epochs=epochs, seed=rng):
@@ -423,10 +428,9 @@ def _minibatch_stream(
         if not on_cpu:
             order = th.from_numpy(order).to(device)  # the epoch's indices: one small transfer
         for start in starts:
-            batch = rebuild(gather(order[start : start + minibatch_size]))
-            if per_minibatch:
-                batch["advantages"] = _standardized(batch["advantages"])
-            yield _Minibatch(batch)
+            # No local keeps the minibatch while the caller holds it: once the caller drops
+            # it, its memory is free for the next one.
+            yield gather(order[start : start + minibatch_size])
 
 
 @overload
