@@ -711,6 +711,11 @@ def test_a_json_member_declaring_4_gb_is_refused_without_allocating_it(
     def check() -> None:
         error = refused(path)
         assert error.member == "infos.json"
+        assert (
+            "decoding it would take more than 536870912 bytes of memory (counted on its "
+            "declared size, before decoding)" in str(error)
+        )
+        error = refused(path, max_bytes=None)  # no budget: read as it arrives, and it ends early
         assert "truncated" in str(error)
 
     assert peak_bytes_of(check) < 2 << 20

@@ -29,11 +29,13 @@ from trajkit._base.types import AnyArray
 from trajkit._core import tree as _tree
 from trajkit._io.atomic import PathLike, path_str
 from trajkit._io.crc import crc32, crc32_combine
+from trajkit._io.infos import _all_empty as all_empty_infos
 from trajkit._io.infos import (
     infos_from_json,
     sparse_infos_from_json,
     strict_json_loads,
 )
+from trajkit._io.jsonbudget import JSON_BUDGET_SHARE, MIN_JSON_BUDGET, JsonCost, json_budget
 from trajkit._io.metadata import (
     FORMAT_NAME,
     FORMAT_VERSION,
@@ -432,7 +434,7 @@ class _Reader:
                 METADATA_MEMBER,
             )
         with self.refusing(METADATA_MEMBER):
-            data = self._read_small(first)
+            data = self._read_json(first)
             metadata = self._parse_metadata(data)
         self._check_members(metadata)
         return metadata
@@ -557,19 +559,54 @@ class _Reader:
 
         return MemberStream(self.file, info, self._data_start(info), fail, check_crc=check_crc)
 
-    def _read_small(self, info: zipfile.ZipInfo) -> bytearray:
-        """Read a whole JSON member, checking its CRC-32; memory grows with what arrives."""
+    def _read_json(self, info: zipfile.ZipInfo, *, empty: bytes | None = None) -> bytearray:
+        """Read a whole JSON member, checking its CRC-32 and, as the bytes arrive, its budget.
+
+        Memory grows with what arrives, and the bytes are refused as soon as decoding them
+        would pass the JSON budget (`jsonbudget`), before they are decoded. `empty` is the
+        member that lists only empty infos (they are built without decoding): a member of its
+        size is read whole and refused only if it is something else.
+        """
+        budget = json_budget(self.max_bytes)
+        size = info.file_size
+        exempt = empty is not None and size == len(empty)
+        cost = JsonCost()
+        if budget is not None and not exempt and JsonCost.least(size) > budget:
+            self._over_budget(info, budget, 0)
         stream = self._stream(info)
-        data = stream.read(info.file_size)
+        data = bytearray()
+        while len(data) < size:
+            piece = stream.read(min(IO_CHUNK, size - len(data)))
+            if not piece:
+                break
+            cost.add(piece)
+            data += piece
+            if budget is not None and not exempt and cost.bound > budget:
+                self._over_budget(info, budget, len(data))
         stream.finish()
+        over = budget is not None and exempt and cost.bound > budget
+        if over and budget is not None and data != bytearray(empty or b""):
+            self._over_budget(info, budget, len(data))
         return data
+
+    def _over_budget(self, info: zipfile.ZipInfo, budget: int, read: int) -> NoReturn:
+        counted = f"its first {read} of {info.file_size} bytes" if read else "its declared size"
+        self.fail(
+            f"decoding it would take more than {budget} bytes of memory (counted on "
+            f"{counted}, before decoding), over the budget for JSON members: max_bytes / "
+            f"{JSON_BUDGET_SHARE}, at least {MIN_JSON_BUDGET >> 20} MiB; pass a larger "
+            "max_bytes (or None) to load it",
+            info.filename,
+        )
 
     def read_infos(self) -> list[list[dict[str, Any]]] | None:
         """The infos, or `None` when all are empty (the rollout makes them if they are read)."""
         with self.refusing(INFOS_MEMBER):
-            data = self._read_small(self._by_name[INFOS_MEMBER])
             meta = self.metadata
-            if meta.format_version >= SPARSE_INFOS_VERSION:
+            sparse = meta.format_version >= SPARSE_INFOS_VERSION
+            empty = None if sparse else all_empty_infos(meta.num_steps, meta.batch_size)
+            data = self._read_json(self._by_name[INFOS_MEMBER], empty=empty)
+            if sparse:
                 return sparse_infos_from_json(data, meta.num_steps, meta.batch_size)
             return infos_from_json(data, meta.num_steps, meta.batch_size, none_if_empty=True)
 
