@@ -552,7 +552,7 @@ def read_steps(
             model output of the files or clashes with a column.
 
     Examples:
-        >>> import torch, trajkit.ray
+        >>> import trajkit.ray
         >>> steps = trajkit.ray.read_steps("runs/", gamma=0.99, lam=0.95)  # doctest: +SKIP
         >>> batches = steps.random_shuffle().iter_torch_batches(batch_size=256)  # doctest: +SKIP
         >>> for batch in batches:  # doctest: +SKIP
