@@ -971,6 +971,9 @@ def npy_with(header_dict: bytes, data: bytes, version: bytes = b"\x01\x00") -> b
         (b"{'descr': '<f4', 'fortran_order': False, 'shape': ((16, 2),), }", "unexpected '('"),
         (b"{'descr': '<f4', 'fortran_order': False, 'shape': (16 2), }", "expected ',' or ')'"),
         (b"{'descr': '<f4', 'fortran_order': False, 'shape': (16, 2) } x", "after the dict"),
+        # found by the fuzz suite: a header that ends where a value should be
+        (b"{'descr': ", "malformed .npy header: unexpected the end of the line at column"),
+        (b"{'descr': '<f4', 'shape': (16", "expected ',' or ')' at column 5"),
     ],
 )
 def test_npy_headers_are_parsed_as_the_spec_says(

@@ -203,7 +203,8 @@ class _Parser:
 
     def _advance(self) -> tuple[str, str, int]:
         token = self._kind, self._text, self._column
-        self._kind, self._text, self._column = next(self._tokens)
+        if self._kind != "end":  # the end stays the end: the scan is over
+            self._kind, self._text, self._column = next(self._tokens)
         return token
 
     def _expect(self, *texts: str) -> str:

@@ -150,7 +150,9 @@ def load(
             multi-GB file opens without reading it all (compressed members are read). The
             arrays stay valid after the file is replaced or deleted.
         max_bytes: The limit on the declared size of the contents (array data, and all members
-            uncompressed); `None` for no limit. Raise it to load files larger than 4 GiB.
+            uncompressed); `None` for no limit. Raise it to load files larger than 4 GiB. It
+            also sets the budget of the JSON members, counted before they are decoded: an
+            eighth of it, at least 64 MiB (512 MiB by default).
         verify: Check the CRC-32 of the uncompressed array members. Defaults to `True`, or to
             `False` with `mmap` (checking would read every byte). Compressed members and the
             JSON members are always checked.
