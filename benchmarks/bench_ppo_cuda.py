@@ -15,6 +15,7 @@ Run: `python benchmarks/bench_ppo_cuda.py` (or `python benchmarks/run.py ppo_cud
 
 from __future__ import annotations
 
+import functools
 import statistics
 import sys
 from typing import Any
@@ -146,8 +147,10 @@ def main() -> int:
         agree = float(np.max(np.abs(np.asarray(ours) - np.asarray(theirs))))
         times: dict[str, list[float]] = {"trajkit": [], "cleanrl": []}
         for _ in range(BLOCKS):
-            times["trajkit"].append(best_time(lambda s=s: trajkit_cuda(s, device), s.repeats))
-            times["cleanrl"].append(best_time(lambda s=s: cleanrl_cuda(s, device), s.repeats))
+            ours_fn = functools.partial(trajkit_cuda, s, device)
+            theirs_fn = functools.partial(cleanrl_cuda, s, device)
+            times["trajkit"].append(best_time(ours_fn, s.repeats))
+            times["cleanrl"].append(best_time(theirs_fn, s.repeats))
         ratios = [a / b for a, b in zip(times["trajkit"], times["cleanrl"], strict=True)]
         print(
             f"| {s.name} | {statistics.median(times['trajkit']) * 1e3:.1f} "

@@ -33,11 +33,12 @@ Run: `python benchmarks/bench_ppo_path.py [--quick]` (or `python benchmarks/run.
 from __future__ import annotations
 
 import ctypes
+import functools
 import gc
 import statistics
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -84,6 +85,8 @@ def make_shape(
     repeats: int = 1,
 ) -> Shape:
     rng = np.random.default_rng(0)
+    obs: np.ndarray[Any, Any]
+    actions: np.ndarray[Any, Any]
     if obs_dtype is np.uint8:
         obs = rng.integers(0, 256, size=(T + 1, B, *obs_shape), dtype=np.uint8)
     else:
@@ -92,7 +95,7 @@ def make_shape(
         actions = rng.standard_normal((T + 1, B, action_dim), dtype=np.float32)
     else:
         actions = rng.integers(0, num_actions, size=(T + 1, B), dtype=np.int64)
-    src = {
+    src: dict[str, np.ndarray[Any, Any]] = {
         "obs": obs,
         "actions": actions,
         "log_probs": rng.standard_normal((T + 1, B), dtype=np.float32),
@@ -310,7 +313,7 @@ def _status_kib(field: str) -> int | None:
 
 
 def measure_memory(
-    s: Shape, candidates: dict[str, Callable[[Shape], object]]
+    s: Shape, candidates: Mapping[str, Callable[[Shape], object]]
 ) -> dict[str, int | None]:
     """Each candidate's peak RSS rise over one run, with glibc returning large blocks at once.
 
@@ -331,7 +334,7 @@ def measure_memory(
         gc.collect()
         if trim is not None:
             trim(0)
-        out[name] = peak_rss_rise(lambda fn=fn: fn(s))
+        out[name] = peak_rss_rise(functools.partial(fn, s))
     return out
 
 
@@ -401,7 +404,7 @@ def main(argv: list[str]) -> int:
         times: dict[str, list[float]] = {name: [] for name in candidates}
         for _ in range(BLOCKS):
             for name, fn in candidates.items():
-                times[name].append(best_time(lambda fn=fn, s=s: fn(s), repeats))
+                times[name].append(best_time(functools.partial(fn, s), repeats))
         memory = measure_memory(s, candidates)
         floor_times = times["floor"]
         print(f"### {s.name}\n")
