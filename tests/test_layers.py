@@ -1,8 +1,10 @@
 """The layers import one way: _base <- _core <- _models <- _io <- integrations <- _cli.
 
 The core knows nothing of pydantic or the models; no layer imports one above it. The
-integrations with optional libraries (`trajkit.plot`, `trajkit.torch`, ...) sit above the
-models and files and below the command line, which may call them (lazily).
+integrations with optional libraries (`trajkit.plot`, `trajkit.torch`, the `trajkit.gym`
+package, ...) sit above the models and files and below the command line, which may call
+them (lazily). An integration that is a package imports its own modules, and no other
+integration.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import pytest
 SRC = Path(__file__).resolve().parents[1] / "src" / "trajkit"
 ORDER = ["_base", "_core", "_models", "_io", "_cli"]
 # Public modules over optional libraries.
-INTEGRATIONS = ["arrow", "dataset", "minari", "plot", "ray", "torch"]
+INTEGRATIONS = ["arrow", "dataset", "gym", "minari", "plot", "ray", "torch"]
 
 
 def _imports(path: Path) -> set[str]:
@@ -56,12 +58,21 @@ def test_relative_imports_are_not_used() -> None:
         ), path
 
 
+def _integration_files(module: str) -> list[Path]:
+    """The files of integration `module`: `module.py`, or every file of the package `module/`."""
+    single, package = SRC / f"{module}.py", SRC / module
+    assert single.is_file() != package.is_dir(), f"{module} must be a module or a package"
+    return [single] if single.is_file() else sorted(package.rglob("*.py"))
+
+
 @pytest.mark.parametrize("module", INTEGRATIONS)
 def test_integrations_import_only_the_layers_below_the_command_line(module: str) -> None:
-    allowed = {f"trajkit.{name}" for name in ORDER[:-1]}
-    for name in _imports(SRC / f"{module}.py"):
-        if name.startswith("trajkit."):
-            assert ".".join(name.split(".")[:2]) in allowed, f"{module}.py imports {name}"
+    allowed = {f"trajkit.{name}" for name in ORDER[:-1]} | {f"trajkit.{module}"}
+    for path in _integration_files(module):
+        for name in _imports(path):
+            if name.startswith("trajkit."):
+                top = ".".join(name.split(".")[:2])
+                assert top in allowed, f"{path.relative_to(SRC)} imports {name}"
 
 
 def test_optional_libraries_are_imported_lazily() -> None:

@@ -700,8 +700,8 @@ def test_without_gymnasium_the_import_error_names_the_extra(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setitem(sys.modules, "gymnasium", None)
-    monkeypatch.delitem(sys.modules, "trajkit.gym")
-    monkeypatch.delitem(sys.modules, "trajkit._io.gym_recorder")
+    for name in [m for m in sys.modules if m == "trajkit.gym" or m.startswith("trajkit.gym.")]:
+        monkeypatch.delitem(sys.modules, name)
     with pytest.raises(ImportError, match=r"pip install 'trajkit\[gym\]'"):
         importlib.import_module("trajkit.gym")
 

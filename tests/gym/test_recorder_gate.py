@@ -22,7 +22,7 @@ import gymnasium as gym
 from gymnasium.vector import AutoresetMode
 
 import trajkit
-import trajkit._io.gym_recorder as gym_recorder
+import trajkit.gym.recorder as gym_recorder
 from trajkit._base.types import AnyArray
 from trajkit.gym import RolloutRecorder
 

@@ -9,12 +9,12 @@ from hypothesis import strategies as st
 
 pytest.importorskip("gymnasium")
 
-from trajkit._io.gym_recorder import _Log, _positions, _rows_and_steps
+from trajkit.gym._log import Log, positions, rows_and_steps
 
 
 @given(st.lists(st.tuples(st.integers(1, 90), st.integers(0, 90)), min_size=1, max_size=8))
 def test_the_log_keeps_what_was_appended_and_not_dropped(plan: list[tuple[int, int]]) -> None:
-    log = _Log({"flag": np.bool_})
+    log = Log({"flag": np.bool_})
     names = ["x", "flag"]
     model: list[tuple[float, bool]] = []  # the live entries
     written = 0
@@ -48,7 +48,7 @@ def test_positions_are_each_columns_first_true_entries(rows: list[list[bool]], c
     expected = np.array(
         [np.flatnonzero(mask[:, b])[:count] for b in range(mask.shape[1])], dtype=np.int64
     ).T.reshape(count, mask.shape[1])
-    got = _positions(mask, count)
+    got = positions(mask, count)
     assert got.dtype == np.int64
     np.testing.assert_array_equal(got, expected)
 
@@ -74,7 +74,7 @@ def test_rows_and_steps_follow_the_step_by_step_recurrence(
         expected_real.append(has_row)
         has_row = ~(flags & has_row) if next_step else np.ones_like(flags)
         expected_new.append(has_row)
-    new, real = _rows_and_steps(ended, np.array(pending, dtype=bool), next_step)
+    new, real = rows_and_steps(ended, np.array(pending, dtype=bool), next_step)
     assert new.dtype == real.dtype == np.bool_
     np.testing.assert_array_equal(new, np.array(expected_new))
     np.testing.assert_array_equal(real, np.array(expected_real))
@@ -85,13 +85,13 @@ def test_rows_and_steps_golden_column() -> None:
     # observation (no row), the phantom reset after it shows a row and is not real, even if
     # its flags say ended (a second ending in a row).
     ended = np.array([[0], [1], [0], [1], [1], [1], [0]], dtype=bool)
-    new, real = _rows_and_steps(ended, np.array([True]), next_step=True)
+    new, real = rows_and_steps(ended, np.array([True]), next_step=True)
     assert new[:, 0].tolist() == [True, False, True, False, True, False, True]
     assert real[:, 0].tolist() == [True, True, False, True, False, True, False]
 
 
 def test_a_column_filled_later_grows_and_moves_with_the_log() -> None:
-    log = _Log({"later": np.int64})
+    log = Log({"later": np.int64})
     for i in range(3):
         log.append(["x"], [np.full(2, i, np.float32)])
     column = log.column("later", (2,))

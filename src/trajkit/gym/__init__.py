@@ -126,6 +126,17 @@ Examples:
 
 from __future__ import annotations
 
-from trajkit._io.gym_recorder import CompletedEpisodes, Policy, RolloutRecorder, StateFn
+try:
+    import gymnasium.vector
+
+    gymnasium.vector.AutoresetMode  # noqa: B018 - Gymnasium >= 1.0 has it
+except (ImportError, AttributeError) as exc:  # pragma: no cover - exercised with gymnasium hidden
+    raise ImportError(
+        "trajkit.gym needs Gymnasium >= 1.0 (for gymnasium.vector.AutoresetMode); "
+        "install it with: pip install 'trajkit[gym]'"
+    ) from exc
+
+from trajkit.gym.episodes import CompletedEpisodes
+from trajkit.gym.recorder import Policy, RolloutRecorder, StateFn
 
 __all__ = ["CompletedEpisodes", "Policy", "RolloutRecorder", "StateFn"]
