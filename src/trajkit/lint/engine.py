@@ -1,0 +1,167 @@
+"""Linting many files: the per-file work, run by `trajkit validate`'s discovery and engine.
+
+Files are found by `trajkit._io.discovery.discover` (folders searched for `*.npz`, sorted, hidden
+ones skipped) and linted chunk by chunk on every core by `trajkit._io.engine.run_ordered`, the
+engine behind `trajkit validate`: the findings come back in file order, the same with any
+number of processes. Each worker loads a file once, runs the data checks (TK1xx) and
+summarises it for the dataset statistics (TK2xx), which the parent folds in as results
+arrive. Replay (TK3xx), which needs the files of a recording in order, runs after.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+from trajkit._base.errors import RolloutFileError
+from trajkit._io.discovery import Found, discover
+from trajkit._io.engine import checked_jobs, cpu_count, run_ordered
+from trajkit._io.filecheck import FileCheck, file_error
+from trajkit._io.files import DEFAULT_MAX_BYTES, load, read_metadata
+from trajkit._io.remote import file_size, local_copy, mappable, naming
+from trajkit.lint.config import LintOptions
+from trajkit.lint.data import check_rollout
+from trajkit.lint.registry import Finding
+from trajkit.lint.stats import DatasetStatistics, FileSummary, summarize
+
+__all__ = ["FileResult", "LintRun", "lint_chunk", "lint_file"]
+
+
+@dataclass(frozen=True)
+class FileResult:
+    """What linting one file gives back to the parent process.
+
+    Attributes:
+        path: The file.
+        findings: Its TK0xx and TK1xx findings.
+        summary: Its summary for the dataset statistics, when a TK2xx check runs.
+        recording: Its metadata's `recording` (as JSON), if it has one.
+
+    Examples:
+        >>> FileResult("a.npz", (), None, None).findings
+        ()
+    """
+
+    path: str
+    findings: tuple[Finding, ...]
+    summary: FileSummary | None
+    recording: Mapping[str, Any] | None
+
+
+def lint_file(path: str, *, options: LintOptions, max_bytes: int | None) -> FileResult:
+    """Lint one file (a path or an fsspec URL); never raises for a bad file.
+
+    A file that cannot be loaded gives one TK001 finding with the reason `trajkit validate`
+    gives.
+
+    Examples:
+        >>> from trajkit.lint.config import LintOptions
+        >>> lint_file("missing.npz", options=LintOptions(frozenset({"TK001"})),
+        ...           max_bytes=None).findings[0].code
+        'TK001'
+    """
+    try:
+        with local_copy(path, max_bytes) as local, naming(path):
+            meta = read_metadata(local, max_bytes=max_bytes)
+            rollout = load(local, mmap=mappable(path), max_bytes=max_bytes)
+            file_size(local)
+    except RolloutFileError as exc:
+        return _unreadable(path, file_error(exc), options)
+    except Exception as exc:  # a bug must not stop the batch
+        return _unreadable(
+            path, f"internal error (please report it): {type(exc).__name__}: {exc}", options
+        )
+    recorded = getattr(meta, "recording", None)
+    recording = None if recorded is None else recorded.model_dump(mode="json")
+    findings = check_rollout(rollout, options, path=path, recording=recording)
+    summary = summarize(rollout, path) if options.runs("TK2") else None
+    return FileResult(path, tuple(findings), summary, recording)
+
+
+def _unreadable(path: str, problem: str, options: LintOptions) -> FileResult:
+    found = (Finding("TK001", problem, path),) if "TK001" in options.codes else ()
+    return FileResult(path, found, None, None)
+
+
+def lint_chunk(
+    items: Sequence[Found | FileCheck], *, options: LintOptions, max_bytes: int | None
+) -> list[FileResult]:
+    """`lint_file` over a chunk of discovered files; discovery's verdicts become TK001.
+
+    Examples:
+        >>> from trajkit._io.filecheck import FileCheck
+        >>> from trajkit.lint.config import LintOptions
+        >>> options = LintOptions(frozenset({"TK001"}))
+        >>> chunk = [FileCheck("x", ("no such file",))]
+        >>> lint_chunk(chunk, options=options, max_bytes=None)[0].findings
+        (Finding(code='TK001', message='no such file', path='x', env=None, step=None),)
+    """
+    return [
+        _unreadable(item.path, "; ".join(item.problems), options)
+        if isinstance(item, FileCheck)
+        else lint_file(item.path, options=options, max_bytes=max_bytes)
+        for item in items
+    ]
+
+
+class LintRun:
+    """The findings of linting `paths`, produced as they are found (iterate once).
+
+    Per-file findings come in file order as the workers return them; then the dataset's
+    (TK2xx); then, with `replay`, the replay's (TK3xx). `files` counts the files linted.
+
+    Examples:
+        >>> from trajkit.lint.config import LintOptions
+        >>> run = LintRun(["missing.npz"], LintOptions(frozenset({"TK001"})), jobs=1)
+        >>> [f.code for f in run], run.files
+        (['TK001'], 1)
+    """
+
+    def __init__(
+        self,
+        paths: Iterable[str],
+        options: LintOptions,
+        *,
+        replay: bool = False,
+        jobs: int | None = None,
+        max_bytes: int | None = DEFAULT_MAX_BYTES,
+    ) -> None:
+        self.paths = list(paths)
+        self.options = options
+        self.replay = replay
+        self.jobs = checked_jobs(jobs) or cpu_count()
+        self.max_bytes = max_bytes
+        self.files = 0
+        self._results: Iterator[FileResult] | None = None
+
+    def __iter__(self) -> Iterator[Finding]:
+        work = partial(lint_chunk, options=self.options, max_bytes=self.max_bytes)
+        stats = DatasetStatistics(self.options)
+        recordings: list[tuple[str, Mapping[str, Any]]] = []
+        results = run_ordered(work, discover(self.paths), jobs=self.jobs)
+        self._results = results
+        for result in results:
+            self.files += 1
+            yield from result.findings
+            if result.summary is not None:
+                yield from stats.add(result.summary)
+            if result.recording is not None:
+                recordings.append((result.path, result.recording))
+        yield from stats.finish()
+        if self.replay and self.options.runs("TK3"):
+            from trajkit.lint.replay import replay_recordings  # imports gymnasium
+
+            yield from replay_recordings(recordings, self.options, max_bytes=self.max_bytes)
+
+    def close(self) -> None:
+        """Stop the worker processes now (after Ctrl-C, or once the findings are not wanted).
+
+        Examples:
+            >>> from trajkit.lint.config import LintOptions
+            >>> LintRun([], LintOptions(frozenset())).close()
+        """
+        close = getattr(self._results, "close", None)
+        if close is not None:
+            close()

@@ -1,0 +1,230 @@
+"""Statistics across a dataset (TK2xx), gathered in one streaming pass.
+
+Each file is summarised where it is checked (in a worker process): per observation feature
+its smallest and largest value, its rewards' count and sum of squares, and a content hash of
+its arrays. The summaries are small and mergeable; `DatasetStatistics` folds them in, in file
+order, as they come back from the workers, and keeps per file only its reward scale and hash.
+
+- TK201: a feature of a leaf of `obses` whose smallest and largest values are equal over
+  every observation of the dataset (at least `MIN_OBSERVATIONS` of them).
+- TK202: a file whose reward scale, the root mean square of its rewards, is more than
+  `reward_scale_ratio` times above or below the median scale of the files (files whose
+  rewards are all 0 are left out; at least 3 files are needed).
+- TK203: a file whose arrays (every field and model output: names, dtypes, shapes and
+  bytes) are exactly those of an earlier file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from trajkit._base.types import AnyArray
+from trajkit._core import tree as _tree
+from trajkit._models.rollout import Rollout
+from trajkit.lint.config import LintOptions
+from trajkit.lint.registry import Finding
+
+__all__ = ["MIN_OBSERVATIONS", "DatasetStatistics", "FileSummary", "summarize"]
+
+MIN_OBSERVATIONS = 10
+"""TK201 judges a feature constant only over at least this many observations."""
+
+_SHOWN = 5  # constant features named per leaf
+
+
+@dataclass(frozen=True)
+class FileSummary:
+    """What the dataset statistics need of one file.
+
+    Attributes:
+        path: The file.
+        ranges: Per leaf of `obses` (by its name, e.g. `obses['image']`): the per-feature
+            minimum and maximum, float64 of the leaf's per-step shape.
+        observations: The number of observations (rows times envs).
+        reward_count: The number of rewards.
+        reward_sumsq: Their sum of squares.
+        digest: A hash of every array (names, dtypes, shapes, bytes).
+
+    Examples:
+        >>> from trajkit.testing import example_rollout
+        >>> s = summarize(example_rollout(num_steps=4, num_envs=2), "a.npz")
+        >>> s.observations, s.reward_count, sorted(s.ranges)
+        (10, 8, ['obses'])
+    """
+
+    path: str
+    ranges: dict[str, tuple[AnyArray, AnyArray]] = field(repr=False)
+    observations: int
+    reward_count: int
+    reward_sumsq: float
+    digest: str
+
+    @property
+    def reward_scale(self) -> float:
+        """The root mean square of the rewards (0 without rewards).
+
+        Examples:
+            >>> FileSummary("a", {}, 0, 4, 16.0, "").reward_scale
+            2.0
+        """
+        return math.sqrt(self.reward_sumsq / self.reward_count) if self.reward_count else 0.0
+
+
+def summarize(rollout: Rollout, path: str) -> FileSummary:
+    """The `FileSummary` of one rollout (one pass over its arrays).
+
+    Examples:
+        >>> from trajkit.testing import example_rollout
+        >>> r = example_rollout()
+        >>> summarize(r, "a.npz").digest == summarize(r.copy(), "b.npz").digest
+        True
+    """
+    digest = hashlib.blake2b(digest_size=16)
+    ranges: dict[str, tuple[AnyArray, AnyArray]] = {}
+    rows = rollout.num_steps + 1
+    for leaf_path, leaf in _tree.flatten(rollout.obses):
+        name = _tree.format_path("obses", leaf_path)
+        flat = leaf.reshape(rows * rollout.batch_size, -1)
+        ranges[name] = (
+            flat.min(axis=0).astype(np.float64).reshape(leaf.shape[2:]),
+            flat.max(axis=0).astype(np.float64).reshape(leaf.shape[2:]),
+        )
+    named: list[tuple[str, Any]] = [
+        (_tree.format_path(name, p), leaf)
+        for name in ("states", "obses")
+        for p, leaf in _tree.flatten(getattr(rollout, name))
+    ]
+    named += [("rews", rollout.rews), ("dones", rollout.dones)]
+    named += [("truncated", rollout.truncated), ("final_values", rollout.final_values)]
+    named += [(f"model_outs[{k!r}]", a) for k, a in rollout.model_outs.arrays.items()]
+    for name, array in named:
+        if array is None:
+            continue
+        digest.update(f"{name}:{array.dtype.str}:{array.shape};".encode())
+        digest.update(np.ascontiguousarray(array).view(np.uint8).reshape(-1).data)
+    rews = rollout.rews.astype(np.float64)
+    return FileSummary(
+        path=path,
+        ranges=ranges,
+        observations=rows * rollout.batch_size,
+        reward_count=int(rews.size),
+        reward_sumsq=float(np.square(rews).sum()),
+        digest=digest.hexdigest(),
+    )
+
+
+class DatasetStatistics:
+    """The TK2xx checks, fed one `FileSummary` at a time, in file order.
+
+    Examples:
+        >>> from trajkit.lint.config import LintOptions
+        >>> from trajkit.testing import example_rollout
+        >>> stats = DatasetStatistics(LintOptions(frozenset({"TK203"})))
+        >>> r = example_rollout()
+        >>> stats.add(summarize(r, "a.npz")), stats.add(summarize(r, "b.npz"))[0].message
+        ([], 'the same arrays as a.npz: the rollout is saved twice')
+    """
+
+    def __init__(self, options: LintOptions) -> None:
+        self.options = options
+        self.files = 0
+        self._ranges: dict[str, tuple[AnyArray, AnyArray]] = {}
+        self._mixed: set[str] = set()  # leaves whose per-step shape differs between files
+        self._observations = 0
+        self._scales: list[tuple[str, float]] = []
+        self._seen: dict[str, str] = {}
+
+    def add(self, summary: FileSummary) -> list[Finding]:
+        """Fold in one file; return the findings known at once (TK203).
+
+        Examples:
+            >>> from trajkit.lint.config import LintOptions
+            >>> DatasetStatistics(LintOptions(frozenset())).add(
+            ...     FileSummary("a.npz", {}, 0, 0, 0.0, "x"))
+            []
+        """
+        self.files += 1
+        self._observations += summary.observations
+        for name, (low, high) in summary.ranges.items():
+            if name in self._mixed:
+                continue
+            if name not in self._ranges:
+                self._ranges[name] = (low, high)
+            elif self._ranges[name][0].shape != low.shape:
+                self._mixed.add(name)
+                del self._ranges[name]
+            else:
+                old_low, old_high = self._ranges[name]
+                self._ranges[name] = (np.minimum(old_low, low), np.maximum(old_high, high))
+        if summary.reward_count:
+            self._scales.append((summary.path, summary.reward_scale))
+        found = []
+        first = self._seen.setdefault(summary.digest, summary.path)
+        if first != summary.path and "TK203" in self.options.codes:
+            found.append(
+                Finding(
+                    "TK203", f"the same arrays as {first}: the rollout is saved twice", summary.path
+                )
+            )
+        return found
+
+    def finish(self) -> list[Finding]:
+        """The findings that need every file (TK201, TK202), once all are in.
+
+        Examples:
+            >>> from trajkit.lint.config import LintOptions
+            >>> DatasetStatistics(LintOptions(frozenset({"TK201", "TK202"}))).finish()
+            []
+        """
+        found: list[Finding] = []
+        if "TK201" in self.options.codes and self._observations >= MIN_OBSERVATIONS:
+            for name, (low, high) in self._ranges.items():
+                constant = low == high
+                if not constant.any():
+                    continue
+                index = np.argwhere(constant)
+                shown = ", ".join(
+                    f"{name}[..., {', '.join(map(str, i))}] = {low[tuple(i)]:.6g}"
+                    if i.size
+                    else f"{name} = {low[()]:.6g}"
+                    for i in index[:_SHOWN]
+                )
+                more = f" (+{len(index) - _SHOWN} more)" if len(index) > _SHOWN else ""
+                found.append(
+                    Finding(
+                        "TK201",
+                        f"{len(index)} of {constant.size} feature(s) of {name} never change over "
+                        f"{self._observations} observations in {self.files} file(s): "
+                        f"{shown}{more}",
+                    )
+                )
+        if "TK202" in self.options.codes:
+            found.extend(self._scale_jumps())
+        return found
+
+    def _scale_jumps(self) -> list[Finding]:
+        scales = [(path, s) for path, s in self._scales if s > 0]
+        if len(scales) < 3:
+            return []
+        median = float(np.median([s for _, s in scales]))
+        ratio = self.options.reward_scale_ratio
+        found = []
+        for path, scale in scales:
+            factor = max(scale / median, median / scale)
+            if factor > ratio:
+                found.append(
+                    Finding(
+                        "TK202",
+                        f"reward scale (root mean square) {scale:.6g} is {factor:.3g}x "
+                        f"{'above' if scale > median else 'below'} the median {median:.6g} of "
+                        f"{len(scales)} files (limit {ratio:g}x): rewards scaled or normalised "
+                        "differently?",
+                        path,
+                    )
+                )
+        return found
