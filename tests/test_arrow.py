@@ -19,48 +19,104 @@ from trajkit.testing import ACTION_KINDS, example_rollout, rollouts  # noqa: E40
 
 
 @settings(max_examples=40)
-@given(rollouts(action_kinds=ACTION_KINDS, nested=None, truncation=None))
+@given(rollouts(action_kinds=ACTION_KINDS, nested=None, truncation=None, min_steps=1))
 def test_tables_round_trip_every_rollout(r: trajkit.Rollout) -> None:
-    back = ta.from_arrow(ta.to_arrow(r))
-    assert back == r
-    for name in ("obses", "states"):
-        for (_, a), (_, b) in zip(
-            trajkit._core.tree.flatten(getattr(r, name)),
-            trajkit._core.tree.flatten(getattr(back, name)),
-            strict=True,
-        ):
-            assert a.dtype == b.dtype
-            assert a.shape == b.shape
+    for table in (ta.to_arrow(r), ta.to_arrow(r, tensor_type="extension")):
+        for layout_from in (table, table.replace_schema_metadata(None)):
+            back = ta.from_arrow(layout_from)
+            assert back == r
+            for name in ("obses", "states"):
+                for (_, a), (_, b) in zip(
+                    trajkit._core.tree.flatten(getattr(r, name)),
+                    trajkit._core.tree.flatten(getattr(back, name)),
+                    strict=True,
+                ):
+                    assert a.dtype == b.dtype
+                    assert a.shape == b.shape
 
 
 def test_the_columns_are_what_the_layout_says() -> None:
     r = example_rollout(num_steps=3, num_envs=2, truncation=True, seed=1, obs_shape=(2, 3))
     table = ta.to_arrow(r)
-    assert table.num_rows == 8
+    assert table.num_rows == 6  # one row per transition
+    assert table.column_names == [
+        "rollout", "step", "env", "episode_id", "obs", "action", "reward", "terminated",
+        "truncated", "next_obs", "is_first", "final_value", "out.critic", "out.log_probs",
+        "out.actor", "state", "next_action", "next_out.critic", "next_out.log_probs",
+        "next_out.actor", "next_state", "info", "trajkit_layout",
+    ]  # fmt: skip
     rows = table.to_pylist()
     assert [(row["step"], row["env"]) for row in rows[:3]] == [(0, 0), (0, 1), (1, 0)]
-    assert [row["bootstrap"] for row in rows] == [False] * 6 + [True] * 2
-    assert rows[-1]["reward"] is None
-    assert rows[-1]["terminated"] is None
     assert rows[0]["reward"] == pytest.approx(float(r.rews[0, 0]))
-    assert table.schema.field("obs").type == pa.fixed_shape_tensor(pa.float32(), [2, 3])
-    obs = table.column("obs").combine_chunks().to_numpy_ndarray()
-    np.testing.assert_array_equal(obs.reshape(4, 2, 2, 3), r.obses)
+    cell = pa.list_(pa.list_(pa.float32(), 3), 2)  # nested fixed-size lists, [2, 3]
+    assert table.schema.field("obs").type == cell
+    assert table.schema.field("next_obs").type == cell
+    obs = np.array(table.column("obs").to_pylist(), np.float32)
+    np.testing.assert_array_equal(obs.reshape(3, 2, 2, 3), r.obses[:3])
+    after = np.array(table.column("next_obs").to_pylist(), np.float32)
+    np.testing.assert_array_equal(after.reshape(3, 2, 2, 3), r.obses[1:])  # row T: bootstrap
+    np.testing.assert_array_equal(
+        np.array(table.column("next_out.critic").to_pylist()).reshape(3, 2),
+        r.model_outs.arrays["critic"][1:],
+    )
     ends = r.dones[1:] == 1
     cut = r.truncated == 1
-    terminated = np.array([row["terminated"] for row in rows[:6]]).reshape(3, 2)
-    truncated = np.array([row["truncated"] for row in rows[:6]]).reshape(3, 2)
+    terminated = np.array(table.column("terminated").to_pylist()).reshape(3, 2)
+    truncated = np.array(table.column("truncated").to_pylist()).reshape(3, 2)
     np.testing.assert_array_equal(terminated, ends & ~cut)
     np.testing.assert_array_equal(truncated, ends & cut)
-    assert table.schema.field("state").type == pa.fixed_shape_tensor(pa.float32(), [2])
+    firsts = np.array(table.column("is_first").to_pylist()).reshape(3, 2)
+    np.testing.assert_array_equal(firsts, r.dones[:3] == 1)
+    assert table.schema.field("state").type == pa.list_(pa.float32(), 2)
+    layout = table.column("trajkit_layout").to_pylist()
+    assert layout[0] == table.schema.metadata[b"trajkit"].decode()
+    assert layout[1:] == [None] * 5
     bare = r.replace(states=np.zeros((4, 2, 0)))
     assert "state" not in ta.to_arrow(bare).column_names  # empty states are left out
+    assert ta.from_arrow(ta.to_arrow(bare)) == bare
+    extension = ta.to_arrow(r, tensor_type="extension")
+    assert extension.schema.field("obs").type == pa.fixed_shape_tensor(pa.float32(), [2, 3])
 
 
-def test_episode_ids_are_unique_within_the_rollout() -> None:
-    dones = np.array([[1, 1], [0, 1], [1, 0], [0, 0]], np.float32)
-    ids = ta._episode_ids(dones)
-    assert ids.tolist() == [[0, 2], [0, 3], [1, 3], [1, 3]]
+def test_to_arrow_refuses_what_it_cannot_hold() -> None:
+    r = example_rollout(num_steps=2, num_envs=2)
+    with pytest.raises(ValueError, match=r"^the rollout has no steps \(T = 0\): the table has"):
+        ta.to_arrow(_first_rows(r, 0))
+    with pytest.raises(ValueError, match=r"^tensor_type must be 'list' or 'extension', got 'x'$"):
+        ta.to_arrow(r, tensor_type="x")  # type: ignore[arg-type]
+    clash = r.replace(obses={"a.b": r.obses, "a": {"b": r.obses}})
+    with pytest.raises(
+        ValueError, match=r"^two leaves of the rollout would both be column 'obs.a.b'"
+    ):
+        ta.to_arrow(clash)
+
+
+def _first_rows(r: trajkit.Rollout, steps: int) -> trajkit.Rollout:
+    """The first `steps` steps of `r` (rows 0..steps)."""
+    cut = trajkit._core.tree.map_leaves
+    return trajkit.Rollout(
+        states=cut(lambda leaf: leaf[: steps + 1], r.states),
+        obses=cut(lambda leaf: leaf[: steps + 1], r.obses),
+        rews=r.rews[:steps],
+        dones=r.dones[: steps + 1],
+        infos=None,
+        model_outs={k: v[: steps + 1] for k, v in r.model_outs.arrays.items()},
+    )
+
+
+def test_episode_ids_run_across_consecutive_rollouts() -> None:
+    a = example_rollout(num_steps=3, num_envs=2, seed=0)
+    a = a.replace(dones=np.array([[1, 1], [0, 1], [1, 0], [0, 1]], np.float32))
+    b = example_rollout(num_steps=2, num_envs=2, seed=1)
+    b = b.replace(dones=np.array([[0, 1], [0, 0], [1, 0]], np.float32))  # env 0 goes on
+    c = example_rollout(num_steps=2, num_envs=3, seed=2, done_prob=0.0)
+    c = c.replace(dones=np.zeros((3, 3), np.float32))  # another B: nothing carried over
+    ids = ta._episode_ids([a, b, c])
+    assert ids[0].tolist() == [[0, 2], [0, 3], [1, 3]]
+    assert ids[1].tolist() == [[1, 4], [1, 4]]  # env 0 keeps 1; env 1 ended at a's last step
+    assert ids[2][0].tolist() == [5, 6, 7]
+    alone = ta.to_arrow(b).column("episode_id").to_pylist()
+    assert alone == [0, 1, 0, 1]  # a table of one rollout numbers its own
 
 
 def test_infos_are_json_strings_and_absent_infos_are_nulls() -> None:
@@ -87,7 +143,7 @@ def test_parquet_holds_several_rollouts(tmp_path: Path) -> None:
     assert ta.read_parquet(path) == rs
     plain = pq.read_table(path)  # readable as-is, without trajkit
     assert sorted(set(plain.column("rollout").to_pylist())) == [0, 1, 2]
-    assert plain.schema.field("obs").type.extension_name == "arrow.fixed_shape_tensor"
+    assert plain.schema.field("obs").type == pa.list_(pa.float32(), 4)
     # Rows of the rollouts interleaved by another tool: each is gathered back by its id.
     mixed = plain.take(np.random.default_rng(1).permutation(plain.num_rows))
     pq.write_table(mixed, tmp_path / "mixed.parquet")
@@ -97,12 +153,12 @@ def test_parquet_holds_several_rollouts(tmp_path: Path) -> None:
 def test_refusals_say_what_is_wrong(tmp_path: Path) -> None:
     r = example_rollout(num_steps=2, num_envs=2)
     table = ta.to_arrow(r)
-    with pytest.raises(ValueError, match="the table has no trajkit metadata"):
-        ta.from_arrow(table.replace_schema_metadata(None))
+    with pytest.raises(ValueError, match=r"^the table has no trajkit layout: neither schema"):
+        ta.from_arrow(table.replace_schema_metadata(None).drop_columns(["trajkit_layout"]))
     two = pa.concat_tables([table, ta.to_arrow(r, index=1)])
     with pytest.raises(ValueError, match="the table holds 2 rollouts; split it"):
         ta.from_arrow(two)
-    with pytest.raises(ValueError, match=r"the rows are not a full grid of steps 0..2 by envs"):
+    with pytest.raises(ValueError, match=r"the rows are not a full grid of steps 0..1 by envs"):
         ta.from_arrow(table.slice(1))
     with pytest.raises(ValueError, match="rollout 1 differs in structure from rollout 0"):
         ta.write_parquet(
@@ -126,7 +182,7 @@ def test_export_and_import_commands_round_trip(
         trajkit.save(r, paths[-1])
     out = tmp_path / "runs.parquet"
     assert main(["export", *paths, "--out", str(out)]) == 0
-    assert capsys.readouterr().out == f"{out}: 2 rollout(s), 20 rows\n"
+    assert capsys.readouterr().out == f"{out}: 2 rollout(s), 16 rows\n"
     assert main(["import", str(out), "--out", str(tmp_path / "back")]) == 0
     written = capsys.readouterr().out.split()
     assert [Path(p).name for p in written] == ["rollout-00000.npz", "rollout-00001.npz"]
@@ -145,7 +201,7 @@ def test_export_and_import_refuse_bad_input(
     plain = tmp_path / "plain.parquet"
     pq.write_table(pa.table({"a": [1, 2]}), plain)
     assert main(["import", str(plain), "--out", str(tmp_path / "y")]) == 1
-    assert "plain.parquet: invalid: the table has no trajkit metadata" in capsys.readouterr().err
+    assert "plain.parquet: invalid: the table has no trajkit layout" in capsys.readouterr().err
 
 
 def test_polars_reads_the_parquet_file_as_it_is(tmp_path: Path) -> None:
@@ -154,10 +210,9 @@ def test_polars_reads_the_parquet_file_as_it_is(tmp_path: Path) -> None:
     path = tmp_path / "r.parquet"
     ta.write_parquet(r, path)
     frame = pl.read_parquet(path)
-    assert frame.height == 8
-    rewards = frame.filter(~pl.col("bootstrap"))["reward"].to_numpy()
-    np.testing.assert_array_equal(rewards, r.rews.reshape(-1))
-    assert frame.filter(pl.col("bootstrap"))["reward"].null_count() == 2
+    assert frame.height == 6
+    np.testing.assert_array_equal(frame["reward"].to_numpy(), r.rews.reshape(-1))
+    assert frame["reward"].null_count() == 0
 
 
 @pytest.mark.parametrize("module", ["pyarrow", "matplotlib"])

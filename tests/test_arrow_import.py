@@ -39,11 +39,13 @@ def _nulled(table: Any, name: str, row: int) -> Any:
     column = table.column(name).combine_chunks()
     mask = np.zeros(table.num_rows, bool)
     mask[row] = True
-    if isinstance(column.type, pa.FixedShapeTensorType):
-        storage = column.storage
+    storage = column.storage if isinstance(column.type, pa.FixedShapeTensorType) else column
+    if pa.types.is_fixed_size_list(storage.type):
         cell = storage.type.list_size
         values = storage.values.slice(storage.offset * cell, len(storage) * cell)
         masked = pa.FixedSizeListArray.from_arrays(values, cell, mask=pa.array(mask))
+        if storage is column:
+            return _set(table, name, masked)
         return _set(table, name, pa.ExtensionArray.from_storage(column.type, masked))
     return _set(table, name, pc.if_else(pa.array(mask), pa.scalar(None, column.type), column))
 
@@ -53,8 +55,13 @@ def _layout(table: Any) -> dict[str, Any]:
     return layout
 
 
-def _with_layout(table: Any, layout: dict[str, Any]) -> Any:
-    return table.replace_schema_metadata({b"trajkit": json.dumps(layout).encode()})
+def _with_layout(table: Any, layout: dict[str, Any], raw: bytes | None = None) -> Any:
+    """`table` with `layout` (or the bytes `raw`) in its metadata and its layout column."""
+    text = raw if raw is not None else json.dumps(layout).encode()
+    column = table.column("trajkit_layout").to_pylist()
+    values = [None if value is None else text.decode("utf-8", "replace") for value in column]
+    table = _set(table, "trajkit_layout", pa.array(values, pa.string()))
+    return table.replace_schema_metadata({b"trajkit": text})
 
 
 def _refused(table: Any, match: str) -> None:
@@ -65,7 +72,7 @@ def _refused(table: Any, match: str) -> None:
 # ------------------------------------------------------------------------------- columns
 
 
-@pytest.mark.parametrize("name", ["rollout", "step", "env", "episode", "bootstrap", "info"])
+@pytest.mark.parametrize("name", ["rollout", "step", "env", "episode_id", "is_first", "info"])
 def test_a_missing_column_is_named(name: str) -> None:
     _refused(
         _table().drop_columns([name]),
@@ -75,7 +82,9 @@ def test_a_missing_column_is_named(name: str) -> None:
 
 def test_a_leaf_or_output_column_the_metadata_names_must_be_there() -> None:
     _refused(_table().drop_columns(["out.critic"]), "no column 'out.critic'")
+    _refused(_table().drop_columns(["next_action"]), "no column 'next_action'")
     _refused(_table(nested=True).drop_columns(["obs.image"]), "no column 'obs.image'")
+    _refused(_table(nested=True).drop_columns(["next_obs.image"]), "no column 'next_obs.image'")
     _refused(_table(truncation=True).drop_columns(["final_value"]), "no column 'final_value'")
 
 
@@ -83,12 +92,12 @@ def test_columns_the_layout_does_not_name_are_refused_not_dropped() -> None:
     table = _table()
     _refused(
         table.append_column("obs.extra", pa.array(np.zeros(table.num_rows))),
-        r"^the table has a column 'obs.extra', but trajkit's layout and the table's metadata "
-        r"do not name it; drop it or fix the metadata \(trajkit does not drop data",
+        r"^the table has a column 'obs.extra', but trajkit's layout does not name it; drop it "
+        r"or fix the layout \(trajkit does not drop data",
     )
     _refused(
         table.append_column("final_value", pa.array(np.zeros(table.num_rows, np.float32))),
-        r"column 'final_value', but the metadata says the rollout has no truncations",
+        r"column 'final_value', but the layout says the rollout has no truncations",
     )
     twice = pa.Table.from_arrays(
         [*table.columns, table.column("reward")], [*table.column_names, "reward"]
@@ -102,7 +111,7 @@ def test_columns_the_layout_does_not_name_are_refused_not_dropped() -> None:
         ("step", pa.float64(), "column 'step' has type double; it holds integer indices"),
         ("rollout", pa.string(), "column 'rollout' has type string; it holds integer indices"),
         ("reward", pa.timestamp("s"), r"column 'reward' has type timestamp\[s\]; trajkit reads"),
-        ("done", pa.string(), "column 'done' has type string; trajkit reads numbers and bool"),
+        ("is_first", pa.string(), "column 'is_first' has type string; trajkit reads numbers"),
         ("info", pa.int64(), "column 'info' has type int64; it holds JSON text"),
     ],
 )
@@ -131,7 +140,9 @@ def test_a_tensor_leaf_of_strings_is_refused() -> None:
 # --------------------------------------------------------------------------------- nulls
 
 
-@pytest.mark.parametrize("name", ["reward", "done", "out.critic", "out.actions", "terminated"])
+@pytest.mark.parametrize(
+    "name", ["reward", "is_first", "out.critic", "action", "terminated", "next_obs", "obs"]
+)
 def test_a_null_is_refused_naming_the_column_and_the_row(name: str) -> None:
     table = _table()
     _refused(_nulled(table, name, 3), rf"^column '{name}' is null at step 1, env 1 \(row 3\)")
@@ -140,48 +151,90 @@ def test_a_null_is_refused_naming_the_column_and_the_row(name: str) -> None:
 def test_a_null_inside_a_tensor_cell_is_refused() -> None:
     table = _table()
     obs = table.column("obs").combine_chunks()
-    values = obs.storage.flatten().to_pylist()
+    values = obs.flatten().to_pylist()
     values[9] = None  # row 2, value 1 of 4
-    storage = pa.FixedSizeListArray.from_arrays(pa.array(values, pa.float32()), 4)
-    tensor = pa.ExtensionArray.from_storage(obs.type, storage)
-    _refused(_set(table, "obs", tensor), r"column 'obs' holds a null value at step 1, env 0")
+    cells = pa.FixedSizeListArray.from_arrays(pa.array(values, pa.float32()), 4)
+    _refused(_set(table, "obs", cells), r"^column 'obs' holds a null value at step 1, env 0")
+    tensor = ta.to_arrow(example_rollout(num_steps=3, num_envs=2), tensor_type="extension")
+    storage = tensor.column("obs").combine_chunks()
+    masked = pa.ExtensionArray.from_storage(storage.type, cells)
+    _refused(_set(tensor, "obs", masked), r"^column 'obs' holds a null value at step 1, env 0")
 
 
 def test_a_null_in_an_index_column_is_refused() -> None:
     _refused(_nulled(_table(), "step", 4), r"^column 'step' is null at row 4$")
 
 
-def test_per_step_columns_hold_nothing_on_the_bootstrap_rows() -> None:
+def test_next_columns_must_be_the_next_steps_values() -> None:
     table = _table()
-    rewards = table.column("reward").combine_chunks().fill_null(0.5)
+    after = table.column("next_obs").combine_chunks()
+    values = after.flatten().to_numpy().copy()
+    values[4 * 2 + 1] += 1  # step 1, env 0: no longer obs at step 2, env 0
+    edited = pa.FixedSizeListArray.from_arrays(pa.array(values), 4)
     _refused(
-        _set(table, "reward", rewards),
-        r"column 'reward' holds a value at step 3, env 0 \(row 6\), a bootstrap row",
+        _set(table, "next_obs", edited),
+        r"^column 'next_obs' contradicts column 'obs': it holds at step 1, env 0 another "
+        r"value than 'obs' at step 2 \(the values after a step are those of the next step\)",
     )
-    info = pa.array([None] * 6 + ['{"a": 1}', None], pa.string())
-    _refused(_set(table, "info", info), r"column 'info' holds a value at step 3, env 0")
+    critic = table.column("next_out.critic").to_numpy().copy()
+    critic[0] += 1
+    _refused(
+        _set(table, "next_out.critic", pa.array(critic)),
+        r"^column 'next_out.critic' contradicts column 'out.critic': it holds at step 0, env 0",
+    )
+    critic = table.column("next_out.critic").to_numpy().copy()
+    critic[-1] += 1  # the last step's: the bootstrap value, which nothing else holds
+    back = ta.from_arrow(_set(table, "next_out.critic", pa.array(critic)))
+    assert float(back.model_outs.arrays["critic"][3, 1]) == float(critic[-1])
+
+
+def test_cells_of_another_shape_are_refused() -> None:
+    table = _table(obs_shape=(2, 3))
+    as_lists = table.column("obs").cast(pa.list_(pa.list_(pa.float32())))
+    assert ta.from_arrow(_set(table, "obs", as_lists)) == ta.from_arrow(table)  # as DuckDB
+    rows = table.column("obs").to_pylist()
+    rows[3] = [rows[3][0], rows[3][1][:2]]
+    _refused(
+        _set(table, "obs", pa.array(rows, pa.list_(pa.list_(pa.float32())))),
+        r"^column 'obs' holds a list of 2 values at step 1, env 1 \(row 3\), where the "
+        r"layout's cell shape \[2, 3\] needs 3 \(level 2\)",
+    )
+    flat = pa.FixedSizeListArray.from_arrays(
+        table.column("obs").combine_chunks().flatten().flatten(), 6
+    )
+    _refused(
+        _set(table, "obs", flat),
+        r"^column 'obs' has type fixed_size_list<item: float>\[6\]; trajkit reads cells of "
+        r"shape \[2, 3\] there",
+    )
+    rows = table.column("obs").to_pylist()
+    rows[1][0][2] = None
+    _refused(
+        _set(table, "obs", pa.array(rows, pa.list_(pa.list_(pa.float32())))),
+        r"^column 'obs' holds a null value at step 0, env 1 \(row 1\)",
+    )
 
 
 # ---------------------------------------------------------------------------------- grid
 
 
 def test_the_rows_must_be_a_bounded_full_grid() -> None:
-    table = _table()  # 8 rows: steps 0..3 by envs 0..1
+    table = _table()  # 6 rows: steps 0..2 by envs 0..1
     steps = table.column("step").to_numpy().copy()
     steps[2] = 2**27  # one huge step: refused by counting, before anything is allocated
     _refused(
         _set(table, "step", pa.array(steps)),
         r"^the rows are not a full grid of steps 0..134217728 by envs 0..1: that makes "
-        r"268435458 rows, the table has 8",
+        r"268435458 rows, the table has 6",
     )
     envs = table.column("env").to_numpy().copy()
     envs[0] = 2**31 - 1
-    _refused(_set(table, "env", pa.array(envs)), r"envs 0..2147483647: that makes 8589934592 rows")
+    _refused(_set(table, "env", pa.array(envs)), r"envs 0..2147483647: that makes 6442450944 rows")
     steps = table.column("step").to_numpy().copy()
     steps[1] = -1
     _refused(_set(table, "step", pa.array(steps)), r"^column 'step' holds -1 at row 1; it counts")
     envs = table.column("env").to_numpy().copy()
-    envs[1] = 0  # (0, 0) twice, (0, 1) missing: 8 rows still
+    envs[1] = 0  # (0, 0) twice, (0, 1) missing: 6 rows still
     envs[3] = 0
     envs[4] = 1
     _refused(
@@ -191,8 +244,8 @@ def test_the_rows_must_be_a_bounded_full_grid() -> None:
     _refused(table.slice(0, 0), "the table has no rows")
     _refused(
         pa.concat_tables([table, table]),
-        r"^the rows are not a full grid of steps 0..3 by envs 0..1: that makes 8 rows, the "
-        r"table has 16",
+        r"^the rows are not a full grid of steps 0..2 by envs 0..1: that makes 6 rows, the "
+        r"table has 12",
     )
 
 
@@ -216,17 +269,17 @@ def test_declared_extents_allocate_nothing_of_their_size(name: str, value: int) 
 
 def test_max_rows_bounds_a_table_before_anything_is_read() -> None:
     table = _table()
-    with pytest.raises(ValueError, match=r"^the table has 8 rows, more than max_rows=7; pass"):
-        ta.from_arrow(table, max_rows=7)
-    assert ta.from_arrow(table, max_rows=8) == ta.from_arrow(table, max_rows=None)
+    with pytest.raises(ValueError, match=r"^the table has 6 rows, more than max_rows=5; pass"):
+        ta.from_arrow(table, max_rows=5)
+    assert ta.from_arrow(table, max_rows=6) == ta.from_arrow(table, max_rows=None)
 
 
 def test_read_parquet_checks_the_footers_row_count_first(tmp_path: Path) -> None:
     path = tmp_path / "r.parquet"
-    ta.write_parquet([example_rollout(seed=s) for s in range(3)], path)  # 3 x 10 rows
-    with pytest.raises(ValueError, match=r"^the file declares 30 rows, more than max_rows=29"):
-        ta.read_parquet(path, max_rows=29)
-    assert len(ta.read_parquet(path, max_rows=30)) == 3
+    ta.write_parquet([example_rollout(seed=s) for s in range(3)], path)  # 3 x 8 rows
+    with pytest.raises(ValueError, match=r"^the file declares 24 rows, more than max_rows=23"):
+        ta.read_parquet(path, max_rows=23)
+    assert len(ta.read_parquet(path, max_rows=24)) == 3
 
 
 def test_read_parquet_refuses_what_is_not_parquet(tmp_path: Path) -> None:
@@ -247,18 +300,64 @@ def test_read_parquet_refuses_a_bad_rollout_column(tmp_path: Path) -> None:
         ta.read_parquet(path)
 
 
-# ------------------------------------------------------------------------------- bootstrap
+# ------------------------------------------------------------------------------ episode ids
 
 
-def test_a_table_whose_bootstrap_rows_were_filtered_out_is_refused() -> None:
-    table = _table()
-    kept = table.filter(pc.invert(table.column("bootstrap")))  # as the docs' example filters
-    _refused(kept, r"^column 'bootstrap' is false at step 2, env 0, the last step: the table")
-    flags = table.column("bootstrap").to_numpy(zero_copy_only=False).copy()
-    flags[0] = True
+def test_episode_ids_are_one_per_episode_and_distinct() -> None:
+    r = example_rollout(num_steps=4, num_envs=2, done_prob=0.0)
+    r = r.replace(dones=np.array([[1, 0], [0, 0], [1, 0], [0, 0], [0, 0]], np.float32))
+    table = ta.to_arrow(r)
+    assert table.column("episode_id").to_pylist() == [0, 2, 0, 2, 1, 2, 1, 2]
+    renumbered = _set(table, "episode_id", pa.array([7, 9, 7, 9, 8, 9, 8, 9]))
+    assert ta.from_arrow(renumbered) == r  # any ids, one per episode, as a slice of a file has
+    ids = table.column("episode_id").to_numpy().copy()
+    ids[2] = 5
     _refused(
-        _set(table, "bootstrap", pa.array(flags)),
-        r"^column 'bootstrap' is true at step 0, env 0; only the last step \(3\) is",
+        _set(table, "episode_id", pa.array(ids)),
+        r"^column 'episode_id' changes within an episode at step 1, env 0: it holds 5, where "
+        r"the episode's first step holds 0 \('is_first' is false there\)",
+    )
+    ids = table.column("episode_id").to_numpy().copy()
+    ids[[4, 6]] = 2
+    _refused(
+        _set(table, "episode_id", pa.array(ids)),
+        r"^column 'episode_id' gives 2 episodes the id 2 \(the first starts at step 2, env 0\); "
+        r"each episode has its own",
+    )
+
+
+def test_read_parquet_checks_ids_across_rollouts(tmp_path: Path) -> None:
+    whole = example_rollout(num_steps=6, num_envs=2, done_prob=0.2, seed=5)
+    parts = [_steps(whole, 0, 3), _steps(whole, 3, 6)]
+    path = tmp_path / "parts.parquet"
+    ta.write_parquet(parts, path)
+    table = pq.read_table(path)
+    assert ta.read_parquet(path) == parts
+    ids = table.column("episode_id").to_numpy().copy()
+    first_rows = table.filter(pc.equal(table.column("rollout"), 1)).column("episode_id")
+    before = table.filter(pc.equal(table.column("rollout"), 0)).column("episode_id")
+    going_on = whole.dones[3] == 0
+    for b in range(2):  # an episode going on across the rollouts keeps its id
+        assert (first_rows[b].as_py() == before[4 + b].as_py()) == bool(going_on[b])
+    ids[6:] += 100  # rollout 1 renumbered: consistent within it, not with the file
+    pq.write_table(_set(table, "episode_id", pa.array(ids)), path)
+    with pytest.raises(ValueError, match=r"^column 'episode_id' of rollout 1 holds 10\d at step 0"):
+        ta.read_parquet(path)
+
+
+def _steps(r: trajkit.Rollout, start: int, stop: int) -> trajkit.Rollout:
+    """Steps start..stop-1 of `r` (rows start..stop), as a recorder's next rollout holds them."""
+
+    def rows(tree: Any) -> Any:
+        return trajkit._core.tree.map_leaves(lambda leaf: leaf[start : stop + 1], tree)
+
+    return trajkit.Rollout(
+        states=rows(r.states),
+        obses=rows(r.obses),
+        rews=r.rews[start:stop],
+        dones=r.dones[start : stop + 1],
+        infos=None,
+        model_outs={k: v[start : stop + 1] for k, v in r.model_outs.arrays.items()},
     )
 
 
@@ -271,27 +370,34 @@ def _flags(table: Any, name: str, row: int, value: bool | None) -> Any:
     return _set(table, name, pa.array(flags, pa.bool_()))
 
 
-def test_terminated_and_truncated_must_agree_with_done() -> None:
+def test_terminated_and_truncated_must_agree_with_is_first() -> None:
     r = example_rollout(num_steps=3, num_envs=2, done_prob=0.0, truncation=True)
     table = ta.to_arrow(r)
     _refused(
         _flags(table, "terminated", 2, True),
-        r"^column 'terminated' contradicts column 'done': it is true at step 1, env 0, but "
-        r"'done' is false at step 2",
+        r"^column 'terminated' contradicts column 'is_first': it is true at step 1, env 0, but "
+        r"'is_first' is false at step 2 \(an episode that ended there makes the next step",
     )
-    done = _flags(table, "done", 4, True)
-    _refused(done, r"^column 'episode' contradicts column 'done' at step 0, env 1: it holds 1")
-    episodes = ta._episode_ids(np.array([[1, 1], [0, 0], [1, 0], [0, 0]], np.float32))
-    done = _set(done, "episode", pa.array(episodes.reshape(-1)))
-    _refused(done, r"columns 'terminated' and 'truncated' contradict column 'done': both are")
-    both = _flags(_flags(done, "terminated", 2, True), "truncated", 2, True)
-    _refused(both, r"^columns 'terminated' and 'truncated' are both true at step 1, env 0")
-    flags = table.column("done").to_numpy(zero_copy_only=False).astype(np.int8)
+    first = _flags(table, "is_first", 4, True)
+    _refused(
+        first,
+        r"^columns 'terminated' and 'truncated' contradict column 'is_first': both are false "
+        r"at step 1, env 0, but 'is_first' is true at step 2",
+    )
+    ended = _flags(first, "terminated", 2, True)
+    _refused(ended, r"^column 'episode_id' gives 2 episodes the id 0 \(the first starts at step 0")
+    both = _flags(ended, "truncated", 2, True)
+    _refused(both, r"^columns 'terminated' and 'truncated' are both true at step 1, env 0; an")
+    flags = table.column("is_first").to_numpy(zero_copy_only=False).astype(np.int8)
     flags[2] = 2
-    _refused(_set(table, "done", pa.array(flags)), r"^dones must hold only 0 and 1")
+    _refused(_set(table, "is_first", pa.array(flags)), r"^is_first must hold only 0 and 1")
+    last = ta.from_arrow(_flags(table, "truncated", 5, True))  # the last step: dones[T] = 1
+    assert last.dones[3].tolist() == [0, 1]
+    assert last.truncated is not None
+    assert last.truncated[2].tolist() == [0, 1]
 
 
-def test_truncations_need_the_metadata_to_record_them() -> None:
+def test_truncations_need_the_layout_to_record_them() -> None:
     r = example_rollout(num_steps=6, num_envs=2, truncation=True, done_prob=0.5, seed=3)
     assert r.truncated is not None
     assert r.truncated.any()
@@ -300,18 +406,8 @@ def test_truncations_need_the_metadata_to_record_them() -> None:
     layout["truncation"] = False
     _refused(
         _with_layout(table.drop_columns(["final_value"]), layout),
-        r"^column 'truncated' is true at step \d, env \d, but the table's metadata says the "
+        r"^column 'truncated' is true at step \d, env \d, but the table's layout says the "
         r"rollout has no truncations \('truncation': false\)",
-    )
-
-
-def test_the_episode_column_must_number_episodes_as_done_cuts_them() -> None:
-    table = _table()
-    episodes = table.column("episode").to_numpy().copy()
-    episodes[5] += 7
-    _refused(
-        _set(table, "episode", pa.array(episodes)),
-        r"^column 'episode' contradicts column 'done' at step 2, env 1: it holds",
     )
 
 
@@ -321,22 +417,17 @@ def test_the_episode_column_must_number_episodes_as_done_cuts_them() -> None:
 def test_values_are_stored_in_the_recorded_dtype_without_wrapping() -> None:
     table = _table(nested=True)  # obs.image is uint8
     image = table.column("obs.image").combine_chunks()
-    values = image.storage.flatten().to_numpy().astype(np.int64)
+    values = image.flatten().to_numpy().astype(np.int64)
     values[0] = 300
-    shape = image.type.shape
-    wide = pa.ExtensionArray.from_storage(
-        pa.fixed_shape_tensor(pa.int64(), shape),
-        pa.FixedSizeListArray.from_arrays(pa.array(values), int(np.prod(shape))),
-    )
+    size = image.type.list_size
+    wide = pa.FixedSizeListArray.from_arrays(pa.array(values), size)
     _refused(
         _set(table, "obs.image", wide),
         r"^obses\['image'\] \(column 'obs.image'\) must fit in uint8 \[0, 255\], got 300 at "
         r"\(t=0, b=0",
     )
     values[0] = 200  # fits: read back exactly, as uint8
-    fits = pa.ExtensionArray.from_storage(
-        wide.type, pa.FixedSizeListArray.from_arrays(pa.array(values), int(np.prod(shape)))
-    )
+    fits = pa.FixedSizeListArray.from_arrays(pa.array(values), size)
     back = ta.from_arrow(_set(table, "obs.image", fits))
     assert isinstance(back.obses, dict)
     assert back.obses["image"].dtype == np.uint8
@@ -367,7 +458,8 @@ def test_wider_columns_holding_the_same_values_read_back_exactly() -> None:
         ("step", pa.int64()),
         ("env", pa.uint16()),
         ("reward", pa.float64()),
-        ("done", pa.int8()),
+        ("is_first", pa.int8()),
+        ("episode_id", pa.int32()),
         ("terminated", pa.uint8()),
         ("final_value", pa.float64()),
     ]:
@@ -415,7 +507,7 @@ def test_metadata_that_would_drop_leaves_is_refused() -> None:
     layout["fields"]["obses"]["nested"] = False
     _refused(
         _with_layout(table, layout),
-        r"^the table's trajkit metadata is inconsistent: 'obses' is not nested \('nested': "
+        r"^the table's trajkit layout is inconsistent: 'obses' is not nested \('nested': "
         r"false\) but has 3 leaves or a leaf path; refusing rather than dropping leaves",
     )
 
@@ -447,11 +539,27 @@ def test_metadata_that_would_drop_leaves_is_refused() -> None:
             "a leaf path of 'obses' must be a list of at most 64 keys",
         ),
         (
-            lambda m: m["fields"]["states"]["leaves"][0].update(column=None, shape=[2]),
-            r"leaf states has no column, so its 'shape' must list its trailing dimensions",
+            lambda m: m["fields"]["states"]["leaves"][0].update(column=None, next=None),
+            r"leaf states has no column, so its 'shape' must have a 0 in it",
+        ),
+        (
+            lambda m: m["fields"]["states"]["leaves"][0].update(next=None),
+            r"leaf states must have a 'column' and a 'next' column \(strings\), or neither",
+        ),
+        (
+            lambda m: m["fields"]["obses"]["leaves"][0].update(shape=[-1]),
+            r"leaf obses has shape \[-1\]; a shape is a list of at most 32 sizes",
+        ),
+        (
+            lambda m: m["model_outs"][0].update(per_step=True, shape=[2]),
+            r"model output 'critic' is a per-step scalar \('per_step': true\) with a shape",
+        ),
+        (
+            lambda m: m["model_outs"][0].pop("next"),
+            r"each of 'model_outs' must be \{'key': str, 'column': str, 'next': str,",
         ),
         (lambda m: m["fields"]["obses"].update(leaves=[]), "'obses' must have 'nested'"),
-        (lambda m: m.update(version=2), None),
+        (lambda m: m.update(version=1), None),
     ],
 )
 def test_inconsistent_metadata_is_refused(edit: Any, match: str | None) -> None:
@@ -459,10 +567,14 @@ def test_inconsistent_metadata_is_refused(edit: Any, match: str | None) -> None:
     layout = _layout(table)
     edit(layout)
     if match is None:
-        _refused(_with_layout(table, layout), "uses trajkit's Arrow layout version 2")
+        _refused(
+            _with_layout(table, layout),
+            r"^the table uses trajkit's Arrow layout version 1; this trajkit reads version 2 "
+            r"\(one row per transition\)",
+        )
     else:
         _refused(
-            _with_layout(table, layout), "^the table's trajkit metadata is inconsistent: " + match
+            _with_layout(table, layout), "^the table's trajkit layout is inconsistent: " + match
         )
 
 
@@ -473,6 +585,48 @@ def test_metadata_that_is_not_json_is_refused() -> None:
             table.replace_schema_metadata({b"trajkit": raw}),
             "^the table's trajkit metadata is not valid JSON$",
         )
+
+
+def test_the_layout_comes_from_the_metadata_or_the_column_and_both_must_agree() -> None:
+    r = example_rollout(num_steps=3, num_envs=2, nested=True)
+    table = ta.to_arrow(r)
+    assert ta.from_arrow(table.replace_schema_metadata(None)) == r  # as polars, DuckDB, HF
+    assert ta.from_arrow(table.drop_columns(["trajkit_layout"])) == r  # as pyarrow keeps it
+    _refused(
+        table.replace_schema_metadata(None).drop_columns(["trajkit_layout"]),
+        r"^the table has no trajkit layout: neither schema metadata \(key 'trajkit'\), which "
+        r"polars, DuckDB and HF datasets drop when they rewrite a file, nor a value in a column "
+        r"'trajkit_layout' \(keep that column when rewriting",
+    )
+    layout = _layout(table)
+    layout["truncation"] = True
+    other = table.replace_schema_metadata({b"trajkit": json.dumps(layout).encode()})
+    _refused(
+        other,
+        r"^the table's trajkit metadata and its column 'trajkit_layout' hold different "
+        r"layouts; drop the one that is wrong$",
+    )
+    texts = table.column("trajkit_layout").to_pylist()
+    texts[1] = json.dumps(layout)
+    _refused(
+        _set(table, "trajkit_layout", pa.array(texts, pa.string())),
+        r"^column 'trajkit_layout' holds 2 different layouts; a table \(or a file\) holds",
+    )
+    texts = [None] * table.num_rows
+    texts[3] = "{"
+    _refused(
+        _set(table, "trajkit_layout", pa.array(texts, pa.string())),
+        r"^column 'trajkit_layout' is not valid JSON$",
+    )
+    _refused(
+        _set(table, "trajkit_layout", pa.array(np.zeros(table.num_rows))),
+        r"^column 'trajkit_layout' has type double; it holds JSON text \(string\)$",
+    )
+    texts[3] = json.dumps({"format": "other"})
+    _refused(
+        _set(table, "trajkit_layout", pa.array(texts, pa.string())),
+        r"^column 'trajkit_layout' is not of the 'trajkit-arrow' layout$",
+    )
 
 
 # --------------------------------------------------------------------------------- the CLI
@@ -512,21 +666,21 @@ _TABLES = [ta.to_arrow(r) for r in _SAMPLES]
 _TYPES = [pa.int8(), pa.int64(), pa.uint8(), pa.float16(), pa.float64(), pa.bool_(), pa.string()]
 
 
-def _first_envs(r: trajkit.Rollout, k: int) -> trajkit.Rollout:
-    """The rollout of envs 0..k-1 of `r`: what a table filtered to those envs holds."""
+def _corner(r: trajkit.Rollout, T: int, k: int) -> trajkit.Rollout:
+    """Steps 0..T-1 of envs 0..k-1 of `r`: what a table filtered to those rows holds."""
 
     def cut(tree: Any) -> Any:
-        return trajkit._core.tree.map_leaves(lambda leaf: leaf[:, :k], tree)
+        return trajkit._core.tree.map_leaves(lambda leaf: leaf[: T + 1, :k], tree)
 
     return trajkit.Rollout(
         states=cut(r.states),
         obses=cut(r.obses),
-        rews=r.rews[:, :k],
-        dones=r.dones[:, :k],
-        infos=None if r.infos is None else [row[:k] for row in r.infos],
-        model_outs={key: value[:, :k] for key, value in r.model_outs.arrays.items()},
-        truncated=None if r.truncated is None else r.truncated[:, :k],
-        final_values=None if r.final_values is None else r.final_values[:, :k],
+        rews=r.rews[:T, :k],
+        dones=r.dones[: T + 1, :k],
+        infos=None if r.infos is None else [row[:k] for row in r.infos[:T]],
+        model_outs={key: value[: T + 1, :k] for key, value in r.model_outs.arrays.items()},
+        truncated=None if r.truncated is None else r.truncated[:T, :k],
+        final_values=None if r.final_values is None else r.final_values[:T, :k],
     )
 
 
@@ -542,12 +696,13 @@ def _mutations(draw: st.DrawFn) -> tuple[int, Any]:
     for _ in range(draw(st.integers(1, 3))):
         rows = table.num_rows
         name = draw(st.sampled_from(table.column_names))
-        op = draw(st.sampled_from(["drop", "null", "type", "filter", "take", "step", "meta"]))
+        ops = ["drop", "null", "type", "filter", "take", "step", "meta", "strip", "lists"]
+        op = draw(st.sampled_from(ops))
         if op == "drop":
             table = table.drop_columns([name])
         elif op == "null" and rows and name != "info":
             table = _nulled(table, name, draw(st.integers(0, rows - 1)))
-        elif op == "type" and not isinstance(table.column(name).type, pa.FixedShapeTensorType):
+        elif op == "type" and not pa.types.is_nested(table.column(name).type):
             column = table.column(name)
             type_ = draw(st.sampled_from(_TYPES))
             if name.startswith("out.") and type_ == pa.float16():
@@ -576,7 +731,7 @@ def _mutations(draw: st.DrawFn) -> tuple[int, Any]:
             big = draw(st.sampled_from([2**27, 2**31 - 1, -1, 2**62, 4]))
             steps[draw(st.integers(0, rows - 1))] = big
             table = _set(table, "step", pa.array(steps))
-        elif op == "meta":
+        elif op == "meta" and table.schema.metadata:
             layout = _layout(table)
             key = draw(st.sampled_from(["nested", "truncation", "outs", "dtype"]))
             if key == "nested":
@@ -587,7 +742,15 @@ def _mutations(draw: st.DrawFn) -> tuple[int, Any]:
                 layout["model_outs"].pop()
             elif key == "dtype":
                 layout["fields"]["obses"]["leaves"][0]["dtype"] = "|b1"
-            table = _with_layout(table, layout)
+            if "trajkit_layout" in table.column_names:
+                table = _with_layout(table, layout)
+            else:
+                table = table.replace_schema_metadata({b"trajkit": json.dumps(layout).encode()})
+        elif op == "strip":  # as polars, DuckDB and HF datasets write a file again
+            table = table.replace_schema_metadata(None)
+        elif op == "lists" and pa.types.is_fixed_size_list(table.column(name).type):
+            inner = table.column(name).type.value_type  # one level as DuckDB reads it back
+            table = _set(table, name, table.column(name).cast(pa.list_(inner)))
     return which, table
 
 
@@ -600,8 +763,8 @@ def test_a_mutated_table_is_read_exactly_or_refused(case: tuple[int, Any]) -> No
     except ValueError:
         return
     original = _SAMPLES[which]
-    if back.batch_size < original.batch_size:  # filtered to the first envs: exactly those
-        original = _first_envs(original, back.batch_size)
+    if (back.num_steps, back.batch_size) != (original.num_steps, original.batch_size):
+        original = _corner(original, back.num_steps, back.batch_size)  # filtered rows
     outs = original.model_outs.arrays
     if set(back.model_outs.arrays) < set(outs):  # an output removed, metadata and column
         original = original.replace(model_outs={key: outs[key] for key in back.model_outs.arrays})
@@ -625,7 +788,10 @@ def test_per_step_scalar_outputs_round_trip_and_must_agree_across_envs() -> None
     table = to_arrow(r)
     assert from_arrow(table) == r
     layout = json.loads(table.schema.metadata[b"trajkit"])
-    assert {"key": "prob_pi", "column": "out.prob_pi", "per_step": True} in layout["model_outs"]
+    assert {
+        "key": "prob_pi", "column": "out.prob_pi", "next": "next_out.prob_pi", "dtype": "<f4",
+        "shape": [], "per_step": True,
+    } in layout["model_outs"]  # fmt: skip
     column = table.column("out.prob_pi").to_numpy(zero_copy_only=False).copy()
     column[1] = 7.0  # env 1's row of step 0 (rows run over the steps of env 0 first)
     edited = table.set_column(
