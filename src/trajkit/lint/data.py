@@ -280,12 +280,12 @@ def _misaligned_actions(rollout: Rollout, path: str | None) -> Finding | None:
         if rate < 0.5 and float(shifted.mean()) >= 0.9:
             t, b = _first(shifted & ~aligned)
             by = "log_probs" if logp is not None else "the greedy action of actor"
-            which = "next" if shift == 1 else "previous"
+            which = "late" if shift == 1 else "early"
             return Finding(
                 "TK103",
                 f"actions[t] fit the policy outputs of row t in {rate:.0%} of rows, but "
                 f"actions[t{shift:+d}] in {float(shifted.mean()):.0%} (by {by}): each action "
-                f"is stored on the row of the {which} one",
+                f"is stored one row {which}",
                 path,
                 b,
                 t + 1,

@@ -10,6 +10,7 @@ arrive. Replay (TK3xx), which needs the files of a recording in order, runs afte
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -135,6 +136,8 @@ class LintRun:
         self.max_bytes = max_bytes
         self.files = 0
         self._results: Iterator[FileResult] | None = None
+        if replay:  # needs gymnasium: refused now (ImportError), before any file is linted
+            importlib.import_module("trajkit.lint.replay")
 
     def __iter__(self) -> Iterator[Finding]:
         work = partial(lint_chunk, options=self.options, max_bytes=self.max_bytes)
