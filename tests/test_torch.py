@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
@@ -10,6 +11,7 @@ import pytest
 torch = pytest.importorskip("torch")
 nn_functional = pytest.importorskip("torch.nn.functional")
 
+import trajkit  # noqa: E402
 import trajkit.torch as tt  # noqa: E402
 from trajkit._core import tree  # noqa: E402
 from trajkit.testing import example_rollout  # noqa: E402
@@ -232,8 +234,21 @@ def test_errors_are_raised_at_the_call_not_at_the_first_minibatch() -> None:
     r = example_rollout()
     with pytest.raises(ValueError, match="minibatch_size must be >= 1"):
         tt.minibatches(r, 0, gamma=0.9, lam=0.9)
-    with pytest.raises(ValueError, match="needs model_outs\\['critic'\\]"):
-        tt.minibatches(example_rollout(keys=("actions",)), 2, gamma=0.9, lam=0.9)
+    critic = (
+        "{}() needs model_outs['critic'] to compute advantages and returns, but this rollout "
+        "has keys ['actions']: record the critic's values"
+    )
+    bare = example_rollout(keys=("actions",))
+    with pytest.raises(
+        trajkit.MissingModelOutputError, match=re.escape(critic.format("minibatches"))
+    ):
+        tt.minibatches(bare, 2, gamma=0.9, lam=0.9)
+    with pytest.raises(
+        trajkit.MissingModelOutputError, match=re.escape(critic.format("training_tensors"))
+    ):
+        tt.training_tensors(bare, gamma=0.9, lam=0.9)
+    with pytest.raises(TypeError, match="seed must be an int"):
+        tt.minibatches(r, 2, gamma=0.9, lam=0.9, seed=1.5)  # type: ignore[call-overload]
     with pytest.raises(ValueError, match="normalize_advantages must be None or 'rollout'"):
         tt.training_tensors(r, gamma=0.9, lam=0.9, normalize_advantages="minibatch")  # type: ignore[call-overload]
 

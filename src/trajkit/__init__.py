@@ -38,7 +38,7 @@ from trajkit._core.minibatch import (
 )
 from trajkit._io.files import DEFAULT_MAX_BYTES, load, read_metadata, save
 from trajkit._io.metadata import FORMAT_NAME, FORMAT_VERSION, RolloutFileMetadata
-from trajkit._models.errors import RolloutValidationError
+from trajkit._models.errors import MissingModelOutputError, RolloutValidationError
 from trajkit._models.model_outputs import ModelOutputs, StepOutputs
 from trajkit._models.rollout import (
     FIELD_DIMS,
@@ -57,6 +57,7 @@ __all__ = [
     "FORMAT_NAME",
     "FORMAT_VERSION",
     "MODEL_OUTPUT_DIMS",
+    "MissingModelOutputError",
     "ModelOutputs",
     "OutputSpec",
     "Rollout",

@@ -48,7 +48,7 @@ from trajkit._base.rng import as_generator
 from trajkit._base.types import AnyArray
 from trajkit._core import minibatch as _mb
 from trajkit._core import tree as _tree
-from trajkit._models.rollout import Rollout, advantage_normalization
+from trajkit._models.rollout import Rollout, advantage_normalization, ppo_arrays
 
 if TYPE_CHECKING:
     import torch
@@ -260,7 +260,7 @@ def _rollout_tensors(
     """
     th = _torch()
     target = _device(device)
-    arrays = rollout._ppo_arrays(method, gamma, lam, normalize)  # type: ignore[arg-type]
+    arrays = ppo_arrays(rollout, method, gamma, lam, normalize)  # type: ignore[arg-type]
     selected = _select(arrays, keys, method)
     on_cpu = target.type == "cpu"
     n = rollout.num_steps * rollout.batch_size
@@ -329,8 +329,9 @@ def training_tensors(
 
     Raises:
         ImportError: If PyTorch is not installed.
-        ValueError: If the rollout has no `critic`, lacks a key that `keys` names (by default,
-            one of `PPO_KEYS`), or `keys` is not a collection of names or `"all"`.
+        trajkit.MissingModelOutputError: If the rollout has no `critic` (a `ValueError`).
+        ValueError: If the rollout lacks a key that `keys` names (by default, one of
+            `PPO_KEYS`), or `keys` is not a collection of names or `"all"`.
 
     Examples:
         >>> import numpy as np
@@ -386,34 +387,29 @@ def _standardized(advantages: torch.Tensor) -> torch.Tensor:
 def _minibatch_stream(
     flat: dict[str, torch.Tensor],
     rebuild: Callable[[Mapping[str, Any]], dict[str, Any]],
-    num_steps: int,
-    num_envs: int,
-    minibatch_size: int,
-    epochs: int,
-    drop_last: bool,
+    plan: _mb.MinibatchPlan,
     rng: np.random.Generator,
     per_minibatch: bool,
     device: torch.device,
 ) -> Iterator[dict[str, Any]]:
     """Gather the minibatches of `flat` (`[T·B, ...]` tensors) where the tensors live.
 
-    On a GPU each epoch's indices are sent once and every minibatch is `index_select` there.
-    On the CPU the tensors share memory with NumPy arrays, and NumPy's `take` on those arrays
-    gathers rows 1.3-4x faster than `index_select` (one thread, measured by
-    `benchmarks/bench_ppo_path.py`); `torch.from_numpy` wraps each result without a copy.
+    The rows come from the minibatch engine (`trajkit._core.minibatch.epoch_rows`, the
+    permutations `Rollout.minibatches` draws for the same seed). On the CPU the tensors share
+    memory with NumPy arrays, and the engine's `take_rows` (NumPy's `take`) gathers rows
+    1.3-4x faster than `index_select` (one thread, measured by
+    `benchmarks/bench_ppo_path.py`); `torch.from_numpy` wraps each result without a copy. On a
+    GPU each epoch's rows are sent once and every minibatch is `index_select` there.
     """
     th = _torch()
-    n = num_steps * num_envs
-    if n == 0:
-        return
-    starts = range(0, n - n % minibatch_size if drop_last else n, minibatch_size)
+    starts, size = plan.starts(), plan.size
     on_cpu = device.type == "cpu"
     items = list(flat.items())
-    host = [(key, tensor.numpy()) for key, tensor in items] if on_cpu else []
+    host = {key: tensor.numpy() for key, tensor in items} if on_cpu else {}
 
     def gather(rows: Any) -> _Minibatch:
-        if on_cpu:  # indices are a permutation: "clip" never clips and skips the checks
-            flat = {k: th.from_numpy(a.take(rows, axis=0, mode="clip")) for k, a in host}
+        if on_cpu:
+            flat = {k: th.from_numpy(a) for k, a in _mb.take_rows(host, rows).items()}
         else:
             flat = {key: tensor.index_select(0, rows) for key, tensor in items}
         batch = rebuild(flat)
@@ -421,16 +417,14 @@ def _minibatch_stream(
             batch["advantages"] = _standardized(batch["advantages"])
         return _Minibatch(batch)
 
-    # One whole epoch per item: the permutation `Rollout.minibatches` draws for the same seed.
-    for t_idx, b_idx in _mb.minibatch_indices(num_steps, num_envs, n, epochs=epochs, seed=rng):
-        order: Any = t_idx.astype(np.int64, copy=False) * num_envs
-        order += b_idx
-        if not on_cpu:
-            order = th.from_numpy(order).to(device)  # the epoch's indices: one small transfer
+    for order in _mb.epoch_rows(plan, rng):
+        rows: Any = order
+        if not on_cpu:  # the epoch's indices: one small transfer
+            rows = th.from_numpy(order.astype(np.int64, copy=False)).to(device)
         for start in starts:
             # No local keeps the minibatch while the caller holds it: once the caller drops
             # it, its memory is free for the next one.
-            yield gather(order[start : start + minibatch_size])
+            yield gather(rows[start : start + size])
 
 
 @overload
@@ -512,9 +506,13 @@ def minibatches(
 
     Raises:
         ImportError: If PyTorch is not installed.
-        ValueError: If the rollout has no `critic`, lacks a key that `keys` names (by
-            default, one of `PPO_KEYS`: pass `keys=` for a rollout without `log_probs`),
-            or a size argument is invalid. Raised at the call, not at the first minibatch.
+        trajkit.MissingModelOutputError: If the rollout has no `critic` (a `ValueError`).
+        ValueError: If the rollout lacks a key that `keys` names (by default, one of
+            `PPO_KEYS`: pass `keys=` for a rollout without `log_probs`), or a size argument
+            is invalid.
+        TypeError: If `seed` is of another type.
+
+        All raised at the call, not at the first minibatch.
 
     Examples:
         >>> from trajkit.testing import example_rollout
@@ -526,29 +524,12 @@ def minibatches(
         ['actor', 'obses']
     """
     per_minibatch = advantage_normalization(normalize_advantages)
-    rng = as_generator(seed)
-    # Check the sizes now, as Rollout.minibatches would at its first minibatch.
-    _mb.minibatch_indices(
-        rollout.num_steps,
-        rollout.batch_size,
-        minibatch_size,
-        epochs=epochs,
-        drop_last=drop_last,
-        seed=rng,
+    plan = _mb.plan_minibatches(
+        rollout.num_steps, rollout.batch_size, minibatch_size, epochs=epochs, drop_last=drop_last
     )
+    rng = as_generator(seed)
     target = _device(device)
     flat, rebuild = _rollout_tensors(
         rollout, gamma, lam, keys, target, normalize_advantages, "minibatches"
     )
-    return _minibatch_stream(
-        flat,
-        rebuild,
-        rollout.num_steps,
-        rollout.batch_size,
-        minibatch_size,
-        epochs,
-        drop_last,
-        rng,
-        per_minibatch,
-        target,
-    )
+    return _minibatch_stream(flat, rebuild, plan, rng, per_minibatch, target)

@@ -14,15 +14,28 @@ from hypothesis import strategies as st
 
 from trajkit._base.types import AnyArray, IntArray
 from trajkit._core.minibatch import (
+    StreamSeed,
     gather,
     gather_sequences,
-    index_batches,
-    index_stream,
     minibatch_indices,
+    obs_tower2_batches,
+    obs_tower2_epochs,
     sequence_minibatch_indices,
 )
 
 Pair = tuple[int, int]
+
+
+def o2_stream(num_steps: int, num_envs: int, *, seed: StreamSeed = 0) -> Iterator[Any]:
+    """The engine's obs-tower2 stream, seeded with NumPy unless told otherwise."""
+    return obs_tower2_epochs(num_steps, num_envs, seed)
+
+
+def o2_batches(
+    num_steps: int, num_envs: int, batch_size: int, count: int, *, seed: StreamSeed = 0
+) -> Iterator[tuple[IntArray, IntArray]]:
+    """The engine's obs-tower2 batches, seeded with NumPy unless told otherwise."""
+    return obs_tower2_batches(num_steps, num_envs, batch_size, count, seed)
 
 
 def all_pairs(num_steps: int, num_envs: int) -> list[Pair]:
@@ -151,13 +164,13 @@ SIZE_ERRORS: list[tuple[SizeCall, str]] = [
     (lambda: minibatch_indices(4, False, 2), r"num_envs must be an integer >= 1, got False"),
     (lambda: minibatch_indices(4.0, 2, 2), r"num_steps must be an integer >= 0, got 4\.0"),  # type: ignore[arg-type]
     (lambda: minibatch_indices(4, 2, "2"), r"minibatch_size must be an integer >= 1, got '2'"),  # type: ignore[arg-type]
-    (lambda: index_stream(0, 3), r"index_stream needs at least one entry.*num_steps=0"),
-    (lambda: index_stream(3, 0), r"num_envs must be >= 1, got 0"),
-    (lambda: index_batches(2, 2, 0, 1), r"batch_size must be >= 1, got 0"),
-    (lambda: index_batches(2, 2, 1, -1), r"count must be >= 0, got -1"),
-    (lambda: index_batches(2, 2, 1, True), r"count must be an integer >= 0, got True"),
-    (lambda: index_batches(0, 2, 1, 1), r"cannot draw 1 batches from an empty rollout"),
-    (lambda: index_batches(2, 0, 1, 0), r"num_envs must be >= 1, got 0"),
+    (lambda: o2_stream(0, 3), r"entries\(\) needs at least one entry.*num_steps=0"),
+    (lambda: o2_stream(3, 0), r"num_envs must be >= 1, got 0"),
+    (lambda: o2_batches(2, 2, 0, 1), r"batch_size must be >= 1, got 0"),
+    (lambda: o2_batches(2, 2, 1, -1), r"count must be >= 0, got -1"),
+    (lambda: o2_batches(2, 2, 1, True), r"count must be an integer >= 0, got True"),
+    (lambda: o2_batches(0, 2, 1, 1), r"cannot draw 1 batches from an empty rollout"),
+    (lambda: o2_batches(2, 0, 1, 0), r"num_envs must be >= 1, got 0"),
     (lambda: sequence_minibatch_indices(0, 1), r"num_envs must be >= 1, got 0"),
     (lambda: sequence_minibatch_indices(4, 0), r"envs_per_batch must be >= 1, got 0"),
     (lambda: sequence_minibatch_indices(4, 2, epochs=-2), r"epochs must be >= 0, got -2"),
@@ -177,18 +190,18 @@ def test_bad_seed_type() -> None:
         minibatch_indices(2, 2, 2, seed=1.5)  # type: ignore[arg-type]
 
 
-# --- index_stream and index_batches ---------------------------------------------------------
+# --- obs-tower2's stream (Rollout.entries and Rollout.batches) -----------------------------
 
 
-def test_index_stream_yields_permutations_forever() -> None:
-    stream = index_stream(3, 4, seed=0)
+def test_obs_tower2_stream_yields_permutations_forever() -> None:
+    stream = o2_stream(3, 4, seed=0)
     epochs = [pairs(*next(stream)) for _ in range(5)]
     for epoch in epochs:
         assert sorted(epoch) == all_pairs(3, 4)
     assert len({tuple(epoch) for epoch in epochs}) > 1
     t_idx, b_idx = next(stream)
     check_index_arrays(t_idx, b_idx)
-    assert [pairs(*e) for e in itertools.islice(index_stream(3, 4, seed=0), 5)] == epochs
+    assert [pairs(*e) for e in itertools.islice(o2_stream(3, 4, seed=0), 5)] == epochs
 
 
 @given(
@@ -198,13 +211,13 @@ def test_index_stream_yields_permutations_forever() -> None:
     count=st.integers(0, 8),
     seed=st.integers(0, 2**32 - 1),
 )
-def test_index_batches_is_the_seed_stream(
+def test_obs_tower2_batches_is_the_seed_stream(
     num_steps: int, num_envs: int, batch_size: int, count: int, seed: int
 ) -> None:
     n = num_steps * num_envs
     if n == 0 and count > 0:
         count = 0
-    batches = list(index_batches(num_steps, num_envs, batch_size, count, seed=seed))
+    batches = list(o2_batches(num_steps, num_envs, batch_size, count, seed=seed))
     assert len(batches) == count
     for t_idx, b_idx in batches:
         check_index_arrays(t_idx, b_idx)
@@ -219,15 +232,15 @@ def test_index_batches_is_the_seed_stream(
             assert len(set(run)) == len(run)
     # The same entries, in the same order, as the endless stream of whole epochs.
     if count:
-        epochs = index_stream(num_steps, num_envs, seed=seed)
+        epochs = o2_stream(num_steps, num_envs, seed=seed)
         whole: list[Pair] = []
         while len(whole) < len(stream):
             whole += pairs(*next(epochs))
         assert whole[: len(stream)] == stream
 
 
-def test_index_batches_span_epoch_boundaries() -> None:
-    batches = as_lists(index_batches(2, 3, 4, 3, seed=0))
+def test_obs_tower2_batches_span_epoch_boundaries() -> None:
+    batches = as_lists(o2_batches(2, 3, 4, 3, seed=0))
     stream = [pair for batch in batches for pair in batch]
     assert sorted(stream[:6]) == all_pairs(2, 3)
     assert sorted(stream[6:12]) == all_pairs(2, 3)
@@ -236,21 +249,21 @@ def test_index_batches_span_epoch_boundaries() -> None:
     assert batches[1][2:] == stream[6:8]
 
 
-def test_index_batches_larger_than_an_epoch() -> None:
-    [batch] = as_lists(index_batches(2, 2, 10, 1, seed=0))
+def test_obs_tower2_batches_larger_than_an_epoch() -> None:
+    [batch] = as_lists(o2_batches(2, 2, 10, 1, seed=0))
     assert len(batch) == 10
     assert sorted(batch[:4]) == sorted(batch[4:8]) == all_pairs(2, 2)
     assert len(set(batch[8:])) == 2
 
 
-def test_index_batches_count_zero() -> None:
-    assert list(index_batches(3, 2, 4, 0, seed=0)) == []
-    assert list(index_batches(0, 2, 4, 0, seed=0)) == []
+def test_obs_tower2_batches_count_zero() -> None:
+    assert list(o2_batches(3, 2, 4, 0, seed=0)) == []
+    assert list(o2_batches(0, 2, 4, 0, seed=0)) == []
 
 
-def test_index_batches_seeding() -> None:
+def test_obs_tower2_batches_seeding() -> None:
     def run(seed: int | np.random.Generator) -> list[list[Pair]]:
-        return as_lists(index_batches(4, 3, 5, 6, seed=seed))
+        return as_lists(o2_batches(4, 3, 5, 6, seed=seed))
 
     assert run(0) == run(0)
     assert run(0) != run(1)
@@ -260,11 +273,11 @@ def test_index_batches_seeding() -> None:
     assert first == run(np.random.default_rng(0))
 
 
-def test_index_batches_draw_epochs_lazily() -> None:
+def test_obs_tower2_batches_draw_epochs_lazily() -> None:
     # Two batches use up exactly one epoch: the Generator is left where one epoch leaves it.
     gen, ref = np.random.default_rng(0), np.random.default_rng(0)
-    assert len(list(index_batches(4, 2, 4, 2, seed=gen))) == 2
-    next(index_stream(4, 2, seed=ref))
+    assert len(list(o2_batches(4, 2, 4, 2, seed=gen))) == 2
+    next(o2_stream(4, 2, seed=ref))
     assert gen.bit_generator.state == ref.bit_generator.state
     gen.permutation(8)
     assert gen.bit_generator.state != ref.bit_generator.state
@@ -556,3 +569,30 @@ def test_gather_refuses_mismatched_buffers() -> None:
     frozen.flags.writeable = False
     with pytest.raises(ValueError, match=message):
         gather(arrays, t_idx, b_idx, out={"rews": frozen})
+
+
+# --- deprecated aliases ----------------------------------------------------------------------
+
+
+def test_index_stream_and_index_batches_are_deprecated_aliases() -> None:
+    import trajkit
+
+    message = r"trajkit\.index_stream is deprecated and will be removed: use Rollout\.entries"
+    with pytest.warns(DeprecationWarning, match=message):
+        epochs = trajkit.index_stream(3, 2, seed=5)
+    assert pairs(*next(epochs)) == pairs(*next(o2_stream(3, 2, seed=5)))
+    message = r"trajkit\.index_batches is deprecated and will be removed: use Rollout\.batches"
+    with pytest.warns(DeprecationWarning, match=message):
+        got = as_lists(trajkit.index_batches(3, 2, 4, 5, seed=5))
+    assert got == as_lists(o2_batches(3, 2, 4, 5, seed=5))
+    # Their messages still name them, and they check at the call.
+    with (
+        pytest.warns(DeprecationWarning, match="index_stream"),
+        pytest.raises(ValueError, match=r"index_stream needs at least one entry"),
+    ):
+        trajkit.index_stream(0, 3)
+    with (
+        pytest.warns(DeprecationWarning, match="index_batches"),
+        pytest.raises(ValueError, match=r"index_batches cannot draw 1 batches from an empty"),
+    ):
+        trajkit.index_batches(0, 2, 1, 1)

@@ -366,7 +366,7 @@ def test_one_env() -> None:
 def test_actions_only_model_outs_for_demonstrations() -> None:
     r = make(model_outs=[{"actions": [0, 1, 2]} for _ in range(T + 1)])
     assert r.actions().shape == (T + 1, B)
-    with pytest.raises(KeyError, match=re.escape("needs model_outs key 'critic'")) as info:
+    with pytest.raises(KeyError, match=re.escape("needs model_outs['critic']")) as info:
         r.value_predictions()
     assert "['actions']" in str(info.value)
     with pytest.raises(KeyError, match="advantages"):

@@ -78,6 +78,16 @@ def _check_unit_interval(name: str, value: object) -> float:
     return x
 
 
+def check_discount(gamma: object, lam: object) -> tuple[float, float]:
+    """`(gamma, lam)` as floats, or the error `gae` raises for them (checked before any work).
+
+    Examples:
+        >>> check_discount(0.99, 1)
+        (0.99, 1.0)
+    """
+    return _check_unit_interval("gamma", gamma), _check_unit_interval("lam", lam)
+
+
 def _as_float32(name: str, value: ArrayLike) -> Float32Array:
     """Return `value` as a C-contiguous float32 array (no copy when it already is one)."""
     if type(value) is np.ndarray and value.dtype == np.float32 and value.flags.c_contiguous:

@@ -1,28 +1,44 @@
-"""Shuffled minibatch indices over a rollout and the gathers that use them.
+"""The minibatch engine: every way trajkit cuts a rollout into minibatches draws and gathers here.
 
 A rollout holds T steps of B environments. Per-step fields (rewards, advantages, returns) have
 leading dims [T, B]; observation-aligned fields (observations, states, dones, model outputs) have
-[T+1, B], and only their rows 0..T-1 are ever minibatched. The seed `Rollout` shuffled a Python list
-of T·B `(t, b)` tuples and gathered with a list comprehension; here each epoch is one in-place
-`Generator.shuffle` of an array of all entries, split into `t_idx` and `b_idx` arrays, and a gather
-is a single `numpy.take` of the flat index `t * B + b` on a reshaped view.
+[T+1, B], and only their rows 0..T-1 are ever minibatched. Entry `(t, b)` is row `t * B + b` of
+the array viewed as [T·B, ...].
 
-Randomness comes only from the `seed` argument (see `trajkit._base.rng.as_generator`); global
-random state is never touched.
+The engine has three parts, and every minibatch API is a thin adapter over them:
 
-Two families of index generators:
+* **Checks** (`check_size`, `plan_minibatches`, `plan_sequences`,
+  `check_stream`): the size arguments, validated when an adapter is called, never at its
+  first `next()`.
+* **Drawing**: `minibatch_rows` (each epoch a fresh permutation of all rows, cut into
+  minibatches), `epoch_rows` (whole epochs), `sequence_rows` (env columns, for
+  recurrent policies), and the obs-tower2 stream of `obs_tower2_epochs` and
+  `obs_tower2_batches` (endless permutations, batches that may span epochs).
+* **Gathering**: `as_rows` (a [T, B, ...] array as [T·B, ...], a view where the layout
+  allows), `take_rows` (one `numpy.take` per array), and the public, checked
+  [`gather`][trajkit.gather] and [`gather_sequences`][trajkit.gather_sequences].
 
-* `minibatch_indices` and `sequence_minibatch_indices` run epoch by epoch: each epoch is a fresh
-  permutation cut into minibatches, the last smaller one kept or dropped.
-* `index_stream` and `index_batches` reproduce the seed's endless stream of permutations, in which
-  a batch may span an epoch boundary.
+The adapters: `Rollout.minibatches` and `Rollout.sequence_minibatches` (NumPy),
+`Rollout.batches` and `Rollout.entries` (obs-tower2's `(t, b)` tuples),
+`trajkit.torch.minibatches` (tensors; on a GPU the rows are gathered by torch) and
+`Dataset.minibatches` (rows of several files in one shuffle buffer). For your own arrays, the
+public pair is [`minibatch_indices`][trajkit.minibatch_indices] + [`gather`][trajkit.gather]
+(or [`sequence_minibatch_indices`][trajkit.sequence_minibatch_indices] +
+[`gather_sequences`][trajkit.gather_sequences]).
+
+Randomness comes from the `seed` argument (see `trajkit._base.rng.as_generator`), with one
+deliberate exception: `Rollout.batches()` and `Rollout.entries()` called without a seed shuffle
+with Python's global `random` module, as obs-tower2 did, so that `random.seed(s)` reproduces
+runs of code written against it (`python_random_epochs`).
 """
 
 from __future__ import annotations
 
 import itertools
 import random
+import warnings
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -31,22 +47,85 @@ from trajkit._base.rng import as_generator
 from trajkit._base.types import AnyArray, IntArray
 
 __all__ = [
+    "MinibatchPlan",
+    "as_rows",
+    "check_size",
+    "check_stream",
+    "epoch_rows",
     "gather",
     "gather_sequences",
     "index_batches",
     "index_stream",
     "minibatch_indices",
+    "minibatch_rows",
+    "obs_tower2_batches",
+    "obs_tower2_epochs",
+    "plan_minibatches",
+    "plan_sequences",
+    "python_random_epochs",
     "sequence_minibatch_indices",
+    "sequence_rows",
+    "take_rows",
 ]
 
+Seed = int | np.random.Generator | None
+StreamSeed = int | np.random.Generator | random.Random | None
 
-def _check_size(name: str, value: object, minimum: int) -> int:
-    """Return `value` as an int, or raise ValueError if it is not an integer >= `minimum`."""
+# --------------------------------------------------------------------------------------------
+# Checks: at the call
+# --------------------------------------------------------------------------------------------
+
+
+def check_size(name: str, value: object, minimum: int) -> int:
+    """Return `value` as an int, or raise ValueError if it is not an integer >= `minimum`.
+
+    Examples:
+        >>> check_size("epochs", 2, 0)
+        2
+        >>> check_size("epochs", True, 0)
+        Traceback (most recent call last):
+        ...
+        ValueError: epochs must be an integer >= 0, got True
+    """
     if isinstance(value, bool) or not isinstance(value, int | np.integer):
         raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
     if value < minimum:
         raise ValueError(f"{name} must be >= {minimum}, got {value!r}")
     return int(value)
+
+
+@dataclass(frozen=True)
+class MinibatchPlan:
+    """Checked sizes of an epoch-by-epoch minibatch draw over `rows` entries.
+
+    Attributes:
+        num_steps: T (1 for a draw over env columns).
+        num_envs: B.
+        size: Entries per minibatch.
+        epochs: Passes over the entries.
+        drop_last: Whether an epoch's last, smaller minibatch is dropped.
+    """
+
+    num_steps: int
+    num_envs: int
+    size: int
+    epochs: int
+    drop_last: bool
+
+    @property
+    def rows(self) -> int:
+        """The entries one epoch covers: T·B."""
+        return self.num_steps * self.num_envs
+
+    def starts(self) -> range:
+        """Start offsets of the minibatches that cut one epoch.
+
+        Examples:
+            >>> list(plan_minibatches(5, 1, 2, drop_last=True).starts())
+            [0, 2]
+        """
+        n = self.rows
+        return range(0, n - n % self.size if self.drop_last else n, self.size)
 
 
 def _check_drop_last(name: str, size: int, n: int, drop_last: bool, what: str) -> None:
@@ -59,35 +138,186 @@ def _check_drop_last(name: str, size: int, n: int, drop_last: bool, what: str) -
         )
 
 
-def _epochs(
-    num_steps: int, num_envs: int, rng: np.random.Generator
-) -> Iterator[tuple[IntArray, IntArray]]:
-    """Yield endless fresh permutations of all `(t, b)`, each as a pair `(t_idx, b_idx)`.
+def plan_minibatches(
+    num_steps: int,
+    num_envs: int,
+    minibatch_size: int,
+    *,
+    epochs: int = 1,
+    drop_last: bool = False,
+) -> MinibatchPlan:
+    """Check the sizes of a draw of `(t, b)` minibatches; the `ValueError` names the argument.
 
-    As the seed's `entries()` does with its list, one private array holding every entry is
-    shuffled in place each epoch, and a permutation is drawn only when its epoch is reached.
-    Entry `(t, b)` is stored as the code `t << shift | b` with `2**shift >= B`, so the split is
-    a shift and a mask, several times faster than `numpy.divmod` by B. The yielded arrays are
-    new each epoch: a later shuffle never overwrites them.
+    Examples:
+        >>> plan_minibatches(4, 2, 3, epochs=2).rows
+        8
+        >>> plan_minibatches(4, 2, 0)
+        Traceback (most recent call last):
+        ...
+        ValueError: minibatch_size must be >= 1, got 0
+    """
+    num_steps = check_size("num_steps", num_steps, 0)
+    num_envs = check_size("num_envs", num_envs, 1)
+    size = check_size("minibatch_size", minibatch_size, 1)
+    epochs = check_size("epochs", epochs, 0)
+    _check_drop_last("minibatch_size", size, num_steps * num_envs, drop_last, "T*B")
+    return MinibatchPlan(num_steps, num_envs, size, epochs, bool(drop_last))
+
+
+def plan_sequences(
+    num_envs: int, envs_per_batch: int, *, epochs: int = 1, drop_last: bool = False
+) -> MinibatchPlan:
+    """Check the sizes of a draw of env columns (`T` is 1: one entry per env).
+
+    Examples:
+        >>> plan_sequences(5, 2).rows
+        5
+    """
+    num_envs = check_size("num_envs", num_envs, 1)
+    size = check_size("envs_per_batch", envs_per_batch, 1)
+    epochs = check_size("epochs", epochs, 0)
+    _check_drop_last("envs_per_batch", size, num_envs, drop_last, "B")
+    return MinibatchPlan(1, num_envs, size, epochs, bool(drop_last))
+
+
+def check_stream(
+    num_steps: int,
+    num_envs: int,
+    method: str,
+    *,
+    batch_size: int = 1,
+    count: int | None = None,
+) -> tuple[int, int, int, int | None]:
+    """Check the sizes of an obs-tower2 stream: T·B > 0 unless no batch is asked for.
+
+    `method` names the caller in the message (`"batches()"`, `"entries()"`, ...): obs-tower2
+    looped forever on an empty rollout. `count=None` is the endless stream of `entries()`.
+
+    Returns:
+        `(num_steps, num_envs, batch_size, count)` as ints.
+
+    Examples:
+        >>> check_stream(0, 2, "entries()")
+        Traceback (most recent call last):
+        ...
+        ValueError: entries() needs at least one entry, got num_steps=0, num_envs=2 (T*B == 0)
+    """
+    num_steps = check_size("num_steps", num_steps, 0)
+    num_envs = check_size("num_envs", num_envs, 1)
+    batch_size = check_size("batch_size", batch_size, 1)
+    count = None if count is None else check_size("count", count, 0)
+    if num_steps * num_envs == 0 and count != 0:
+        what = (
+            "needs at least one entry"
+            if count is None
+            else f"cannot draw {count} batches from an empty rollout"
+        )
+        raise ValueError(
+            f"{method} {what}, got num_steps={num_steps}, num_envs={num_envs} (T*B == 0)"
+        )
+    return num_steps, num_envs, batch_size, count
+
+
+# --------------------------------------------------------------------------------------------
+# Drawing: epoch by epoch
+# --------------------------------------------------------------------------------------------
+
+
+def _shuffled_codes(num_steps: int, num_envs: int, rng: np.random.Generator) -> Iterator[IntArray]:
+    """Endless in-place shuffles of one private array holding every entry `(t, b)`.
+
+    As obs-tower2's `entries()` does with its list, the same array is shuffled again each
+    epoch, and a permutation is drawn only when its epoch is reached. Entry `(t, b)` is the
+    code `t << shift | b` with `2**shift >= B`, so the split is a shift and a mask, several
+    times faster than `numpy.divmod` by B. The array yielded is overwritten by the next
+    shuffle: callers derive new arrays from it first.
     """
     shift = (num_envs - 1).bit_length()
-    mask = (1 << shift) - 1
     steps = np.arange(num_steps, dtype=np.intp) << shift
     codes = (steps[:, None] | np.arange(num_envs, dtype=np.intp)).ravel()
     while True:
         rng.shuffle(codes)
+        yield codes
+
+
+def _epochs(
+    num_steps: int, num_envs: int, rng: np.random.Generator
+) -> Iterator[tuple[IntArray, IntArray]]:
+    """Endless fresh permutations of all `(t, b)`, each as a pair of new `(t_idx, b_idx)` arrays."""
+    shift = (num_envs - 1).bit_length()
+    mask = (1 << shift) - 1
+    for codes in _shuffled_codes(num_steps, num_envs, rng):
         yield codes >> shift, codes & mask
+
+
+def epoch_rows(plan: MinibatchPlan, rng: np.random.Generator) -> Iterator[IntArray]:
+    """Each epoch's permutation of all rows `t * B + b`, drawn when the epoch starts.
+
+    The same permutations, in the same order, as the `(t_idx, b_idx)` pairs of
+    [`minibatch_indices`][trajkit.minibatch_indices] for the same generator state.
+
+    Examples:
+        >>> rows = next(epoch_rows(plan_minibatches(2, 3, 6), as_generator(0)))
+        >>> sorted(rows.tolist())
+        [0, 1, 2, 3, 4, 5]
+    """
+    num_envs = plan.num_envs
+    shift = (num_envs - 1).bit_length()
+    mask = (1 << shift) - 1
+    for codes in itertools.islice(_shuffled_codes(plan.num_steps, num_envs, rng), plan.epochs):
+        if num_envs == 1 << shift:  # the code is the row
+            yield codes.copy()
+            continue
+        rows = codes >> shift
+        rows *= num_envs
+        rows += codes & mask
+        yield rows
+
+
+def minibatch_rows(plan: MinibatchPlan, rng: np.random.Generator) -> Iterator[IntArray]:
+    """The rows of each minibatch: every epoch's permutation cut as `plan` says.
+
+    Examples:
+        >>> [len(rows) for rows in minibatch_rows(plan_minibatches(3, 2, 4), as_generator(0))]
+        [4, 2]
+    """
+    starts, size = plan.starts(), plan.size
+    for rows in epoch_rows(plan, rng):
+        for start in starts:
+            yield rows[start : start + size]
+
+
+def sequence_rows(plan: MinibatchPlan, rng: np.random.Generator) -> Iterator[IntArray]:
+    """The env indices of each minibatch of whole env columns (`plan` from `plan_sequences`).
+
+    Each epoch is `rng.permutation(B)`, drawn when the epoch starts.
+
+    Examples:
+        >>> draws = sequence_rows(plan_sequences(5, 2), as_generator(0))
+        >>> sorted(np.concatenate(list(draws)).tolist())
+        [0, 1, 2, 3, 4]
+    """
+    starts, size = plan.starts(), plan.size
+    for _ in range(plan.epochs):
+        perm = rng.permutation(plan.num_envs).astype(np.intp, copy=False)
+        for start in starts:
+            yield perm[start : start + size]
+
+
+# --------------------------------------------------------------------------------------------
+# Drawing: obs-tower2's endless stream
+# --------------------------------------------------------------------------------------------
 
 
 def _list_epochs(
     num_steps: int, num_envs: int, shuffle: Callable[[list[int]], None]
 ) -> Iterator[tuple[IntArray, IntArray]]:
-    """Endless permutations drawn as the seed's `entries()` drew them, with Python's `random`.
+    """Endless permutations drawn as obs-tower2's `entries()` drew them, with Python's `random`.
 
-    The seed kept a list of every `(t, b)` in t-major order and called `random.shuffle` on it,
-    in place, at the start of every pass. `random.shuffle`'s draws depend only on the list's
+    obs-tower2 kept a list of every `(t, b)` in t-major order and called `random.shuffle` on
+    it, in place, at the start of every pass. `random.shuffle`'s draws depend only on the list's
     length, so shuffling the codes `t * B + b` of that list the same way, in place, pass after
-    pass, gives the seed's sequence entry for entry under the same `random.seed`.
+    pass, gives obs-tower2's sequence entry for entry under the same `random.seed`.
     """
     codes = list(range(num_steps * num_envs))
     while True:
@@ -96,45 +326,29 @@ def _list_epochs(
         yield t_idx, b_idx
 
 
+def python_random_epochs(num_steps: int, num_envs: int) -> Iterator[tuple[IntArray, IntArray]]:
+    """obs-tower2's stream of permutations, shuffled by Python's global `random` module.
+
+    The one place trajkit touches global random state, deliberately: `Rollout.batches()` and
+    `Rollout.entries()` called without a seed shuffle this way, so that `random.seed(s)`
+    reproduces runs of code written against obs-tower2. `random.shuffle` is looked up at each
+    pass, as obs-tower2 did.
+    """
+    return _list_epochs(num_steps, num_envs, lambda codes: random.shuffle(codes))
+
+
 def _stream_source(
-    num_steps: int, num_envs: int, seed: int | np.random.Generator | random.Random | None
+    num_steps: int, num_envs: int, seed: StreamSeed
 ) -> Iterator[tuple[IntArray, IntArray]]:
+    """The endless permutations for `seed`: `None` is Python's global `random` (obs-tower2's)."""
+    if seed is None:
+        return python_random_epochs(num_steps, num_envs)
     if isinstance(seed, random.Random):
         return _list_epochs(num_steps, num_envs, seed.shuffle)
     return _epochs(num_steps, num_envs, as_generator(seed))
 
 
-def python_random_stream(num_steps: int, num_envs: int) -> Iterator[tuple[IntArray, IntArray]]:
-    """The seed's stream of permutations, shuffled by Python's global `random` module.
-
-    Used by `Rollout.batches()` and `Rollout.entries()` called without a seed, so that
-    `random.seed(s)` reproduces runs of code written against the seed. `random.shuffle` is
-    looked up at each pass, as the seed did.
-    """
-    return _list_epochs(num_steps, num_envs, lambda codes: random.shuffle(codes))
-
-
-def _starts(n: int, size: int, drop_last: bool) -> range:
-    """Start offsets of the minibatches of `size` that cut one epoch of `n` entries."""
-    return range(0, n - n % size if drop_last else n, size)
-
-
-def _epoch_minibatches(
-    num_steps: int,
-    num_envs: int,
-    size: int,
-    epochs: int,
-    drop_last: bool,
-    rng: np.random.Generator,
-) -> Iterator[tuple[IntArray, IntArray]]:
-    """Yield `(t_idx, b_idx)` minibatches of `size`, a fresh permutation each epoch."""
-    starts = _starts(num_steps * num_envs, size, drop_last)
-    for t_idx, b_idx in itertools.islice(_epochs(num_steps, num_envs, rng), epochs):
-        for start in starts:
-            yield t_idx[start : start + size], b_idx[start : start + size]
-
-
-def stream_batches(
+def _cut_stream(
     n: int, batch_size: int, count: int, epochs: Iterator[tuple[IntArray, IntArray]]
 ) -> Iterator[tuple[IntArray, IntArray]]:
     """Yield `count` batches of `batch_size` cut from endless epochs, spanning epoch boundaries.
@@ -164,6 +378,108 @@ def stream_batches(
         yield np.concatenate(t_parts), np.concatenate(b_parts)
 
 
+def obs_tower2_epochs(
+    num_steps: int, num_envs: int, seed: StreamSeed, *, method: str = "entries()"
+) -> Iterator[tuple[IntArray, IntArray]]:
+    """obs-tower2's endless stream of permutations of all `(t, b)`, checked now.
+
+    Args:
+        num_steps: T.
+        num_envs: B.
+        seed: `None` shuffles with Python's global `random` (as obs-tower2 did), a
+            `random.Random` with its own state, an int or a `numpy.random.Generator` with NumPy.
+        method: The caller, named in messages.
+
+    Raises:
+        ValueError: If a size is not an integer or below its minimum, or T·B == 0 (the stream
+            would never yield: obs-tower2 looped forever).
+        TypeError: If `seed` is of another type.
+
+    Examples:
+        >>> t_idx, b_idx = next(obs_tower2_epochs(2, 2, 0))
+        >>> sorted(zip(t_idx.tolist(), b_idx.tolist()))
+        [(0, 0), (0, 1), (1, 0), (1, 1)]
+    """
+    num_steps, num_envs, _, _ = check_stream(num_steps, num_envs, method)
+    return _stream_source(num_steps, num_envs, seed)
+
+
+def obs_tower2_batches(
+    num_steps: int,
+    num_envs: int,
+    batch_size: int,
+    count: int,
+    seed: StreamSeed,
+    *,
+    method: str = "batches()",
+) -> Iterator[tuple[IntArray, IntArray]]:
+    """`count` batches of `batch_size` entries cut from obs-tower2's stream, checked now.
+
+    Every consecutive run of T·B entries of the concatenated batches, starting at 0, is a
+    permutation of all `(t, b)`; a batch may span an epoch boundary (or several, when
+    `batch_size > T·B`). Permutations are drawn lazily, only when the next entry is needed.
+    `seed` as for `obs_tower2_epochs`. With `count == 0` nothing is yielded, even when
+    T·B == 0.
+
+    Examples:
+        >>> [len(t) for t, _ in obs_tower2_batches(2, 3, 4, 3, 0)]
+        [4, 4, 4]
+    """
+    num_steps, num_envs, batch_size, given = check_stream(
+        num_steps, num_envs, method, batch_size=batch_size, count=count
+    )
+    source = _stream_source(num_steps, num_envs, seed)
+    return _cut_stream(num_steps * num_envs, batch_size, given or 0, source)
+
+
+# --------------------------------------------------------------------------------------------
+# Gathering
+# --------------------------------------------------------------------------------------------
+
+
+def as_rows(arrays: Mapping[str, AnyArray]) -> dict[str, AnyArray]:
+    """Each `[T, B, ...]` array as `[T·B, ...]`: row `t * B + b` is entry `(t, b)`.
+
+    A view where the first two axes merge (C-contiguous in them, as `obses[:T]` of a stored
+    rollout is), else a copy. The shape is spelt out, so arrays of size 0 (states of shape
+    `(T, B, 0)`, say) reshape too.
+
+    Examples:
+        >>> as_rows({"states": np.zeros((3, 2, 0))})["states"].shape
+        (6, 0)
+    """
+    return {
+        name: arr.reshape((arr.shape[0] * arr.shape[1], *arr.shape[2:]))
+        for name, arr in arrays.items()
+    }
+
+
+def _take(arr: AnyArray, rows: IntArray, out: AnyArray | None = None) -> AnyArray:
+    """Rows `rows` of `arr` by one `numpy.take`; `rows` must already be in range.
+
+    "clip" never clips here, and unlike "raise" it writes straight into `out` instead of
+    through a temporary buffer.
+    """
+    if arr.ndim == 1:  # the common per-step scalar: skip the axis handling
+        return arr.take(rows, out=out, mode="clip")
+    return arr.take(rows, axis=0, out=out, mode="clip")
+
+
+def take_rows(rows_of: Mapping[str, AnyArray], rows: IntArray) -> dict[str, AnyArray]:
+    """`{name: arr[rows]}` for `[N, ...]` arrays (from `as_rows`), `rows` already in range.
+
+    Examples:
+        >>> take_rows({"r": np.arange(4.0)}, np.array([3, 1]))["r"]
+        array([3., 1.])
+    """
+    return {name: _take(arr, rows) for name, arr in rows_of.items()}
+
+
+# --------------------------------------------------------------------------------------------
+# The public index functions
+# --------------------------------------------------------------------------------------------
+
+
 def minibatch_indices(
     num_steps: int,
     num_envs: int,
@@ -171,7 +487,7 @@ def minibatch_indices(
     *,
     epochs: int = 1,
     drop_last: bool = False,
-    seed: int | np.random.Generator | None = None,
+    seed: Seed = None,
 ) -> Iterator[tuple[IntArray, IntArray]]:
     """Shuffled `(t, b)` minibatches over a rollout, epoch by epoch.
 
@@ -211,116 +527,18 @@ def minibatch_indices(
         >>> [len(t) for t, _ in minibatch_indices(3, 2, 4, drop_last=True, seed=0)]
         [4]
     """
-    num_steps = _check_size("num_steps", num_steps, 0)
-    num_envs = _check_size("num_envs", num_envs, 1)
-    minibatch_size = _check_size("minibatch_size", minibatch_size, 1)
-    epochs = _check_size("epochs", epochs, 0)
-    _check_drop_last("minibatch_size", minibatch_size, num_steps * num_envs, drop_last, "T*B")
-    return _epoch_minibatches(
-        num_steps, num_envs, minibatch_size, epochs, drop_last, as_generator(seed)
-    )
+    plan = plan_minibatches(num_steps, num_envs, minibatch_size, epochs=epochs, drop_last=drop_last)
+    return _pair_minibatches(plan, as_generator(seed))
 
 
-def index_stream(
-    num_steps: int,
-    num_envs: int,
-    *,
-    seed: int | np.random.Generator | random.Random | None = None,
+def _pair_minibatches(
+    plan: MinibatchPlan, rng: np.random.Generator
 ) -> Iterator[tuple[IntArray, IntArray]]:
-    """The seed's endless shuffled stream of `(t, b)` entries, one whole permutation at a time.
-
-    The seed's `Rollout.entries()` reshuffled the list of all `(t, b)` and yielded it entry by
-    entry, forever. This yields the same sequence epoch by epoch: each item is one fresh
-    permutation of all T·B steps as a pair of arrays. Iterate
-    `zip(t_idx.tolist(), b_idx.tolist())` for the seed's `(int, int)` tuples.
-
-    Args:
-        num_steps: T, the number of steps (at least 1, see Raises).
-        num_envs: B, the number of environments (at least 1).
-        seed: An int seed, a `numpy.random.Generator` (which advances), a `random.Random`
-            (which shuffles a Python list exactly as the seed's `entries()` did), or `None`
-            for fresh entropy.
-
-    Returns:
-        An endless iterator of `(t_idx, b_idx)` pairs of `np.intp` arrays of length T·B.
-
-    Raises:
-        ValueError: If a size argument is not an integer or is below its minimum, or if
-            T·B == 0 (the stream would never yield: the seed looped forever).
-        TypeError: If `seed` is not an int, a Generator or `None`.
-
-    Examples:
-        >>> stream = index_stream(2, 2, seed=0)
-        >>> t_idx, b_idx = next(stream)
-        >>> sorted(zip(t_idx.tolist(), b_idx.tolist()))
-        [(0, 0), (0, 1), (1, 0), (1, 1)]
-        >>> len(next(stream)[0])
-        4
-    """
-    num_steps = _check_size("num_steps", num_steps, 0)
-    num_envs = _check_size("num_envs", num_envs, 1)
-    if num_steps * num_envs == 0:
-        raise ValueError(
-            f"index_stream needs at least one entry, got num_steps={num_steps}, "
-            f"num_envs={num_envs} (T*B == 0)"
-        )
-    return _stream_source(num_steps, num_envs, seed)
-
-
-def index_batches(
-    num_steps: int,
-    num_envs: int,
-    batch_size: int,
-    count: int,
-    *,
-    seed: int | np.random.Generator | random.Random | None = None,
-) -> Iterator[tuple[IntArray, IntArray]]:
-    """`count` batches of exactly `batch_size` entries, as the seed's `Rollout.batches()`.
-
-    Batches are cut from the endless sequence of permutations of
-    [`index_stream`][trajkit.index_stream]: every consecutive run of T·B entries of the
-    concatenated batches, starting at 0, is a permutation of all `(t, b)`, and a batch may span
-    an epoch boundary (or several, when `batch_size > T·B`). Permutations are drawn lazily, only
-    when the next entry is needed.
-
-    Args:
-        num_steps: T, the number of steps.
-        num_envs: B, the number of environments (at least 1).
-        batch_size: Entries per batch (at least 1).
-        count: How many batches to yield (at least 0).
-        seed: An int seed, a `numpy.random.Generator` (which advances), a `random.Random`
-            (which shuffles a Python list exactly as the seed's `batches()` did), or `None`
-            for fresh entropy.
-
-    Returns:
-        An iterator of `count` pairs `(t_idx, b_idx)` of `np.intp` arrays of length
-        `batch_size`.
-
-    Raises:
-        ValueError: If a size argument is not an integer or is below its minimum, or if
-            T·B == 0 while `count > 0`. With `count == 0` nothing is yielded, even when T·B == 0.
-        TypeError: If `seed` is not an int, a Generator or `None`.
-
-    Examples:
-        >>> batches = list(index_batches(2, 3, 4, 3, seed=0))
-        >>> [len(t_idx) for t_idx, b_idx in batches]
-        [4, 4, 4]
-        >>> t_idx = np.concatenate([t for t, _ in batches])[:6]
-        >>> b_idx = np.concatenate([b for _, b in batches])[:6]
-        >>> sorted(zip(t_idx.tolist(), b_idx.tolist()))
-        [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (1, 2)]
-    """
-    num_steps = _check_size("num_steps", num_steps, 0)
-    num_envs = _check_size("num_envs", num_envs, 1)
-    batch_size = _check_size("batch_size", batch_size, 1)
-    count = _check_size("count", count, 0)
-    n = num_steps * num_envs
-    if n == 0 and count > 0:
-        raise ValueError(
-            f"index_batches cannot draw {count} batches from an empty rollout, got "
-            f"num_steps={num_steps}, num_envs={num_envs} (T*B == 0)"
-        )
-    return stream_batches(n, batch_size, count, _stream_source(num_steps, num_envs, seed))
+    """`minibatch_rows` as `(t_idx, b_idx)` pairs: the same permutations, split."""
+    starts, size = plan.starts(), plan.size
+    for t_idx, b_idx in itertools.islice(_epochs(plan.num_steps, plan.num_envs, rng), plan.epochs):
+        for start in starts:
+            yield t_idx[start : start + size], b_idx[start : start + size]
 
 
 def sequence_minibatch_indices(
@@ -329,7 +547,7 @@ def sequence_minibatch_indices(
     *,
     epochs: int = 1,
     drop_last: bool = False,
-    seed: int | np.random.Generator | None = None,
+    seed: Seed = None,
 ) -> Iterator[IntArray]:
     """Shuffled minibatches of whole environment columns, for recurrent policies.
 
@@ -360,17 +578,8 @@ def sequence_minibatch_indices(
         >>> sorted(np.concatenate(batches).tolist())
         [0, 1, 2, 3, 4]
     """
-    num_envs = _check_size("num_envs", num_envs, 1)
-    envs_per_batch = _check_size("envs_per_batch", envs_per_batch, 1)
-    epochs = _check_size("epochs", epochs, 0)
-    _check_drop_last("envs_per_batch", envs_per_batch, num_envs, drop_last, "B")
-    rng = as_generator(seed)
-    starts = _starts(num_envs, envs_per_batch, drop_last)
-    return (
-        perm[start : start + envs_per_batch]
-        for perm in (rng.permutation(num_envs).astype(np.intp, copy=False) for _ in range(epochs))
-        for start in starts
-    )
+    plan = plan_sequences(num_envs, envs_per_batch, epochs=epochs, drop_last=drop_last)
+    return sequence_rows(plan, as_generator(seed))
 
 
 def _as_index(name: str, idx: Any) -> AnyArray:
@@ -501,13 +710,8 @@ def gather(
             if envs != flat_envs:
                 flat, flat_envs = t_arr * envs, envs
                 flat += b_arr
-            if arr.ndim == 2:  # the common per-step scalar: skip building a shape tuple
-                result[name] = arr.reshape(-1).take(flat, out=into, mode="clip")
-            else:
-                merged = arr.reshape((shape[0] * envs, *shape[2:]))
-                # Indices are range-checked above: "clip" never clips, and unlike "raise" it
-                # writes straight into `out` instead of through a temporary buffer.
-                result[name] = merged.take(flat, axis=0, out=into, mode="clip")
+            # Indices are range-checked above.
+            result[name] = _take(arr.reshape((shape[0] * envs, *shape[2:])), flat, into)
         elif into is None:
             result[name] = arr[t_arr, b_arr]
         else:
@@ -573,3 +777,123 @@ def gather_sequences(arrays: Mapping[str, AnyArray], b_idx: IntArray) -> dict[st
     _check_range("b_idx", b_arr, checked, 1)
     b_arr = b_arr.astype(np.intp, copy=False)
     return {name: arr.take(b_arr, axis=1) for name, arr in checked.items()}
+
+
+# --------------------------------------------------------------------------------------------
+# Deprecated: obs-tower2's stream as arrays (use Rollout.entries / Rollout.batches)
+# --------------------------------------------------------------------------------------------
+
+
+def _deprecated(name: str, instead: str) -> None:
+    warnings.warn(
+        f"trajkit.{name} is deprecated and will be removed: use {instead} for obs-tower2's "
+        "stream, or trajkit.minibatch_indices for index arrays, epoch by epoch",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+
+
+def _numpy_default(seed: StreamSeed) -> StreamSeed:
+    """These functions shuffle with fresh NumPy entropy where `seed` is `None`."""
+    return as_generator(None) if seed is None else seed
+
+
+def index_stream(
+    num_steps: int,
+    num_envs: int,
+    *,
+    seed: int | np.random.Generator | random.Random | None = None,
+) -> Iterator[tuple[IntArray, IntArray]]:
+    """Deprecated: obs-tower2's endless shuffled stream of `(t, b)`, one permutation at a time.
+
+    Deprecated after 0.1.0: use [`Rollout.entries`][trajkit.Rollout.entries] for obs-tower2's
+    stream, or [`minibatch_indices`][trajkit.minibatch_indices] for arrays, epoch by epoch.
+    It warns with a `DeprecationWarning` and will be removed.
+
+    obs-tower2's `Rollout.entries()` reshuffled the list of all `(t, b)` and yielded it entry by
+    entry, forever. This yields the same sequence epoch by epoch: each item is one fresh
+    permutation of all T·B steps as a pair of arrays. Iterate
+    `zip(t_idx.tolist(), b_idx.tolist())` for obs-tower2's `(int, int)` tuples.
+
+    Args:
+        num_steps: T, the number of steps (at least 1, see Raises).
+        num_envs: B, the number of environments (at least 1).
+        seed: An int seed, a `numpy.random.Generator` (which advances), a `random.Random`
+            (which shuffles a Python list exactly as obs-tower2's `entries()` did), or `None`
+            for fresh entropy.
+
+    Returns:
+        An endless iterator of `(t_idx, b_idx)` pairs of `np.intp` arrays of length T·B.
+
+    Raises:
+        ValueError: If a size argument is not an integer or is below its minimum, or if
+            T·B == 0 (the stream would never yield: obs-tower2 looped forever).
+        TypeError: If `seed` is not an int, a Generator or `None`.
+
+    Examples:
+        >>> import warnings
+        >>> with warnings.catch_warnings(record=True) as caught:
+        ...     warnings.simplefilter("always")
+        ...     stream = index_stream(2, 2, seed=0)
+        >>> caught[0].category.__name__
+        'DeprecationWarning'
+        >>> t_idx, b_idx = next(stream)
+        >>> sorted(zip(t_idx.tolist(), b_idx.tolist()))
+        [(0, 0), (0, 1), (1, 0), (1, 1)]
+    """
+    _deprecated("index_stream", "Rollout.entries(seed=...)")
+    return obs_tower2_epochs(num_steps, num_envs, _numpy_default(seed), method="index_stream")
+
+
+def index_batches(
+    num_steps: int,
+    num_envs: int,
+    batch_size: int,
+    count: int,
+    *,
+    seed: int | np.random.Generator | random.Random | None = None,
+) -> Iterator[tuple[IntArray, IntArray]]:
+    """Deprecated: `count` batches of `batch_size` entries, as obs-tower2's `Rollout.batches()`.
+
+    Deprecated after 0.1.0: use [`Rollout.batches`][trajkit.Rollout.batches] for obs-tower2's
+    batches, or [`minibatch_indices`][trajkit.minibatch_indices] for arrays, epoch by epoch.
+    It warns with a `DeprecationWarning` and will be removed.
+
+    Batches are cut from the endless sequence of permutations of
+    [`index_stream`][trajkit.index_stream]: every consecutive run of T·B entries of the
+    concatenated batches, starting at 0, is a permutation of all `(t, b)`, and a batch may span
+    an epoch boundary (or several, when `batch_size > T·B`). Permutations are drawn lazily, only
+    when the next entry is needed.
+
+    Args:
+        num_steps: T, the number of steps.
+        num_envs: B, the number of environments (at least 1).
+        batch_size: Entries per batch (at least 1).
+        count: How many batches to yield (at least 0).
+        seed: An int seed, a `numpy.random.Generator` (which advances), a `random.Random`
+            (which shuffles a Python list exactly as obs-tower2's `batches()` did), or `None`
+            for fresh entropy.
+
+    Returns:
+        An iterator of `count` pairs `(t_idx, b_idx)` of `np.intp` arrays of length
+        `batch_size`.
+
+    Raises:
+        ValueError: If a size argument is not an integer or is below its minimum, or if
+            T·B == 0 while `count > 0`. With `count == 0` nothing is yielded, even when T·B == 0.
+        TypeError: If `seed` is not an int, a Generator or `None`.
+
+    Examples:
+        >>> import warnings
+        >>> with warnings.catch_warnings(record=True) as caught:
+        ...     warnings.simplefilter("always")
+        ...     batches = list(index_batches(2, 3, 4, 3, seed=0))
+        >>> caught[0].category.__name__
+        'DeprecationWarning'
+        >>> [len(t_idx) for t_idx, b_idx in batches]
+        [4, 4, 4]
+    """
+    _deprecated("index_batches", "Rollout.batches(batch_size, count, seed=...)")
+    return obs_tower2_batches(
+        num_steps, num_envs, batch_size, count, _numpy_default(seed), method="index_batches"
+    )

@@ -1,12 +1,13 @@
-"""`RolloutValidationError`: pydantic's `ValidationError`, told in trajkit's words."""
+"""`RolloutValidationError` (pydantic's, told in trajkit's words) and `MissingModelOutputError`."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from pydantic import ValidationError
 
-__all__ = ["RolloutValidationError", "clean_validation_error"]
+__all__ = ["MissingModelOutputError", "RolloutValidationError", "clean_validation_error"]
 
 _PREFIXES = ("Value error, ", "Assertion failed, ")
 
@@ -74,6 +75,54 @@ class RolloutValidationError(ValidationError):
         return f"{type(self).__name__}({str(self)!r})"
 
 
+class MissingModelOutputError(KeyError, ValueError):
+    """A method needs a model output that the rollout (or dataset) does not have.
+
+    The one behaviour for a missing output, `critic` above all: every method that reads it
+    (`value_predictions`, `advantages`, `returns`, `training_arrays`, the minibatch methods,
+    `trajkit.torch`, `Dataset.minibatches`) raises this at the call, before yielding anything,
+    naming the method, the key and the keys present. It is a `KeyError`, as obs-tower2's
+    dict lookups raised, and a `ValueError`, like every other refusal of trajkit's.
+
+    Attributes:
+        method: The method that needs the output, e.g. `"advantages()"`.
+        key: The missing key.
+        keys: The keys present, sorted.
+
+    Examples:
+        >>> import trajkit
+        >>> from trajkit.testing import example_rollout
+        >>> r = example_rollout(keys={"actions"})
+        >>> try:
+        ...     r.advantages(0.99, 0.95)
+        ... except trajkit.MissingModelOutputError as err:
+        ...     print(err)  # doctest: +ELLIPSIS
+        advantages() needs model_outs['critic'] to compute ... has keys ['actions']: record ...
+    """
+
+    __module__ = "trajkit"
+
+    def __init__(
+        self,
+        method: str,
+        key: str,
+        keys: Iterable[str],
+        *,
+        owner: str = "this rollout",
+        purpose: str = "",
+        hint: str = "",
+    ) -> None:
+        self.method, self.key, self.keys = method, key, sorted(keys)
+        why = f" {purpose}" if purpose else ""
+        fix = f": {hint}" if hint else ""
+        super().__init__(
+            f"{method} needs model_outs[{key!r}]{why}, but {owner} has keys {self.keys}{fix}"
+        )
+
+    def __str__(self) -> str:  # a KeyError would show the message in quotes
+        return str(self.args[0])
+
+
 def _strip(message: str) -> str:
     for prefix in _PREFIXES:
         message = message.removeprefix(prefix)
@@ -99,4 +148,7 @@ def clean_validation_error(error: ValidationError) -> RolloutValidationError:
 
 
 # The class names its module `trajkit`, which hides it from doctest's search of this module.
-__test__ = {"RolloutValidationError": RolloutValidationError}
+__test__ = {
+    "RolloutValidationError": RolloutValidationError,
+    "MissingModelOutputError": MissingModelOutputError,
+}

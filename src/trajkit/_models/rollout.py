@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy as _copy
 import random
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from types import MappingProxyType
 from typing import (
     TYPE_CHECKING,
@@ -29,6 +29,7 @@ from pydantic import (
 )
 from typing_extensions import Self, TypedDict, Unpack
 
+from trajkit._base.rng import as_generator
 from trajkit._base.types import AnyArray, ArrayLike, ArrayTree, Float32Array, Int32Array
 from trajkit._core import fused
 from trajkit._core import gae as _gae
@@ -37,7 +38,7 @@ from trajkit._core import tree as _tree
 from trajkit._core.episodes import EpisodeStats, episode_stats
 from trajkit._models.arrays import arrays_equal, first_true, fmt_index
 from trajkit._models.dims import DimSpec, Shape, bind_dims
-from trajkit._models.errors import clean_validation_error
+from trajkit._models.errors import MissingModelOutputError, clean_validation_error
 from trajkit._models.model_outputs import ModelOutputs, coerce_model_outs, discrete_actions
 from trajkit._models.rules import FIELD_RULES, OUTPUT_RULES, conform, output_rule
 
@@ -49,7 +50,9 @@ __all__ = [
     "RolloutFields",
     "advantage_normalization",
     "given_infos",
+    "missing_critic",
     "normalized_minibatch",
+    "ppo_arrays",
 ]
 
 FIELD_DIMS: Mapping[str, str] = MappingProxyType(
@@ -84,6 +87,7 @@ def _remember(cache: dict[_K, _V], key: _K, value: _V, limit: int) -> None:
 
 
 InfoRows = list[list[dict[str, Any]]]
+
 AdvantageNormalization: TypeAlias = Literal["rollout", "minibatch"] | None
 """How minibatch methods standardize advantages: not at all, over the rollout, or per batch."""
 ModelOutsLike: TypeAlias = "Sequence[Mapping[str, Any]] | Mapping[str, ArrayLike] | ModelOutputs"
@@ -622,18 +626,25 @@ class Rollout(BaseModel):
         return self.model_outs.arrays
 
     def _model_out(self, key: str, method: str) -> AnyArray:
+        """Model output `key`, or the `MissingModelOutputError` naming `method`."""
         outs = self._complete_outs(method)
         if key not in outs:
-            raise KeyError(
-                f"{method}() needs model_outs key {key!r}, but this rollout has keys {sorted(outs)}"
-            )
+            raise MissingModelOutputError(f"{method}()", key, outs)
         return outs[key]
+
+    def _critic(self, method: str) -> AnyArray:
+        """The critic's values for `method`, which computes advantages from them."""
+        outs = self._complete_outs(method)
+        if "critic" not in outs:
+            raise missing_critic(f"{method}()", outs)
+        return outs["critic"]
 
     def value_predictions(self) -> Float32Array:
         """The critic's values at each timestep: `model_outs[t]['critic']`, float32 `[T+1, B]`.
 
         Raises:
-            KeyError: If there is no `critic` key (the message lists the keys present).
+            MissingModelOutputError: If there is no `critic` key (a `KeyError`; the message
+                lists the keys present).
 
         Examples:
             >>> from trajkit.testing import example_rollout
@@ -649,7 +660,7 @@ class Rollout(BaseModel):
         `[T+1, B, K]`), as in the seed; float32 `[T+1, B, ...]` for continuous (Box) actions.
 
         Raises:
-            KeyError: If there is no `actions` key.
+            MissingModelOutputError: If there is no `actions` key (a `KeyError`).
 
         Examples:
             >>> from trajkit.testing import example_rollout
@@ -668,7 +679,7 @@ class Rollout(BaseModel):
         """Log-probabilities of the actions taken: `model_outs[t]['log_probs']`, float32 `[T+1, B]`.
 
         Raises:
-            KeyError: If there is no `log_probs` key.
+            MissingModelOutputError: If there is no `log_probs` key (a `KeyError`).
 
         Examples:
             >>> from trajkit.testing import example_rollout
@@ -681,7 +692,7 @@ class Rollout(BaseModel):
         """The actor's logits: `model_outs[t]['actor']`, float32 `[T+1, B, A]`.
 
         Raises:
-            KeyError: If there is no `actor` key.
+            MissingModelOutputError: If there is no `actor` key (a `KeyError`).
 
         Examples:
             >>> from trajkit.testing import example_rollout
@@ -706,7 +717,7 @@ class Rollout(BaseModel):
 
         Raises:
             ValueError: If gamma or lam is not a finite number in [0, 1].
-            KeyError: If there is no `critic` key.
+            MissingModelOutputError: If there is no `critic` key (a `KeyError`).
 
         Examples:
             >>> from trajkit.testing import example_rollout
@@ -717,7 +728,7 @@ class Rollout(BaseModel):
         """
         return _gae.gae(
             self.rews,
-            self._model_out("critic", "advantages"),
+            self._critic("advantages"),
             self.dones,
             gamma,
             lam,
@@ -735,6 +746,10 @@ class Rollout(BaseModel):
         Returns:
             float32 `[T, B]`.
 
+        Raises:
+            ValueError: If gamma or lam is not a finite number in [0, 1].
+            MissingModelOutputError: If there is no `critic` key (a `KeyError`).
+
         Examples:
             >>> from trajkit.testing import example_rollout
             >>> example_rollout(num_steps=4, num_envs=3).returns(0.99, 0.95).shape
@@ -742,7 +757,7 @@ class Rollout(BaseModel):
         """
         return _gae.lambda_returns(
             self.rews,
-            self._model_out("critic", "returns"),
+            self._critic("returns"),
             self.dones,
             gamma,
             lam,
@@ -773,7 +788,8 @@ class Rollout(BaseModel):
 
         Raises:
             ValueError: If batch_size < 1, count < 0, or the rollout is empty (T = 0) and
-                count > 0.
+                count > 0. Raised at the call, not at the first `next()`.
+            TypeError: If `seed` is of another type.
 
         Examples:
             >>> from trajkit.testing import example_rollout
@@ -781,16 +797,10 @@ class Rollout(BaseModel):
             >>> [sorted(batch) for batch in r.batches(4, 1, seed=0)]
             [[(0, 0), (0, 1), (1, 0), (1, 1)]]
         """
-        if seed is None:
-            T, B = self.num_steps, self.batch_size
-            _mb.index_batches(T, B, batch_size, count, seed=0)  # checks the arguments now
-            stream = _mb.stream_batches(T * B, batch_size, count, _mb.python_random_stream(T, B))
-        else:
-            stream = _mb.index_batches(
-                self.num_steps, self.batch_size, batch_size, count, seed=seed
-            )
-        for t_idx, b_idx in stream:
-            yield list(zip(t_idx.tolist(), b_idx.tolist(), strict=True))
+        stream = _mb.obs_tower2_batches(
+            self.num_steps, self.batch_size, batch_size, count, seed, method="batches()"
+        )
+        return _tuple_batches(stream)
 
     def entries(
         self, *, seed: int | np.random.Generator | random.Random | None = None
@@ -805,7 +815,9 @@ class Rollout(BaseModel):
                 or a `numpy.random.Generator` as there.
 
         Raises:
-            ValueError: If the rollout has no steps (T = 0), where the seed would hang.
+            ValueError: If the rollout has no steps (T = 0), where obs-tower2 would hang.
+                Raised at the call, not at the first `next()`.
+            TypeError: If `seed` is of another type.
 
         Examples:
             >>> from itertools import islice
@@ -814,14 +826,8 @@ class Rollout(BaseModel):
             >>> sorted(islice(r.entries(seed=1), 4))
             [(0, 0), (0, 1), (1, 0), (1, 1)]
         """
-        T, B = self.num_steps, self.batch_size
-        if seed is None:
-            _mb.index_stream(T, B, seed=0)  # checks T*B > 0
-            stream = _mb.python_random_stream(T, B)
-        else:
-            stream = _mb.index_stream(T, B, seed=seed)
-        for t_idx, b_idx in stream:
-            yield from zip(t_idx.tolist(), b_idx.tolist(), strict=True)
+        stream = _mb.obs_tower2_epochs(self.num_steps, self.batch_size, seed, method="entries()")
+        return _tuple_entries(stream)
 
     # ------------------------------------------------------------- trajkit additions
 
@@ -845,12 +851,11 @@ class Rollout(BaseModel):
     def training_arrays(self, gamma: float, lam: float) -> dict[str, ArrayTree]:
         """Every array a PPO step needs, aligned on `[T, B, ...]` (rows 0..T-1).
 
-        Keys: `obses`, `states`, `dones`, `rews`, `advantages`, `returns` (when there is a
-        `critic`), and every model-output key (`actions`, `log_probs`, `critic`, `actor`, ...)
-        with one value per env: per-step scalar outputs (`[T+1]`, such as GAIL's `prob_pi`)
-        have no entry per env, and are left out.
-        The arrays are views where possible, not copies. Nested `obses` and `states` keep
-        their structure, with every leaf cut to `[T, B, ...]`.
+        Keys: `obses`, `states`, `dones`, `rews`, `advantages`, `returns`, and every
+        model-output key (`actions`, `log_probs`, `critic`, `actor`, ...) with one value per
+        env: per-step scalar outputs (`[T+1]`, such as GAIL's `prob_pi`) have no entry per
+        env, and are left out. The arrays are views where possible, not copies. Nested
+        `obses` and `states` keep their structure, with every leaf cut to `[T, B, ...]`.
 
         Args:
             gamma: Discount, finite, in [0, 1].
@@ -860,7 +865,10 @@ class Rollout(BaseModel):
             Name to `[T, B, ...]` array.
 
         Raises:
-            ValueError: If a model-output key has the name of a field.
+            MissingModelOutputError: If there is no `critic` (advantages and returns need
+                it), as every method that computes them raises.
+            ValueError: If a model-output key has the name of a field, or gamma or lam is not
+                a finite number in [0, 1].
 
         Examples:
             >>> from trajkit.testing import example_rollout
@@ -869,41 +877,7 @@ class Rollout(BaseModel):
             ['actions', 'actor', 'advantages', 'critic', 'dones', 'log_probs', 'obses',
              'returns', 'rews', 'states']
         """
-        T = self.num_steps
-        arrays: dict[str, ArrayTree] = {
-            "obses": _tree.map_leaves(lambda leaf: leaf[:T], self.obses),
-            "states": _tree.map_leaves(lambda leaf: leaf[:T], self.states),
-            "dones": self.dones[:T],
-            "rews": self.rews,
-        }
-        outs = self._complete_outs("training_arrays")
-        if "critic" in outs:
-            advantages = self.advantages(gamma, lam)
-            arrays["advantages"] = advantages
-            arrays["returns"] = advantages + outs["critic"][:T]
-        for key, array in outs.items():
-            if key in arrays:
-                raise ValueError(f"model_outs key {key!r} clashes with the field of that name")
-            if array.ndim > 1:  # per-step scalars `[T+1]` have no entry per env
-                arrays[key] = array[:T]
-        return arrays
-
-    def _ppo_arrays(
-        self, method: str, gamma: float, lam: float, normalize: AdvantageNormalization = None
-    ) -> dict[str, ArrayTree]:
-        """`training_arrays`, refusing a rollout without the critic that PPO targets need."""
-        outs = self._complete_outs(method)
-        if "critic" not in outs:
-            raise ValueError(
-                f"{method}() needs model_outs['critic'] to compute advantages and returns, "
-                f"but this rollout has keys {sorted(outs)}: record the critic's values as "
-                "model_outs['critic'], or gather your own arrays with "
-                "trajkit.minibatch_indices and trajkit.gather"
-            )
-        arrays = self.training_arrays(gamma, lam)
-        if normalize == "rollout":
-            arrays["advantages"] = _gae.normalize_advantages(arrays["advantages"])
-        return arrays
+        return ppo_arrays(self, "training_arrays", gamma, lam)
 
     def minibatches(
         self,
@@ -937,6 +911,18 @@ class Rollout(BaseModel):
                 as stable-baselines3 and CleanRL do (a minibatch of one is left as is).
                 `returns` are never changed.
 
+        Returns:
+            An iterator of minibatches, each name to `[n, ...]` array.
+
+        Raises:
+            MissingModelOutputError: If there is no `critic` (advantages need it).
+            ValueError: If a size argument is not an integer or is below its minimum, if
+                `drop_last` would yield nothing, or gamma, lam or `normalize_advantages` is
+                invalid.
+            TypeError: If `seed` is of another type.
+
+            All raised at the call, before the first minibatch.
+
         Examples:
             >>> from trajkit.testing import example_rollout
             >>> r = example_rollout(num_steps=4, num_envs=3)
@@ -948,18 +934,17 @@ class Rollout(BaseModel):
             1.0
         """
         per_minibatch = advantage_normalization(normalize_advantages)
-        arrays = self._ppo_arrays("minibatches", gamma, lam, normalize_advantages)
-        flat = _tree.flatten_fields(arrays)
+        plan = _mb.plan_minibatches(
+            self.num_steps, self.batch_size, minibatch_size, epochs=epochs, drop_last=drop_last
+        )
+        rng = as_generator(seed)
+        arrays = ppo_arrays(self, "minibatches", gamma, lam, normalize_advantages)
+        rows_of = _mb.as_rows(_tree.flatten_fields(arrays))
         rebuild = _tree.fields_rebuilder(arrays)
-        for t_idx, b_idx in _mb.minibatch_indices(
-            self.num_steps,
-            self.batch_size,
-            minibatch_size,
-            epochs=epochs,
-            drop_last=drop_last,
-            seed=seed,
-        ):
-            yield normalized_minibatch(rebuild(_mb.gather(flat, t_idx, b_idx)), per_minibatch)
+        return (
+            normalized_minibatch(rebuild(_mb.take_rows(rows_of, rows)), per_minibatch)
+            for rows in _mb.minibatch_rows(plan, rng)
+        )
 
     def sequence_minibatches(
         self,
@@ -989,6 +974,16 @@ class Rollout(BaseModel):
             normalize_advantages: As for [`minibatches`][trajkit.Rollout.minibatches]:
                 `None`, `"rollout"` or `"minibatch"` (over the `[T, n]` advantages of each).
 
+        Returns:
+            An iterator of minibatches, each name to `[T, n, ...]` array.
+
+        Raises:
+            MissingModelOutputError: If there is no `critic`.
+            ValueError: If a size argument is invalid, or gamma, lam or
+                `normalize_advantages` is. As for
+                [`minibatches`][trajkit.Rollout.minibatches], all raised at the call.
+            TypeError: If `seed` is of another type.
+
         Examples:
             >>> from trajkit.testing import example_rollout
             >>> r = example_rollout(num_steps=4, num_envs=3)
@@ -996,13 +991,17 @@ class Rollout(BaseModel):
             [(4, 2), (4, 1)]
         """
         per_minibatch = advantage_normalization(normalize_advantages)
-        arrays = self._ppo_arrays("sequence_minibatches", gamma, lam, normalize_advantages)
+        plan = _mb.plan_sequences(
+            self.batch_size, envs_per_batch, epochs=epochs, drop_last=drop_last
+        )
+        rng = as_generator(seed)
+        arrays = ppo_arrays(self, "sequence_minibatches", gamma, lam, normalize_advantages)
         flat = _tree.flatten_fields(arrays)
         rebuild = _tree.fields_rebuilder(arrays)
-        for b_idx in _mb.sequence_minibatch_indices(
-            self.batch_size, envs_per_batch, epochs=epochs, drop_last=drop_last, seed=seed
-        ):
-            yield normalized_minibatch(rebuild(_mb.gather_sequences(flat, b_idx)), per_minibatch)
+        return (
+            normalized_minibatch(rebuild(_mb.gather_sequences(flat, b_idx)), per_minibatch)
+            for b_idx in _mb.sequence_rows(plan, rng)
+        )
 
     # ----------------------------------------------------------------- dunder methods
 
@@ -1067,6 +1066,85 @@ def _same_infos(a: InfoRows | None, b: InfoRows | None) -> bool:
     if b is None:
         return not any(item for row in a for item in row)
     return a == b
+
+
+def missing_critic(
+    method: str, keys: Iterable[str], owner: str = "this rollout"
+) -> MissingModelOutputError:
+    """The one error for a missing critic where advantages are computed, whoever computes them.
+
+    Examples:
+        >>> print(missing_critic("minibatches()", ["actions"]))  # doctest: +NORMALIZE_WHITESPACE
+        minibatches() needs model_outs['critic'] to compute advantages and returns, but this
+        rollout has keys ['actions']: record the critic's values as model_outs['critic'], or
+        gather your own arrays with trajkit.minibatch_indices and trajkit.gather
+    """
+    return MissingModelOutputError(
+        method,
+        "critic",
+        keys,
+        owner=owner,
+        purpose="to compute advantages and returns",
+        hint="record the critic's values as model_outs['critic'], or gather your own arrays "
+        "with trajkit.minibatch_indices and trajkit.gather",
+    )
+
+
+def ppo_arrays(
+    rollout: Rollout,
+    method: str,
+    gamma: float,
+    lam: float,
+    normalize: AdvantageNormalization = None,
+) -> dict[str, ArrayTree]:
+    """The training arrays of `rollout` for `method` (named in every refusal), checked now.
+
+    What every minibatch adapter starts from (`Rollout.minibatches`, `trajkit.torch`,
+    `Dataset.minibatches`): a rollout without a `critic` raises `MissingModelOutputError`.
+    With `normalize="rollout"` the advantages are standardized over the whole rollout.
+    """
+    outs = rollout._complete_outs(method)
+    T = rollout.num_steps
+    critic = rollout._critic(method)
+    advantages = _gae.gae(
+        rollout.rews,
+        critic,
+        rollout.dones,
+        gamma,
+        lam,
+        truncated=rollout.truncated,
+        final_values=rollout.final_values,
+    )
+    arrays: dict[str, ArrayTree] = {
+        "obses": _tree.map_leaves(lambda leaf: leaf[:T], rollout.obses),
+        "states": _tree.map_leaves(lambda leaf: leaf[:T], rollout.states),
+        "dones": rollout.dones[:T],
+        "rews": rollout.rews,
+        "advantages": advantages,
+        "returns": advantages + critic[:T],
+    }
+    for key, array in outs.items():
+        if key in arrays:
+            raise ValueError(f"model_outs key {key!r} clashes with the field of that name")
+        if array.ndim > 1:  # per-step scalars `[T+1]` have no entry per env
+            arrays[key] = array[:T]
+    if normalize == "rollout":
+        arrays["advantages"] = _gae.normalize_advantages(advantages)
+    return arrays
+
+
+def _tuple_batches(
+    stream: Iterator[tuple[AnyArray, AnyArray]],
+) -> Iterator[list[tuple[int, int]]]:
+    """obs-tower2's batches: each pair of index arrays as a list of `(t, b)` tuples."""
+    for t_idx, b_idx in stream:
+        yield list(zip(t_idx.tolist(), b_idx.tolist(), strict=True))
+
+
+def _tuple_entries(stream: Iterator[tuple[AnyArray, AnyArray]]) -> Iterator[tuple[int, int]]:
+    """obs-tower2's entries: every permutation, one `(t, b)` tuple at a time."""
+    for t_idx, b_idx in stream:
+        yield from zip(t_idx.tolist(), b_idx.tolist(), strict=True)
 
 
 def advantage_normalization(mode: object) -> bool:
