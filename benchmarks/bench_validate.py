@@ -34,7 +34,7 @@ from pathlib import Path
 from _timing import best_of
 
 import trajkit
-from trajkit._io.scan import cpu_count
+from trajkit._io.engine import cpu_count
 from trajkit.cli import main as cli_main
 from trajkit.testing import example_rollout
 

@@ -17,8 +17,8 @@ import pytest
 import trajkit
 from trajkit import RolloutFileError, RolloutSpec
 from trajkit import dataset as dataset_module
-from trajkit._io import scan
-from trajkit.dataset import SPEC_FILE, Dataset, DatasetStats
+from trajkit._io import engine
+from trajkit.dataset import SPEC_FILE, Dataset, DatasetStats, validate_files
 from trajkit.testing import example_rollout
 
 
@@ -151,7 +151,8 @@ def test_unreadable_subfolder(ds: Dataset, tmp_path: Path, monkeypatch: pytest.M
 def test_stats_equal_the_concatenation_for_any_jobs(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(scan, "CHUNK_FILES", 2)  # three chunks: two go to the workers
+    monkeypatch.setattr(engine, "CHUNK_FILES", 2)  # three chunks: two go to the workers
+    monkeypatch.setattr(engine, "IN_PROCESS_FILES", 0)  # however few the files
     data = [
         example_rollout(num_steps=30, num_envs=2, truncation=True, done_prob=0.2, seed=s)
         for s in range(6)
@@ -178,6 +179,16 @@ def test_validate_against_the_pinned_spec(ds: Dataset, tmp_path: Path) -> None:
     checks = list(Dataset.open(tmp_path / "ds").validate(jobs=None))
     assert [c.ok for c in checks] == [False] + [True] * 5  # other.npz sorts first
     assert checks[0].problems[0] == "model_outs: key 'actions' is in the spec but missing"
+
+
+def test_validate_is_validate_files_over_the_files(ds: Dataset, tmp_path: Path) -> None:
+    spec = trajkit.RolloutSpec.model_validate_json((tmp_path / "ds" / SPEC_FILE).read_bytes())
+    assert list(ds.validate(quick=True)) == list(validate_files(ds.files, spec=spec, quick=True))
+    assert list(Dataset.create(tmp_path / "empty", ds.spec).validate()) == []
+    with pytest.raises(ValueError, match=r"address= needs engine='ray' \(got engine='local'\)"):
+        ds.validate(address="auto")
+    with pytest.raises(ValueError, match=r"engine must be 'local' or 'ray', got 'spark'"):
+        ds.validate(engine="spark")  # type: ignore[arg-type]
 
 
 # ------------------------------------------------------------------------- minibatches

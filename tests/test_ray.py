@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import trajkit
-from trajkit._io import scan
+from trajkit._io import engine, raytasks
 from trajkit.cli import main
 from trajkit.dataset import Dataset, validate_files
 from trajkit.testing import example_rollout
@@ -58,11 +58,28 @@ def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.mark.usefixtures("local_ray")
 def test_validate_matches_local_processes(folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(scan, "CHUNK_FILES", 3)  # four chunks, four Ray tasks
+    monkeypatch.setattr(engine, "CHUNK_FILES", 3)  # four chunks, four Ray tasks
     local = list(validate_files([str(folder)], jobs=1))
-    remote = trajkit.ray.validate(str(folder))
+    remote = list(validate_files(str(folder), engine="ray"))
     assert remote == local
     assert [c.ok for c in remote].count(False) == 2
+    assert list(Dataset.open(folder).validate(engine="ray")) == local
+
+
+@pytest.mark.usefixtures("local_ray")
+def test_the_old_ray_validators_warn_and_give_the_same_verdicts(folder: Path) -> None:
+    local = list(validate_files([str(folder)], jobs=1))
+    replacement = re.escape("use trajkit.dataset.validate_files(paths, engine='ray', ...)")
+    with pytest.warns(
+        DeprecationWarning, match=r"trajkit\.ray\.validate_files\(paths, \.\.\.\) is "
+    ):
+        assert list(trajkit.ray.validate_files([str(folder)])) == local
+    with pytest.warns(DeprecationWarning, match=replacement):
+        assert list(trajkit.ray.validate_files([str(folder)], jobs=2)) == local
+    with pytest.warns(DeprecationWarning, match=r"use list\(trajkit\.dataset\.validate_files\("):
+        assert trajkit.ray.validate(str(folder), quick=True) == list(
+            validate_files(str(folder), quick=True, jobs=1)
+        )
 
 
 @pytest.mark.usefixtures("local_ray")
@@ -107,9 +124,9 @@ def test_cli_engine_ray(capsys: pytest.CaptureFixture[str], folder: Path) -> Non
 def test_jobs_bounds_the_tasks_in_flight(
     capsys: pytest.CaptureFixture[str], folder: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(scan, "CHUNK_FILES", 3)  # four chunks, four Ray tasks
+    monkeypatch.setattr(engine, "CHUNK_FILES", 3)  # four chunks, four Ray tasks
     in_flight, most = [0], [0]
-    submitter = trajkit.ray._submitter
+    submitter = raytasks.submitter
 
     def counting(ray_module: Any) -> Any:
         submit = submitter(ray_module)
@@ -127,18 +144,18 @@ def test_jobs_bounds_the_tasks_in_flight(
 
         return counted
 
-    monkeypatch.setattr(trajkit.ray, "_submitter", counting)
+    monkeypatch.setattr(raytasks, "submitter", counting)
     local = list(validate_files([str(folder)], jobs=1))
-    assert trajkit.ray.validate(str(folder), jobs=1) == local
+    assert list(validate_files(str(folder), engine="ray", jobs=1)) == local
     assert most[0] == 1
     most[0] = 0
-    assert trajkit.ray.validate(str(folder)) == local
+    assert list(validate_files(str(folder), engine="ray")) == local
     assert most[0] == 4  # by default, four chunks per CPU may be in flight: all of them
     assert repr(trajkit.ray.stats(str(folder / "rollout-000001.npz"), jobs=1)) == repr(
         trajkit.ray.stats(str(folder / "rollout-000001.npz"))
     )
     with pytest.raises(ValueError, match=r"jobs must be None or an integer >= 1, got 0"):
-        trajkit.ray.validate(str(folder), jobs=0)
+        validate_files(str(folder), engine="ray", jobs=0)
     most[0] = 0
     code = main(["validate", "--engine", "ray", "--jobs", "1", str(folder)])
     assert code == 1

@@ -46,6 +46,7 @@ import json, sys
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 import trajkit.ray
+from trajkit.dataset import validate_files
 
 address, clean, folder, gamma, lam = sys.argv[1:]
 ray.init(address=address, logging_level="ERROR", log_to_driver=False)
@@ -63,7 +64,7 @@ pinned = [
 loaded = ray.get([task.remote(clean + "/rollout-000000.npz") for task in pinned])
 steps = trajkit.ray.read_steps(clean, gamma=float(gamma), lam=float(lam))
 rows = steps.select_columns(["file", "env", "step", "advantage", "return"]).take_all()
-checks = trajkit.ray.validate(folder)
+checks = list(validate_files(folder, engine="ray"))
 print(json.dumps({
     "nodes": len(nodes),
     "loaded_on": sorted(node for node, _ in loaded),

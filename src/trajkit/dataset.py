@@ -35,7 +35,7 @@ import stat
 import tempfile
 from collections.abc import Iterable, Iterator
 from functools import partial
-from typing import IO
+from typing import IO, Literal
 
 import numpy as np
 from pydantic import ValidationError
@@ -43,35 +43,22 @@ from pydantic import ValidationError
 from trajkit._base.errors import RolloutFileError
 from trajkit._base.rng import as_generator
 from trajkit._base.types import AnyArray, ArrayTree
-from trajkit._core import minibatch as _mb
 from trajkit._core import tree as _tree
-from trajkit._core.gae import check_discount
+from trajkit._core.minibatch import _check_size
 from trajkit._io.atomic import TEMP_PREFIX, TEMP_SUFFIX, atomic_write
+from trajkit._io.discovery import Found, NaturalKey, discover, walk_key
+from trajkit._io.engine import checked_jobs, cpu_count, run_ordered
+from trajkit._io.filecheck import FileCheck, check_file, conform
 from trajkit._io.files import DEFAULT_MAX_BYTES, save
 from trajkit._io.infos import strict_json_loads
 from trajkit._io.remote import copy_out, filesystem, is_url, join_url, load_any
-from trajkit._io.scan import (
-    DatasetStats,
-    FileCheck,
-    Found,
-    Moments,
-    check_chunk,
-    check_file,
-    checked_jobs,
-    conform,
-    cpu_count,
-    discover,
-    run_ordered,
-    stats_chunk,
-    validate_files,
-)
+from trajkit._io.stats import DatasetStats, Moments, stats_chunk
+from trajkit._io.validate import validate_files
 from trajkit._models.rollout import (
     AdvantageNormalization,
     Rollout,
     advantage_normalization,
-    missing_critic,
     normalized_minibatch,
-    ppo_arrays,
 )
 from trajkit._models.spec import RolloutSpec
 
@@ -90,7 +77,6 @@ SPEC_FILE = "spec.json"
 
 _MAX_SPEC_BYTES = 1 << 20
 _NAME = re.compile(r"^rollout-(\d+)\.npz$")
-_DIGITS = re.compile(r"(\d+)")
 # Errors of os.link where the file system has no hard links (names are then claimed by an
 # exclusive create instead).
 _NO_HARD_LINKS = frozenset(
@@ -320,13 +306,11 @@ class Dataset:
     def _listing(self) -> list[Found]:
         if self._found is None:
             found: list[Found] = []
-            for item in discover([self._path]):
-                if isinstance(item, Found):
-                    found.append(item)
-                elif not item.problems[0].startswith("no *"):  # an empty dataset is fine
+            for item in discover(self._path, empty_ok=True):  # no files yet is fine
+                if not isinstance(item, Found):
                     raise OSError(f"{item.path}: {item.problems[0]}")
-            found.sort(key=lambda item: self._walk_key(item.path))
-            self._found = found
+                found.append(item)
+            self._found = found  # in walk order: `_walk_key` order
         return self._found
 
     def __len__(self) -> int:
@@ -471,22 +455,35 @@ class Dataset:
             copy_out(local, target)
         return target, size
 
-    def _walk_key(self, path: str) -> tuple[tuple[int, _Natural], ...]:
-        relative = path[len(self._path) :].replace("\\", "/").lstrip("/")
-        *folders, name = relative.split("/")
-        return (*((1, _natural(folder)) for folder in folders), (0, _natural(name)))
+    def _walk_key(self, path: str) -> tuple[tuple[int, NaturalKey], ...]:
+        return walk_key(path[len(self._path) :].replace("\\", "/").lstrip("/"))
 
     # ------------------------------------------------------------------------ whole-set work
 
-    def validate(self, *, quick: bool = False, jobs: int | None = 1) -> Iterator[FileCheck]:
+    def validate(
+        self,
+        *,
+        quick: bool = False,
+        jobs: int | None = 1,
+        engine: Literal["local", "ray"] = "local",
+        address: str | None = None,
+    ) -> Iterator[FileCheck]:
         """Check every file (and its conformance to the spec), like `trajkit validate --spec`.
+
+        [`validate_files`][trajkit.dataset.validate_files] over `files`, with the dataset's
+        spec and size limit: the same engines, the same verdicts.
 
         Args:
             quick: Check only the ZIP directory and the metadata.
-            jobs: Worker processes; `None` for every core.
+            jobs: Worker processes (Ray: the most tasks at once); `None` for every core.
+            engine: `"local"` (processes on this machine) or `"ray"` (Ray tasks).
+            address: With `engine="ray"`, the Ray cluster to connect to.
 
         Returns:
             One [`FileCheck`][trajkit.dataset.FileCheck] per file, in `files` order.
+
+        Raises:
+            ValueError: As `validate_files` (`jobs`, `engine`, `address`).
 
         Examples:
             >>> import tempfile
@@ -497,9 +494,15 @@ class Dataset:
             ...     [check.ok for check in ds.validate()]
             [True, True]
         """
-        work = partial(check_chunk, spec=self._spec, quick=quick, max_bytes=self._max_bytes)
-        workers = checked_jobs(jobs) or cpu_count()
-        return run_ordered(work, iter(self._listing()), jobs=workers, by_size=not quick)
+        return validate_files(
+            self.files,
+            spec=self._spec,
+            quick=quick,
+            max_bytes=self._max_bytes,
+            jobs=jobs,
+            engine=engine,
+            address=address,
+        )
 
     def stats(self, *, jobs: int | None = 1) -> DatasetStats:
         """Episode statistics over every file, streamed file by file.
@@ -585,14 +588,9 @@ class Dataset:
                 `"minibatch"` standardizes each minibatch on its own (unbiased std).
 
         Raises:
-            MissingModelOutputError: If the spec has no `critic` output (advantages need
-                one), as for a rollout (`trajkit.MissingModelOutputError`, a `ValueError`).
-            ValueError: If an argument is out of range (gamma and lam included).
-            TypeError: If `seed` is of another type.
+            ValueError: If the spec has no `critic` output (advantages need one), or an
+                argument is out of range.
             RolloutFileError: When a file is refused or does not conform to the spec.
-
-            All but `RolloutFileError` are raised at the call; a file's problems when the
-            file is reached.
 
         Examples:
             >>> import tempfile
@@ -605,24 +603,17 @@ class Dataset:
             >>> [len(b["advantages"]) for b in batches]  # 3 files x 8 steps x 2 envs = 48
             [10, 10, 10, 10, 8]
         """
-        size = _mb.check_size("minibatch_size", minibatch_size, 1)
-        per_buffer = _mb.check_size("files_per_buffer", files_per_buffer, 1)
-        passes = _mb.check_size("epochs", epochs, 0)
-        per_minibatch = advantage_normalization(normalize_advantages)
-        check_discount(gamma, lam)
-        rng = as_generator(seed)
+        size = _check_size("minibatch_size", minibatch_size, 1)
+        per_buffer = _check_size("files_per_buffer", files_per_buffer, 1)
+        passes = _check_size("epochs", epochs, 0)
+        advantage_normalization(normalize_advantages)  # refuse an unknown mode now
         if "critic" not in self._spec.model_outputs:
-            raise missing_critic("minibatches()", self._spec.model_outputs, "the dataset's spec")
+            raise ValueError(
+                "minibatches() needs model_outs['critic'] to compute advantages and returns, "
+                f"but the dataset's spec has keys {sorted(self._spec.model_outputs)}"
+            )
         return self._minibatches(
-            size,
-            gamma,
-            lam,
-            passes,
-            per_buffer,
-            drop_last,
-            rng,
-            normalize_advantages,
-            per_minibatch,
+            size, gamma, lam, passes, per_buffer, drop_last, seed, normalize_advantages
         )
 
     def _minibatches(
@@ -633,33 +624,36 @@ class Dataset:
         epochs: int,
         per_buffer: int,
         drop_last: bool,
-        rng: np.random.Generator,
+        seed: int | np.random.Generator | None,
         normalize: AdvantageNormalization,
-        per_minibatch: bool,
     ) -> Iterator[dict[str, ArrayTree]]:
-        """The shuffle-buffer scheme of `minibatches`, on the rows of the minibatch engine."""
+        rng = as_generator(seed)
         files = self.files
-        rebuild = _tree.fields_rebuilder({})
+        per_minibatch = advantage_normalization(normalize)
         for _ in range(epochs):
             order = rng.permutation(len(files))
             carry: dict[str, AnyArray] = {}
             for start in range(0, len(files), per_buffer):
                 parts = [carry] if carry else []
                 for index in order[start : start + per_buffer]:
-                    arrays = ppo_arrays(
-                        self.load(files[index]), "minibatches", gamma, lam, normalize
-                    )
+                    rollout = self.load(files[index])
+                    arrays = rollout._ppo_arrays("minibatches", gamma, lam, normalize)
                     # Every file has the spec's structure: minibatches are rebuilt as it is.
                     rebuild = _tree.fields_rebuilder(arrays)
-                    parts.append(_mb.as_rows(_tree.flatten_fields(arrays)))
+                    parts.append(
+                        {
+                            key: leaf.reshape(-1, *leaf.shape[2:])
+                            for key, leaf in _tree.flatten_fields(arrays).items()
+                        }
+                    )
                 buffer = {key: np.concatenate([p[key] for p in parts]) for key in parts[0]}
                 n = len(buffer["advantages"])
                 perm = rng.permutation(n)
                 full = n - n % size
                 for at in range(0, full, size):
-                    batch = _mb.take_rows(buffer, perm[at : at + size])
+                    batch = {key: leaf[perm[at : at + size]] for key, leaf in buffer.items()}
                     yield normalized_minibatch(rebuild(batch), per_minibatch)
-                carry = _mb.take_rows(buffer, perm[full:]) if full < n else {}
+                carry = {key: leaf[perm[full:]] for key, leaf in buffer.items()} if full < n else {}
             if carry and not drop_last:
                 yield normalized_minibatch(rebuild(carry), per_minibatch)
 
@@ -667,15 +661,6 @@ class Dataset:
 def _chain(first: Rollout, rest: Iterator[Rollout]) -> Iterator[Rollout]:
     yield first
     yield from rest
-
-
-_Natural = tuple[tuple[str | int, ...], str]
-
-
-def _natural(name: str) -> _Natural:
-    """Sort key of a name with its digit runs compared as numbers (`a9` before `a10`)."""
-    parts = _DIGITS.split(name)
-    return tuple(int(part) if i % 2 else part for i, part in enumerate(parts)), name
 
 
 def _file_name(number: int) -> str:

@@ -3,11 +3,13 @@
 Needs `pip install "trajkit[ray]"`. Ray is imported here only, never by `import trajkit`;
 without it these functions raise an `ImportError` that says `pip install 'trajkit[ray]'`.
 
-trajkit supplies the per-file work and Ray schedules it: [`validate`][trajkit.ray.validate]
-and [`stats`][trajkit.ray.stats] send chunks of files to Ray tasks (one CPU each), a bounded
-number at a time, and gather the results in the order of the paths; the verdicts are those of
+trajkit supplies the per-file work and Ray schedules it: [`stats`][trajkit.ray.stats], and
+[`trajkit.dataset.validate_files`][trajkit.dataset.validate_files] with `engine="ray"`, send
+chunks of files to Ray tasks (one CPU each), a bounded number at a time, and gather the
+results in the order of the paths; the verdicts are those of
 [`trajkit.dataset.check_file`][trajkit.dataset.check_file], the same as `trajkit validate`
-gives on one machine. Three readers make a lazy `ray.data.Dataset`:
+gives on one machine. (`validate` and `validate_files` here are deprecated aliases of that
+function.) Three readers make a lazy `ray.data.Dataset`:
 [`read_steps`][trajkit.ray.read_steps] with one row per transition (observations, actions,
 rewards, episode ends, advantages and returns computed per rollout: ready for
 `iter_torch_batches`), [`read_arrays`][trajkit.ray.read_arrays] with one row per file holding
@@ -25,19 +27,20 @@ running Ray and ignore `address`.
 Examples:
     On a cluster started with `ray start --head` (see the Datasets page of the docs):
 
-    >>> import trajkit.ray
-    >>> checks = trajkit.ray.validate(["s3://bucket/runs/"], address="auto")  # doctest: +SKIP
+    >>> from trajkit.dataset import validate_files
+    >>> checks = validate_files(  # doctest: +SKIP
+    ...     ["s3://bucket/runs/"], engine="ray", address="auto"
+    ... )
     >>> sum(not c.ok for c in checks)  # doctest: +SKIP
     0
 """
 
 from __future__ import annotations
 
-import importlib
-import logging
+import warnings
 from collections.abc import Iterator, Sequence
 from functools import partial
-from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -45,19 +48,14 @@ from trajkit._base.errors import RolloutFileError
 from trajkit._base.types import AnyArray
 from trajkit._core import tree as _tree
 from trajkit._core.gae import _check_unit_interval
+from trajkit._io import raytasks
+from trajkit._io.discovery import discover
+from trajkit._io.engine import checked_jobs, run_ordered
+from trajkit._io.filecheck import FileCheck, conform
 from trajkit._io.files import DEFAULT_MAX_BYTES, load
 from trajkit._io.remote import local_copy, mappable, metadata_and_size, naming
-from trajkit._io.scan import (
-    DatasetStats,
-    FileCheck,
-    Found,
-    check_chunk,
-    checked_jobs,
-    conform,
-    discover,
-    run_ordered,
-    stats_chunk,
-)
+from trajkit._io.stats import DatasetStats, stats_chunk
+from trajkit._io.validate import validate_files as _validate_files
 from trajkit._models.rollout import Rollout
 from trajkit._models.spec import RolloutSpec
 
@@ -69,65 +67,6 @@ __all__ = ["read_arrays", "read_rollouts", "read_steps", "stats", "validate", "v
 Paths = str | Sequence[str]
 
 
-def _ray() -> Any:
-    try:
-        return importlib.import_module("ray")
-    except ImportError as exc:
-        raise ImportError(
-            "trajkit.ray needs Ray; install it with: pip install 'trajkit[ray]'"
-        ) from exc
-
-
-def _connect(address: str | None) -> Any:
-    ray = _ray()
-    if not ray.is_initialized():
-        ray.init(address=address, logging_level=logging.WARNING)
-    return ray
-
-
-def _as_list(paths: Paths) -> list[str]:
-    return [paths] if isinstance(paths, str) else list(paths)
-
-
-def _run_chunk(work: Any, group: list[Found | FileCheck]) -> Any:
-    """The Ray task: one chunk of files through `work`."""
-    return work(group)
-
-
-def _submitter(ray: Any) -> Any:
-    task = ray.remote(num_cpus=1)(_run_chunk)
-
-    def submit(work: Any, group: list[Found | FileCheck]) -> Any:
-        return partial(_result, ray, task.remote(work, group))
-
-    return submit
-
-
-def _result(ray: Any, ref: Any) -> Any:
-    """Wait for a task; a refused file raises its own `RolloutFileError`, not Ray's wrapper."""
-    try:
-        return ray.get(ref)
-    except ray.exceptions.RayTaskError as exc:
-        cause = getattr(exc, "cause", None)
-        if isinstance(cause, RolloutFileError):
-            raise cause from None
-        raise
-
-
-def _cpus(ray: Any) -> int:
-    return max(1, int(ray.cluster_resources().get("CPU", 1)))
-
-
-class _InFlight(TypedDict):
-    jobs: int
-    window: int | None
-
-
-def _in_flight(ray: Any, most: int | None) -> _InFlight:
-    """`run_ordered`'s limits: at most `most` tasks at once, or four chunks per cluster CPU."""
-    return {"jobs": most or _cpus(ray), "window": most}
-
-
 def validate_files(
     paths: Paths,
     *,
@@ -137,27 +76,11 @@ def validate_files(
     max_bytes: int | None = DEFAULT_MAX_BYTES,
     jobs: int | None = None,
 ) -> Iterator[FileCheck]:
-    """Check rollout files and folders as Ray tasks; yield the verdicts as they come, in order.
+    """Deprecated: use `trajkit.dataset.validate_files(paths, engine="ray")`.
 
-    The streaming form of [`validate`][trajkit.ray.validate] (what `trajkit validate
-    --engine ray` runs): folders are listed lazily on the driver, files go to Ray tasks in
-    chunks, at most four chunks per CPU of the cluster in flight (or `jobs` tasks).
-
-    Args:
-        paths: Files and folders (local paths or fsspec URLs).
-        address: The Ray cluster to connect to if Ray is not initialized yet.
-        spec: Also require conformance to this spec.
-        quick: Check only the ZIP directory and the metadata.
-        max_bytes: The size limit, as for `trajkit.load`; `None` for none.
-        jobs: At most this many Ray tasks at once (`trajkit validate --engine ray --jobs N`),
-            to leave the rest of a shared cluster alone; `None` for four chunks in flight
-            per CPU of the cluster. The verdicts are the same either way.
-
-    Raises:
-        ValueError: If `jobs` is not None or an integer >= 1.
-
-    Returns:
-        An iterator of `FileCheck`, one per file, in the order of the paths.
+    Emits a `DeprecationWarning`, then runs
+    [`trajkit.dataset.validate_files`][trajkit.dataset.validate_files] with `engine="ray"`
+    and the same arguments: the verdicts are the same.
 
     Examples:
         >>> import trajkit.ray
@@ -165,15 +88,15 @@ def validate_files(
         ...     print(check.path, check.ok)
         runs/a.npz True
     """
-    most = checked_jobs(jobs)
-    ray = _connect(address)
-    work = partial(check_chunk, spec=spec, quick=quick, max_bytes=max_bytes)
-    return run_ordered(
-        work,
-        discover(_as_list(paths)),
-        **_in_flight(ray, most),
-        by_size=not quick,
-        submit=_submitter(ray),
+    _deprecated("trajkit.ray.validate_files(paths, ...)")
+    return _validate_files(
+        paths,
+        engine="ray",
+        address=address,
+        spec=spec,
+        quick=quick,
+        max_bytes=max_bytes,
+        jobs=jobs,
     )
 
 
@@ -186,21 +109,10 @@ def validate(
     max_bytes: int | None = DEFAULT_MAX_BYTES,
     jobs: int | None = None,
 ) -> list[FileCheck]:
-    """Check rollout files and folders as Ray tasks.
+    """Deprecated: use `list(trajkit.dataset.validate_files(paths, engine="ray"))`.
 
-    Args:
-        paths: Files and folders (local paths or fsspec URLs).
-        address: The Ray cluster to connect to if Ray is not initialized yet (`"auto"`, or
-            `"HOST:6379"`); `None` for `RAY_ADDRESS` or a local Ray.
-        spec: Also require conformance to this spec.
-        quick: Check only the ZIP directory and the metadata.
-        max_bytes: The size limit, as for `trajkit.load`; `None` for none.
-        jobs: At most this many Ray tasks at once; `None` for four chunks in flight per CPU
-            of the cluster.
-
-    Returns:
-        One [`FileCheck`][trajkit.dataset.FileCheck] per file, in the order of the paths
-        (and one per missing path or empty folder).
+    Emits a `DeprecationWarning`, then returns the list of verdicts of
+    [`trajkit.dataset.validate_files`][trajkit.dataset.validate_files] with `engine="ray"`.
 
     Examples:
         >>> import trajkit.ray
@@ -208,10 +120,27 @@ def validate(
         >>> [c.path for c in checks if not c.ok]  # doctest: +SKIP
         []
     """
+    _deprecated("trajkit.ray.validate(paths, ...)", listed=True)
     return list(
-        validate_files(
-            paths, address=address, spec=spec, quick=quick, max_bytes=max_bytes, jobs=jobs
+        _validate_files(
+            paths,
+            engine="ray",
+            address=address,
+            spec=spec,
+            quick=quick,
+            max_bytes=max_bytes,
+            jobs=jobs,
         )
+    )
+
+
+def _deprecated(name: str, *, listed: bool = False) -> None:
+    replacement = "trajkit.dataset.validate_files(paths, engine='ray', ...)"
+    warnings.warn(
+        f"{name} is deprecated and will be removed; use "
+        f"{f'list({replacement})' if listed else replacement}",
+        DeprecationWarning,
+        stacklevel=3,
     )
 
 
@@ -250,11 +179,12 @@ def stats(
         187.5
     """
     most = checked_jobs(jobs)
-    ray = _connect(address)
+    ray = raytasks.connect(address)
     work = partial(stats_chunk, spec=spec, max_bytes=max_bytes)
     total = DatasetStats()
-    found = discover(_as_list(paths))
-    for part in run_ordered(work, found, **_in_flight(ray, most), submit=_submitter(ray)):
+    found = discover(paths)
+    limits = raytasks.in_flight(ray, most)
+    for part in run_ordered(work, found, **limits, submit=raytasks.submitter(ray)):
         total = total.merge(part)
     return total
 
@@ -313,7 +243,8 @@ def read_rollouts(
         (40960, ['file', 'path', 'num_steps'])
     """
     files = _files(paths)
-    return _paths_dataset(_ray(), files).map(_row, fn_kwargs={"spec": spec, "max_bytes": max_bytes})  # type: ignore[no-any-return]
+    rows = _paths_dataset(raytasks.ray_module(), files)
+    return rows.map(_row, fn_kwargs={"spec": spec, "max_bytes": max_bytes})  # type: ignore[no-any-return]
 
 
 # ------------------------------------------------------------------ steps and arrays
@@ -338,7 +269,7 @@ def _obs_column(path: _tree.Path) -> str:
 def _files(paths: Paths) -> list[str]:
     """The rollout files under `paths`, listed on the driver; a missing path raises."""
     files: list[str] = []
-    for item in discover(_as_list(paths)):
+    for item in discover(paths):
         if isinstance(item, FileCheck):
             raise RolloutFileError(item.problems[0], path=item.path)
         files.append(item.path)
@@ -573,7 +504,7 @@ def read_steps(
         )
     chosen = _check_keys(keys, layout)
     work = partial(_steps_batch, layout=layout, discount=discount, keys=chosen, max_bytes=max_bytes)
-    return _paths_dataset(_ray(), files).map_batches(  # type: ignore[no-any-return]
+    return _paths_dataset(raytasks.ray_module(), files).map_batches(  # type: ignore[no-any-return]
         work, batch_format="numpy", batch_size=None
     )
 
@@ -649,6 +580,6 @@ def read_arrays(
     files = _files(paths)
     layout = _layout(files, spec, max_bytes)
     work = partial(_arrays_batch, layout=layout, discount=discount, max_bytes=max_bytes)
-    return _paths_dataset(_ray(), files).map_batches(  # type: ignore[no-any-return]
+    return _paths_dataset(raytasks.ray_module(), files).map_batches(  # type: ignore[no-any-return]
         work, batch_format="numpy", batch_size=1
     )

@@ -18,8 +18,9 @@ from pathlib import Path
 import pytest
 
 import trajkit
-from trajkit._io import scan
-from trajkit._io.scan import Found, run_ordered
+from trajkit._io import engine
+from trajkit._io.discovery import Found
+from trajkit._io.engine import run_ordered
 from trajkit.cli import main
 from trajkit.testing import example_rollout
 
@@ -330,7 +331,8 @@ def test_pool_workers_leave_ctrl_c_to_the_parent(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     """Issue 26: Ctrl-C during `validate --jobs 2` printed the workers' tracebacks."""
-    monkeypatch.setattr(scan, "CHUNK_FILES", 1)
+    monkeypatch.setattr(engine, "CHUNK_FILES", 1)
+    monkeypatch.setattr(engine, "IN_PROCESS_FILES", 0)  # workers, however few the files
     items = [Found(str(tmp_path / f"{i}.npz"), 0) for i in range(4)]
     handlers = list(run_ordered(partial(_sigint_handler), items, jobs=2))
     assert handlers == [signal.SIG_IGN] * 4

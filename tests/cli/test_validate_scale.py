@@ -15,7 +15,7 @@ import pytest
 
 import trajkit
 from trajkit._cli import main as cli
-from trajkit._io import scan
+from trajkit._io import engine, raytasks
 from trajkit._io.remote import load_any
 from trajkit.cli import main
 from trajkit.dataset import FileCheck, check_file, validate_files
@@ -58,7 +58,8 @@ def mixed(tmp_path: Path) -> Path:
 @pytest.fixture
 def small_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
     """Three files per chunk, so that a few files make several chunks for the workers."""
-    monkeypatch.setattr(scan, "CHUNK_FILES", 3)
+    monkeypatch.setattr(engine, "CHUNK_FILES", 3)
+    monkeypatch.setattr(engine, "IN_PROCESS_FILES", 0)  # workers, however few the files
 
 
 @pytest.mark.usefixtures("small_chunks")
@@ -199,18 +200,16 @@ def test_address_needs_the_ray_engine(capsys: pytest.CaptureFixture[str], mixed:
 def test_ray_missing_or_unreachable(
     capsys: pytest.CaptureFixture[str], mixed: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import trajkit.ray
-
     with monkeypatch.context() as patch:
         patch.setitem(sys.modules, "ray", None)
         code, _, err = run(capsys, "validate", "--engine", "ray", str(mixed))
     assert code == 2
     assert "trajkit.ray needs Ray; install it with: pip install 'trajkit[ray]'" in err
 
-    def unreachable(*args: object, **kwargs: object) -> Iterator[FileCheck]:
-        raise ConnectionError("no Ray cluster at 10.0.0.1:6379")
+    def unreachable(address: str | None) -> object:
+        raise ConnectionError(f"no Ray cluster at {address}:6379")
 
-    monkeypatch.setattr(trajkit.ray, "validate_files", unreachable)
+    monkeypatch.setattr(raytasks, "connect", unreachable)
     code, _, err = run(capsys, "validate", "--engine", "ray", "--address", "10.0.0.1", str(mixed))
     assert code == 2
     assert "cannot use Ray: ConnectionError: no Ray cluster at 10.0.0.1:6379" in err

@@ -1,9 +1,10 @@
-"""Many files: discovery order, mergeable statistics, errors that cross processes."""
+"""Many files: discovery order, the engine (in-process or workers), mergeable statistics."""
 
 from __future__ import annotations
 
 import os
 import pickle
+from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
 
@@ -11,7 +12,8 @@ import numpy as np
 import pytest
 
 import trajkit
-from trajkit._io import scan
+from trajkit._io import discovery, engine, stats
+from trajkit._io.filecheck import FileCheck, check_chunk
 from trajkit.dataset import DatasetStats, Moments
 from trajkit.testing import example_rollout
 
@@ -33,25 +35,56 @@ def test_discover_walks_folders_in_sorted_order(tmp_path: Path) -> None:
     for name in names:
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_bytes(b"x" * len(name))
-    found = list(scan.discover([str(tmp_path), str(tmp_path / "t.txt")]))
+    found = list(discovery.discover([str(tmp_path), str(tmp_path / "t.txt")]))
     relative = [os.path.relpath(item.path, tmp_path) for item in found]
     assert relative == ["a.npz", "z.npz", "a/w.npz", "b/y.npz", "b/c/x.npz", "t.txt"]
-    assert all(isinstance(item, scan.Found) for item in found)
+    assert all(isinstance(item, discovery.Found) for item in found)
     assert [item.nbytes for item in found] == [len(r) for r in relative]
-    assert sorted(relative[:-1], key=scan.walk_key) == relative[:-1]
+    assert sorted(relative[:-1], key=discovery.walk_key) == relative[:-1]
+
+
+def test_discover_compares_numbers_as_numbers(tmp_path: Path) -> None:
+    names = ["r10.npz", "r9.npz", "r009.npz", "d10/a.npz", "d9/a.npz", "rollout-1000000.npz"]
+    names.append("rollout-999999.npz")
+    for name in names:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_bytes(b"")
+    found = [os.path.relpath(item.path, tmp_path) for item in discovery.discover(str(tmp_path))]
+    assert found == [
+        "r009.npz",
+        "r9.npz",
+        "r10.npz",
+        "rollout-999999.npz",
+        "rollout-1000000.npz",
+        "d9/a.npz",
+        "d10/a.npz",
+    ]
+    assert sorted(found, key=discovery.walk_key) == found
+
+
+def test_an_empty_folder_is_a_verdict_unless_empty_ok(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "notes.txt").write_text("")
+    empty = str(tmp_path / "empty")
+    assert list(discovery.discover(empty)) == [FileCheck(empty, ("no *.npz files in this folder",))]
+    assert list(discovery.discover(empty, empty_ok=True)) == []
+    gone = str(tmp_path / "gone")  # still a verdict: the folder is not there at all
+    assert list(discovery.discover(gone, empty_ok=True)) == [
+        FileCheck(gone, ("no such file or directory",))
+    ]
 
 
 def test_discover_is_lazy(tmp_path: Path) -> None:
     (tmp_path / "a.npz").write_bytes(b"")
-    items = scan.discover([str(tmp_path), str(tmp_path / "gone")])
-    assert next(items) == scan.Found(str(tmp_path / "a.npz"), 0)
+    items = discovery.discover([str(tmp_path), str(tmp_path / "gone")])
+    assert next(items) == discovery.Found(str(tmp_path / "a.npz"), 0)
     (tmp_path / "gone").mkdir()  # looked at only now
-    assert next(items) == scan.FileCheck(str(tmp_path / "gone"), ("no *.npz files in this folder",))
+    assert next(items) == FileCheck(str(tmp_path / "gone"), ("no *.npz files in this folder",))
 
 
 def test_chunks_close_at_a_byte_budget() -> None:
-    items = [scan.Found(f"{i}.npz", n) for i, n in enumerate([1, 1, 30, 1, 1, 1])]
-    sizes = [len(c) for c in scan.chunks(items, max_files=4, max_bytes=20)]
+    items = [discovery.Found(f"{i}.npz", n) for i, n in enumerate([1, 1, 30, 1, 1, 1])]
+    sizes = [len(c) for c in engine.chunks(items, max_files=4, max_bytes=20)]
     assert sizes == [3, 3]
 
 
@@ -93,21 +126,72 @@ def test_dataset_stats_of_files_equal_the_concatenation() -> None:
 def test_run_ordered_in_processes_keeps_the_order(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(scan, "CHUNK_FILES", 2)
+    monkeypatch.setattr(engine, "CHUNK_FILES", 2)
+    monkeypatch.setattr(engine, "IN_PROCESS_FILES", 0)
     for i in range(7):
         trajkit.save(example_rollout(num_steps=i), tmp_path / f"r{i}.npz")
-    work = partial(scan.stats_chunk, spec=None, max_bytes=None)
-    one = list(scan.run_ordered(work, scan.discover([str(tmp_path)]), jobs=1))
-    two = list(scan.run_ordered(work, scan.discover([str(tmp_path)]), jobs=2))
+    work = partial(stats.stats_chunk, spec=None, max_bytes=None)
+    one = list(engine.run_ordered(work, discovery.discover([str(tmp_path)]), jobs=1))
+    two = list(engine.run_ordered(work, discovery.discover([str(tmp_path)]), jobs=2))
     assert repr(one) == repr(two)  # equal, NaNs included
     assert [s.steps for s in one] == [0 + 2, 4 + 6, 8 + 10, 12]  # T * B, two files per chunk
 
 
 def test_stats_chunk_raises_on_a_refused_path(tmp_path: Path) -> None:
-    items = list(scan.discover([str(tmp_path / "gone.npz")]))
+    items = list(discovery.discover([str(tmp_path / "gone.npz")]))
     with pytest.raises(trajkit.RolloutFileError, match=r"gone\.npz: no such file or directory"):
-        scan.stats_chunk(items, spec=None, max_bytes=None)
+        stats.stats_chunk(items, spec=None, max_bytes=None)
 
 
 def test_cpu_count() -> None:
-    assert scan.cpu_count() >= 1
+    assert engine.cpu_count() >= 1
+
+
+class _NoPool:
+    """Stands in for the process pool: starting one fails the test."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        raise AssertionError("a process pool was started")
+
+
+def _files(tmp_path: Path, count: int, nbytes: int = 0) -> list[discovery.Found | FileCheck]:
+    return [discovery.Found(str(tmp_path / f"{i}.npz"), nbytes) for i in range(count)]
+
+
+def test_small_work_stays_in_this_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 30: `--jobs 2` was slower than `--jobs 1` on 200 small files (pool start-up)."""
+    monkeypatch.setattr(engine, "ProcessPoolExecutor", _NoPool)
+    monkeypatch.setattr(engine, "CHUNK_FILES", 3)  # many chunks, still small work
+    work = partial(check_chunk, spec=None, quick=True, max_bytes=None)
+    items = _files(tmp_path, engine.IN_PROCESS_FILES)
+    checks = list(engine.run_ordered(work, iter(items), jobs=4))
+    assert [c.path for c in checks] == [item.path for item in items]
+    assert all(c.problems == ("cannot open: No such file or directory",) for c in checks)
+
+
+@pytest.mark.parametrize(
+    ("count", "nbytes", "by_size"),
+    [(engine.IN_PROCESS_FILES + 1, 0, True), (8, engine.IN_PROCESS_BYTES // 4, True)],
+)
+def test_larger_work_goes_to_the_workers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, count: int, nbytes: int, by_size: bool
+) -> None:
+    monkeypatch.setattr(engine, "ProcessPoolExecutor", _NoPool)
+    work = partial(check_chunk, spec=None, quick=not by_size, max_bytes=None)
+    with pytest.raises(AssertionError, match="a process pool was started"):
+        next(
+            engine.run_ordered(work, iter(_files(tmp_path, count, nbytes)), jobs=2, by_size=by_size)
+        )
+    # Bytes count only for work whose cost grows with the file's size.
+    small = _files(tmp_path, 8, engine.IN_PROCESS_BYTES)
+    assert len(list(engine.run_ordered(work, iter(small), jobs=2, by_size=False))) == 8
+
+
+def test_one_job_never_looks_ahead(tmp_path: Path) -> None:
+    def items() -> Iterator[discovery.Found | FileCheck]:
+        yield from _files(tmp_path, engine.CHUNK_FILES)
+        raise AssertionError("read past the first chunk")
+
+    work = partial(check_chunk, spec=None, quick=True, max_bytes=None)
+    first = next(engine.run_ordered(work, items(), jobs=1))
+    assert first.path == str(tmp_path / "0.npz")

@@ -27,14 +27,15 @@ from trajkit._base.errors import RolloutFileError
 from trajkit._base.version import __version__
 from trajkit._core import tree as _tree
 from trajkit._io.atomic import atomic_write, same_file
+from trajkit._io.discovery import SUFFIX, count_files
+from trajkit._io.filecheck import FileCheck, file_error
 from trajkit._io.files import DEFAULT_MAX_BYTES, load, read_metadata, save
 from trajkit._io.metadata import RolloutFileMetadata
 from trajkit._io.remote import is_url
-from trajkit._io.scan import SUFFIX, FileCheck, count_files, file_error, validate_files
 from trajkit._models.model_outputs import discrete_actions
 from trajkit._models.rollout import Rollout
 from trajkit._models.spec import RolloutSpec
-from trajkit.dataset import read_spec_file
+from trajkit.dataset import read_spec_file, validate_files
 
 __all__ = ["DPI_RANGE", "MAX_JOBS", "PROGRESS_THRESHOLD", "SUFFIX", "console_main", "main"]
 
@@ -542,17 +543,25 @@ def _refused(path: str, exc: RolloutFileError) -> str:
 
 
 def _checks(args: argparse.Namespace, spec: RolloutSpec | None) -> Iterator[FileCheck]:
-    options = {"spec": spec, "quick": args.quick, "max_bytes": args.max_bytes}
-    if args.engine == "ray":
-        try:
-            import trajkit.ray as tray  # Ray is imported only for this engine
+    def checks() -> Iterator[FileCheck]:
+        return validate_files(
+            args.paths,
+            spec=spec,
+            quick=args.quick,
+            max_bytes=args.max_bytes,
+            jobs=args.jobs,
+            engine=args.engine,
+            address=args.address,
+        )
 
-            return tray.validate_files(args.paths, address=args.address, jobs=args.jobs, **options)
-        except ImportError as exc:
-            raise _UsageError(str(exc)) from None
-        except Exception as exc:  # Ray could not start, or not reach the cluster
-            raise _UsageError(f"cannot use Ray: {type(exc).__name__}: {exc}") from None
-    return validate_files(args.paths, jobs=args.jobs, **options)
+    if args.engine != "ray":
+        return checks()
+    try:
+        return checks()  # connects to Ray (imported only for this engine)
+    except ImportError as exc:
+        raise _UsageError(str(exc)) from None
+    except Exception as exc:  # Ray could not start, or not reach the cluster
+        raise _UsageError(f"cannot use Ray: {type(exc).__name__}: {exc}") from None
 
 
 def _validate(args: argparse.Namespace) -> int:
