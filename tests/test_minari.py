@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -119,3 +120,127 @@ def test_refusals() -> None:
         tm.to_minari([r, example_rollout(num_steps=3, num_envs=3)], "trajkit/b-v0")
     with pytest.raises(ValueError, match=r"to_minari needs model_outs\['actions'\]"):
         tm.to_minari(example_rollout(keys={"critic"}), "trajkit/noact-v0")
+
+
+# ------------------------------------------------------------------------------------ spaces
+
+
+def test_the_envs_spaces_are_exported_with_their_bounds() -> None:
+    from gymnasium import spaces
+
+    r = example_rollout(num_steps=5, num_envs=2, action_kind="discrete", seed=1)
+    box = spaces.Box(-10.0, 10.0, (4,), np.float32)
+    actions = spaces.Discrete(3)
+    dataset = tm.to_minari(r, "trajkit/spaces-v0", observation_space=box, action_space=actions)
+    assert dataset.observation_space == box
+    assert dataset.action_space == actions
+    inferred = tm.to_minari(r, "trajkit/inferred-v0")  # as documented: unbounded floats
+    assert inferred.observation_space == spaces.Box(-np.inf, np.inf, (4,), np.float32)
+
+
+def test_the_envs_spaces_come_from_env_when_given() -> None:
+    import gymnasium
+
+    env = gymnasium.make("CartPole-v1")
+    obs, _ = env.reset(seed=0)
+    r = example_rollout(num_steps=3, num_envs=1, keys={"actions"}, done_prob=0.0)
+    obses = np.broadcast_to(obs, r.obses.shape).copy()
+    r = r.replace(obses=obses, model_outs={"actions": np.zeros((4, 1), np.int32)})
+    dataset = tm.to_minari(r, "trajkit/cartpole-v0", env=env)
+    assert dataset.observation_space == env.observation_space  # real bounds, not inf
+    assert dataset.action_space == env.action_space
+
+
+def test_data_outside_the_given_spaces_is_refused_by_name() -> None:
+    from gymnasium import spaces
+
+    r = example_rollout(num_steps=4, num_envs=2, action_kind="discrete", seed=2)
+    obses = r.obses.copy()
+    obses[3, 1, 2] = 5.0
+    tight = spaces.Box(-4.0, 4.0, (4,), np.float32)
+    with pytest.raises(
+        ValueError,
+        match=r"^observations hold 5\.0 \[2\] at \(t=3, b=1\), outside the space's bounds "
+        r"\[-4\.0, 4\.0\]",
+    ):
+        tm.to_minari(r.replace(obses=obses), "trajkit/out-v0", observation_space=tight)
+    with pytest.raises(ValueError, match=r"^observations have shape \(4,\) per step and env, the"):
+        tm.to_minari(r, "trajkit/shape-v0", observation_space=spaces.Box(-1, 1, (3,)))
+    with pytest.raises(ValueError, match=r"^actions hold \d at \(t=\d, b=\d\), outside the space"):
+        tm.to_minari(
+            r.replace(obses=np.clip(r.obses, -1, 1)),
+            "trajkit/act-v0",
+            observation_space=spaces.Box(-1, 1, (4,), np.float32),
+            action_space=spaces.Discrete(1),
+        )
+    nested = example_rollout(num_steps=2, num_envs=1, nested=True)
+    with pytest.raises(ValueError, match=r"^observations are nested, but the space is Box"):
+        tm.to_minari(nested, "trajkit/nested-v0", observation_space=tight)
+    assert not list(Path(os.environ["MINARI_DATASETS_PATH"]).iterdir())  # nothing written
+
+
+# ----------------------------------------------------------------------------- atomic export
+
+
+def test_an_existing_dataset_is_refused_and_kept() -> None:
+    r = example_rollout(num_steps=3, num_envs=1)
+    tm.to_minari(r, "trajkit/kept-v0")
+    with pytest.raises(ValueError, match=r"^a Minari dataset with id 'trajkit/kept-v0' exists"):
+        tm.to_minari(r, "trajkit/kept-v0")
+    assert tm.from_minari("trajkit/kept-v0")  # still readable
+
+
+_WRITER = """
+import os, sys
+from minari.dataset._storages.arrow_storage import ArrowStorage
+import trajkit.minari
+from trajkit.testing import example_rollout
+
+ready = int(sys.argv[1])
+real = ArrowStorage.update_episodes  # the storage of data_format="arrow"
+
+def midway(self, episodes):
+    episodes = list(episodes)
+    real(self, episodes[: len(episodes) // 2])  # half the episodes are on disk
+    os.write(ready, b"1")
+    os.read(0, 1)  # wait to be killed
+
+ArrowStorage.update_episodes = midway
+rollout = example_rollout(num_steps=64, num_envs=4, done_prob=0.1, seed=3)
+trajkit.minari.to_minari(rollout, "trajkit/killed-v0")
+"""
+
+
+def test_a_killed_export_leaves_no_dataset(tmp_path: Path) -> None:
+    import signal
+    import subprocess
+    import sys
+
+    import minari
+
+    read, write = os.pipe()
+    child = subprocess.Popen(
+        [sys.executable, "-c", _WRITER, str(write)],
+        pass_fds=(write,),
+        stdin=subprocess.PIPE,
+        env={**os.environ, "MINARI_DATASETS_PATH": str(tmp_path)},
+    )
+    os.close(write)
+    try:
+        assert os.read(read, 1) == b"1"  # the writer is midway
+        staged = [p for p in tmp_path.iterdir() if p.name.startswith(".trajkit-")]
+        assert staged  # the data so far is in the hidden folder
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+    finally:
+        os.close(read)
+        if child.poll() is None:  # pragma: no cover - only if an assertion failed above
+            child.kill()
+            child.wait()
+        assert child.stdin is not None
+        child.stdin.close()
+    assert child.returncode == -signal.SIGKILL
+    assert not (tmp_path / "trajkit" / "killed-v0").exists()
+    assert minari.list_local_datasets() == {}  # the hidden folder is not listed
+    r = example_rollout(num_steps=8, num_envs=2, seed=4)
+    assert tm.to_minari(r, "trajkit/killed-v0").total_steps == 16  # the id is free

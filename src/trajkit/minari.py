@@ -16,6 +16,12 @@ spans rollouts is exported whole) and cuts it at episode ends:
 - the still-running episode of each env at the end of the data becomes an episode with
   neither flag set, whose last observation is the rollout's bootstrap row, which is exact.
 
+The dataset's spaces are the env's when given (`observation_space=`, `action_space=`, or
+`env=`), and the data is checked against them; otherwise they are inferred from the data
+(see [`to_minari`][trajkit.minari.to_minari]). The dataset is written into a hidden
+temporary folder of Minari's datasets root and renamed into place when complete, so a
+killed export leaves no partial dataset under its id.
+
 **Import** ([`from_minari`][trajkit.minari.from_minari]) gives one rollout per episode, with
 B = 1 and T = n: `obses` are the n + 1 observations, `dones[0] = 1`, and `dones[T] = 1` when
 the episode ended (so that GAE does not bootstrap past it). `truncated` and `final_values`
@@ -42,9 +48,15 @@ Examples:
 
 from __future__ import annotations
 
+import contextlib
+import inspect
+import os
+import shutil
+import tempfile
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -177,63 +189,238 @@ def to_minari(
     Episodes are cut as the module documentation describes: one Minari episode per episode
     of each env, joined across consecutive rollouts, terminations and truncations kept apart.
     The dataset goes where Minari keeps local datasets (`MINARI_DATASETS_PATH`, by default
-    `~/.minari/datasets`).
+    `~/.minari/datasets`). It is written into a hidden temporary folder there
+    (`.trajkit-XXXXXXXX.tmp`, which Minari does not list), its files fsynced, and renamed
+    into place when complete: a process killed midway leaves no dataset under `dataset_id`
+    (only the hidden folder, safe to delete). While it writes, `MINARI_DATASETS_PATH` points
+    at that folder: do not create Minari datasets from another thread at the same time.
 
     Args:
         rollouts: A rollout, or consecutive rollouts of the same envs (as a recorder returns
             them), each with `model_outs['actions']`.
         dataset_id: The new dataset's id, `namespace/name-vN` (e.g. `"me/cartpole-v0"`).
-        observation_space: The Gymnasium observation space; by default one is inferred from
-            the observations (`Box` of each leaf's dtype, unbounded for floats; `Dict` and
-            `Tuple` for nested ones).
-        action_space: The Gymnasium action space; by default inferred: `Discrete` (width of
-            `actor` when present), `MultiDiscrete` or an unbounded `Box`.
-        **metadata: Passed to `minari.create_dataset_from_buffers` (`author`,
-            `algorithm_name`, `code_permalink`, `description`, `env`, ...). Minari's
-            warnings advising them are not shown. `data_format` defaults to `"arrow"`
-            (pyarrow comes with `trajkit[minari]`; `"hdf5"` needs h5py).
+        observation_space: The env's Gymnasium observation space (`env.observation_space`),
+            with its real bounds. By default the `env` keyword's, if given; otherwise one is
+            inferred from the observations: `Box` of each leaf's dtype and shape, unbounded
+            (`-inf`, `inf`) for floats and the dtype's range for integers, `MultiBinary` for
+            bools, `Dict` and `Tuple` for nested observations.
+        action_space: The env's Gymnasium action space. By default the `env` keyword's, if
+            given; otherwise inferred: `Discrete` (the width of `actor` when present, else
+            the largest action + 1), `MultiDiscrete`, or an unbounded float32 `Box`.
+        **metadata: Passed to `minari.create_dataset_from_buffers` (`env`, `author`,
+            `algorithm_name`, `code_permalink`, `description`, ...). Minari's warnings
+            advising them are not shown. `data_format` defaults to `"arrow"` (pyarrow comes
+            with `trajkit[minari]`; `"hdf5"` needs h5py), and `jpeg_encoding` to `False`
+            where Minari has it: image observations are stored exactly, not JPEG-compressed.
 
     Returns:
         The dataset, loaded.
 
     Raises:
         ImportError: If minari is not installed.
-        ValueError: If no rollout is given, the rollouts differ in B, or lack `actions`.
+        ValueError: If no rollout is given, the rollouts differ in B or lack `actions`, the
+            data does not fit the spaces (shape, dtype, bounds), or a dataset with this id
+            exists already.
 
     Examples:
         >>> import os, tempfile
+        >>> import numpy as np
+        >>> from gymnasium import spaces
         >>> import trajkit.minari
         >>> from trajkit.testing import example_rollout
         >>> r = example_rollout(num_steps=6, num_envs=1, keys={"actions"}, done_prob=0.0)
+        >>> box = spaces.Box(-10.0, 10.0, (4,), np.float32)  # the env's real bounds
         >>> with tempfile.TemporaryDirectory() as tmp:
         ...     os.environ["MINARI_DATASETS_PATH"] = tmp
-        ...     ds = trajkit.minari.to_minari(r, "trajkit/one-v0")
+        ...     ds = trajkit.minari.to_minari(r, "trajkit/one-v0", observation_space=box)
         ...     ep = next(ds.iterate_episodes())
-        >>> ds.total_episodes, ep.observations.shape, bool(ep.truncations.any())
-        (1, (7, 4), False)
+        >>> ds.total_episodes, ep.observations.shape, ds.observation_space == box
+        (1, (7, 4), True)
     """
     minari = _import("minari")
     spaces = _import("gymnasium.spaces")
     items = [rollouts] if isinstance(rollouts, Rollout) else list(rollouts)
     if not items:
         raise ValueError("to_minari needs at least one rollout")
-    episodes = _episodes(items)
-    buffers = [_buffer(i, *episode) for i, episode in enumerate(episodes)]
+    for r in items:
+        if "actions" not in r.model_outs.arrays:
+            raise ValueError("to_minari needs model_outs['actions'] in every rollout")
+    if metadata.get("env") is not None and (observation_space is None or action_space is None):
+        env_observations, env_actions = _env_spaces(metadata["env"])
+        observation_space = observation_space or env_observations
+        action_space = action_space or env_actions
     if observation_space is None:
         observation_space = _obs_space(spaces, items[0].obses)
     if action_space is None:
         action_space = _action_space(spaces, items)
-    with warnings.catch_warnings():
-        # Minari advises, with UserWarnings, naming an env, an author and a code permalink;
-        # they are optional metadata (pass them as keywords), not problems with the data.
-        warnings.filterwarnings("ignore", category=UserWarning, module=r"minari\.")
-        return minari.create_dataset_from_buffers(
-            dataset_id,
-            buffers,
-            observation_space=observation_space,
-            action_space=action_space,
-            **{"data_format": "arrow", **metadata},
+    items = [_in_spaces(r, observation_space, action_space) for r in items]
+    episodes = _episodes(items)
+    buffers = [_buffer(i, *episode) for i, episode in enumerate(episodes)]
+    create = minari.create_dataset_from_buffers
+    defaults: dict[str, Any] = {"data_format": "arrow"}
+    if "jpeg_encoding" in inspect.signature(create).parameters:
+        defaults["jpeg_encoding"] = False  # lossless, as every other trajkit export
+
+    def write() -> None:
+        with warnings.catch_warnings():
+            # Minari advises, with UserWarnings, naming an env, an author and a code
+            # permalink; they are optional metadata, not problems with the data.
+            warnings.filterwarnings("ignore", category=UserWarning, module=r"minari\.")
+            create(
+                dataset_id,
+                buffers,
+                observation_space=observation_space,
+                action_space=action_space,
+                **{**defaults, **metadata},
+            )
+
+    _write_staged(dataset_id, write)
+    return minari.load_dataset(dataset_id)
+
+
+def _env_spaces(env: Any) -> tuple[Any, Any]:
+    """The observation and action spaces of `env` (a `gym.Env`, an env id or an `EnvSpec`)."""
+    if hasattr(env, "observation_space") and hasattr(env, "action_space"):
+        return env.observation_space, env.action_space
+    gymnasium = _import("gymnasium")
+    made = gymnasium.make(env)
+    try:
+        return made.observation_space, made.action_space
+    finally:
+        made.close()
+
+
+def _write_staged(dataset_id: str, write: Callable[[], None]) -> None:
+    """Run `write` (which creates `dataset_id`) in a hidden folder, then rename it into place."""
+    storage = _import("minari.storage")
+    final = Path(storage.get_dataset_path(dataset_id))
+    root = Path(storage.get_dataset_path())
+    if final.exists():
+        raise ValueError(
+            f"a Minari dataset with id {dataset_id!r} exists already ({final}); choose "
+            "another name or version, or delete it first"
         )
+    stage = Path(tempfile.mkdtemp(prefix=".trajkit-", suffix=".tmp", dir=root))
+    try:
+        with _datasets_root(stage):
+            write()
+        staged = stage / dataset_id
+        for folder, _, files in os.walk(staged):
+            for name in files:
+                _fsync(Path(folder, name), os.O_RDONLY)
+        final.parent.mkdir(parents=True, exist_ok=True)
+        _adopt_namespace(stage, root, dataset_id)
+        try:
+            os.rename(staged, final)  # refused where another export got there first
+        except OSError as exc:
+            raise ValueError(
+                f"a Minari dataset with id {dataset_id!r} appeared at {final} while this one "
+                f"was written ({exc.strerror}); choose another name or version"
+            ) from None
+        _fsync(final.parent, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _datasets_root(path: Path) -> Iterator[None]:
+    """Point Minari's datasets root (`MINARI_DATASETS_PATH`) at `path` for a while."""
+    old = os.environ.get("MINARI_DATASETS_PATH")
+    os.environ["MINARI_DATASETS_PATH"] = str(path)
+    try:
+        yield
+    finally:
+        if old is None:
+            del os.environ["MINARI_DATASETS_PATH"]
+        else:
+            os.environ["MINARI_DATASETS_PATH"] = old
+
+
+def _adopt_namespace(stage: Path, root: Path, dataset_id: str) -> None:
+    """Move the namespace metadata Minari wrote in `stage` to `root` where it has none."""
+    namespace = dataset_id.rsplit("/", 1)[0] if "/" in dataset_id else None
+    if namespace is None:
+        return
+    for path in sorted(Path(stage, namespace).glob("*.json")):  # namespace_metadata.json
+        target = root / namespace / path.name
+        if not target.exists():
+            _fsync(path, os.O_RDONLY)
+            os.replace(path, target)
+
+
+def _fsync(path: Path, flags: int) -> None:
+    try:
+        fd = os.open(path, flags)
+    except OSError:  # a folder cannot be opened on some systems (Windows): nothing to sync
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # pragma: no cover - file systems that cannot sync a folder
+        pass
+    finally:
+        os.close(fd)
+
+
+def _in_spaces(rollout: Rollout, observation_space: Any, action_space: Any) -> Rollout:
+    """`rollout` with observations and actions in their spaces' dtypes, checked against them."""
+    T = rollout.num_steps
+    obses = _fit(observation_space, rollout.obses, (), "observations")
+    actions = rollout.model_outs.arrays["actions"]
+    fitted = _fit(action_space, actions[:T], (), "actions")  # the last row is not exported
+    outs = {**rollout.model_outs.arrays, "actions": np.concatenate([fitted, fitted[-1:]])}
+    if not T:
+        outs["actions"] = actions
+    return rollout.replace(obses=obses, model_outs=outs)
+
+
+def _fit(space: Any, tree: Any, path: _tree.Path, what: str) -> Any:
+    """`tree` (`[rows, B, ...]` leaves) in `space`'s dtypes, shapes and bounds, or refused."""
+    spaces = _import("gymnasium.spaces")
+    name = _tree.format_path(what, path)
+    if isinstance(space, spaces.Dict):
+        if not isinstance(tree, dict) or set(tree) != set(space.spaces):
+            got = sorted(tree) if isinstance(tree, dict) else type(tree).__name__
+            raise ValueError(f"{name} have keys {got}, the space {sorted(space.spaces)}")
+        return {key: _fit(sub, tree[key], (*path, key), what) for key, sub in space.items()}
+    if isinstance(space, spaces.Tuple):
+        if not isinstance(tree, tuple) or len(tree) != len(space.spaces):
+            got = f"{len(tree)} items" if isinstance(tree, tuple) else type(tree).__name__
+            raise ValueError(f"{name} have {got}; the space is a Tuple of {len(space.spaces)}")
+        return tuple(_fit(sub, tree[i], (*path, i), what) for i, sub in enumerate(space.spaces))
+    if isinstance(tree, dict | tuple):
+        raise ValueError(f"{name} are nested, but the space is {space}")
+    if not isinstance(
+        space, spaces.Box | spaces.Discrete | spaces.MultiDiscrete | spaces.MultiBinary
+    ):
+        raise ValueError(
+            f"{name}: the space {space} is not one trajkit exports (Box, Discrete, "
+            "MultiDiscrete, MultiBinary, and Dict and Tuple of them)"
+        )
+    if tree.shape[2:] != space.shape:
+        raise ValueError(
+            f"{name} have shape {tree.shape[2:]} per step and env, the space {space} has "
+            f"{space.shape}"
+        )
+    values = lossless(tree, np.dtype(space.dtype), name)
+    if isinstance(space, spaces.Box):
+        low, high = space.low, space.high
+    elif isinstance(space, spaces.Discrete):
+        low, high = np.asarray(space.start), np.asarray(space.start + space.n - 1)
+    elif isinstance(space, spaces.MultiDiscrete):
+        low, high = np.asarray(space.start), space.start + space.nvec - 1
+    else:
+        low, high = np.zeros(space.shape, int), np.ones(space.shape, int)
+    outside = (values < low) | (values > high)
+    if outside.any():
+        where = tuple(int(i) for i in np.argwhere(outside)[0])
+        t, b, cell = where[0], where[1], where[2:]
+        lo, hi = np.broadcast_to(low, space.shape)[cell], np.broadcast_to(high, space.shape)[cell]
+        at = f"[{', '.join(map(str, cell))}] " if cell else ""
+        raise ValueError(
+            f"{name} hold {values[where].item()!r} {at}at (t={t}, b={b}), outside the space's "
+            f"bounds [{lo.item()!r}, {hi.item()!r}] ({space})"
+        )
+    return values
 
 
 def from_minari(dataset: Any) -> list[Rollout]:
