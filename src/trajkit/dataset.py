@@ -43,8 +43,9 @@ from pydantic import ValidationError
 from trajkit._base.errors import RolloutFileError
 from trajkit._base.rng import as_generator
 from trajkit._base.types import AnyArray, ArrayTree
+from trajkit._core import minibatch as _mb
 from trajkit._core import tree as _tree
-from trajkit._core.minibatch import _check_size
+from trajkit._core.gae import check_discount
 from trajkit._io.atomic import TEMP_PREFIX, TEMP_SUFFIX, atomic_write
 from trajkit._io.discovery import Found, NaturalKey, discover, walk_key
 from trajkit._io.engine import checked_jobs, cpu_count, run_ordered
@@ -58,7 +59,9 @@ from trajkit._models.rollout import (
     AdvantageNormalization,
     Rollout,
     advantage_normalization,
+    missing_critic,
     normalized_minibatch,
+    ppo_arrays,
 )
 from trajkit._models.spec import RolloutSpec
 
@@ -588,9 +591,14 @@ class Dataset:
                 `"minibatch"` standardizes each minibatch on its own (unbiased std).
 
         Raises:
-            ValueError: If the spec has no `critic` output (advantages need one), or an
-                argument is out of range.
+            MissingModelOutputError: If the spec has no `critic` output (advantages need
+                one), as for a rollout (`trajkit.MissingModelOutputError`, a `ValueError`).
+            ValueError: If an argument is out of range (gamma and lam included).
+            TypeError: If `seed` is of another type.
             RolloutFileError: When a file is refused or does not conform to the spec.
+
+            All but `RolloutFileError` are raised at the call; a file's problems when the
+            file is reached.
 
         Examples:
             >>> import tempfile
@@ -603,17 +611,24 @@ class Dataset:
             >>> [len(b["advantages"]) for b in batches]  # 3 files x 8 steps x 2 envs = 48
             [10, 10, 10, 10, 8]
         """
-        size = _check_size("minibatch_size", minibatch_size, 1)
-        per_buffer = _check_size("files_per_buffer", files_per_buffer, 1)
-        passes = _check_size("epochs", epochs, 0)
-        advantage_normalization(normalize_advantages)  # refuse an unknown mode now
+        size = _mb.check_size("minibatch_size", minibatch_size, 1)
+        per_buffer = _mb.check_size("files_per_buffer", files_per_buffer, 1)
+        passes = _mb.check_size("epochs", epochs, 0)
+        per_minibatch = advantage_normalization(normalize_advantages)
+        check_discount(gamma, lam)
+        rng = as_generator(seed)
         if "critic" not in self._spec.model_outputs:
-            raise ValueError(
-                "minibatches() needs model_outs['critic'] to compute advantages and returns, "
-                f"but the dataset's spec has keys {sorted(self._spec.model_outputs)}"
-            )
+            raise missing_critic("minibatches()", self._spec.model_outputs, "the dataset's spec")
         return self._minibatches(
-            size, gamma, lam, passes, per_buffer, drop_last, seed, normalize_advantages
+            size,
+            gamma,
+            lam,
+            passes,
+            per_buffer,
+            drop_last,
+            rng,
+            normalize_advantages,
+            per_minibatch,
         )
 
     def _minibatches(
@@ -624,36 +639,33 @@ class Dataset:
         epochs: int,
         per_buffer: int,
         drop_last: bool,
-        seed: int | np.random.Generator | None,
+        rng: np.random.Generator,
         normalize: AdvantageNormalization,
+        per_minibatch: bool,
     ) -> Iterator[dict[str, ArrayTree]]:
-        rng = as_generator(seed)
+        """The shuffle-buffer scheme of `minibatches`, on the rows of the minibatch engine."""
         files = self.files
-        per_minibatch = advantage_normalization(normalize)
+        rebuild = _tree.fields_rebuilder({})
         for _ in range(epochs):
             order = rng.permutation(len(files))
             carry: dict[str, AnyArray] = {}
             for start in range(0, len(files), per_buffer):
                 parts = [carry] if carry else []
                 for index in order[start : start + per_buffer]:
-                    rollout = self.load(files[index])
-                    arrays = rollout._ppo_arrays("minibatches", gamma, lam, normalize)
+                    arrays = ppo_arrays(
+                        self.load(files[index]), "minibatches", gamma, lam, normalize
+                    )
                     # Every file has the spec's structure: minibatches are rebuilt as it is.
                     rebuild = _tree.fields_rebuilder(arrays)
-                    parts.append(
-                        {
-                            key: leaf.reshape(-1, *leaf.shape[2:])
-                            for key, leaf in _tree.flatten_fields(arrays).items()
-                        }
-                    )
+                    parts.append(_mb.as_rows(_tree.flatten_fields(arrays)))
                 buffer = {key: np.concatenate([p[key] for p in parts]) for key in parts[0]}
                 n = len(buffer["advantages"])
                 perm = rng.permutation(n)
                 full = n - n % size
                 for at in range(0, full, size):
-                    batch = {key: leaf[perm[at : at + size]] for key, leaf in buffer.items()}
+                    batch = _mb.take_rows(buffer, perm[at : at + size])
                     yield normalized_minibatch(rebuild(batch), per_minibatch)
-                carry = {key: leaf[perm[full:]] for key, leaf in buffer.items()} if full < n else {}
+                carry = _mb.take_rows(buffer, perm[full:]) if full < n else {}
             if carry and not drop_last:
                 yield normalized_minibatch(rebuild(carry), per_minibatch)
 
