@@ -19,7 +19,7 @@ import pytest
 SRC = Path(__file__).resolve().parents[1] / "src" / "trajkit"
 ORDER = ["_base", "_core", "_models", "_io", "_cli"]
 # Public modules over optional libraries.
-INTEGRATIONS = ["arrow", "dataset", "gym", "minari", "plot", "ray", "torch"]
+INTEGRATIONS = ["arrow", "dataset", "gym", "lint", "minari", "plot", "ray", "torch"]
 
 
 def _imports(path: Path) -> set[str]:
