@@ -773,7 +773,7 @@ def _export(args: argparse.Namespace) -> int:
         arrow.write_parquet(rollouts, args.out, compression=compression)
     except (ValueError, OSError) as exc:
         _fail(f"trajkit export: error: {_one_line(str(exc))}")
-    steps = sum((r.num_steps + 1) * r.batch_size for r in rollouts)
+    steps = sum(r.num_steps * r.batch_size for r in rollouts)  # one row per transition
     print(_shown(f"{args.out}: {len(rollouts)} rollout(s), {steps} rows"))
     return 0
 
