@@ -170,7 +170,9 @@ def test_tk106_finds_actions_outside_the_space(
     [found] = codes(rollout(np.zeros(T + 1), outs=outs), "TK106", action_space=space)
     assert found.step == bad
     assert "is outside" in found.message
-    ok = np.clip(outs["actions"], space.get("start", 0), 1)
+    first = space.get("start", 0)
+    assert isinstance(first, int)
+    ok = np.clip(outs["actions"], first, 1)
     assert codes(rollout(np.zeros(T + 1), outs={"actions": ok}), "TK106", action_space=space) == []
 
 

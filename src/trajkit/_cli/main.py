@@ -302,6 +302,51 @@ def _parser() -> argparse.ArgumentParser:
     import_.add_argument("path", metavar="FILE", help="the Parquet file")
     import_.add_argument("--out", required=True, metavar="DIR", help="folder for the files")
 
+    lint = commands.add_parser(
+        "lint",
+        help="find semantic bugs in rollout files (truncations, off-by-ones, duplicates, ...)",
+        description=(
+            "Check what validation cannot: truncations recorded as terminations, rewards one "
+            "step late, actions on the wrong row, phantom autoreset steps, episodes past the "
+            "time limit, actions outside the space, constant features, reward scales that "
+            "jump between files, rollouts saved twice, and with --replay whether the env "
+            "reproduces the recording. Files are found as validate finds them and linted on "
+            "every core. Settings are read from [tool.trajkit.lint] of the closest "
+            "pyproject.toml. Exit 0 when no error or warning is found (notes do not fail), 1 "
+            "when one is, 2 on a usage error."
+        ),
+    )
+    lint.add_argument("paths", nargs="*", metavar="PATH", help="files or folders")
+    lint.add_argument(
+        "--select", metavar="CODES", help="run only these codes or prefixes, e.g. TK1,TK203"
+    )
+    lint.add_argument("--ignore", metavar="CODES", help="do not run these codes or prefixes")
+    lint.add_argument(
+        "--json", action="store_true", help="print JSON Lines: one object per finding"
+    )
+    lint.add_argument(
+        "--replay",
+        action="store_true",
+        help="also replay recordings in their Gymnasium env (TK3xx; needs trajkit[gym])",
+    )
+    lint.add_argument(
+        "--max-episode-steps",
+        type=int,
+        metavar="N",
+        help="the env's time limit, for files whose recording names none",
+    )
+    lint.add_argument("--no-config", action="store_true", help="do not read pyproject.toml")
+    lint.add_argument("--list", action="store_true", help="list the checks and exit")
+    lint.add_argument(
+        "-j",
+        "--jobs",
+        type=_jobs,
+        default=None,
+        metavar="N",
+        help=f"lint files in N processes (default: one per core), 1 to {MAX_JOBS}",
+    )
+    _add_max_bytes(lint)
+
     schema = commands.add_parser(
         "schema",
         help="print a JSON Schema",
@@ -369,6 +414,8 @@ def _main(argv: list[str]) -> int:
             return _export(args)
         if args.command == "import":
             return _import(args)
+        if args.command == "lint":
+            return _lint(args)
         return _schema(args)
     except (_UsageError, ImportError) as exc:  # a missing extra is a usage error too
         print(_shown(f"trajkit {args.command}: error: {_one_line(str(exc))}"), file=sys.stderr)
@@ -850,6 +897,50 @@ def _load_all(paths: Sequence[str], max_bytes: int | None) -> list[Rollout] | No
             print(_refused(path, exc), file=sys.stderr)
             return None
     return rollouts
+
+
+# ------------------------------------------------------------------------------------ lint
+
+
+def _lint(args: argparse.Namespace) -> int:
+    from trajkit.lint import engine, report  # the lint package is imported for this command
+
+    if args.list:
+        print("\n".join(report.check_table()))
+        return 0
+    if not args.paths:
+        raise _UsageError("name the files or folders to lint (or --list)")
+    if args.max_episode_steps is not None and args.max_episode_steps < 1:
+        raise _UsageError(f"--max-episode-steps must be >= 1, got {args.max_episode_steps}")
+    try:
+        options, _ = report.options_from(
+            select=None if args.select is None else report.split_codes(args.select),
+            ignore=None if args.ignore is None else report.split_codes(args.ignore),
+            max_episode_steps=args.max_episode_steps,
+            use_config=not args.no_config,
+        )
+    except ValueError as exc:
+        raise _UsageError(str(exc)) from None
+    run = engine.LintRun(
+        args.paths, options, replay=args.replay, jobs=args.jobs, max_bytes=args.max_bytes
+    )
+    tally = report.Tally()
+    try:
+        for finding in run:
+            tally.add(finding)
+            print(json.dumps(finding.to_json()) if args.json else _shown(finding.format()))
+            sys.stdout.flush()
+    except BrokenProcessPool:
+        print(
+            "trajkit lint: error: a worker process stopped unexpectedly (out of memory?); "
+            "run again with --jobs 1 to lint the files in this process",
+            file=sys.stderr,
+        )
+        return 1
+    finally:
+        run.close()
+    print(tally.summary(run.files), file=sys.stderr)
+    return tally.exit_code
 
 
 # ---------------------------------------------------------------------------------- schema

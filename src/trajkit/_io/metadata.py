@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Annotated, ClassVar, Final, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
 from typing_extensions import Self
 
 from trajkit._base.version import __version__
@@ -26,23 +26,29 @@ __all__ = [
     "INFOS_MEMBER",
     "MAX_METADATA_BYTES",
     "METADATA_MEMBER",
+    "RECORDING_VERSION",
     "SPARSE_INFOS_VERSION",
     "ArrayMember",
+    "Recording",
     "RolloutFileMetadata",
 ]
 
 FORMAT_NAME: Final = "trajkit.rollout"
 """The value of `format` in every rollout file's metadata."""
 
-FORMAT_VERSION: Final = 3
+FORMAT_VERSION: Final = 4
 """The newest format version this trajkit reads and writes.
 
-Version 2 adds nested `obses` and `states` (one member per leaf). `trajkit.save` writes version 1,
-the same layout, for rollouts without nested fields, so that older readers still open them.
+Version 2 adds nested `obses` and `states` (one member per leaf), version 3 sparse infos,
+version 4 the `recording` metadata. `trajkit.save` writes the oldest version that holds what
+the rollout needs (version 1 for rollouts without nested fields, sparse infos or recording),
+so that older readers still open them.
 """
 
 _NESTED_VERSION: Final = 2  # the first version that stores nested fields
 SPARSE_INFOS_VERSION: Final = 3  # the first version whose infos.json lists non-empty infos only
+RECORDING_VERSION: Final = 4
+"""The first format version whose metadata may hold a `recording`."""
 
 METADATA_MEMBER = "metadata.json"
 """The name of the metadata member, always the first member of the archive."""
@@ -98,6 +104,71 @@ class ArrayMember:
         return self.field if self.key is None else f"{self.field}[{self.key!r}]"
 
 
+class Recording(BaseModel):
+    """Where a rollout was recorded: what `trajkit lint --replay` needs to replay it.
+
+    Written by [`trajkit.save`][trajkit.save]`(rollout, path, recording=...)`, typically with
+    [`RolloutRecorder.recording`][trajkit.gym.RolloutRecorder.recording], and read back with
+    `trajkit.read_metadata(path).recording`. The envs are re-created with
+    `gymnasium.make_vec(env_id, num_envs=num_envs, vectorization_mode="sync", **env_kwargs)`
+    and env b is reset with `seed + b`, as Gymnasium's vector envs seed them.
+
+    Args:
+        id: Names one recording: every rollout a recorder returns has the same id.
+        index: This rollout's position in the recording (0 for the first `record()`).
+        env_id: The env's registered id (`env.spec.id`), if it has one.
+        env_kwargs: Keyword arguments of `make_vec` besides `num_envs` and
+            `vectorization_mode` (such as `max_episode_steps`), when they are JSON.
+        unrecorded_kwargs: The names of `make_vec`'s other keyword arguments, which are not
+            JSON (such as `wrappers=`): a recording with any cannot be replayed.
+        vectorization_mode: `make_vec`'s mode (`sync`, `async`, `vector_entry_point`).
+        num_envs: B.
+        seed: The seed of the first reset; `None` when it was not seeded.
+        autoreset_mode: `NEXT_STEP`, `SAME_STEP` or `DISABLED`.
+        max_episode_steps: The envs' time limit, if they have one.
+        observation_space: The single-env observation space as JSON (see the Lint page).
+        action_space: The single-env action space as JSON, such as
+            `{"type": "Discrete", "n": 2, "start": 0}`.
+        wrappers: The class names of the vector wrappers around the env, outermost first.
+
+    Examples:
+        >>> rec = Recording(id="a1", index=0, num_envs=2, autoreset_mode="NEXT_STEP")
+        >>> rec.env_id is None, rec.model_dump()["wrappers"]
+        (True, [])
+    """
+
+    model_config: ClassVar[ConfigDict] = ConfigDict(
+        extra="forbid", frozen=True, use_attribute_docstrings=True, protected_namespaces=()
+    )
+
+    id: Annotated[str, Field(min_length=1, max_length=64)]
+    """Names one recording: every rollout a recorder returns has the same id."""
+    index: Annotated[int, Field(ge=0)]
+    """This rollout's position in the recording (0 for the first)."""
+    env_id: Annotated[str, Field(max_length=256)] | None = None
+    """The env's registered id, if it has one."""
+    env_kwargs: dict[str, JsonValue] = Field(default_factory=dict)
+    """`make_vec`'s other keyword arguments (such as `max_episode_steps`)."""
+    unrecorded_kwargs: list[Annotated[str, Field(max_length=256)]] = Field(default_factory=list)
+    """The names of `make_vec`'s keyword arguments that are not JSON, so not recorded."""
+    vectorization_mode: Annotated[str, Field(max_length=64)] | None = None
+    """`make_vec`'s vectorization mode."""
+    num_envs: Annotated[int, Field(ge=1)]
+    """B, the number of envs."""
+    seed: int | None = None
+    """The seed of the first reset (env b gets `seed + b`); `None` if not seeded."""
+    autoreset_mode: Literal["NEXT_STEP", "SAME_STEP", "DISABLED"]
+    """How the vector env resets ended episodes."""
+    max_episode_steps: Annotated[int, Field(ge=1)] | None = None
+    """The envs' time limit, if they have one."""
+    observation_space: dict[str, JsonValue] | None = None
+    """The single-env observation space as JSON."""
+    action_space: dict[str, JsonValue] | None = None
+    """The single-env action space as JSON."""
+    wrappers: list[str] = Field(default_factory=list)
+    """The class names of the vector wrappers around the env, outermost first."""
+
+
 class RolloutFileMetadata(BaseModel):
     """The contents of `metadata.json`: format, versions, T, B, model-output keys and spec.
 
@@ -115,6 +186,7 @@ class RolloutFileMetadata(BaseModel):
         model_output_keys: The model-output keys in order; key `i` is stored in member
             `model_outs/{i}.npy`.
         spec: The rollout's spec (no bounds on T and B).
+        recording: Where the rollout was recorded (format version 4), if given to `save`.
 
     Raises:
         pydantic.ValidationError: On unknown fields, an unknown format or version, or keys that
@@ -135,8 +207,8 @@ class RolloutFileMetadata(BaseModel):
 
     format: Literal["trajkit.rollout"]
     """The format name: always `trajkit.rollout`."""
-    format_version: Literal[1, 2, 3]
-    """The format version (an integer; this trajkit reads versions 1, 2 and 3)."""
+    format_version: Literal[1, 2, 3, 4]
+    """The format version (an integer; this trajkit reads versions 1 to 4)."""
     trajkit_version: Annotated[str, Field(max_length=64)]
     """The version of trajkit that wrote the file; informational only."""
     num_steps: Annotated[int, Field(ge=0)]
@@ -147,6 +219,8 @@ class RolloutFileMetadata(BaseModel):
     """Model-output keys in order; key `i` is stored in member `model_outs/{i}.npy`."""
     spec: RolloutSpec
     """Per-step shapes and dtypes, model-output layouts and whether truncation data is present."""
+    recording: Recording | None = None
+    """Where the rollout was recorded (version 4; absent from the file when `None`)."""
 
     @model_validator(mode="after")
     def _check_keys(self) -> Self:
@@ -164,18 +238,36 @@ class RolloutFileMetadata(BaseModel):
                 f"nested {' and '.join(nested)} need format version {_NESTED_VERSION}, but the "
                 f"file declares version {self.format_version}"
             )
+        if self.recording is not None:
+            if self.format_version < RECORDING_VERSION:
+                raise ValueError(
+                    f"recording needs format version {RECORDING_VERSION}, but the file declares "
+                    f"version {self.format_version}"
+                )
+            if self.recording.num_envs != self.batch_size:
+                raise ValueError(
+                    f"recording.num_envs is {self.recording.num_envs}, but batch_size is "
+                    f"{self.batch_size}"
+                )
         problems = self.spec.compare(self.spec, num_steps=self.num_steps, num_envs=self.batch_size)
         if problems:
             raise ValueError("; ".join(problems))
         return self
 
     @classmethod
-    def from_rollout(cls, rollout: Rollout, *, sparse_infos: bool = False) -> RolloutFileMetadata:
+    def from_rollout(
+        cls,
+        rollout: Rollout,
+        *,
+        sparse_infos: bool = False,
+        recording: Recording | None = None,
+    ) -> RolloutFileMetadata:
         """The metadata `trajkit.save` writes for `rollout`.
 
         Args:
             rollout: Any valid rollout.
             sparse_infos: Whether `infos.json` lists only the non-empty infos (version 3).
+            recording: Where it was recorded (version 4).
 
         Returns:
             The metadata, with this trajkit's version.
@@ -190,16 +282,22 @@ class RolloutFileMetadata(BaseModel):
         """
         spec = RolloutSpec.from_rollout(rollout)
         nested = any(spec.leaves(name)[0][0] for name in ("obses", "states"))
+        version: Literal[1, 2, 3, 4]
+        if recording is not None:
+            version = RECORDING_VERSION
+        elif sparse_infos:
+            version = SPARSE_INFOS_VERSION
+        else:
+            version = _NESTED_VERSION if nested else 1
         return cls(
             format=FORMAT_NAME,
-            format_version=SPARSE_INFOS_VERSION
-            if sparse_infos
-            else (_NESTED_VERSION if nested else 1),
+            format_version=version,
             trajkit_version=__version__,
             num_steps=rollout.num_steps,
             batch_size=rollout.batch_size,
             model_output_keys=list(rollout.model_outs.keys()),
             spec=spec,
+            recording=recording,
         )
 
     def arrays(self) -> list[ArrayMember]:

@@ -7,7 +7,8 @@ outputs stacked per key), and `infos.json`. The specification is `docs/file-form
 from __future__ import annotations
 
 import zipfile
-from typing import IO
+from collections.abc import Mapping
+from typing import IO, Any
 
 import numpy as np
 
@@ -20,6 +21,7 @@ from trajkit._io.metadata import (
     MAX_METADATA_BYTES,
     METADATA_MEMBER,
     ArrayMember,
+    Recording,
     RolloutFileMetadata,
 )
 from trajkit._io.npy import npy_header
@@ -39,6 +41,7 @@ def save(
     *,
     compress: bool = False,
     max_bytes: int | None = DEFAULT_MAX_BYTES,
+    recording: Recording | Mapping[str, Any] | None = None,
 ) -> None:
     """Save a rollout to `path`, atomically, in the trajkit rollout file format.
 
@@ -59,13 +62,18 @@ def save(
         max_bytes: The same limit as `load`'s, on the contents uncompressed: a file over it
             is not written, since `load` would refuse it with the same `max_bytes`. `None`
             for no limit (then load it with `max_bytes=None` too).
+        recording: Where the rollout was recorded, for `trajkit lint --replay`: a
+            [`Recording`][trajkit.lint.Recording] or its dict, such as
+            [`RolloutRecorder.recording`][trajkit.gym.RolloutRecorder.recording]. Stored in the
+            metadata (format version 4), read back as `read_metadata(path).recording`.
 
     Raises:
         TypeError: If `rollout` is not a `Rollout`.
         ValueError: Before anything is written, if an info value cannot be stored as JSON
             exactly (the message names it as `infos[t][b]['key']`), or an array has a dtype
             the format does not support (such as float128), or a model-output key is not valid
-            Unicode, or `path` holds a NUL byte, or the file would be over `max_bytes`.
+            Unicode, or `path` holds a NUL byte, or the file would be over `max_bytes`, or
+            `recording` is not a valid recording (a `pydantic.ValidationError`).
         OSError: If the file cannot be written; before anything is written, if `path` is a
             folder (`IsADirectoryError`), a FIFO, a device or a socket.
         pydantic.ValidationError: If the rollout no longer passes validation (in-place edits
@@ -86,15 +94,27 @@ def save(
     if not isinstance(rollout, Rollout):
         raise TypeError(f"save() needs a trajkit.Rollout, got {type(rollout).__name__}")
     target = output_target(path)
+    recorded = (
+        recording
+        if recording is None or isinstance(recording, Recording)
+        else Recording.model_validate(recording)
+    )
+    if recorded is not None and recorded.num_envs != rollout.batch_size:
+        raise ValueError(
+            f"recording.num_envs is {recorded.num_envs}, but the rollout has B = "
+            f"{rollout.batch_size} envs"
+        )
     rollout.revalidate()  # in-place edits since construction are checked before writing
     given = given_infos(rollout)  # None: no infos given (and none made since)
     # Mostly empty infos are listed sparsely (format version 3), so that their cost follows
     # what they hold; mostly full ones keep the dense form (versions 1 and 2).
     full = 0 if given is None else sum(1 for row in given for item in row if item)
-    sparse = 2 * full <= rollout.num_steps * rollout.batch_size
-    metadata, arrays = _prepare(rollout, sparse_infos=sparse)
+    # (Format version 4, which a recording needs, always lists infos sparsely.)
+    sparse = recorded is not None or 2 * full <= rollout.num_steps * rollout.batch_size
+    metadata, arrays = _prepare(rollout, sparse_infos=sparse, recording=recorded)
     infos = sparse_infos_to_json(given) if sparse or given is None else infos_to_json(given)
-    meta_bytes = metadata.model_dump_json(indent=2).encode("utf-8") + b"\n"
+    unset = {"recording"} if metadata.recording is None else None  # absent, as version 1-3 say
+    meta_bytes = metadata.model_dump_json(indent=2, exclude=unset).encode("utf-8") + b"\n"
     if len(meta_bytes) > MAX_METADATA_BYTES:
         raise ValueError(
             f"the metadata would take {len(meta_bytes)} bytes, over the format's limit of "
@@ -120,7 +140,7 @@ def save(
 
 
 def _prepare(
-    rollout: Rollout, *, sparse_infos: bool
+    rollout: Rollout, *, sparse_infos: bool, recording: Recording | None = None
 ) -> tuple[RolloutFileMetadata, list[tuple[ArrayMember, AnyArray]]]:
     """Check every array can be stored; return the metadata and the (member, array) pairs."""
     sources: dict[str, AnyArray | None] = {
@@ -157,7 +177,9 @@ def _prepare(
             key.encode("utf-8")
         except UnicodeEncodeError:
             raise ValueError(f"model_outs key {key!r} is not valid Unicode") from None
-    metadata = RolloutFileMetadata.from_rollout(rollout, sparse_infos=sparse_infos)
+    metadata = RolloutFileMetadata.from_rollout(
+        rollout, sparse_infos=sparse_infos, recording=recording
+    )
     pending = {name: iter(arrays) for name, arrays in leaves.items()}
     pairs: list[tuple[ArrayMember, AnyArray]] = []
     for member in metadata.arrays():

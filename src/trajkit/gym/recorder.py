@@ -22,6 +22,7 @@ episodes. In short:
 from __future__ import annotations
 
 import enum
+import uuid
 from collections.abc import Callable, Collection, Mapping
 from typing import Any, TypeAlias
 
@@ -35,6 +36,7 @@ from trajkit.gym._gate import Gate, within_float32
 from trajkit.gym._infos import episode_returns, keeps_infos, step_info
 from trajkit.gym._log import Log, positions, rows_and_steps
 from trajkit.gym.episodes import EP_FIELDS, CompletedEpisodes, episode_sums, no_episodes
+from trajkit.gym.recording import describe_env
 
 __all__ = ["Policy", "RolloutRecorder", "StateFn"]
 
@@ -164,6 +166,8 @@ class RolloutRecorder:
         self._env = env
         self._info_keys = None if info_keys is None else frozenset(info_keys)
         self._seed = seed
+        self._recording_id = uuid.uuid4().hex  # one recording: this recorder's rollouts
+        self._returned = 0  # rollouts returned by record() so far
         self._state_fn = state_fn
         self._num_envs = int(env.num_envs)
         # The log of whole vector steps (and the first reset) not yet returned: for each,
@@ -253,6 +257,44 @@ class RolloutRecorder:
             >>> env.close()
         """
         return AutoresetMode(self._mode.value)
+
+    @property
+    def recording(self) -> dict[str, Any]:
+        """Where the last `record()`'s rollout comes from, for `trajkit lint --replay`.
+
+        Save it with the rollout, `trajkit.save(rollout, path, recording=recorder.recording)`,
+        and `trajkit lint --replay` re-creates the env, resets it with the seed, re-runs the
+        recorded actions and reports the first step where the env disagrees. The dict is a
+        [`Recording`][trajkit.lint.Recording]: the env's id and `make_vec` arguments
+        (from `env.spec`), its time limit, the single-env spaces as JSON, the seed, B, the
+        autoreset mode, the vector wrappers around the env, an `id` shared by every rollout
+        of this recorder and the rollout's `index` among them (0 for the first).
+
+        Raises:
+            RuntimeError: Before the first `record()` returned.
+
+        Examples:
+            >>> import gymnasium as gym
+            >>> import numpy as np
+            >>> from trajkit.gym import RolloutRecorder
+            >>> env = gym.make_vec("CartPole-v1", num_envs=2, vectorization_mode="sync")
+            >>> recorder = RolloutRecorder(env, lambda obs: {"actions": np.zeros(2, int)}, seed=3)
+            >>> _ = recorder.record(4); _ = recorder.record(4)
+            >>> rec = recorder.recording
+            >>> rec["env_id"], rec["seed"], rec["index"], rec["action_space"]
+            ('CartPole-v1', 3, 1, {'type': 'Discrete', 'n': 2, 'start': 0})
+            >>> env.close()
+        """
+        if not self._returned:
+            raise RuntimeError("no rollout recorded yet: call record() first")
+        return {
+            "id": self._recording_id,
+            "index": self._returned - 1,
+            **describe_env(self._env),
+            "num_envs": self._num_envs,
+            "seed": self._seed,
+            "autoreset_mode": AutoresetMode(self._mode.value).name,
+        }
 
     @property
     def last_episodes(self) -> CompletedEpisodes:
@@ -370,6 +412,7 @@ class RolloutRecorder:
             self._failure = f"{type(exc).__name__}: {exc}".splitlines()[0]
             raise
         commit()
+        self._returned += 1
         return rollout
 
     __call__ = record

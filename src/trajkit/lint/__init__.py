@@ -35,6 +35,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from trajkit._io.files import DEFAULT_MAX_BYTES
+from trajkit._io.metadata import Recording
 from trajkit.lint.config import (
     DEFAULT_REWARD_SCALE_RATIO,
     LintConfig,
@@ -52,6 +53,7 @@ __all__ = [
     "Check",
     "Finding",
     "LintConfig",
+    "Recording",
     "Severity",
     "find_config",
     "lint",
