@@ -642,7 +642,7 @@ def test_the_import_command_says_each_refusal_in_one_line(
         [
             table.drop_columns(["env"]),
             _nulled(table, "reward", 0),
-            table.filter(pc.invert(table.column("bootstrap"))),
+            table.slice(1),  # a row missing
             _set(table, "step", table.column("step").cast(pa.float64())),
         ]
     ):
