@@ -4,8 +4,10 @@ For each rule of the rule table and each door that can carry the value (the cons
 whole-field assignment, a model output's per-step write and `append`, and `load` of a crafted
 file), a Hypothesis-chosen bad value at a Hypothesis-chosen position is refused with a
 `ValueError` subclass whose message holds the field's name and the rule's words; and valid
-values pass every door unchanged. The importers and the recorder have their own differential
-tests beside them (tests/test_arrow.py, tests/test_minari*.py, tests/gym/).
+values pass every door unchanged. The Arrow and Minari importers and the recorder (a real
+CartPole vector env with one value spoiled) refuse the same values with the same words; each
+door's own tests pin its full messages (tests/test_arrow_import.py, tests/test_minari_import.py,
+tests/gym/test_recorder_gate.py).
 """
 
 from __future__ import annotations
@@ -149,3 +151,109 @@ def test_valid_values_pass_every_door_unchanged(t: int, b: int, x: float) -> Non
     assigned = r.copy()
     assigned.rews = _with(r, "rews", t, b, x)["rews"]
     assert assigned.rews[t, b] == np.float32(x)
+
+
+# ------------------------------------------------------------ the importers and the recorder
+
+RECORDER_CASES: list[tuple[str, str, float, str]] = [
+    # (what the env returns wrong, the field's name in the message, the value, the words)
+    ("obs", "obses", np.nan, "must be finite, got nan"),
+    ("obs", "obses", np.inf, "must be finite, got inf"),
+    ("rews", "rews", np.nan, "must be finite, got nan"),
+    ("rews", "rews", -np.inf, "must be finite, got -inf"),
+    ("rews", "rews", 1e300, "beyond float32's range"),
+]
+
+
+@pytest.mark.parametrize(("part", "name", "value", "words"), RECORDER_CASES)
+@pytest.mark.parametrize("at", [1, 3])
+def test_the_recorder_refuses_what_the_constructor_refuses(
+    part: str, name: str, value: float, words: str, at: int
+) -> None:
+    pytest.importorskip("gymnasium")
+    import gymnasium as gym
+
+    from trajkit.gym import RolloutRecorder
+
+    class Bad(gym.vector.VectorWrapper):
+        """Puts `value` into env 1's observation or reward at the `at`-th step."""
+
+        steps = 0
+
+        def step(self, actions: Any) -> Any:
+            obs, rews, terms, truncs, infos = self.env.step(actions)
+            Bad.steps += 1
+            if Bad.steps == at:
+                if part == "obs":
+                    obs = obs.copy()
+                    obs[1, 2] = value
+                else:
+                    rews = np.asarray(rews, np.float64).copy()
+                    rews[1] = value
+            return obs, rews, terms, truncs, infos
+
+    env = Bad(gym.make_vec("CartPole-v1", num_envs=B, vectorization_mode="sync"))
+    recorder = RolloutRecorder(env, lambda obs: {"actions": np.zeros(len(obs), np.int64)}, seed=0)
+    with pytest.raises(ValueError, match=re.escape(words)) as caught:
+        recorder.record(T)
+    assert str(caught.value).startswith(name), str(caught.value)
+    # The constructor refuses the same value with the same words.
+    r = _valid()
+    with pytest.raises(ValueError, match=re.escape(words)):
+        Rollout(**_with(r, name, 0, 1, value))
+    env.close()
+
+
+@pytest.mark.parametrize(
+    ("value", "words"),
+    [(np.nan, "must be finite, got nan"), (1e300, "beyond float32's range")],
+)
+def test_the_arrow_importer_refuses_what_the_constructor_refuses(value: float, words: str) -> None:
+    pa = pytest.importorskip("pyarrow")
+    from trajkit.arrow import from_arrow, to_arrow
+
+    r = _valid()
+    table = to_arrow(r)
+    rewards = table.column("reward").to_numpy().astype(np.float64)
+    steps, envs = table.column("step").to_numpy(), table.column("env").to_numpy()
+    row = int(np.flatnonzero((steps == 2) & (envs == 1))[0])
+    rewards[row] = value
+    bad = table.set_column(
+        table.schema.get_field_index("reward"), "reward", pa.array(rewards, pa.float64())
+    )
+    with pytest.raises(ValueError, match=re.escape(words)) as caught:
+        from_arrow(bad)
+    assert "rews" in str(caught.value) or "reward" in str(caught.value)
+    with pytest.raises(ValueError, match=re.escape(words)):
+        Rollout(**_with(r, "rews", 2, 1, value))
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "words"),
+    [
+        ("rewards", np.nan, "must be finite, got nan"),
+        ("rewards", 1e300, "beyond float32's range"),
+        ("observations", np.nan, "must be finite, got nan"),
+        ("observations", -np.inf, "must be finite, got -inf"),
+    ],
+)
+def test_the_minari_importer_refuses_what_the_constructor_refuses(
+    field: str, value: float, words: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("minari")
+    monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path))
+    import trajkit.minari as tm
+    from tests.test_minari_import import _edited, _make
+
+    dataset = _make()
+    (ok,) = tm.from_minari(dataset)
+    if field == "rewards":
+        bad = ok.rews[:, 0].astype(np.float64)
+    else:
+        bad = ok.obses[:, 0].astype(np.float64)
+    bad[3] = value
+    with pytest.raises(ValueError, match=re.escape(words)):
+        tm.from_minari(_edited(dataset, monkeypatch, **{field: bad}))
+    name = "rews" if field == "rewards" else "obses"
+    with pytest.raises(ValueError, match=re.escape(words)):
+        Rollout(**_with(_valid(), name, 3, 0, value))
