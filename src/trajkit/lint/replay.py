@@ -11,12 +11,15 @@ neither recorded nor replayed.
 
 Compared, exactly: every observation (in the recorded dtype; the reset ones too), every
 reward (as float32), and where episodes end (and whether as truncations). The first
-difference of each env is reported (TK301 observation, at its row; TK302 reward and TK303
-episode end, at their step), and that env is not replayed further. A recording that cannot be
-replayed gives one TK300 note per file, saying why: no env id or seed, an env id that is not
-registered, `make_vec` arguments or vector wrappers that were not recorded, another
-vectorization mode than sync or async, no `actions`, or a file whose predecessors in the
-recording are not among the files linted.
+difference of each kind in each env is reported (TK301 observation, at its row; TK302
+reward and TK303 episode end, at their step). The env itself depends only on the seed and
+the actions, so its replay goes on after a difference in what the file holds, except where
+an episode ends in one and not in the other: there that env's replay stops.
+
+A recording that cannot be replayed gives one TK300 note per file, saying why: no env id
+or seed, an env id that is not registered, `make_vec` arguments or vector wrappers that were
+not recorded, another vectorization mode than sync or async, no `actions`, or a file whose
+predecessors in the recording are not among the files linted.
 """
 
 from __future__ import annotations
@@ -134,7 +137,8 @@ def _leaves(tree: Any) -> dict[tuple[Any, ...], AnyArray]:
 
 
 def _shown(value: AnyArray) -> str:
-    return str(value.item() if value.ndim == 0 else value.tolist())
+    """A value as NumPy prints it: float32 with the digits float32 has."""
+    return str(value[()]) if value.ndim == 0 else np.array2string(value, separator=", ")
 
 
 class _Replay:
@@ -147,7 +151,8 @@ class _Replay:
         self.seed = int(recording["seed"])
         self.vector: Any = None
         self.current: list[Any] = []  # env b's current observation
-        self.done = [False] * self.num_envs  # env b has diverged (or could not be stepped)
+        self.done = [False] * self.num_envs  # env b's episodes no longer match the file's
+        self.reported: list[set[str]] = [set() for _ in range(self.num_envs)]
 
     def run(
         self, files: Sequence[tuple[str, Mapping[str, Any]]], max_bytes: int | None
@@ -185,17 +190,25 @@ class _Replay:
             if first:
                 obs, _ = envs[b].reset(seed=self.seed + b)
                 self.current.append(obs)
-            finding = self._compare_obs(path, r, 0, b)
-            if finding is None:
-                finding = self._column(path, r, b, envs[b], actions)
-            if finding is not None:
-                self.done[b] = True
-                if finding.code in self.codes:
-                    yield finding
+            found = [self._compare_obs(path, r, 0, b)]
+            found += self._column(path, r, b, envs[b], actions)
+            for finding in found:
+                if finding is not None and finding.code not in self.reported[b]:
+                    self.reported[b].add(finding.code)
+                    if finding.code in self.codes:
+                        yield finding
 
-    def _column(self, path: str, r: Rollout, b: int, env: Any, actions: AnyArray) -> Finding | None:
+    def _column(
+        self, path: str, r: Rollout, b: int, env: Any, actions: AnyArray
+    ) -> list[Finding | None]:
+        """Replay env b through `r`: its differences, the first of each kind.
+
+        An episode that ends in the env and not in the file, or the other way, stops the
+        replay of env b (the env and the file no longer start episodes together).
+        """
         space = env.action_space
         trunc = r.truncated
+        found: list[Finding | None] = []
         for t in range(r.num_steps):
             action = actions[t, b]
             if isinstance(space, gym.spaces.Discrete):
@@ -203,15 +216,16 @@ class _Replay:
             else:
                 sent = np.asarray(action).astype(space.dtype)
             obs, reward, terminated, truncated, _ = env.step(sent)
-            recorded = float(r.rews[t, b])
-            if np.float32(reward) != r.rews[t, b]:
-                return Finding(
-                    "TK302",
-                    f"replay gives reward {float(np.float32(reward))!r} at step {t}, the file "
-                    f"holds {recorded!r}",
-                    path,
-                    b,
-                    t,
+            if np.float32(reward) != r.rews[t, b] and "TK302" not in self.reported[b]:
+                found.append(
+                    Finding(
+                        "TK302",
+                        f"replay gives reward {float(np.float32(reward))!r} at step {t}, the "
+                        f"file holds {float(r.rews[t, b])!r}",
+                        path,
+                        b,
+                        t,
+                    )
                 )
             ended = bool(terminated or truncated)
             cut = bool(truncated and not terminated)
@@ -220,21 +234,25 @@ class _Replay:
             if ended != says_end or (trunc is not None and cut != says_cut):
                 what = "truncates" if cut else "terminates" if ended else "does not end"
                 held = "a truncation" if says_cut else "an episode end" if says_end else "no end"
-                return Finding(
-                    "TK303",
-                    f"replay {what} the episode at step {t}, the file holds {held} "
-                    f"(dones[{t + 1}] = {int(r.dones[t + 1, b])})",
-                    path,
-                    b,
-                    t,
+                found.append(
+                    Finding(
+                        "TK303",
+                        f"replay {what} the episode at step {t}, the file holds {held} "
+                        f"(dones[{t + 1}] = {int(r.dones[t + 1, b])})",
+                        path,
+                        b,
+                        t,
+                    )
                 )
+                if ended != says_end:
+                    self.done[b] = True
+                    return found
             if ended:
                 obs, _ = env.reset()
             self.current[b] = obs
-            finding = self._compare_obs(path, r, t + 1, b)
-            if finding is not None:
-                return finding
-        return None
+            if "TK301" not in self.reported[b]:
+                found.append(self._compare_obs(path, r, t + 1, b))
+        return found
 
     def _compare_obs(self, path: str, r: Rollout, row: int, b: int) -> Finding | None:
         replayed = _leaves(self.current[b])
