@@ -159,7 +159,10 @@ def _public_callables() -> Iterator[tuple[str, Any]]:
             yield qualname, obj
             if not inspect.isclass(obj):
                 continue
-            for attr, member in vars(obj).items():
+            # Members of trajkit's own bases too (Rollout's methods live in mixins).
+            own = [klass for klass in obj.__mro__ if klass.__module__.startswith("trajkit")]
+            members = {attr: m for klass in reversed(own) for attr, m in vars(klass).items()}
+            for attr, member in members.items():
                 if attr.startswith("_") or (
                     attr.startswith("model_") and hasattr(pydantic.BaseModel, attr)
                 ):

@@ -595,10 +595,8 @@ class Dataset:
                 one), as for a rollout (`trajkit.MissingModelOutputError`, a `ValueError`).
             ValueError: If an argument is out of range (gamma and lam included).
             TypeError: If `seed` is of another type.
-            RolloutFileError: When a file is refused or does not conform to the spec.
-
-            All but `RolloutFileError` are raised at the call; a file's problems when the
-            file is reached.
+            RolloutFileError: When a file is refused or does not conform to the spec, once
+                the file is reached; every other error is raised at the call.
 
         Examples:
             >>> import tempfile

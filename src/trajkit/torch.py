@@ -510,9 +510,8 @@ def minibatches(
         ValueError: If the rollout lacks a key that `keys` names (by default, one of
             `PPO_KEYS`: pass `keys=` for a rollout without `log_probs`), or a size argument
             is invalid.
-        TypeError: If `seed` is of another type.
-
-        All raised at the call, not at the first minibatch.
+        TypeError: If `seed` is of another type. All of these are raised at the call, not at
+            the first minibatch.
 
     Examples:
         >>> from trajkit.testing import example_rollout

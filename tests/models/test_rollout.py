@@ -21,7 +21,7 @@ from tests.reference import as_seed_model_outs, gae_loop, stack_key
 from trajkit import ModelOutputs, Rollout
 from trajkit._core import fused, tree
 from trajkit._models import arrays
-from trajkit._models import rollout as rollout_module
+from trajkit._models import rollout_checks as rollout_module
 from trajkit.testing import example_rollout, rollouts
 
 T, B, A = 5, 3, 4

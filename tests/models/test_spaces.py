@@ -24,7 +24,7 @@ from trajkit import (
 from trajkit._core import fused
 from trajkit._core.tree import flatten, format_path
 from trajkit._models import arrays
-from trajkit._models import rollout as rollout_module
+from trajkit._models import rollout_checks as rollout_module
 from trajkit.testing import ACTION_KINDS, example_rollout, rollouts
 
 T, B = 4, 3

@@ -1,0 +1,268 @@
+"""The training methods trajkit adds to `Rollout`: arrays, minibatches, episode statistics.
+
+Mixed into [`Rollout`][trajkit.Rollout], which is one class. The minibatch methods are thin
+adapters over the minibatch engine (`trajkit._core.minibatch`): `ppo_arrays` is what every
+adapter (these methods, `trajkit.torch`, `Dataset.minibatches`) starts from.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Literal, TypeAlias
+
+import numpy as np
+
+from trajkit._base.rng import as_generator
+from trajkit._base.types import ArrayTree
+from trajkit._core import gae as _gae
+from trajkit._core import minibatch as _mb
+from trajkit._core import tree as _tree
+from trajkit._core.episodes import EpisodeStats, episode_stats
+from trajkit._models.rollout_obs_tower2 import ObsTower2Methods
+
+__all__ = [
+    "AdvantageNormalization",
+    "TrainingMethods",
+    "advantage_normalization",
+    "normalized_minibatch",
+    "ppo_arrays",
+]
+
+AdvantageNormalization: TypeAlias = Literal["rollout", "minibatch"] | None
+"""How minibatch methods standardize advantages: not at all, over the rollout, or per batch."""
+
+
+class TrainingMethods(ObsTower2Methods):
+    """The methods trajkit adds to obs-tower2's `Rollout` (mixed into `trajkit.Rollout`)."""
+
+    __slots__ = ()
+
+    def episode_stats(self) -> EpisodeStats:
+        """Episode ends (terminations and truncations) and the complete episodes' returns.
+
+        See [`trajkit.episode_stats`][trajkit.episode_stats].
+
+        Returns:
+            The `EpisodeStats`.
+
+        Examples:
+            >>> from trajkit.testing import example_rollout
+            >>> r = example_rollout(num_steps=32, num_envs=4, truncation=True)
+            >>> stats = r.episode_stats()
+            >>> stats.episodes == int(r.dones[1:].sum())
+            True
+        """
+        return episode_stats(self.rews, self.dones, self.truncated)
+
+    def training_arrays(self, gamma: float, lam: float) -> dict[str, ArrayTree]:
+        """Every array a PPO step needs, aligned on `[T, B, ...]` (rows 0..T-1).
+
+        Keys: `obses`, `states`, `dones`, `rews`, `advantages`, `returns`, and every
+        model-output key (`actions`, `log_probs`, `critic`, `actor`, ...) with one value per
+        env: per-step scalar outputs (`[T+1]`, such as GAIL's `prob_pi`) have no entry per
+        env, and are left out. The arrays are views where possible, not copies. Nested
+        `obses` and `states` keep their structure, with every leaf cut to `[T, B, ...]`.
+
+        Args:
+            gamma: Discount, finite, in [0, 1].
+            lam: GAE λ, finite, in [0, 1].
+
+        Returns:
+            Name to `[T, B, ...]` array.
+
+        Raises:
+            MissingModelOutputError: If there is no `critic` (advantages and returns need
+                it), as every method that computes them raises.
+            ValueError: If a model-output key has the name of a field, or gamma or lam is not
+                a finite number in [0, 1].
+
+        Examples:
+            >>> from trajkit.testing import example_rollout
+            >>> arrays = example_rollout(num_steps=4, num_envs=3).training_arrays(0.99, 0.95)
+            >>> sorted(arrays)  # doctest: +NORMALIZE_WHITESPACE
+            ['actions', 'actor', 'advantages', 'critic', 'dones', 'log_probs', 'obses',
+             'returns', 'rews', 'states']
+        """
+        return ppo_arrays(self, "training_arrays", gamma, lam)
+
+    def minibatches(
+        self,
+        minibatch_size: int,
+        *,
+        gamma: float,
+        lam: float,
+        epochs: int = 1,
+        drop_last: bool = False,
+        seed: int | np.random.Generator | None = None,
+        normalize_advantages: AdvantageNormalization = None,
+    ) -> Iterator[dict[str, ArrayTree]]:
+        """Yield shuffled PPO minibatches: every training array gathered at once.
+
+        Advantages and returns are computed once; each epoch is a fresh permutation of all
+        (t, b), cut into minibatches of `minibatch_size` (the last one smaller unless
+        `drop_last`). Each minibatch maps the names of
+        [`training_arrays`][trajkit.Rollout.training_arrays] to `[n, ...]` arrays; nested
+        `obses` and `states` come out with the same structure, every leaf gathered.
+
+        Args:
+            minibatch_size: Entries per minibatch, at least 1.
+            gamma: Discount, finite, in [0, 1].
+            lam: GAE λ, finite, in [0, 1].
+            epochs: Passes over the data.
+            drop_last: Drop each epoch's last, smaller minibatch.
+            seed: An int, a `numpy.random.Generator`, or `None` for fresh entropy.
+            normalize_advantages: `None` (the default) leaves `advantages` as computed;
+                `"rollout"` standardizes them once over the whole rollout (population std);
+                `"minibatch"` standardizes each minibatch on its own with the unbiased std,
+                as stable-baselines3 and CleanRL do (a minibatch of one is left as is).
+                `returns` are never changed.
+
+        Returns:
+            An iterator of minibatches, each name to `[n, ...]` array.
+
+        Raises:
+            MissingModelOutputError: If there is no `critic` (advantages need it).
+            ValueError: If a size argument is not an integer or is below its minimum, if
+                `drop_last` would yield nothing, or gamma, lam or `normalize_advantages` is
+                invalid.
+            TypeError: If `seed` is of another type. All of these are raised at the call,
+                before the first minibatch.
+
+        Examples:
+            >>> from trajkit.testing import example_rollout
+            >>> r = example_rollout(num_steps=4, num_envs=3)
+            >>> sizes = [len(mb["advantages"]) for mb in r.minibatches(5, gamma=0.99, lam=0.95)]
+            >>> sizes
+            [5, 5, 2]
+            >>> mb = next(r.minibatches(6, gamma=0.99, lam=0.95, normalize_advantages="minibatch"))
+            >>> round(float(mb["advantages"].std(ddof=1)), 4)
+            1.0
+        """
+        per_minibatch = advantage_normalization(normalize_advantages)
+        plan = _mb.plan_minibatches(
+            self.num_steps, self.batch_size, minibatch_size, epochs=epochs, drop_last=drop_last
+        )
+        rng = as_generator(seed)
+        arrays = ppo_arrays(self, "minibatches", gamma, lam, normalize_advantages)
+        rows_of = _mb.as_rows(_tree.flatten_fields(arrays))
+        rebuild = _tree.fields_rebuilder(arrays)
+        return (
+            normalized_minibatch(rebuild(_mb.take_rows(rows_of, rows)), per_minibatch)
+            for rows in _mb.minibatch_rows(plan, rng)
+        )
+
+    def sequence_minibatches(
+        self,
+        envs_per_batch: int,
+        *,
+        gamma: float,
+        lam: float,
+        epochs: int = 1,
+        drop_last: bool = False,
+        seed: int | np.random.Generator | None = None,
+        normalize_advantages: AdvantageNormalization = None,
+    ) -> Iterator[dict[str, ArrayTree]]:
+        """Yield minibatches of whole env columns (all T steps) for recurrent policies.
+
+        Each minibatch maps the names of [`training_arrays`][trajkit.Rollout.training_arrays]
+        to time-major `[T, n, ...]` arrays for a shuffled set of n envs; `states[0]` holds the
+        initial recurrent state and `dones` marks where to reset it. Nested `obses` and
+        `states` keep their structure.
+
+        Args:
+            envs_per_batch: Envs per minibatch, at least 1.
+            gamma: Discount, finite, in [0, 1].
+            lam: GAE λ, finite, in [0, 1].
+            epochs: Passes over the envs.
+            drop_last: Drop each epoch's last, smaller minibatch.
+            seed: An int, a `numpy.random.Generator`, or `None` for fresh entropy.
+            normalize_advantages: As for [`minibatches`][trajkit.Rollout.minibatches]:
+                `None`, `"rollout"` or `"minibatch"` (over the `[T, n]` advantages of each).
+
+        Returns:
+            An iterator of minibatches, each name to `[T, n, ...]` array.
+
+        Raises:
+            MissingModelOutputError: If there is no `critic`.
+            ValueError: If a size argument is invalid, or gamma, lam or
+                `normalize_advantages` is. As for
+                [`minibatches`][trajkit.Rollout.minibatches], all raised at the call.
+            TypeError: If `seed` is of another type.
+
+        Examples:
+            >>> from trajkit.testing import example_rollout
+            >>> r = example_rollout(num_steps=4, num_envs=3)
+            >>> [mb["obses"].shape[:2] for mb in r.sequence_minibatches(2, gamma=0.9, lam=0.9)]
+            [(4, 2), (4, 1)]
+        """
+        per_minibatch = advantage_normalization(normalize_advantages)
+        plan = _mb.plan_sequences(
+            self.batch_size, envs_per_batch, epochs=epochs, drop_last=drop_last
+        )
+        rng = as_generator(seed)
+        arrays = ppo_arrays(self, "sequence_minibatches", gamma, lam, normalize_advantages)
+        flat = _tree.flatten_fields(arrays)
+        rebuild = _tree.fields_rebuilder(arrays)
+        return (
+            normalized_minibatch(rebuild(_mb.gather_sequences(flat, b_idx)), per_minibatch)
+            for b_idx in _mb.sequence_rows(plan, rng)
+        )
+
+
+def ppo_arrays(
+    rollout: ObsTower2Methods,
+    method: str,
+    gamma: float,
+    lam: float,
+    normalize: AdvantageNormalization = None,
+) -> dict[str, ArrayTree]:
+    """The training arrays of `rollout` for `method` (named in every refusal), checked now.
+
+    What every minibatch adapter starts from (`Rollout.minibatches`, `trajkit.torch`,
+    `Dataset.minibatches`): a rollout without a `critic` raises `MissingModelOutputError`.
+    With `normalize="rollout"` the advantages are standardized over the whole rollout.
+    """
+    outs = rollout._complete_outs(method)
+    T = rollout.num_steps
+    critic = rollout._critic(method)
+    advantages = _gae.gae(
+        rollout.rews,
+        critic,
+        rollout.dones,
+        gamma,
+        lam,
+        truncated=rollout.truncated,
+        final_values=rollout.final_values,
+    )
+    arrays: dict[str, ArrayTree] = {
+        "obses": _tree.map_leaves(lambda leaf: leaf[:T], rollout.obses),
+        "states": _tree.map_leaves(lambda leaf: leaf[:T], rollout.states),
+        "dones": rollout.dones[:T],
+        "rews": rollout.rews,
+        "advantages": advantages,
+        "returns": advantages + critic[:T],
+    }
+    for key, array in outs.items():
+        if key in arrays:
+            raise ValueError(f"model_outs key {key!r} clashes with the field of that name")
+        if array.ndim > 1:  # per-step scalars `[T+1]` have no entry per env
+            arrays[key] = array[:T]
+    if normalize == "rollout":
+        arrays["advantages"] = _gae.normalize_advantages(advantages)
+    return arrays
+
+
+def advantage_normalization(mode: object) -> bool:
+    """Check a `normalize_advantages=` argument; return whether it asks for per-minibatch."""
+    if mode is not None and mode not in ("rollout", "minibatch"):
+        raise ValueError(
+            f"normalize_advantages must be None, 'rollout' or 'minibatch', got {mode!r}"
+        )
+    return mode == "minibatch"
+
+
+def normalized_minibatch(batch: dict[str, ArrayTree], normalize: bool) -> dict[str, ArrayTree]:
+    """Standardize a minibatch's advantages with the unbiased std when `normalize`."""
+    if normalize:
+        batch["advantages"] = _gae.normalize_advantages(batch["advantages"], ddof=1)
+    return batch
