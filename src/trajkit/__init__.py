@@ -4,17 +4,29 @@ The public API, by layer (each layer imports only the ones above it):
 
 - **Base**: array aliases and errors: `RolloutFileError`.
 - **Core** (pure NumPy): `gae`, `lambda_returns`, `normalize_advantages`, `gae_backend`,
-  `episode_stats`, `EpisodeStats`,
-  `minibatch_indices`, `index_batches`, `index_stream`, `gather`,
-  `sequence_minibatch_indices`, `gather_sequences`.
+  `episode_stats`, `EpisodeStats`; the minibatch engine's public pair for your own arrays,
+  `minibatch_indices` + `gather` (and `sequence_minibatch_indices` + `gather_sequences` for
+  recurrent policies). `index_stream` and `index_batches` are deprecated: use
+  `Rollout.entries` and `Rollout.batches`.
 - **Models** (pydantic): `Rollout`, `ModelOutputs`, `StepOutputs`, `FIELD_DIMS`,
   `MODEL_OUTPUT_DIMS`, `RolloutFields`, `AdvantageNormalization`, `RolloutSpec`, `OutputSpec`,
-  `RolloutValidationError`.
+  `RolloutValidationError`, `MissingModelOutputError`.
 - **Files**: `save`, `load`, `read_metadata`, `RolloutFileMetadata`, `DEFAULT_MAX_BYTES`,
   `FORMAT_NAME`, `FORMAT_VERSION`.
 
-Imported on their own: `trajkit.testing` (an example rollout and Hypothesis strategies),
-`trajkit.gym` (the Gymnasium recorder, needs `trajkit[gym]`) and `trajkit.cli`.
+Imported on their own (`import trajkit` loads none of them, nor their extras):
+
+- `trajkit.testing`: an example rollout, and Hypothesis strategies (`trajkit[testing]`).
+- `trajkit.dataset`: a folder of rollout files with a pinned spec: append, validate,
+  statistics, minibatches across files.
+- `trajkit.lint`: checks of what a recording holds, beyond what validation refuses.
+- `trajkit.torch`: training tensors and minibatches on your device (`trajkit[torch]`).
+- `trajkit.gym`: the Gymnasium recorder (`trajkit[gym]`).
+- `trajkit.arrow`: Arrow tables and Parquet files of steps (`trajkit[arrow]`).
+- `trajkit.minari`: Minari datasets, both ways (`trajkit[minari]`).
+- `trajkit.ray`: Ray Data datasets of files, steps and arrays (`trajkit[ray]`).
+- `trajkit.plot`: figures of a rollout (`trajkit[plot]`).
+- `trajkit.cli`: the `trajkit` command (`validate`, `info`, ...).
 
 Examples:
     >>> import trajkit

@@ -28,7 +28,7 @@ import ast
 import functools
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any, TypeAlias, TypeVar
+from typing import Any, TypeAlias
 
 import numpy as np  # noqa: F401  (used by the doctests)
 
@@ -36,6 +36,7 @@ __all__ = [
     "Path",
     "PathKey",
     "Tree",
+    "TreePath",
     "fields_rebuilder",
     "flatten",
     "flatten_fields",
@@ -51,18 +52,17 @@ __all__ = [
     "same_structure",
     "structure_of",
     "unflatten",
-    "unflatten_fields",
     "unflatten_paths",
 ]
 
-L = TypeVar("L")
-M = TypeVar("M")
 
 PathKey: TypeAlias = "str | int"
 """One step of a path: a dict key (`str`) or a tuple index (`int`)."""
 
-Path: TypeAlias = "tuple[str | int, ...]"
+TreePath: TypeAlias = "tuple[str | int, ...]"
 """The keys and indices from the root to a leaf; `()` is the root itself (a bare leaf)."""
+Path: TypeAlias = TreePath
+"""The former name of `TreePath` (not `pathlib.Path`), until the integrations use `TreePath`."""
 
 Tree: TypeAlias = Any
 """A leaf, a `dict[str, Tree]` or a `tuple[Tree, ...]`.
@@ -112,7 +112,7 @@ def normalize(value: Any, name: str = "value") -> Tree:
     return _normalize(value, name, ())
 
 
-def _normalize(value: Any, name: str, path: Path) -> Tree:
+def _normalize(value: Any, name: str, path: TreePath) -> Tree:
     if isinstance(value, Mapping):
         if not value:
             raise ValueError(f"{format_path(name, path)} is an empty mapping: it holds no arrays")
@@ -132,7 +132,7 @@ def _normalize(value: Any, name: str, path: Path) -> Tree:
     return value
 
 
-def _walk(tree: Tree, path: Path, out: list[tuple[Path, Any]]) -> None:
+def _walk(tree: Tree, path: TreePath, out: list[tuple[TreePath, Any]]) -> None:
     if isinstance(tree, dict):
         for key, item in tree.items():
             _walk(item, (*path, key), out)
@@ -143,7 +143,7 @@ def _walk(tree: Tree, path: Path, out: list[tuple[Path, Any]]) -> None:
         out.append((path, tree))
 
 
-def flatten(tree: Tree) -> list[tuple[Path, Any]]:
+def flatten(tree: Tree) -> list[tuple[TreePath, Any]]:
     """The `(path, leaf)` pairs of `tree`, depth first, dicts in insertion order.
 
     A bare leaf gives `[((), leaf)]`.
@@ -154,7 +154,7 @@ def flatten(tree: Tree) -> list[tuple[Path, Any]]:
         >>> flatten(np.int8(5))
         [((), np.int8(5))]
     """
-    out: list[tuple[Path, Any]] = []
+    out: list[tuple[TreePath, Any]] = []
     _walk(tree, (), out)
     return out
 
@@ -169,7 +169,7 @@ def leaves(tree: Tree) -> list[Any]:
     return [leaf for _, leaf in flatten(tree)]
 
 
-def paths(tree: Tree) -> list[Path]:
+def paths(tree: Tree) -> list[TreePath]:
     """The leaf paths of `tree` in `flatten` order.
 
     Examples:
@@ -235,7 +235,7 @@ def map_leaves(fn: Callable[[Any], Any], tree: Tree) -> Tree:
     return fn(tree)
 
 
-def map_with_path(fn: Callable[[Path, Any], Any], tree: Tree) -> Tree:
+def map_with_path(fn: Callable[[TreePath, Any], Any], tree: Tree) -> Tree:
     """Apply `fn(path, leaf)` to every leaf, keeping the structure.
 
     Useful to validate leaves with messages that name them.
@@ -247,7 +247,7 @@ def map_with_path(fn: Callable[[Path, Any], Any], tree: Tree) -> Tree:
     return _map_with_path(fn, tree, ())
 
 
-def _map_with_path(fn: Callable[[Path, Any], Any], tree: Tree, path: Path) -> Tree:
+def _map_with_path(fn: Callable[[TreePath, Any], Any], tree: Tree, path: TreePath) -> Tree:
     if isinstance(tree, dict):
         return {key: _map_with_path(fn, item, (*path, key)) for key, item in tree.items()}
     if isinstance(tree, tuple):
@@ -279,7 +279,7 @@ def same_structure(a: Tree, b: Tree) -> bool:
     return paths(a) == paths(b) and (is_leaf(a) == is_leaf(b))
 
 
-def get_leaf(tree: Tree, path: Path) -> Any:
+def get_leaf(tree: Tree, path: TreePath) -> Any:
     """The leaf (or subtree) of `tree` at `path`.
 
     Raises:
@@ -299,7 +299,7 @@ def get_leaf(tree: Tree, path: Path) -> Any:
     return node
 
 
-def unflatten_paths(pairs: Iterable[tuple[Path, Any]]) -> Tree:
+def unflatten_paths(pairs: Iterable[tuple[TreePath, Any]]) -> Tree:
     """Build a tree from `(path, leaf)` pairs, as `flatten` returns them.
 
     `str` keys make dicts (in first-seen order), `int` keys make tuples (the indices of each
@@ -322,13 +322,13 @@ def unflatten_paths(pairs: Iterable[tuple[Path, Any]]) -> Tree:
     return _from_pairs(items, ())
 
 
-def _from_pairs(items: list[tuple[Path, Any]], prefix: Path) -> Tree:
+def _from_pairs(items: list[tuple[TreePath, Any]], prefix: TreePath) -> Tree:
     depth = len(prefix)
     if any(len(path) == depth for path, _ in items):
         if len(items) != 1:
             raise ValueError(f"path {format_path('', prefix)!r} is both a leaf and a container")
         return items[0][1]
-    groups: dict[str | int, list[tuple[Path, Any]]] = {}
+    groups: dict[str | int, list[tuple[TreePath, Any]]] = {}
     for path, leaf in items:
         groups.setdefault(path[depth], []).append((path, leaf))
     keys = list(groups)
@@ -364,7 +364,7 @@ def format_path(name: str, path: Sequence[str | int]) -> str:
 _STEP = re.compile(r"\[(\d+|'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")\]")
 
 
-def parse_path(text: str, name: str = "") -> Path:
+def parse_path(text: str, name: str = "") -> TreePath:
     """Parse what `format_path` wrote back into a path.
 
     Args:
@@ -392,7 +392,7 @@ def parse_path(text: str, name: str = "") -> Path:
     return _parse_path(text, name)
 
 
-def _parse_path(text: str, name: str) -> Path:
+def _parse_path(text: str, name: str) -> TreePath:
     if not text.startswith(name):
         raise ValueError(f"not a path under {name!r}: {text!r}")
     rest = text[len(name) :]
@@ -416,7 +416,7 @@ def flatten_fields(fields: Mapping[str, Tree]) -> dict[str, Any]:
 
     A field that is a bare leaf keeps its name as key, so flat data passes through unchanged.
     This lets code written for a dict of arrays (e.g. `trajkit.gather`) work on nested fields;
-    `unflatten_fields` puts the structure back.
+    `fields_rebuilder` puts the structure back.
 
     Raises:
         ValueError: If two leaves render to the same key (a field literally named like the
@@ -436,29 +436,10 @@ def flatten_fields(fields: Mapping[str, Tree]) -> dict[str, Any]:
     return flat
 
 
-def unflatten_fields(structure: Mapping[str, Tree], flat: Mapping[str, Any]) -> dict[str, Tree]:
-    """Inverse of `flatten_fields`: rebuild each field of `structure` from `flat`'s leaves.
-
-    Args:
-        structure: The named trees that were flattened (only their structure is used).
-        flat: Rendered path to new leaf, with every key `flatten_fields(structure)` has.
-
-    Returns:
-        Field name to the rebuilt tree.
-
-    Examples:
-        >>> fields = {"obses": {"image": 1, "pos": (2,)}, "rews": 3}
-        >>> flat = {k: v * 10 for k, v in flatten_fields(fields).items()}
-        >>> unflatten_fields(fields, flat)
-        {'obses': {'image': 10, 'pos': (20,)}, 'rews': 30}
-    """
-    return fields_rebuilder(structure)(flat)
-
-
 def fields_rebuilder(
     structure: Mapping[str, Tree],
 ) -> Callable[[Mapping[str, Any]], dict[str, Tree]]:
-    """`unflatten_fields` for one structure, with the keys worked out once.
+    """The inverse of `flatten_fields` for one structure, with the keys worked out once.
 
     For rebuilding many batches of the same fields (one per minibatch, say).
 

@@ -56,15 +56,15 @@ _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")  # how a surrogate gets in
 _QUOTE = ord('"')
 _NOT_STRUCTURAL = bytes(c for c in range(256) if c not in b'"[]{}')
 
-Path = tuple[Any, ...]  # (t, b, key or index, ...): formatted only for a message
+InfoPath = tuple[Any, ...]  # (t, b, key or index, ...): formatted only for a message
 
 
-def _where(path: Path) -> str:
+def _where(path: InfoPath) -> str:
     t, b, *rest = path
     return f"infos[{t}][{b}]" + "".join(f"[{part!r}]" for part in rest)
 
 
-def _refuse(where: Path | str, why: str) -> ValueError:
+def _refuse(where: InfoPath | str, why: str) -> ValueError:
     text = where if isinstance(where, str) else _where(where)
     return ValueError(f"{text} {why}; infos are saved as JSON and must load back equal")
 
@@ -74,7 +74,7 @@ _TOO_LONG = f"is an integer of more than {MAX_INT_DIGITS} digits, more than JSON
 _SURROGATE = "is a str that is not valid Unicode (lone surrogate)"
 
 
-def _convert(value: Any, path: Path) -> Any:
+def _convert(value: Any, path: InfoPath) -> Any:
     """Return `value` as plain JSON data, or raise naming its path. Plain types go fast."""
     kind = type(value)
     if kind is str or kind is int or kind is bool or value is None:
@@ -97,13 +97,13 @@ def _convert(value: Any, path: Path) -> Any:
     return _convert_other(value, path)
 
 
-def _key(key: Any, path: Path) -> str:
+def _key(key: Any, path: InfoPath) -> str:
     if isinstance(key, str):
         return str(key)
     raise _refuse(path, f"has the key {key!r} ({type(key).__name__}); JSON keys are strings")
 
 
-def _convert_other(value: Any, path: Path) -> Any:
+def _convert_other(value: Any, path: InfoPath) -> Any:
     """Subclasses of the plain types, NumPy scalars, other mappings; refusals."""
     if isinstance(value, np.generic):
         if not isinstance(value, np.bool_ | np.integer | np.floating | np.str_):
@@ -142,7 +142,7 @@ def _first(rows: Sequence[Sequence[Any]], flagged: Callable[[Any], bool]) -> str
     most `MAX_DEPTH` levels (the nesting is checked before).
     """
 
-    def walk(value: Any, path: Path) -> str | None:
+    def walk(value: Any, path: InfoPath) -> str | None:
         if flagged(value):
             return _where(path)
         if len(path) - 2 > MAX_DEPTH:

@@ -1,4 +1,4 @@
-"""`Rollout`: a validated batch of trajectory segments, faithful to the obs-tower2 seed."""
+"""`Rollout`: a validated batch of trajectory segments, faithful to obs-tower2's."""
 
 from __future__ import annotations
 
@@ -128,13 +128,13 @@ class Rollout(TrainingMethods, BaseModel):
         rews: Rewards `[T, B]`, finite, stored as float32.
         dones: Episode starts `[T+1, B]`, only 0 and 1 (bool accepted), stored as float32.
         infos: T rows of B mappings (`None` gives empty dicts).
-        model_outs: The seed's list of T+1 dicts (key -> array with leading dim B), or a
+        model_outs: obs-tower2's list of T+1 dicts (key -> array with leading dim B), or a
             mapping key -> stacked `[T+1, B, ...]` array.
         truncated: Optional `[T, B]` 0/1 flags: step t's episode was cut by a time limit
             (requires `dones[t+1] = 1`). Given together with `final_values`.
         final_values: Optional `[T, B]` critic values of the true final observation of step t,
             used by `advantages` where `truncated` is 1.
-        copy: Copy the input arrays (the default, as the seed does). `False` keeps arrays of
+        copy: Copy the input arrays (the default, as obs-tower2 does). `False` keeps arrays of
             the right dtype as given, e.g. memory-mapped files. Every array argument may also
             be a plain CPU PyTorch tensor, converted like an array; a tensor that requires
             grad or is on a GPU is refused, naming the field: pass

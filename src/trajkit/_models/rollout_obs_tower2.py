@@ -105,7 +105,7 @@ class ObsTower2Methods:
         """The actions taken at each timestep: `model_outs[t]['actions']`, a new array.
 
         int32 for integer actions (Discrete `[T+1, B]`, MultiDiscrete and MultiBinary
-        `[T+1, B, K]`), as in the seed; float32 `[T+1, B, ...]` for continuous (Box) actions.
+        `[T+1, B, K]`), as in obs-tower2; float32 `[T+1, B, ...]` for continuous (Box) actions.
 
         Raises:
             MissingModelOutputError: If there is no `actions` key (a `KeyError`).
@@ -222,15 +222,16 @@ class ObsTower2Methods:
     ) -> Iterator[list[tuple[int, int]]]:
         """Yield `count` batches, each a list of `batch_size` `(timestep, env)` tuples.
 
-        As in the seed, batches are cut from an endless stream of shuffled permutations of all
+        As in obs-tower2, batches are cut from an endless stream of shuffled permutations of all
         (t, b) (see `entries`), so a batch may span two permutations. For array indices, use
-        [`minibatches`][trajkit.Rollout.minibatches] or [`trajkit.index_batches`][].
+        [`minibatches`][trajkit.Rollout.minibatches] or
+        [`trajkit.minibatch_indices`][trajkit.minibatch_indices].
 
         Args:
             batch_size: Entries per batch, at least 1.
             count: Number of batches, at least 0.
-            seed: `None` (the default) shuffles with Python's global `random` exactly as the
-                seed did, so `random.seed(s)` reproduces its batches entry for entry; a
+            seed: `None` (the default) shuffles with Python's global `random` exactly as
+                obs-tower2 did, so `random.seed(s)` reproduces its batches entry for entry; a
                 `random.Random` does the same with its own state; an int or a
                 `numpy.random.Generator` shuffles with NumPy (faster, independent of `random`).
 
@@ -258,8 +259,8 @@ class ObsTower2Methods:
         Every consecutive run of T·B entries (from the start) is a permutation of all (t, b).
 
         Args:
-            seed: `None` (the default) shuffles with Python's global `random` exactly as the
-                seed did (see [`batches`][trajkit.Rollout.batches]); a `random.Random`, an int
+            seed: `None` (the default) shuffles with Python's global `random` exactly as
+                obs-tower2 did (see [`batches`][trajkit.Rollout.batches]); a `random.Random`, an int
                 or a `numpy.random.Generator` as there.
 
         Raises:
