@@ -34,6 +34,7 @@ import trajkit
 import trajkit.cli
 import trajkit.dataset
 import trajkit.gym
+import trajkit.lint
 import trajkit.plot
 import trajkit.ray
 import trajkit.testing
@@ -99,7 +100,7 @@ def test_every_gym_name_is_on_the_gym_page() -> None:
     assert not missing, f"add `::: trajkit.gym.<name>` to docs/reference/gym.md: {missing}"
 
 
-@pytest.mark.parametrize("name", ["torch", "plot", "arrow", "minari", "dataset", "ray"])
+@pytest.mark.parametrize("name", ["torch", "plot", "arrow", "minari", "dataset", "ray", "lint"])
 def test_every_integration_name_is_on_its_page(name: str) -> None:
     module = importlib.import_module(f"trajkit.{name}")
     entries = reference_entries()[f"{name}.md"]
@@ -135,7 +136,8 @@ def _public_callables() -> Iterator[tuple[str, Any]]:
     """Every public function and class, and every public method and property of those classes.
 
     Public means listed in the `__all__` of `trajkit`, `trajkit.testing`, `trajkit.gym`,
-    `trajkit.cli`, `trajkit.torch`, `trajkit.plot`, `trajkit.dataset` or `trajkit.ray`.
+    `trajkit.cli`, `trajkit.torch`, `trajkit.plot`, `trajkit.dataset`, `trajkit.ray` or
+    `trajkit.lint`.
     Members inherited from pydantic's `BaseModel` are pydantic's to document.
     """
     modules = (
@@ -147,6 +149,7 @@ def _public_callables() -> Iterator[tuple[str, Any]]:
         trajkit.plot,
         trajkit.dataset,
         trajkit.ray,
+        trajkit.lint,
     )
     for module in modules:
         for name in module.__all__:
