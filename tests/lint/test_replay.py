@@ -14,7 +14,6 @@ from trajkit.lint import lint
 gym = pytest.importorskip("gymnasium")
 from trajkit.gym import RolloutRecorder  # noqa: E402
 
-
 SAME_STEP = {"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP}
 DISABLED = {"autoreset_mode": gym.vector.AutoresetMode.DISABLED}
 

@@ -1,4 +1,4 @@
-"""The `trajkit` command line: `validate`, `info`, `plot`, `export`, `import` and `schema`.
+"""The `trajkit` command line: `validate`, `lint`, `info`, `plot`, `export`, `import`, `schema`.
 
 Exit codes: 0 success (every file valid), 1 a file is invalid, missing or unreadable (or an
 output cannot be written), 2 a usage error (bad options, unreadable `--spec` file, an `--out`
@@ -364,7 +364,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     Commands: `validate PATH... [--spec SPEC.json] [--json] [--quick] [--max-bytes SIZE]
     [--progress]`, `info PATH [--gamma G] [--lam L]`, `plot PATH... --out DIR`,
     `export PATH... --out FILE.parquet`, `import FILE.parquet --out DIR`,
-    `schema [--metadata]`. The [CLI reference](cli.md) lists every option, and
+    `schema [--metadata]`, `lint PATH... [--select CODES] [--ignore CODES] [--json]
+    [--replay]` (exit 1 on an error or warning; see [Lint](../lint.md)). The
+    [CLI reference](cli.md) lists every option, and
     [Recorded trajectories](../file-format.md#command-line) the output of each command.
 
     Args:

@@ -73,8 +73,7 @@ def describe_space(space: spaces.Space[Any]) -> dict[str, Any]:
 
 
 def _plain(value: Any) -> Any:
-    """`value` with enums (such as `AutoresetMode.SAME_STEP`) as their values, which
-    `make_vec` accepts back."""
+    """`value` with enums (`AutoresetMode.SAME_STEP`) as their values, which `make_vec` takes."""
     if isinstance(value, enum.Enum):
         return value.value
     if isinstance(value, dict):
