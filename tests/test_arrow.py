@@ -15,6 +15,7 @@ pq = pytest.importorskip("pyarrow.parquet")
 
 import trajkit  # noqa: E402
 import trajkit.arrow as ta  # noqa: E402
+from trajkit.arrow._export import episode_ids  # noqa: E402
 from trajkit.testing import ACTION_KINDS, example_rollout, rollouts  # noqa: E402
 
 
@@ -111,7 +112,7 @@ def test_episode_ids_run_across_consecutive_rollouts() -> None:
     b = b.replace(dones=np.array([[0, 1], [0, 0], [1, 0]], np.float32))  # env 0 goes on
     c = example_rollout(num_steps=2, num_envs=3, seed=2, done_prob=0.0)
     c = c.replace(dones=np.zeros((3, 3), np.float32))  # another B: nothing carried over
-    ids = ta._episode_ids([a, b, c])
+    ids = episode_ids([a, b, c])
     assert ids[0].tolist() == [[0, 2], [0, 3], [1, 3]]
     assert ids[1].tolist() == [[1, 4], [1, 4]]  # env 0 keeps 1; env 1 ended at a's last step
     assert ids[2][0].tolist() == [5, 6, 7]

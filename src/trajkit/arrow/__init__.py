@@ -1,0 +1,334 @@
+"""Rollouts as Arrow tables and Parquet files (needs `trajkit[arrow]`).
+
+One row per transition: row `t * B + b` of a rollout is step `t` of env `b` (time-major),
+T rows per env. A row holds what a data engineer expects of a transition, and the values
+after it in `next_` columns, so the rollout's last observation row (the bootstrap row) is the
+`next_` values of each env's last transition. The layout, column by column:
+
+- `rollout`, `step`, `env` (int32): which rollout of the table, t and b;
+- `episode_id` (int64): an id per episode; in a file of several rollouts (`write_parquet`),
+  an episode that goes on into the next rollout (`dones[T]` is 0 for that env) keeps its id;
+- `obs`, `obs.<key>...` (the leaf's dtype): the observation `obses[t]`; scalars, or nested
+  fixed-size lists of the leaf's shape (`[84, 84, 4]` images read as such by pyarrow, polars,
+  DuckDB, pandas and HF `datasets`);
+- `action`: `model_outs['actions'][t]`, when the rollout has actions;
+- `reward` (float32), `terminated` and `truncated` (bool): step t's reward and how it ended
+  its episode (both false when the episode goes on);
+- `next_obs...`: `obses[t + 1]`, the observation after the step;
+- `is_first` (bool): `dones[t]`, the observation `obs` starts an episode;
+- `final_value` (float32): `final_values[t]`, when the rollout has truncation bootstraps;
+- `out.<key>`: the other model outputs at t (`out.critic`, `out.log_probs`, ...);
+- `state...`: env states at t (leaves with no values per row, such as empty states
+  `(T+1, B, 0)`, are left out);
+- `next_action`, `next_out.<key>`, `next_state...`: the same at t + 1;
+- `info` (string): the step's info as JSON; null when empty;
+- `trajkit_layout` (string): this layout as JSON, on the first row of each rollout (step 0,
+  env 0), null elsewhere.
+
+The layout JSON (also in the schema's metadata, key `trajkit`) records what the column
+names cannot: the exact tree paths of nested leaves, each leaf's dtype and shape, which
+fields are present and the layout version, so that [`from_arrow`][trajkit.arrow.from_arrow]
+rebuilds the same rollout (`==`), dtypes and shapes included, even from a file that polars,
+DuckDB or HF `datasets` rewrote (they drop schema metadata, and keep the column).
+
+Examples:
+    >>> import trajkit.arrow
+    >>> from trajkit.testing import example_rollout
+    >>> r = example_rollout(num_steps=4, num_envs=2)
+    >>> table = trajkit.arrow.to_arrow(r)
+    >>> table.num_rows, table.column("obs").type
+    (8, FixedSizeListType(fixed_size_list<item: float>[4]))
+    >>> trajkit.arrow.from_arrow(table) == r
+    True
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator
+from typing import IO, TYPE_CHECKING, Any
+
+import numpy as np
+
+from trajkit._base.optional import require
+from trajkit._base.types import AnyArray
+from trajkit._core import tree as _tree
+from trajkit._io.atomic import atomic_write
+from trajkit._io.mapped import mapped_files
+from trajkit._io.remote import is_url
+from trajkit._models.arrays import first_true
+from trajkit._models.rollout import Rollout
+from trajkit.arrow._export import episode_ids, rollout_table
+from trajkit.arrow._import import index_column, read_table
+from trajkit.arrow._layout import (
+    LAYOUT_COLUMN,
+    LAYOUT_VERSION,
+    TensorType,
+    check_type,
+    load_pyarrow,
+    read_layout,
+)
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+__all__ = [
+    "LAYOUT_COLUMN",
+    "LAYOUT_VERSION",
+    "MAX_ROWS",
+    "from_arrow",
+    "read_parquet",
+    "to_arrow",
+    "write_parquet",
+]
+
+MAX_ROWS = 1 << 24
+"""The most rows [`from_arrow`][trajkit.arrow.from_arrow] and
+[`read_parquet`][trajkit.arrow.read_parquet] read unless told otherwise (16,777,216): a
+Parquet file of constant rows compresses to almost nothing, so its declared row count is
+checked against this budget before anything is read."""
+
+
+def to_arrow(rollout: Rollout, *, index: int = 0, tensor_type: TensorType = "list") -> pa.Table:
+    """Return a rollout as an Arrow table in the documented layout (see the module).
+
+    Args:
+        rollout: The rollout, of at least one step; its model outputs must be complete.
+        index: The value of the `rollout` column (to tell rollouts apart in one table).
+        tensor_type: How leaves with a trailing shape are stored: `"list"` (nested
+            fixed-size lists, which every tool reads) or `"extension"` (Arrow's canonical
+            `arrow.fixed_shape_tensor`, which HF `datasets` cannot read).
+
+    Returns:
+        A `pyarrow.Table` of `T * B` rows, with trajkit's layout in its schema metadata and
+        its `trajkit_layout` column.
+
+    Raises:
+        ImportError: If pyarrow is not installed.
+        ValueError: If the rollout has no steps, its model outputs are still being built,
+            two leaves would share a column name, or an info value cannot be stored as JSON
+            exactly (as for `trajkit.save`).
+
+    Examples:
+        >>> import trajkit.arrow
+        >>> from trajkit.testing import example_rollout
+        >>> table = trajkit.arrow.to_arrow(example_rollout(num_steps=3, num_envs=2))
+        >>> table.column_names[:7]
+        ['rollout', 'step', 'env', 'episode_id', 'obs', 'action', 'reward']
+    """
+    return rollout_table(rollout, index, None, tensor_type)
+
+
+def from_arrow(table: pa.Table, *, max_rows: int | None = MAX_ROWS) -> Rollout:
+    """Rebuild the rollout that [`to_arrow`][trajkit.arrow.to_arrow] turned into `table`.
+
+    Rows may come in any order (they are sorted by step, then env); the table must hold one
+    rollout, every (step, env) of T steps by B envs exactly once. The layout comes from the
+    schema metadata (key `trajkit`) or, when a tool dropped it, from the `trajkit_layout`
+    column; where both are there they must agree. The structure is checked before anything
+    the size of the rollout is built:
+
+    - every column of the layout is present (`final_value` when the layout records
+      truncations), and no other column: trajkit never drops data it does not know;
+    - numbers and flags are in numeric or boolean columns (timestamps, strings, ... are
+      refused), cells of the layout's shape as nested lists (fixed-size or not) or
+      fixed-shape tensors, with no nulls (`info` may be null anywhere: an empty info);
+    - `terminated` or `truncated` is true exactly where the next row's `is_first` is, never
+      both, `truncated` only when the layout records truncations;
+    - each `next_` column equals its column one step later (`next_obs` at step t is `obs` at
+      step t+1), so that the last step's is the bootstrap row;
+    - `episode_id` is one id per episode as `is_first` cuts them, a different one for each;
+    - values are stored in the dtype the layout records for each leaf only where no value
+      changes (no wrap, no truncation, no overflow to inf), under the rules every door
+      applies (finite observations, 0/1 flags, ...);
+    - infos are checked by the rule `trajkit.save` applies, so an imported rollout saves.
+
+    Args:
+        table: A table in trajkit's layout.
+        max_rows: The most rows to accept (`None`: no limit); see `MAX_ROWS`.
+
+    Returns:
+        The rollout.
+
+    Raises:
+        ImportError: If pyarrow is not installed.
+        ValueError: Naming the column (and the step and env) for anything above.
+
+    Examples:
+        >>> import trajkit.arrow
+        >>> from trajkit.testing import example_rollout
+        >>> r = example_rollout(num_steps=3, num_envs=2, nested=True)
+        >>> table = trajkit.arrow.to_arrow(r)
+        >>> trajkit.arrow.from_arrow(table) == r
+        True
+        >>> trajkit.arrow.from_arrow(table.replace_schema_metadata(None)) == r  # as polars writes
+        True
+        >>> trajkit.arrow.from_arrow(table.drop_columns(["step"]))
+        Traceback (most recent call last):
+        ...
+        ValueError: the table has no column 'step', which trajkit's layout needs
+    """
+    rollout, _ = read_table(table, max_rows)
+    return rollout
+
+
+def write_parquet(
+    rollouts: Rollout | Iterable[Rollout],
+    path: str | os.PathLike[str],
+    *,
+    tensor_type: TensorType = "list",
+    **options: Any,
+) -> None:
+    """Write one rollout or several to a Parquet file, in the layout of `to_arrow`.
+
+    Rollouts are numbered by the `rollout` column in the order given. They must share their
+    structure (fields, leaves, dtypes and model-output keys); T and B may differ. Episode
+    ids run across the rollouts: consecutive rollouts of one recorder (an env's episode
+    going on from one into the next) give that episode one id.
+
+    The file is written atomically: into a temporary file next to `path`
+    (`.trajkit-XXXXXXXX.tmp`), fsynced, then renamed over `path`, so that an existing file
+    is replaced whole or not at all, even if the process is killed midway. A file the
+    rollouts are memory-mapped from (`trajkit.load(..., mmap=True)`) is refused as `path`,
+    by identity (hard links and symlinks included; found where the system lists a process's
+    memory maps, as Linux does). A URL (`s3://...`) is handed to pyarrow as it is.
+
+    Args:
+        rollouts: A rollout, or an iterable of rollouts.
+        path: The Parquet file to write; an existing regular file is replaced.
+        tensor_type: How leaves with a trailing shape are stored (see `to_arrow`).
+        **options: Passed to `pyarrow.parquet.write_table` (e.g. `compression="zstd"`).
+
+    Raises:
+        ImportError: If pyarrow is not installed.
+        ValueError: If no rollout is given, the rollouts differ in structure, one has no
+            steps, or `path` is a file the rollouts are read from.
+        OSError: If `path` is a folder, a FIFO, a device or a socket, or cannot be written.
+
+    Examples:
+        >>> import os, tempfile
+        >>> import trajkit.arrow
+        >>> from trajkit.testing import example_rollout
+        >>> rs = [example_rollout(num_steps=4, num_envs=2, seed=s) for s in range(3)]
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     path = os.path.join(tmp, "runs.parquet")
+        ...     trajkit.arrow.write_parquet(rs, path)
+        ...     trajkit.arrow.read_parquet(path) == rs
+        True
+    """
+    pa = load_pyarrow()
+    parquet = require("pyarrow.parquet", "arrow", "trajkit.arrow")
+    items = [rollouts] if isinstance(rollouts, Rollout) else list(rollouts)
+    if not items:
+        raise ValueError("write_parquet needs at least one rollout")
+    ids = episode_ids(items)
+    tables = [rollout_table(r, i, ids[i], tensor_type) for i, r in enumerate(items)]
+    first = tables[0].schema
+    for i, table in enumerate(tables[1:], start=1):
+        if not table.schema.equals(first, check_metadata=True):
+            raise ValueError(
+                f"rollout {i} differs in structure from rollout 0 (fields, leaves, dtypes or "
+                "model outputs); write such rollouts to separate files"
+            )
+    table = pa.concat_tables(tables)
+    where = os.fspath(path)
+    if is_url(where):
+        parquet.write_table(table, where, **options)
+        return
+
+    def write(file: IO[bytes]) -> None:
+        parquet.write_table(table, file, **options)
+
+    sources = mapped_files(leaf for r in items for leaf in _rollout_arrays(r))
+    atomic_write(where, write, inputs=sources, verb="write", by="write_parquet()")
+
+
+def _rollout_arrays(rollout: Rollout) -> Iterator[AnyArray]:
+    """Every array of `rollout`: tree leaves, the per-step fields and the model outputs."""
+    for name in ("states", "obses"):
+        for _, leaf in _tree.flatten(getattr(rollout, name)):
+            yield leaf
+    for array in (rollout.rews, rollout.dones, rollout.truncated, rollout.final_values):
+        if array is not None:
+            yield array
+    yield from rollout.model_outs.arrays.values()
+
+
+def read_parquet(path: str | os.PathLike[str], *, max_rows: int | None = MAX_ROWS) -> list[Rollout]:
+    """Read the rollouts of a Parquet file in trajkit's layout (see `write_parquet`).
+
+    The file's row count, as its footer declares it, is checked against `max_rows` before
+    any row is read; each rollout is then checked as [`from_arrow`][trajkit.arrow.from_arrow]
+    checks a table, and the `episode_id` column against the numbering `write_parquet`
+    gives the rollouts. A file that polars, DuckDB or HF `datasets` rewrote (without the
+    schema metadata) reads back the same, through its `trajkit_layout` column.
+
+    Args:
+        path: The Parquet file.
+        max_rows: The most rows to read (`None`: no limit); see `MAX_ROWS`.
+
+    Returns:
+        The rollouts, validated, in the order of their `rollout` column.
+
+    Raises:
+        ImportError: If pyarrow is not installed.
+        OSError: If the file cannot be read.
+        ValueError: If the file is not Parquet, has more rows than `max_rows`, or is not in
+            trajkit's layout (see `from_arrow`).
+
+    Examples:
+        >>> import os, tempfile
+        >>> import trajkit.arrow
+        >>> from trajkit.testing import example_rollout
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     path = os.path.join(tmp, "run.parquet")
+        ...     trajkit.arrow.write_parquet(example_rollout(), path)
+        ...     [r.num_steps for r in trajkit.arrow.read_parquet(path)]
+        [4]
+    """
+    pa = load_pyarrow()
+    parquet = require("pyarrow.parquet", "arrow", "trajkit.arrow")
+    where, filesystem = os.fspath(path), None
+    if is_url(where):
+        filesystem, where = require("pyarrow.fs", "arrow", "trajkit.arrow").FileSystem.from_uri(
+            where
+        )
+    try:
+        with parquet.ParquetFile(where, filesystem=filesystem) as file:
+            declared = file.metadata.num_rows
+            if max_rows is not None and declared > max_rows:
+                raise ValueError(
+                    f"the file declares {declared} rows, more than max_rows={max_rows}; "
+                    "pass a larger max_rows (or None) to read it"
+                )
+            table = file.read()
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
+        raise ValueError(f"not a readable Parquet file: {exc}") from None
+    if table.num_rows != declared:  # pragma: no cover - pyarrow reads what the footer says
+        raise ValueError(f"the file declares {declared} rows but holds {table.num_rows}")
+    read_layout(pa, table)
+    if "rollout" not in table.column_names:
+        raise ValueError("the table has no column 'rollout', which trajkit's layout needs")
+    check_type(pa, "rollout", table.schema.field("rollout").type, "index")
+    ids = index_column(table, "rollout")
+    order = np.argsort(ids, kind="stable")
+    bounds = np.flatnonzero(np.diff(ids[order])) + 1
+    read = [read_table(_rows_of(table, rows), None) for rows in np.split(order, bounds)]
+    rollouts = [rollout for rollout, _ in read]
+    for i, ((_, got), expected) in enumerate(zip(read, episode_ids(rollouts), strict=True)):
+        if not np.array_equal(got, expected):
+            t, b = first_true(got != expected)
+            raise ValueError(
+                f"column 'episode_id' of rollout {i} holds {int(got[t, b])} at step {t}, env "
+                f"{b}, where write_parquet numbers that episode {int(expected[t, b])} (ids run "
+                "across the file's rollouts; an episode going on into the next rollout keeps "
+                "its id)"
+            )
+    return rollouts
+
+
+def _rows_of(table: Any, rows: AnyArray) -> Any:
+    """The table's `rows` (ascending): a zero-copy slice where they are consecutive."""
+    if len(rows) and int(rows[-1]) - int(rows[0]) == len(rows) - 1:
+        return table.slice(int(rows[0]), len(rows))
+    return table.take(rows)

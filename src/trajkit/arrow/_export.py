@@ -1,0 +1,198 @@
+"""A rollout as an Arrow table: one row per transition, in the layout `trajkit.arrow` documents."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from trajkit._base.types import AnyArray
+from trajkit._core import tree as _tree
+from trajkit._io.infos import info_entries, sparse_infos_to_json
+from trajkit._models.rollout import Rollout, given_infos
+from trajkit.arrow._layout import (
+    FORMAT,
+    LAYOUT_COLUMN,
+    LAYOUT_VERSION,
+    META_KEY,
+    TensorType,
+    load_pyarrow,
+)
+
+_FIELDS = {"obses": ("obs", "next_obs"), "states": ("state", "next_state")}
+
+
+def _leaf_column(pa: Any, array: AnyArray, tensor_type: TensorType) -> Any:
+    """A `[T, B, ...]` array as one column of T*B values.
+
+    Trailing dimensions become nested fixed-size lists (or an `arrow.fixed_shape_tensor`).
+    """
+    cell = array.shape[2:]
+    flat = pa.array(np.ascontiguousarray(array).reshape(-1))
+    if not cell:
+        return flat
+    if tensor_type == "extension":
+        tensor = pa.fixed_shape_tensor(pa.from_numpy_dtype(array.dtype), list(cell))
+        storage = pa.FixedSizeListArray.from_arrays(flat, int(np.prod(cell)))
+        return pa.ExtensionArray.from_storage(tensor, storage)
+    for size in reversed(cell):
+        flat = pa.FixedSizeListArray.from_arrays(flat, size)
+    return flat
+
+
+def _column_name(prefix: str, path: _tree.Path) -> str:
+    return ".".join([prefix, *map(str, path)])
+
+
+def _output_columns(key: str) -> tuple[str, str]:
+    if key == "actions":
+        return "action", "next_action"
+    return f"out.{key}", f"next_out.{key}"
+
+
+def new_episodes(dones: AnyArray, carried: AnyArray) -> AnyArray:
+    """`[T, B]`: where a new episode id starts (an episode start, or t = 0 unless carried)."""
+    new: AnyArray = dones[:-1] == 1
+    new[0] = ~carried
+    return new
+
+
+def episode_ids(rollouts: Sequence[Rollout]) -> list[AnyArray]:
+    """Each rollout's `[T, B]` episode ids, numbered across the sequence.
+
+    Within a rollout, new ids go env by env (env b's episodes after env b-1's). An env's
+    first row keeps the id of its episode in the previous rollout when that rollout has the
+    same number of envs, did not end the episode there (`dones[T]` is 0) and this one does
+    not start one (`dones[0]` is 0): consecutive rollouts of one recorder.
+    """
+    ids: list[AnyArray] = []
+    next_id = 0
+    running: AnyArray | None = None  # per env, the id going on past the previous rollout, or -1
+    for r in rollouts:
+        B = r.batch_size
+        carried = np.zeros(B, bool)
+        if running is not None and len(running) == B:
+            carried = (running >= 0) & (r.dones[0] != 1)
+        new = new_episodes(r.dones, carried)
+        count = np.cumsum(new.T.reshape(-1)).reshape(B, -1).T  # env-major numbering
+        seen = np.cumsum(new, axis=0) > 0
+        previous = running if running is not None and len(running) == B else np.zeros(B, int)
+        local: AnyArray = np.where(seen, next_id + count - 1, previous[None, :]).astype(np.int64)
+        ids.append(local)
+        next_id += int(new.sum())
+        running = np.where(r.dones[-1] == 1, -1, local[-1])
+    return ids
+
+
+def rollout_table(
+    rollout: Rollout, index: int, ids: AnyArray | None, tensor_type: TensorType
+) -> Any:
+    pa = load_pyarrow()
+    if tensor_type not in ("list", "extension"):
+        raise ValueError(f"tensor_type must be 'list' or 'extension', got {tensor_type!r}")
+    rollout.revalidate()
+    T, B = rollout.num_steps, rollout.batch_size
+    if T == 0:
+        raise ValueError(
+            "the rollout has no steps (T = 0): the table has one row per transition, so it "
+            "would have no row to hold the rollout's observation"
+        )
+    rows = T * B
+    if ids is None:
+        ids = episode_ids([rollout])[0]
+    ends = rollout.dones[1:] == 1
+    cut = (rollout.truncated == 1) if rollout.truncated is not None else np.zeros((T, B), bool)
+    columns: dict[str, Any] = {
+        "rollout": pa.array(np.full(rows, index, np.int32)),
+        "step": pa.array(np.repeat(np.arange(T, dtype=np.int32), B)),
+        "env": pa.array(np.tile(np.arange(B, dtype=np.int32), T)),
+        "episode_id": pa.array(ids.reshape(-1)),
+    }
+    later: dict[str, Any] = {}  # the columns after the per-step ones, in order
+
+    def add(target: dict[str, Any], name: str, array: AnyArray) -> None:
+        if name in columns or name in later:
+            raise ValueError(
+                f"two leaves of the rollout would both be column {name!r} (a key with a "
+                "'.' in it?); rename one to export the rollout"
+            )
+        target[name] = _leaf_column(pa, array, tensor_type)
+
+    layout: dict[str, Any] = {"format": FORMAT, "version": LAYOUT_VERSION, "fields": {}}
+    firsts: dict[str, list[tuple[str, AnyArray]]] = {"obses": [], "states": []}
+    for field, (prefix, next_prefix) in _FIELDS.items():
+        entries = []
+        for path, leaf in _tree.flatten(getattr(rollout, field)):
+            entry: dict[str, Any] = {
+                "path": list(path), "dtype": leaf.dtype.str, "shape": list(leaf.shape[2:]),
+                "column": None, "next": None,
+            }  # fmt: skip
+            if 0 not in leaf.shape[2:]:  # a leaf with no values per row (empty states) has none
+                entry["column"] = _column_name(prefix, path)
+                entry["next"] = _column_name(next_prefix, path)
+                firsts[field].append((entry["column"], leaf))
+            entries.append(entry)
+        nested = not _tree.is_leaf(getattr(rollout, field))
+        layout["fields"][field] = {"nested": nested, "leaves": entries}
+    for name, leaf in firsts["obses"]:
+        add(columns, name, leaf[:T])
+    outs = rollout.model_outs.arrays
+    if "actions" in outs:
+        add(columns, "action", _per_env(outs["actions"], B)[:T])
+    columns["reward"] = pa.array(rollout.rews.reshape(-1).astype(np.float32))
+    columns["terminated"] = pa.array((ends & ~cut).reshape(-1))
+    columns["truncated"] = pa.array((ends & cut).reshape(-1))
+    for name, leaf in firsts["obses"]:
+        add(columns, "next_" + name, leaf[1:])
+    columns["is_first"] = pa.array(rollout.dones[:T].reshape(-1) == 1)
+    if rollout.final_values is not None:
+        columns["final_value"] = pa.array(rollout.final_values.reshape(-1).astype(np.float32))
+    layout["model_outs"] = []
+    for key, array in outs.items():
+        column, next_column = _output_columns(key)
+        layout["model_outs"].append(
+            {
+                "key": key, "column": column, "next": next_column,
+                "dtype": array.dtype.str, "shape": list(array.shape[2:]),
+                **({"per_step": True} if array.ndim == 1 else {}),
+            }
+        )  # fmt: skip
+        if key != "actions":
+            add(columns, column, _per_env(array, B)[:T])
+    for key in sorted(outs, key=lambda key: key != "actions"):  # next_action first
+        add(later, _output_columns(key)[1], _per_env(outs[key], B)[1:])
+    for name, leaf in firsts["states"]:
+        add(columns, name, leaf[:T])
+    for name, leaf in firsts["states"]:
+        add(later, "next_" + name, leaf[1:])
+    columns.update(later)
+    layout["truncation"] = rollout.truncated is not None
+    columns["info"] = _info_column(pa, rollout, rows)
+    layout_text = json.dumps(layout)
+    columns[LAYOUT_COLUMN] = pa.array([layout_text] + [None] * (rows - 1), pa.string())
+    table = pa.table(columns)
+    return table.replace_schema_metadata({META_KEY: layout_text.encode()})
+
+
+def _per_env(array: AnyArray, B: int) -> AnyArray:
+    """A model output as `[T+1, B, ...]`: a per-step scalar `[T+1]` repeated on each env."""
+    if array.ndim == 1:
+        return np.broadcast_to(array[:, None], (len(array), B))
+    return array
+
+
+def _info_column(pa: Any, rollout: Rollout, rows: int) -> Any:
+    infos = given_infos(rollout)
+    if infos is None:
+        return pa.nulls(rows, pa.string())
+    B = rollout.batch_size
+    texts: list[str | None] = [None] * rows  # empty infos: null
+    for t, b, info in info_entries(infos):  # converted and checked as save does
+        texts[t * B + b] = json.dumps(info, ensure_ascii=False, allow_nan=False)
+    try:
+        return pa.array(texts, pa.string())
+    except UnicodeEncodeError:  # a lone surrogate: refused as save refuses it, naming it
+        sparse_infos_to_json(infos)
+        raise

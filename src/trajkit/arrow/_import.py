@@ -1,0 +1,338 @@
+"""An Arrow table in trajkit's layout back into a rollout, every value checked on the way."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from trajkit._base.types import AnyArray
+from trajkit._core import tree as _tree
+from trajkit._io.infos import (
+    BYTES_PER_NESTED,
+    NESTED_ALLOWANCE,
+    infos_to_json,
+    sparse_infos_to_json,
+    strict_json_loads,
+)
+from trajkit._models.arrays import first_true
+from trajkit._models.rollout import Rollout
+from trajkit._models.rules import FIELD_RULES, conform_into, lossless
+from trajkit.arrow._export import new_episodes
+from trajkit.arrow._layout import check_columns, load_pyarrow, read_layout
+
+
+def read_table(table: Any, max_rows: int | None) -> tuple[Rollout, AnyArray]:
+    """The rollout of a one-rollout table, and its episode ids `[T, B]`."""
+    pa = load_pyarrow()
+    layout = read_layout(pa, table)
+    check_columns(pa, table, layout)
+    rows = table.num_rows
+    if max_rows is not None and rows > max_rows:
+        raise ValueError(
+            f"the table has {rows} rows, more than max_rows={max_rows}; pass a larger "
+            "max_rows (or None) to read it"
+        )
+    if rows == 0:
+        raise ValueError("the table has no rows; a rollout has at least one step per env")
+    ids = index_column(table, "rollout")
+    if int(ids.min()) != int(ids.max()):
+        raise ValueError(
+            f"the table holds {len(np.unique(ids))} rollouts; split it by its "
+            "'rollout' column (read_parquet does) before from_arrow"
+        )
+    grid = _Grid.of(pa, table)
+    T, B = grid.T, grid.B
+    float32 = np.dtype(np.float32)
+    flag = FIELD_RULES["truncated"]
+    starts = conform_into(FIELD_RULES["dones"], float32, grid.cells("is_first"), "is_first")
+    terminated = conform_into(flag, float32, grid.cells("terminated"), "column 'terminated'")
+    cut = conform_into(flag, float32, grid.cells("truncated"), "column 'truncated'")
+    dones = np.concatenate([starts, _ends(starts, terminated, cut)[None]])
+    episodes = grid.cells("episode_id")
+    _check_episodes(episodes, dones)
+    rews = conform_into(FIELD_RULES["rews"], float32, grid.cells("reward"), "rews")
+    truncated = final_values = None
+    if layout["truncation"]:
+        truncated = cut
+        final_values = conform_into(
+            FIELD_RULES["final_values"], float32, grid.cells("final_value"), "final_values"
+        )
+    elif (cut == 1).any():
+        t, b = first_true(cut == 1)
+        raise ValueError(
+            f"column 'truncated' is true at step {t}, env {b}, but the table's layout says "
+            "the rollout has no truncations ('truncation': false)"
+        )
+    fields: dict[str, Any] = {}
+    for field in ("obses", "states"):
+        entry = layout["fields"][field]
+        rule = FIELD_RULES[field]
+        pairs = []
+        for leaf in entry["leaves"]:
+            path, dtype, shape = tuple(leaf["path"]), np.dtype(leaf["dtype"]), leaf["shape"]
+            if leaf["column"] is None:
+                pairs.append((path, np.zeros((T + 1, B, *shape), dtype)))
+                continue
+            name = f"{_tree.format_path(field, path)} (column {leaf['column']!r})"
+            values = conform_into(rule, dtype, grid.both(leaf, shape), name)
+            pairs.append((path, values))
+        fields[field] = _tree.unflatten_paths(pairs) if entry["nested"] else pairs[0][1]
+    outs = {item["key"]: _output(grid, item) for item in layout["model_outs"]}
+    rollout = Rollout(
+        states=fields["states"],
+        obses=fields["obses"],
+        rews=rews,
+        dones=dones,
+        infos=_infos(grid),
+        model_outs=outs,
+        truncated=truncated,
+        final_values=final_values,
+        copy=False,
+    )
+    return rollout, episodes
+
+
+def _ends(starts: AnyArray, terminated: AnyArray, cut: AnyArray) -> AnyArray:
+    """`dones[T]` from the flags of the last step, with the flags checked against `is_first`."""
+    both = (terminated == 1) & (cut == 1)
+    if both.any():
+        t, b = first_true(both)
+        raise ValueError(
+            f"columns 'terminated' and 'truncated' are both true at step {t}, env {b}; an "
+            "episode ends one way"
+        )
+    flagged = (terminated == 1) | (cut == 1)
+    following = starts[1:] == 1
+    if not np.array_equal(flagged[:-1], following):
+        t, b = first_true(flagged[:-1] != following)
+        if flagged[t, b]:
+            which = "terminated" if terminated[t, b] == 1 else "truncated"
+            raise ValueError(
+                f"column {which!r} contradicts column 'is_first': it is true at step {t}, "
+                f"env {b}, but 'is_first' is false at step {t + 1} (an episode that ended "
+                "there makes the next step start one)"
+            )
+        raise ValueError(
+            f"columns 'terminated' and 'truncated' contradict column 'is_first': both are "
+            f"false at step {t}, env {b}, but 'is_first' is true at step {t + 1} (one of them "
+            "says how the episode before ended)"
+        )
+    last: AnyArray = flagged[-1].astype(np.float32)
+    return last
+
+
+def _check_episodes(ids: AnyArray, dones: AnyArray) -> None:
+    """One id per episode as `dones` cuts them (each env's first row starts one), all distinct."""
+    new = new_episodes(dones, np.zeros(dones.shape[1], bool))
+    T, B = new.shape
+    number = np.cumsum(new.T.reshape(-1)).reshape(B, T).T - 1  # the episode of each (t, b)
+    firsts = np.flatnonzero(new.T.reshape(-1))  # env-major positions of each episode's start
+    first_ids = ids.T.reshape(-1)[firsts]
+    expected = first_ids[number]
+    if not np.array_equal(ids, expected):
+        t, b = first_true(ids != expected)
+        raise ValueError(
+            f"column 'episode_id' changes within an episode at step {t}, env {b}: it holds "
+            f"{int(ids[t, b])}, where the episode's first step holds {int(expected[t, b])} "
+            "('is_first' is false there)"
+        )
+    unique, counts = np.unique(first_ids, return_counts=True)
+    if (counts > 1).any():
+        value = unique[int(np.argmax(counts > 1))]
+        (a, b_), *_ = ((int(p) % T, int(p) // T) for p in firsts[first_ids == value])
+        raise ValueError(
+            f"column 'episode_id' gives {int(counts.max())} episodes the id {int(value)} "
+            f"(the first starts at step {a}, env {b_}); each episode has its own"
+        )
+
+
+class _Grid:
+    """The rows of a one-rollout table as a (step, env) grid, read column by column."""
+
+    def __init__(self, pa: Any, table: Any, T: int, B: int, order: AnyArray | None) -> None:
+        self.pa, self.table, self.T, self.B, self.order = pa, table, T, B, order
+
+    @classmethod
+    def of(cls, pa: Any, table: Any) -> _Grid:
+        """Check that `step` and `env` index every (step, env) once; before any allocation."""
+        rows = table.num_rows
+        steps = index_column(table, "step")
+        envs = index_column(table, "env")
+        for name, values in (("step", steps), ("env", envs)):
+            low = int(values.min())
+            if low < 0:
+                row = int(np.argmin(values))
+                raise ValueError(f"column {name!r} holds {low} at row {row}; it counts from 0")
+        T, B = int(steps.max()) + 1, int(envs.max()) + 1
+        if rows != T * B:  # Python ints: no overflow, and nothing allocated yet
+            raise ValueError(
+                f"the rows are not a full grid of steps 0..{T - 1} by envs 0..{B - 1}: that "
+                f"makes {T * B} rows, the table has {rows} (each (step, env) once)"
+            )
+        keys = steps.astype(np.int64) * B + envs.astype(np.int64)  # < rows: bounded above
+        counts = np.bincount(keys, minlength=rows)
+        if (counts != 1).any():
+            key = int(np.argmax(counts > 1))
+            t, b = divmod(key, B)
+            raise ValueError(
+                f"the rows are not a full grid of steps 0..{T - 1} by envs 0..{B - 1}: step "
+                f"{t}, env {b} appears {int(counts[key])} times (each (step, env) once)"
+            )
+        order = None if (np.diff(keys) == 1).all() else np.argsort(keys)
+        return cls(pa, table, T, B, order)
+
+    def _where(self, i: int) -> str:
+        t, b = divmod(i, self.B)
+        row = i if self.order is None else int(self.order[i])
+        return f"step {t}, env {b} (row {row})"
+
+    def _column(self, name: str) -> Any:
+        column = self.table.column(name).combine_chunks()
+        if self.order is not None:
+            column = column.take(self.pa.array(self.order))
+        return column
+
+    def cells(self, name: str, shape: Sequence[int] = ()) -> AnyArray:
+        """A column as `[T, B, *shape]`: a value in every cell, no null anywhere."""
+        pa = self.pa
+        column = self._column(name)
+        if column.null_count:
+            nulls = column.is_null().to_numpy(zero_copy_only=False)
+            raise ValueError(
+                f"column {name!r} is null at {self._where(int(np.argmax(nulls)))}; a "
+                "rollout has a value at every step"
+            )
+        if isinstance(column.type, pa.FixedShapeTensorType):
+            column = column.storage
+            shape_here: Sequence[int] = (int(np.prod(shape)),)
+        else:
+            shape_here = shape
+        per_row = 1  # values of the current level in one row
+        for level, size in enumerate(shape_here):
+            if level and column.null_count:
+                self._inner_null(name, column, per_row)
+            if not pa.types.is_fixed_size_list(column.type):
+                lengths = pa.compute.list_value_length(column).to_numpy(zero_copy_only=False)
+                if (lengths != size).any():
+                    i = int(np.argmax(lengths != size))
+                    raise ValueError(
+                        f"column {name!r} holds a list of {int(lengths[i])} values at "
+                        f"{self._where(i // per_row)}, where the layout's cell shape "
+                        f"{list(shape)} needs {size} (level {level + 1})"
+                    )
+            column = column.flatten()
+            per_row *= size
+        if len(shape_here) and column.null_count:
+            self._inner_null(name, column, per_row)
+        values = column.to_numpy(zero_copy_only=False)
+        return np.ascontiguousarray(values.reshape(self.T, self.B, *shape))
+
+    def _inner_null(self, name: str, column: Any, per_row: int) -> None:
+        nulls = column.is_null().to_numpy(zero_copy_only=False)
+        raise ValueError(
+            f"column {name!r} holds a null value at "
+            f"{self._where(int(np.argmax(nulls)) // per_row)}; a rollout has a value at every "
+            "step"
+        )
+
+    def both(self, item: dict[str, Any], shape: Sequence[int]) -> AnyArray:
+        """A leaf or output's column and its `next_` column as `[T+1, B, ...]`, checked to agree."""
+        values = self.cells(item["column"], shape)
+        after = self.cells(item["next"], shape)
+        same = values[1:] == after[:-1]
+        if values.dtype.kind == "f" or after.dtype.kind == "f":  # NaN is NaN here, as in `==`
+            same |= np.isnan(values[1:].astype(np.float64)) & np.isnan(
+                after[:-1].astype(np.float64)
+            )
+        if not same.all():
+            t, b = (int(i) for i in np.argwhere(~same)[0][:2])
+            raise ValueError(
+                f"column {item['next']!r} contradicts column {item['column']!r}: it holds at "
+                f"step {t}, env {b} another value than {item['column']!r} at step {t + 1} (the "
+                "values after a step are those of the next step)"
+            )
+        return np.concatenate([values, after[-1:]])
+
+    def texts(self, name: str) -> list[str | None]:
+        """A string column's values in grid order (nulls as `None`)."""
+        try:
+            texts: list[str | None] = self._column(name).to_pylist()
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"column {name!r} holds text that is not UTF-8: {exc}") from None
+        return texts
+
+
+def index_column(table: Any, name: str) -> AnyArray:
+    """An integer column with no nulls (`rollout`, `step`, `env`), as NumPy."""
+    column = table.column(name)
+    if column.null_count:
+        nulls = column.is_null().to_numpy()
+        raise ValueError(f"column {name!r} is null at row {int(np.argmax(nulls))}")
+    values: AnyArray = column.to_numpy()
+    if values.dtype.kind == "u" and values.size and int(values.max()) > np.iinfo(np.int64).max:
+        row = int(np.argmax(values))
+        raise ValueError(f"column {name!r} holds {int(values[row])} at row {row}, out of range")
+    return values
+
+
+def _output(grid: _Grid, item: dict[str, Any]) -> AnyArray:
+    """A model output `[T+1, B, ...]`; a per-step scalar's `[T+1]`, equal on every env."""
+    name = f"model_outs[{item['key']!r}] (column {item['column']!r})"
+    values = lossless(grid.both(item, item["shape"]), np.dtype(item["dtype"]), name)
+    if not item.get("per_step"):
+        return values
+    first = values[:, :1]
+    differs = values != first
+    if values.dtype.kind == "f":  # NaN equals NaN here, as in `Rollout` equality
+        differs &= ~(np.isnan(values) & np.isnan(first))
+    if differs.any():
+        t, b = (int(i) for i in np.argwhere(differs)[0])
+        raise ValueError(
+            f"column {item['column']!r} holds a per-step scalar ('per_step': true in the "
+            f"layout), so one value per step, but env {b} differs from env 0 at step {t}"
+        )
+    per_step: AnyArray = values[:, 0].copy()
+    return per_step
+
+
+def _infos(grid: _Grid) -> list[list[dict[str, Any]]] | None:
+    """The `info` column as infos, checked by the rule `trajkit.save` applies."""
+    T, B = grid.T, grid.B
+    texts = grid.texts("info")
+    given = [(i, text) for i, text in enumerate(texts) if text is not None]
+    if not given:
+        return None
+    data = "\x00".join(text for _, text in given).encode("utf-8", "surrogatepass")
+    nested = data.count(b"{") + data.count(b"[") - len(given)
+    limit = NESTED_ALLOWANCE + len(data) // BYTES_PER_NESTED
+    if nested > limit:  # decoding would take memory far out of proportion to the column
+        raise ValueError(
+            f"column 'info' holds {nested} '{{' and '[' besides its {len(given)} info "
+            f"objects, more than the {limit} trajkit's file format allows (as infos.json)"
+        )
+    rows: list[list[dict[str, Any]]] = [[{} for _ in range(B)] for _ in range(T)]
+    for i, text in given:
+        try:
+            info = strict_json_loads(text.encode("utf-8", "surrogatepass"))
+        except (ValueError, RecursionError) as exc:
+            why = "is nested too deeply" if isinstance(exc, RecursionError) else f"({exc})"
+            raise ValueError(f"column 'info' at {grid._where(i)} is not valid JSON {why}") from None
+        if not isinstance(info, dict):
+            raise ValueError(
+                f"column 'info' at {grid._where(i)} holds a JSON {type(info).__name__}; an "
+                "info is a JSON object"
+            )
+        rows[i // B][i % B] = info
+    _check_as_save(rows, T, B)
+    return rows
+
+
+def _check_as_save(rows: list[list[dict[str, Any]]], T: int, B: int) -> None:
+    """Refuse infos that `trajkit.save` would refuse, by the encoding it would choose."""
+    full = sum(1 for row in rows for item in row if item)
+    if 2 * full <= T * B:
+        sparse_infos_to_json(rows)
+    else:
+        infos_to_json(rows)
