@@ -40,7 +40,7 @@ from trajkit._base.errors import RolloutFileError
 from trajkit._base.version import __version__
 from trajkit._core.episodes import EpisodeStats, episode_stats
 from trajkit._core.gae import gae, gae_backend, lambda_returns, normalize_advantages
-from trajkit._core.minibatch import (
+from trajkit._core.indices import (
     gather,
     gather_sequences,
     index_batches,

@@ -13,15 +13,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from trajkit._base.types import AnyArray, IntArray
-from trajkit._core.minibatch import (
-    StreamSeed,
+from trajkit._core.indices import (
     gather,
     gather_sequences,
     minibatch_indices,
-    obs_tower2_batches,
-    obs_tower2_epochs,
     sequence_minibatch_indices,
 )
+from trajkit._core.minibatch import StreamSeed, obs_tower2_batches, obs_tower2_epochs
 
 Pair = tuple[int, int]
 

@@ -15,8 +15,8 @@ The engine has three parts, and every minibatch API is a thin adapter over them:
   recurrent policies), and the obs-tower2 stream of `obs_tower2_epochs` and
   `obs_tower2_batches` (endless permutations, batches that may span epochs).
 * **Gathering**: `as_rows` (a [T, B, ...] array as [T·B, ...], a view where the layout
-  allows), `take_rows` (one `numpy.take` per array), and the public, checked
-  [`gather`][trajkit.gather] and [`gather_sequences`][trajkit.gather_sequences].
+  allows), `take_rows` (one `numpy.take` per array) and `take_into` (one array, into a
+  buffer).
 
 The adapters: `Rollout.minibatches` and `Rollout.sequence_minibatches` (NumPy),
 `Rollout.batches` and `Rollout.entries` (obs-tower2's `(t, b)` tuples),
@@ -24,7 +24,8 @@ The adapters: `Rollout.minibatches` and `Rollout.sequence_minibatches` (NumPy),
 `Dataset.minibatches` (rows of several files in one shuffle buffer). For your own arrays, the
 public pair is [`minibatch_indices`][trajkit.minibatch_indices] + [`gather`][trajkit.gather]
 (or [`sequence_minibatch_indices`][trajkit.sequence_minibatch_indices] +
-[`gather_sequences`][trajkit.gather_sequences]).
+[`gather_sequences`][trajkit.gather_sequences]), in `trajkit._core.indices`: they check your
+indices and arrays, then draw and gather here.
 
 Randomness comes from the `seed` argument (see `trajkit._base.rng.as_generator`), with one
 deliberate exception: `Rollout.batches()` and `Rollout.entries()` called without a seed shuffle
@@ -36,10 +37,8 @@ from __future__ import annotations
 
 import itertools
 import random
-import warnings
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -48,23 +47,21 @@ from trajkit._base.types import AnyArray, IntArray
 
 __all__ = [
     "MinibatchPlan",
+    "Seed",
+    "StreamSeed",
     "as_rows",
     "check_size",
     "check_stream",
+    "epoch_pairs",
     "epoch_rows",
-    "gather",
-    "gather_sequences",
-    "index_batches",
-    "index_stream",
-    "minibatch_indices",
     "minibatch_rows",
     "obs_tower2_batches",
     "obs_tower2_epochs",
     "plan_minibatches",
     "plan_sequences",
     "python_random_epochs",
-    "sequence_minibatch_indices",
     "sequence_rows",
+    "take_into",
     "take_rows",
 ]
 
@@ -240,7 +237,7 @@ def _shuffled_codes(num_steps: int, num_envs: int, rng: np.random.Generator) -> 
         yield codes
 
 
-def _epochs(
+def epoch_pairs(
     num_steps: int, num_envs: int, rng: np.random.Generator
 ) -> Iterator[tuple[IntArray, IntArray]]:
     """Endless fresh permutations of all `(t, b)`, each as a pair of new `(t_idx, b_idx)` arrays."""
@@ -345,7 +342,7 @@ def _stream_source(
         return python_random_epochs(num_steps, num_envs)
     if isinstance(seed, random.Random):
         return _list_epochs(num_steps, num_envs, seed.shuffle)
-    return _epochs(num_steps, num_envs, as_generator(seed))
+    return epoch_pairs(num_steps, num_envs, as_generator(seed))
 
 
 def _cut_stream(
@@ -454,7 +451,7 @@ def as_rows(arrays: Mapping[str, AnyArray]) -> dict[str, AnyArray]:
     }
 
 
-def _take(arr: AnyArray, rows: IntArray, out: AnyArray | None = None) -> AnyArray:
+def take_into(arr: AnyArray, rows: IntArray, out: AnyArray | None = None) -> AnyArray:
     """Rows `rows` of `arr` by one `numpy.take`; `rows` must already be in range.
 
     "clip" never clips here, and unlike "raise" it writes straight into `out` instead of
@@ -472,428 +469,4 @@ def take_rows(rows_of: Mapping[str, AnyArray], rows: IntArray) -> dict[str, AnyA
         >>> take_rows({"r": np.arange(4.0)}, np.array([3, 1]))["r"]
         array([3., 1.])
     """
-    return {name: _take(arr, rows) for name, arr in rows_of.items()}
-
-
-# --------------------------------------------------------------------------------------------
-# The public index functions
-# --------------------------------------------------------------------------------------------
-
-
-def minibatch_indices(
-    num_steps: int,
-    num_envs: int,
-    minibatch_size: int,
-    *,
-    epochs: int = 1,
-    drop_last: bool = False,
-    seed: Seed = None,
-) -> Iterator[tuple[IntArray, IntArray]]:
-    """Shuffled `(t, b)` minibatches over a rollout, epoch by epoch.
-
-    Each epoch draws a fresh permutation of the T·B steps and cuts it into minibatches of
-    `minibatch_size`. With `drop_last=False` an epoch's last, smaller minibatch is kept, so every
-    epoch covers each `(t, b)` with `0 <= t < T`, `0 <= b < B` exactly once; with
-    `drop_last=True` it is dropped and every minibatch has exactly `minibatch_size` entries.
-    A permutation is drawn only when its epoch starts.
-
-    Args:
-        num_steps: T, the number of steps in the rollout (may be 0: nothing is yielded).
-        num_envs: B, the number of environments (at least 1).
-        minibatch_size: Entries per minibatch (at least 1).
-        epochs: How many passes over the rollout (at least 0).
-        drop_last: Drop each epoch's last minibatch when it is smaller than `minibatch_size`.
-        seed: An int seed, a `numpy.random.Generator` (which advances), or `None` for fresh
-            entropy.
-
-    Returns:
-        An iterator of `(t_idx, b_idx)` pairs of equal-length 1-D `np.intp` arrays, ready for
-        [`gather`][trajkit.gather].
-
-    Raises:
-        ValueError: If a size argument is not an integer (booleans included) or is below its
-            minimum, or if `drop_last` and `minibatch_size > T·B > 0` (nothing would be
-            yielded). Raised at the call, not at the first `next()`.
-        TypeError: If `seed` is not an int, a Generator or `None`.
-
-    Examples:
-        >>> batches = list(minibatch_indices(3, 2, 4, epochs=2, seed=0))
-        >>> [len(t_idx) for t_idx, b_idx in batches]
-        [4, 2, 4, 2]
-        >>> t_idx = np.concatenate([t for t, _ in batches[:2]])
-        >>> b_idx = np.concatenate([b for _, b in batches[:2]])
-        >>> sorted(zip(t_idx.tolist(), b_idx.tolist()))
-        [(0, 0), (0, 1), (1, 0), (1, 1), (2, 0), (2, 1)]
-        >>> [len(t) for t, _ in minibatch_indices(3, 2, 4, drop_last=True, seed=0)]
-        [4]
-    """
-    plan = plan_minibatches(num_steps, num_envs, minibatch_size, epochs=epochs, drop_last=drop_last)
-    return _pair_minibatches(plan, as_generator(seed))
-
-
-def _pair_minibatches(
-    plan: MinibatchPlan, rng: np.random.Generator
-) -> Iterator[tuple[IntArray, IntArray]]:
-    """`minibatch_rows` as `(t_idx, b_idx)` pairs: the same permutations, split."""
-    starts, size = plan.starts(), plan.size
-    for t_idx, b_idx in itertools.islice(_epochs(plan.num_steps, plan.num_envs, rng), plan.epochs):
-        for start in starts:
-            yield t_idx[start : start + size], b_idx[start : start + size]
-
-
-def sequence_minibatch_indices(
-    num_envs: int,
-    envs_per_batch: int,
-    *,
-    epochs: int = 1,
-    drop_last: bool = False,
-    seed: Seed = None,
-) -> Iterator[IntArray]:
-    """Shuffled minibatches of whole environment columns, for recurrent policies.
-
-    Each minibatch is a set of env indices `b`; with [`gather_sequences`][trajkit.gather_sequences]
-    it selects all T steps of those environments, keeping the time order a recurrent policy
-    needs. Each epoch draws a fresh permutation of `range(B)`; with `drop_last=False` the last,
-    smaller minibatch is kept, so each epoch covers every env exactly once.
-
-    Args:
-        num_envs: B, the number of environments (at least 1).
-        envs_per_batch: Environments per minibatch (at least 1).
-        epochs: How many passes over the environments (at least 0).
-        drop_last: Drop each epoch's last minibatch when it is smaller than `envs_per_batch`.
-        seed: An int seed, a `numpy.random.Generator` (which advances), or `None` for fresh
-            entropy.
-
-    Returns:
-        An iterator of 1-D `np.intp` arrays of env indices.
-
-    Raises:
-        ValueError: If a size argument is not an integer or is below its minimum.
-        TypeError: If `seed` is not an int, a Generator or `None`.
-
-    Examples:
-        >>> batches = list(sequence_minibatch_indices(5, 2, seed=0))
-        >>> [len(b_idx) for b_idx in batches]
-        [2, 2, 1]
-        >>> sorted(np.concatenate(batches).tolist())
-        [0, 1, 2, 3, 4]
-    """
-    plan = plan_sequences(num_envs, envs_per_batch, epochs=epochs, drop_last=drop_last)
-    return sequence_rows(plan, as_generator(seed))
-
-
-def _as_index(name: str, idx: Any) -> AnyArray:
-    """Check that `idx` is a 1-D integer array and return it as an ndarray (not yet cast)."""
-    arr = np.asarray(idx)
-    if arr.ndim != 1:
-        raise ValueError(f"{name} must be 1-D, got shape {arr.shape}")
-    if arr.dtype.kind not in "iu":
-        raise ValueError(f"{name} must be an integer array, got dtype {arr.dtype}")
-    return arr
-
-
-def _as_arrays(arrays: Mapping[str, AnyArray]) -> dict[str, AnyArray]:
-    """Return the arrays as ndarrays, each checked to have leading dims [T or T+1, B]."""
-    out: dict[str, AnyArray] = {}
-    for name, value in arrays.items():
-        arr = np.asarray(value)
-        if arr.ndim < 2:
-            raise ValueError(
-                f"array {name!r} must have leading dims [T, B, ...], got shape {arr.shape}"
-            )
-        out[name] = arr
-    return out
-
-
-def _check_range(name: str, idx: AnyArray, arrays: Mapping[str, AnyArray], axis: int) -> None:
-    """Raise ValueError naming the array and the index if `idx` falls outside an array's axis."""
-    if not len(idx):
-        return
-    lo, hi = int(idx.min()), int(idx.max())
-    for array_name, arr in arrays.items():
-        if lo < 0 or hi >= arr.shape[axis]:
-            raise ValueError(
-                f"{name} {lo if lo < 0 else hi} is out of range for array {array_name!r} of "
-                f"shape {arr.shape} (axis {axis} has size {arr.shape[axis]})"
-            )
-
-
-def _surely_in_range(t_idx: AnyArray, b_idx: AnyArray, arrays: Mapping[str, AnyArray]) -> bool:
-    """Cheap check that `np.intp` indices fit every array: one reduction per index array.
-
-    Viewed as unsigned, a negative index is larger than any valid one. `False` means "check
-    exactly" (other dtypes, or an index out of range), not necessarily an error.
-    """
-    if t_idx.dtype != np.intp or b_idx.dtype != np.intp:
-        return False
-    t_top = int(np.maximum.reduce(t_idx.view(np.uintp)))
-    b_top = int(np.maximum.reduce(b_idx.view(np.uintp)))
-    for arr in arrays.values():
-        shape = arr.shape
-        if t_top >= shape[0] or b_top >= shape[1]:
-            return False
-    return True
-
-
-def gather(
-    arrays: Mapping[str, AnyArray],
-    t_idx: IntArray,
-    b_idx: IntArray,
-    *,
-    out: Mapping[str, AnyArray] | None = None,
-) -> dict[str, AnyArray]:
-    """Gather the entries `(t_idx[i], b_idx[i])` of every array: `{name: arr[t_idx, b_idx]}`.
-
-    Works for per-step arrays ([T, B, ...]) and observation-aligned arrays ([T+1, B, ...]) alike.
-    When an array is C-contiguous in its first two dims (the usual case, also for `obses[:-1]`)
-    the gather is one `numpy.take` of the flat index `t * B + b` on a [(T or T+1)·B, ...] view;
-    other arrays (transposed, strided) fall back to fancy indexing. The result is always a new
-    array, never a view.
-
-    Args:
-        arrays: Named arrays, each with leading dims [T or T+1, B, ...].
-        t_idx: 1-D integer array of step indices.
-        b_idx: 1-D integer array of env indices, the same length as `t_idx`.
-        out: Optional arrays to gather into, one per name, each of the result's shape and
-            dtype (for instance the previous minibatch's, when it is no longer needed).
-            Writing into the same buffers every time saves a fresh allocation, and its page
-            faults, per minibatch: for large minibatches that is most of the cost beyond
-            copying the bytes.
-
-    Returns:
-        A dict with the same keys: each value has shape `[len(t_idx), ...]` (the array's
-        trailing dims) and the array's dtype; the arrays of `out` where given.
-
-    Raises:
-        ValueError: If `t_idx` or `b_idx` is not a 1-D integer array, if their lengths differ,
-            if an array has fewer than 2 dims, or if an index is negative or past an array's
-            leading dims (the message names the array and the index).
-
-    Examples:
-        >>> rews = np.arange(6, dtype=np.float32).reshape(3, 2)
-        >>> obses = np.arange(8, dtype=np.uint8).reshape(4, 2)
-        >>> out = gather({"rews": rews, "obses": obses}, np.array([2, 0]), np.array([1, 0]))
-        >>> out["rews"]
-        array([5., 0.], dtype=float32)
-        >>> out["obses"]
-        array([5, 0], dtype=uint8)
-        >>> gather({"rews": rews}, np.array([3]), np.array([0]))
-        Traceback (most recent call last):
-        ...
-        ValueError: t_idx 3 is out of range for array 'rews' of shape (3, 2) (axis 0 has size 3)
-        >>> buffers = {"rews": np.empty(2, np.float32)}
-        >>> gather({"rews": rews}, np.array([1, 2]), np.array([1, 0]), out=buffers)["rews"]
-        array([3., 4.], dtype=float32)
-    """
-    t_arr = _as_index("t_idx", t_idx)
-    b_arr = _as_index("b_idx", b_idx)
-    if len(t_arr) != len(b_arr):
-        raise ValueError(
-            f"t_idx and b_idx must have the same length, got {len(t_arr)} and {len(b_arr)}"
-        )
-    checked = _as_arrays(arrays)
-    if len(t_arr) and not _surely_in_range(t_arr, b_arr, checked):
-        _check_range("t_idx", t_arr, checked, 0)
-        _check_range("b_idx", b_arr, checked, 1)
-
-    if out is not None:
-        _check_out(out, checked, len(t_arr))
-    t_arr = t_arr.astype(np.intp, copy=False)
-    b_arr = b_arr.astype(np.intp, copy=False)
-    flat_envs, flat = -1, t_arr  # the flat index t * B + b, recomputed when B changes
-    result: dict[str, AnyArray] = {}
-    for name, arr in checked.items():
-        shape = arr.shape
-        envs = shape[1]
-        into = None if out is None else out[name]
-        if arr.strides[0] == envs * arr.strides[1]:  # [T, B] merge into one axis: a view
-            if envs != flat_envs:
-                flat, flat_envs = t_arr * envs, envs
-                flat += b_arr
-            # Indices are range-checked above.
-            result[name] = _take(arr.reshape((shape[0] * envs, *shape[2:])), flat, into)
-        elif into is None:
-            result[name] = arr[t_arr, b_arr]
-        else:
-            into[...] = arr[t_arr, b_arr]
-            result[name] = into
-    return result
-
-
-def _check_out(out: Mapping[str, AnyArray], arrays: Mapping[str, AnyArray], n: int) -> None:
-    """Refuse `out` buffers that do not match the gather's names, shapes and dtypes."""
-    if set(out) != set(arrays):
-        raise ValueError(
-            f"out must have the same names as arrays: got {sorted(out)}, expected {sorted(arrays)}"
-        )
-    for name, arr in arrays.items():
-        buffer = out[name]
-        shape = (n, *arr.shape[2:])
-        if (
-            not isinstance(buffer, np.ndarray)
-            or buffer.shape != shape
-            or buffer.dtype != arr.dtype
-            or not buffer.flags.c_contiguous
-            or not buffer.flags.writeable
-        ):
-            got = (
-                f"{buffer.dtype}{list(buffer.shape)}"
-                if isinstance(buffer, np.ndarray)
-                else type(buffer).__name__
-            )
-            raise ValueError(
-                f"out[{name!r}] must be a writable C-contiguous {arr.dtype} array of shape "
-                f"{shape}, got {got}"
-            )
-
-
-def gather_sequences(arrays: Mapping[str, AnyArray], b_idx: IntArray) -> dict[str, AnyArray]:
-    """Gather whole environment columns of every array: `{name: arr[:, b_idx]}`.
-
-    The result stays time-major, as a recurrent policy consumes it.
-
-    Args:
-        arrays: Named arrays, each with leading dims [T or T+1, B, ...].
-        b_idx: 1-D integer array of env indices, e.g. from
-            [`sequence_minibatch_indices`][trajkit.sequence_minibatch_indices].
-
-    Returns:
-        A dict with the same keys: each value has shape `[T or T+1, len(b_idx), ...]` and the
-        array's dtype. It is a new array, never a view.
-
-    Raises:
-        ValueError: If `b_idx` is not a 1-D integer array, if an array has fewer than 2 dims, or
-            if an index is negative or past an array's B (the message names the array and the
-            index).
-
-    Examples:
-        >>> dones = np.arange(6, dtype=np.float32).reshape(2, 3)
-        >>> gather_sequences({"dones": dones}, np.array([2, 0]))["dones"]
-        array([[2., 0.],
-               [5., 3.]], dtype=float32)
-    """
-    b_arr = _as_index("b_idx", b_idx)
-    checked = _as_arrays(arrays)
-    _check_range("b_idx", b_arr, checked, 1)
-    b_arr = b_arr.astype(np.intp, copy=False)
-    return {name: arr.take(b_arr, axis=1) for name, arr in checked.items()}
-
-
-# --------------------------------------------------------------------------------------------
-# Deprecated: obs-tower2's stream as arrays (use Rollout.entries / Rollout.batches)
-# --------------------------------------------------------------------------------------------
-
-
-def _deprecated(name: str, instead: str) -> None:
-    warnings.warn(
-        f"trajkit.{name} is deprecated and will be removed: use {instead} for obs-tower2's "
-        "stream, or trajkit.minibatch_indices for index arrays, epoch by epoch",
-        DeprecationWarning,
-        stacklevel=3,
-    )
-
-
-def _numpy_default(seed: StreamSeed) -> StreamSeed:
-    """These functions shuffle with fresh NumPy entropy where `seed` is `None`."""
-    return as_generator(None) if seed is None else seed
-
-
-def index_stream(
-    num_steps: int,
-    num_envs: int,
-    *,
-    seed: int | np.random.Generator | random.Random | None = None,
-) -> Iterator[tuple[IntArray, IntArray]]:
-    """Deprecated: obs-tower2's endless shuffled stream of `(t, b)`, one permutation at a time.
-
-    Deprecated after 0.1.0: use [`Rollout.entries`][trajkit.Rollout.entries] for obs-tower2's
-    stream, or [`minibatch_indices`][trajkit.minibatch_indices] for arrays, epoch by epoch.
-    It warns with a `DeprecationWarning` and will be removed.
-
-    obs-tower2's `Rollout.entries()` reshuffled the list of all `(t, b)` and yielded it entry by
-    entry, forever. This yields the same sequence epoch by epoch: each item is one fresh
-    permutation of all T·B steps as a pair of arrays. Iterate
-    `zip(t_idx.tolist(), b_idx.tolist())` for obs-tower2's `(int, int)` tuples.
-
-    Args:
-        num_steps: T, the number of steps (at least 1, see Raises).
-        num_envs: B, the number of environments (at least 1).
-        seed: An int seed, a `numpy.random.Generator` (which advances), a `random.Random`
-            (which shuffles a Python list exactly as obs-tower2's `entries()` did), or `None`
-            for fresh entropy.
-
-    Returns:
-        An endless iterator of `(t_idx, b_idx)` pairs of `np.intp` arrays of length T·B.
-
-    Raises:
-        ValueError: If a size argument is not an integer or is below its minimum, or if
-            T·B == 0 (the stream would never yield: obs-tower2 looped forever).
-        TypeError: If `seed` is not an int, a Generator or `None`.
-
-    Examples:
-        >>> import warnings
-        >>> with warnings.catch_warnings(record=True) as caught:
-        ...     warnings.simplefilter("always")
-        ...     stream = index_stream(2, 2, seed=0)
-        >>> caught[0].category.__name__
-        'DeprecationWarning'
-        >>> t_idx, b_idx = next(stream)
-        >>> sorted(zip(t_idx.tolist(), b_idx.tolist()))
-        [(0, 0), (0, 1), (1, 0), (1, 1)]
-    """
-    _deprecated("index_stream", "Rollout.entries(seed=...)")
-    return obs_tower2_epochs(num_steps, num_envs, _numpy_default(seed), method="index_stream")
-
-
-def index_batches(
-    num_steps: int,
-    num_envs: int,
-    batch_size: int,
-    count: int,
-    *,
-    seed: int | np.random.Generator | random.Random | None = None,
-) -> Iterator[tuple[IntArray, IntArray]]:
-    """Deprecated: `count` batches of `batch_size` entries, as obs-tower2's `Rollout.batches()`.
-
-    Deprecated after 0.1.0: use [`Rollout.batches`][trajkit.Rollout.batches] for obs-tower2's
-    batches, or [`minibatch_indices`][trajkit.minibatch_indices] for arrays, epoch by epoch.
-    It warns with a `DeprecationWarning` and will be removed.
-
-    Batches are cut from the endless sequence of permutations of
-    [`index_stream`][trajkit.index_stream]: every consecutive run of T·B entries of the
-    concatenated batches, starting at 0, is a permutation of all `(t, b)`, and a batch may span
-    an epoch boundary (or several, when `batch_size > T·B`). Permutations are drawn lazily, only
-    when the next entry is needed.
-
-    Args:
-        num_steps: T, the number of steps.
-        num_envs: B, the number of environments (at least 1).
-        batch_size: Entries per batch (at least 1).
-        count: How many batches to yield (at least 0).
-        seed: An int seed, a `numpy.random.Generator` (which advances), a `random.Random`
-            (which shuffles a Python list exactly as obs-tower2's `batches()` did), or `None`
-            for fresh entropy.
-
-    Returns:
-        An iterator of `count` pairs `(t_idx, b_idx)` of `np.intp` arrays of length
-        `batch_size`.
-
-    Raises:
-        ValueError: If a size argument is not an integer or is below its minimum, or if
-            T·B == 0 while `count > 0`. With `count == 0` nothing is yielded, even when T·B == 0.
-        TypeError: If `seed` is not an int, a Generator or `None`.
-
-    Examples:
-        >>> import warnings
-        >>> with warnings.catch_warnings(record=True) as caught:
-        ...     warnings.simplefilter("always")
-        ...     batches = list(index_batches(2, 3, 4, 3, seed=0))
-        >>> caught[0].category.__name__
-        'DeprecationWarning'
-        >>> [len(t_idx) for t_idx, b_idx in batches]
-        [4, 4, 4]
-    """
-    _deprecated("index_batches", "Rollout.batches(batch_size, count, seed=...)")
-    return obs_tower2_batches(
-        num_steps, num_envs, batch_size, count, _numpy_default(seed), method="index_batches"
-    )
+    return {name: take_into(arr, rows) for name, arr in rows_of.items()}

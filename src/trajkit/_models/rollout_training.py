@@ -18,6 +18,7 @@ from trajkit._core import gae as _gae
 from trajkit._core import minibatch as _mb
 from trajkit._core import tree as _tree
 from trajkit._core.episodes import EpisodeStats, episode_stats
+from trajkit._core.indices import gather_sequences
 from trajkit._models.rollout_obs_tower2 import ObsTower2Methods
 
 __all__ = [
@@ -204,7 +205,7 @@ class TrainingMethods(ObsTower2Methods):
         flat = _tree.flatten_fields(arrays)
         rebuild = _tree.fields_rebuilder(arrays)
         return (
-            normalized_minibatch(rebuild(_mb.gather_sequences(flat, b_idx)), per_minibatch)
+            normalized_minibatch(rebuild(gather_sequences(flat, b_idx)), per_minibatch)
             for b_idx in _mb.sequence_rows(plan, rng)
         )
 
