@@ -1,12 +1,13 @@
-"""Minibatch indices and gathers: the seed's Python loops vs `trajkit._core.minibatch`.
+"""Minibatch indices and gathers: the seed's Python loops vs trajkit's minibatch engine.
 
 Three measurements in one process, each the minimum over several back-to-back calls timed with
 `time.perf_counter` (trajkit, being faster, gets three times the repeats).
 
 1. index generation (T=2048, B=8) for one and for four epochs: all T·B entries of the seed's
    `entries()` (reimplemented here with `random.shuffle`) vs whole permutations from
-   `index_stream` (the target); then the same cut into batches of 512, the seed's `batches()`
-   vs `index_batches` (for information: both add the same per-batch work);
+   `minibatch_indices` with one minibatch per epoch (the target); then the same cut into
+   batches of 512, the seed's `batches()` vs `minibatch_indices` (for information: both add
+   the same per-batch work);
 2. gathering per-step scalars ([T, B]) for one epoch: the seed's
    `np.array([arr[t, b] for t, b in batch])` per array vs one `gather` call per batch, for what
    a PPO step reads (advantages, returns, log-probs, values, actions: the target), and for
@@ -26,7 +27,7 @@ import numpy as np
 from _timing import best_of
 from numpy.typing import NDArray
 
-from trajkit._core.minibatch import gather, index_batches, index_stream
+from trajkit import gather, minibatch_indices
 
 IndexPairs = list[tuple[NDArray[np.intp], NDArray[np.intp]]]
 
@@ -88,9 +89,7 @@ def bench_entries(epochs: int) -> str:
             next(entries)
 
     def ours_epochs() -> None:
-        stream = index_stream(num_steps, num_envs, seed=gen)
-        for _ in range(epochs):
-            next(stream)
+        consume(minibatch_indices(num_steps, num_envs, n, epochs=epochs, seed=gen))
 
     return row(
         f"index generation, T={num_steps} B={num_envs}, {epochs} epoch(s) of all (t, b)",
@@ -107,7 +106,9 @@ def bench_indices(epochs: int) -> str:
     gen = np.random.default_rng(0)
     times = best_times(
         lambda: consume(seed_batches(num_steps, num_envs, batch_size, count, rng)),
-        lambda: consume(index_batches(num_steps, num_envs, batch_size, count, seed=gen)),
+        lambda: consume(
+            minibatch_indices(num_steps, num_envs, batch_size, epochs=epochs, seed=gen)
+        ),
         repeats=7,
     )
     return row(
@@ -128,7 +129,7 @@ def bench_scalars(names: tuple[str, ...], speedup_target: float | None) -> str:
         else gen.standard_normal((num_steps, num_envs)).astype(np.float32)
         for name in names
     }
-    batches: IndexPairs = list(index_batches(num_steps, num_envs, batch_size, count, seed=gen))
+    batches: IndexPairs = list(minibatch_indices(num_steps, num_envs, batch_size, seed=gen))
     tuple_batches = [list(zip(t.tolist(), b.tolist(), strict=True)) for t, b in batches]
 
     def seed_gather() -> None:
@@ -154,7 +155,7 @@ def bench_observations() -> str:
     count = num_steps * num_envs // batch_size
     gen = np.random.default_rng(0)
     obses = gen.integers(0, 256, size=(num_steps + 1, num_envs, 84, 84, 4), dtype=np.uint8)
-    batches: IndexPairs = list(index_batches(num_steps, num_envs, batch_size, count, seed=gen))
+    batches: IndexPairs = list(minibatch_indices(num_steps, num_envs, batch_size, seed=gen))
     flats = [t * num_envs + b for t, b in batches]
     arrays = {"obses": obses}
 
@@ -178,7 +179,7 @@ def bench_observations() -> str:
     # Against a memcpy of the same bytes, with large minibatches (1,024 entries, 29 MB): a
     # fresh output per minibatch pays its page faults; `out=` buffers do not.
     big = 1024
-    big_batches: IndexPairs = list(index_batches(num_steps, num_envs, big, 2, seed=gen))
+    big_batches: IndexPairs = list(minibatch_indices(num_steps, num_envs, big, epochs=2, seed=gen))
     source = obses.reshape(-1, 84, 84, 4)[:big]
     dest = np.empty((big, 84, 84, 4), np.uint8)
     buffers = {"obses": np.empty((big, 84, 84, 4), np.uint8)}
