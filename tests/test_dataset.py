@@ -16,9 +16,9 @@ import pytest
 
 import trajkit
 from trajkit import RolloutFileError, RolloutSpec
-from trajkit import dataset as dataset_module
 from trajkit._io import engine
-from trajkit.dataset import SPEC_FILE, Dataset, DatasetStats, validate_files
+from trajkit.dataset import SPEC_FILE, Dataset, DatasetStats, _folder, validate_files
+from trajkit.dataset import _dataset as dataset_module
 from trajkit.testing import example_rollout
 
 
@@ -377,7 +377,7 @@ def test_concurrent_creators_agree_on_one_spec(
     spec = RolloutSpec.from_rollout(example_rollout())
     other = spec.model_copy(update={"obs_dtype": "uint8"})
     root = tmp_path / "d"
-    real = dataset_module._read_spec
+    real = _folder.read_spec
     calls = []
 
     def first_sees_nothing(where: str) -> RolloutSpec:
@@ -387,7 +387,7 @@ def test_concurrent_creators_agree_on_one_spec(
             raise FileNotFoundError(where)
         return real(where)
 
-    monkeypatch.setattr(dataset_module, "_read_spec", first_sees_nothing)
+    monkeypatch.setattr(dataset_module, "read_spec", first_sees_nothing)
     with pytest.raises(ValueError, match=r"already pins a different spec in spec\.json"):
         Dataset.create(root, spec)
     assert Dataset.open(root).spec == other
