@@ -19,7 +19,7 @@ import json
 import math
 import re
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, overload
 
 import numpy as np
@@ -147,18 +147,13 @@ def _first(rows: Sequence[Sequence[Any]], flagged: Callable[[Any], bool]) -> str
             return _where(path)
         if len(path) - 2 > MAX_DEPTH:
             return None
-        if type(value) is dict:
-            for key, item in value.items():
-                if flagged(key):
-                    return f"{_where(path)} key {key!r}"
-                found = walk(item, (*path, key))
-                if found:
-                    return found
-        elif type(value) is list:
-            for i, item in enumerate(value):
-                found = walk(item, (*path, i))
-                if found:
-                    return found
+        keyed = type(value) is dict
+        for key, item in _children(value):
+            if keyed and flagged(key):
+                return f"{_where(path)} key {key!r}"
+            found = walk(item, (*path, key))
+            if found:
+                return found
         return None
 
     for t, row in enumerate(rows):
@@ -167,6 +162,15 @@ def _first(rows: Sequence[Sequence[Any]], flagged: Callable[[Any], bool]) -> str
             if found:
                 return found
     return None
+
+
+def _children(value: Any) -> Iterable[tuple[str | int, Any]]:
+    """A dict's `(key, value)` pairs, a list's `(index, item)` pairs; nothing for other values."""
+    if type(value) is dict:
+        return value.items()
+    if type(value) is list:
+        return enumerate(value)
+    return ()
 
 
 def _lone_surrogate(value: Any) -> bool:
@@ -429,13 +433,22 @@ def infos_from_json(
             return None
         return [[{} for _ in range(batch_size)] for _ in range(num_steps)]
     flat = nested <= 0  # no list or dict inside the info dicts
+    rows: list[list[dict[str, Any]]] = _decode(data, flat)
+    _check_rows(rows, num_steps, batch_size)
+    if flat and data.count(b":") != sum(map(len, itertools.chain.from_iterable(rows))):
+        strict_json_loads(data)  # raises for a duplicate key (else colons inside strings)
+    _check_decoded(data, rows)
+    return rows
+
+
+def _decode(data: bytes | bytearray, flat: bool) -> Any:
+    """The JSON value of `data`: by the C parser where the infos hold no list or dict."""
     try:
-        if flat:  # dicts built by the C parser; duplicate keys are found by counting below
-            rows = json.loads(
+        if flat:  # dicts built by the C parser; duplicate keys are found by counting after
+            return json.loads(
                 data.decode("utf-8"), parse_constant=_no_constant, parse_float=_finite_float
             )
-        else:
-            rows = strict_json_loads(data)
+        return strict_json_loads(data)
     except RecursionError:
         raise ValueError("infos.json is nested too deeply") from None
     except ValueError as exc:
@@ -443,6 +456,10 @@ def infos_from_json(
             raise
         rows = json.loads(data.decode("utf-8"), parse_int=_parse_int_tolerantly)
         raise _refuse(_first(_rows(rows), _overlong) or "infos", _TOO_LONG) from None
+
+
+def _check_rows(rows: Any, num_steps: int, batch_size: int) -> None:
+    """`rows` is T rows (lists) of B objects (dicts)."""
     if not isinstance(rows, list):
         raise ValueError(f"infos.json must be a JSON array, got {type(rows).__name__}")
     if len(rows) != num_steps:
@@ -458,10 +475,6 @@ def infos_from_json(
         for b, item in enumerate(row):
             if not isinstance(item, dict):
                 raise ValueError(f"infos[{t}][{b}] in infos.json must be an object")
-    if flat and data.count(b":") != sum(map(len, itertools.chain.from_iterable(rows))):
-        strict_json_loads(data)  # raises for a duplicate key (else colons inside strings)
-    _check_decoded(data, rows)
-    return rows
 
 
 def _rows(value: Any) -> list[list[Any]]:

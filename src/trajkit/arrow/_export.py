@@ -89,39 +89,49 @@ def episode_ids(rollouts: Sequence[Rollout]) -> list[AnyArray]:
 def rollout_table(
     rollout: Rollout, index: int, ids: AnyArray | None, tensor_type: TensorType
 ) -> Any:
+    """The table of `to_arrow`, its `rollout` column `index`, its episode ids `ids` (or its own)."""
     pa = load_pyarrow()
+    _check_exportable(rollout, tensor_type)
+    if ids is None:
+        ids = episode_ids([rollout])[0]
+    fields, firsts = _field_layouts(rollout)
+    outs = rollout.model_outs.arrays
+    layout: dict[str, Any] = {
+        "format": FORMAT,
+        "version": LAYOUT_VERSION,
+        "fields": fields,
+        "model_outs": [_output_layout(key, array) for key, array in outs.items()],
+        "truncation": rollout.truncated is not None,
+    }
+    columns = _Columns(pa, tensor_type)
+    _step_columns(columns, rollout, index, ids, firsts["obses"])
+    _output_and_state_columns(columns, rollout, firsts["states"])
+    table = columns.merged()
+    rows = rollout.num_steps * rollout.batch_size
+    table["info"] = _info_column(pa, rollout, rows)
+    layout_text = json.dumps(layout)
+    table[LAYOUT_COLUMN] = pa.array([layout_text] + [None] * (rows - 1), pa.string())
+    return pa.table(table).replace_schema_metadata({META_KEY: layout_text.encode()})
+
+
+def _check_exportable(rollout: Rollout, tensor_type: TensorType) -> None:
     if tensor_type not in ("list", "extension"):
         raise ValueError(f"tensor_type must be 'list' or 'extension', got {tensor_type!r}")
     rollout.revalidate()
-    T, B = rollout.num_steps, rollout.batch_size
-    if T == 0:
+    if rollout.num_steps == 0:
         raise ValueError(
             "the rollout has no steps (T = 0): the table has one row per transition, so it "
             "would have no row to hold the rollout's observation"
         )
-    rows = T * B
-    if ids is None:
-        ids = episode_ids([rollout])[0]
-    ends = rollout.dones[1:] == 1
-    cut = (rollout.truncated == 1) if rollout.truncated is not None else np.zeros((T, B), bool)
-    columns: dict[str, Any] = {
-        "rollout": pa.array(np.full(rows, index, np.int32)),
-        "step": pa.array(np.repeat(np.arange(T, dtype=np.int32), B)),
-        "env": pa.array(np.tile(np.arange(B, dtype=np.int32), T)),
-        "episode_id": pa.array(ids.reshape(-1)),
-    }
-    later: dict[str, Any] = {}  # the columns after the per-step ones, in order
 
-    def add(target: dict[str, Any], name: str, array: AnyArray) -> None:
-        if name in columns or name in later:
-            raise ValueError(
-                f"two leaves of the rollout would both be column {name!r} (a key with a "
-                "'.' in it?); rename one to export the rollout"
-            )
-        target[name] = _leaf_column(pa, array, tensor_type)
 
-    layout: dict[str, Any] = {"format": FORMAT, "version": LAYOUT_VERSION, "fields": {}}
-    firsts: dict[str, list[tuple[str, AnyArray]]] = {"obses": [], "states": []}
+Leaves = list[tuple[str, AnyArray]]
+
+
+def _field_layouts(rollout: Rollout) -> tuple[dict[str, Any], dict[str, Leaves]]:
+    """The layout's `fields` entry, and each field's leaves that get columns (by column name)."""
+    fields: dict[str, Any] = {}
+    firsts: dict[str, Leaves] = {"obses": [], "states": []}
     for field, (prefix, next_prefix) in _FIELDS.items():
         entries = []
         for path, leaf in _tree.flatten(getattr(rollout, field)):
@@ -135,45 +145,84 @@ def rollout_table(
                 firsts[field].append((entry["column"], leaf))
             entries.append(entry)
         nested = not _tree.is_leaf(getattr(rollout, field))
-        layout["fields"][field] = {"nested": nested, "leaves": entries}
-    for name, leaf in firsts["obses"]:
-        add(columns, name, leaf[:T])
+        fields[field] = {"nested": nested, "leaves": entries}
+    return fields, firsts
+
+
+def _output_layout(key: str, array: AnyArray) -> dict[str, Any]:
+    column, next_column = _output_columns(key)
+    return {
+        "key": key, "column": column, "next": next_column,
+        "dtype": array.dtype.str, "shape": list(array.shape[2:]),
+        **({"per_step": True} if array.ndim == 1 else {}),
+    }  # fmt: skip
+
+
+class _Columns:
+    """The table's columns in order, each name once: the per-step ones, then the `later` ones."""
+
+    def __init__(self, pa: Any, tensor_type: TensorType) -> None:
+        self.pa, self.tensor_type = pa, tensor_type
+        self.now: dict[str, Any] = {}
+        self.later: dict[str, Any] = {}  # the columns after the per-step ones, in order
+
+    def flat(self, name: str, values: AnyArray) -> None:
+        """One of the layout's own columns, from a flat array."""
+        self.now[name] = self.pa.array(values)
+
+    def leaf(self, name: str, array: AnyArray, *, later: bool = False) -> None:
+        """A `[T, B, ...]` leaf or output, refused if its name is taken."""
+        if name in self.now or name in self.later:
+            raise ValueError(
+                f"two leaves of the rollout would both be column {name!r} (a key with a "
+                "'.' in it?); rename one to export the rollout"
+            )
+        target = self.later if later else self.now
+        target[name] = _leaf_column(self.pa, array, self.tensor_type)
+
+    def merged(self) -> dict[str, Any]:
+        return {**self.now, **self.later}
+
+
+def _step_columns(
+    columns: _Columns, rollout: Rollout, index: int, ids: AnyArray, obses: Leaves
+) -> None:
+    """The index columns, then what a transition is: obs, action, reward, flags, next_obs."""
+    T, B = rollout.num_steps, rollout.batch_size
+    ends = rollout.dones[1:] == 1
+    cut = (rollout.truncated == 1) if rollout.truncated is not None else np.zeros((T, B), bool)
+    columns.flat("rollout", np.full(T * B, index, np.int32))
+    columns.flat("step", np.repeat(np.arange(T, dtype=np.int32), B))
+    columns.flat("env", np.tile(np.arange(B, dtype=np.int32), T))
+    columns.flat("episode_id", ids.reshape(-1))
+    for name, leaf in obses:
+        columns.leaf(name, leaf[:T])
     outs = rollout.model_outs.arrays
     if "actions" in outs:
-        add(columns, "action", _per_env(outs["actions"], B)[:T])
-    columns["reward"] = pa.array(rollout.rews.reshape(-1).astype(np.float32))
-    columns["terminated"] = pa.array((ends & ~cut).reshape(-1))
-    columns["truncated"] = pa.array((ends & cut).reshape(-1))
-    for name, leaf in firsts["obses"]:
-        add(columns, "next_" + name, leaf[1:])
-    columns["is_first"] = pa.array(rollout.dones[:T].reshape(-1) == 1)
+        columns.leaf("action", _per_env(outs["actions"], B)[:T])
+    columns.flat("reward", rollout.rews.reshape(-1).astype(np.float32))
+    columns.flat("terminated", (ends & ~cut).reshape(-1))
+    columns.flat("truncated", (ends & cut).reshape(-1))
+    for name, leaf in obses:
+        columns.leaf("next_" + name, leaf[1:])
+    columns.flat("is_first", rollout.dones[:T].reshape(-1) == 1)
     if rollout.final_values is not None:
-        columns["final_value"] = pa.array(rollout.final_values.reshape(-1).astype(np.float32))
-    layout["model_outs"] = []
+        columns.flat("final_value", rollout.final_values.reshape(-1).astype(np.float32))
+
+
+def _output_and_state_columns(columns: _Columns, rollout: Rollout, states: Leaves) -> None:
+    """The other outputs and the states at t, then every output and state at t + 1."""
+    T, B = rollout.num_steps, rollout.batch_size
+    outs = rollout.model_outs.arrays
     for key, array in outs.items():
-        column, next_column = _output_columns(key)
-        layout["model_outs"].append(
-            {
-                "key": key, "column": column, "next": next_column,
-                "dtype": array.dtype.str, "shape": list(array.shape[2:]),
-                **({"per_step": True} if array.ndim == 1 else {}),
-            }
-        )  # fmt: skip
         if key != "actions":
-            add(columns, column, _per_env(array, B)[:T])
+            columns.leaf(_output_columns(key)[0], _per_env(array, B)[:T])
     for key in sorted(outs, key=lambda key: key != "actions"):  # next_action first
-        add(later, _output_columns(key)[1], _per_env(outs[key], B)[1:])
-    for name, leaf in firsts["states"]:
-        add(columns, name, leaf[:T])
-    for name, leaf in firsts["states"]:
-        add(later, "next_" + name, leaf[1:])
-    columns.update(later)
-    layout["truncation"] = rollout.truncated is not None
-    columns["info"] = _info_column(pa, rollout, rows)
-    layout_text = json.dumps(layout)
-    columns[LAYOUT_COLUMN] = pa.array([layout_text] + [None] * (rows - 1), pa.string())
-    table = pa.table(columns)
-    return table.replace_schema_metadata({META_KEY: layout_text.encode()})
+        columns.leaf(_output_columns(key)[1], _per_env(outs[key], B)[1:], later=True)
+    for name, leaf in states:
+        columns.leaf(name, leaf[:T])
+    for name, leaf in states:
+        columns.leaf("next_" + name, leaf[1:], later=True)
 
 
 def _per_env(array: AnyArray, B: int) -> AnyArray:
