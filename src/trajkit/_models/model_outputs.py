@@ -401,40 +401,47 @@ class ModelOutputs(Sequence[StepOutputs]):
             raise ValueError(
                 f"model_outs[{t}] must be a mapping of key -> array, got {type(step).__name__}"
             )
-        if t == 0:
-            for key in step:
-                if not isinstance(key, str):
-                    raise ValueError(f"model_outs keys must be strings, got {key!r}")
-            rows = {key: self._coerce_row(key, step[key], t, step) for key in step}
-            if self._batch is not None:
-                for key, row in rows.items():
-                    if row.ndim == 0 and key not in OUTPUT_RULES:
-                        continue  # one value per step (`*scalar`)
-                    if row.ndim == 0 or row.shape[0] != self._batch:
-                        raise ValueError(
-                            f"model_outs[{t}][{key!r}] has shape {row.shape}, expected "
-                            f"({self._batch}, ...) (B={self._batch})"
-                        )
-            capacity = self._expected or 8
-            self._arrays = {
-                key: np.empty((capacity, *row.shape), row.dtype) for key, row in rows.items()
-            }
-        else:
-            if set(step) != set(self._arrays):
-                raise ValueError(
-                    f"model_outs[{t}] has keys {sorted(map(str, step))}, expected "
-                    f"{sorted(self._arrays)} (the keys of model_outs[0])"
-                )
-            rows = self._check_step(step, t)
-            if self._expected is None and t == len(next(iter(self._arrays.values()), [])):
-                self._arrays = {
-                    key: np.concatenate([a, np.empty_like(a)]) for key, a in self._arrays.items()
-                }
+        rows = self._first_step(step) if t == 0 else self._next_step(step, t)
         for key, row in rows.items():
             self._arrays[key][t] = row
         self._num_rows = t + 1
         if self._expected is not None and self._num_rows == self._expected:
             self._building = False
+
+    def _first_step(self, step: Mapping[Any, Any]) -> dict[str, AnyArray]:
+        """Step 0's rows, checked against B; it sets the keys and allocates the storage."""
+        for key in step:
+            if not isinstance(key, str):
+                raise ValueError(f"model_outs keys must be strings, got {key!r}")
+        rows = {key: self._coerce_row(key, step[key], 0, step) for key in step}
+        if self._batch is not None:
+            for key, row in rows.items():
+                if row.ndim == 0 and key not in OUTPUT_RULES:
+                    continue  # one value per step (`*scalar`)
+                if row.ndim == 0 or row.shape[0] != self._batch:
+                    raise ValueError(
+                        f"model_outs[0][{key!r}] has shape {row.shape}, expected "
+                        f"({self._batch}, ...) (B={self._batch})"
+                    )
+        capacity = self._expected or 8
+        self._arrays = {
+            key: np.empty((capacity, *row.shape), row.dtype) for key, row in rows.items()
+        }
+        return rows
+
+    def _next_step(self, step: Mapping[Any, Any], t: int) -> dict[str, AnyArray]:
+        """Step t's rows, checked against step 0's; the storage doubles when it is full."""
+        if set(step) != set(self._arrays):
+            raise ValueError(
+                f"model_outs[{t}] has keys {sorted(map(str, step))}, expected "
+                f"{sorted(self._arrays)} (the keys of model_outs[0])"
+            )
+        rows = self._check_step(step, t)
+        if self._expected is None and t == len(next(iter(self._arrays.values()), [])):
+            self._arrays = {
+                key: np.concatenate([a, np.empty_like(a)]) for key, a in self._arrays.items()
+            }
+        return rows
 
     def _coerce_row(self, key: str, value: Any, t: int, step: Mapping[str, Any]) -> AnyArray:
         name = f"model_outs[{t}][{key!r}]"
@@ -598,53 +605,85 @@ def _stack_steps(steps: Sequence[Any]) -> tuple[dict[str, AnyArray], dict[str, A
 
     Returns the arrays and, for keys with rows of `None`, masks of the entries still unset.
     """
-    columns: dict[str, list[AnyArray | None]] = {}
-    first_keys: list[str] = []
-    templates: dict[str, AnyArray] = {}
+    columns: dict[str, list[AnyArray | None]] = {}  # in the order of model_outs[0]'s keys
+    templates: dict[str, AnyArray] = {}  # per key, the first row (a zero row for `None`)
     for t, step in enumerate(steps):
-        if not isinstance(step, Mapping):
-            raise ValueError(
-                f"model_outs[{t}] must be a mapping of key -> array, got {type(step).__name__}"
-            )
-        keys = list(step)
         if t == 0:
-            for key in keys:
-                if not isinstance(key, str):
-                    raise ValueError(f"model_outs keys must be strings, got {key!r}")
-            first_keys = keys
-            columns = {key: [] for key in keys}
-        elif set(keys) != set(first_keys):
-            raise ValueError(
-                f"model_outs[{t}] has keys {sorted(map(str, keys))}, expected "
-                f"{sorted(first_keys)} (the keys of model_outs[0])"
-            )
-        for key in first_keys:
-            value = step[key]
-            if _is_placeholder(value):
-                columns[key].append(None)
-                if key not in templates:
-                    dtype = _PLACEHOLDER_DTYPES.get(key, np.dtype(np.float32))
-                    templates[key] = np.zeros(len(value), dtype)
-                continue
-            array = as_numeric(
-                value, f"model_outs[{t}][{key!r}]", copy=False, min_ndim=_min_row_ndim(key)
-            )
-            ref = templates.get(key)
-            if ref is None:
-                templates[key] = array
-            else:
-                if array.shape != ref.shape:
-                    raise ValueError(
-                        f"model_outs[{t}][{key!r}] has shape {array.shape}, expected "
-                        f"{ref.shape} like model_outs[0][{key!r}]"
-                    )
-                if array.dtype.kind != ref.dtype.kind and not _placeholder_only(columns[key]):
-                    raise ValueError(
-                        f"model_outs[{t}][{key!r}] has dtype {array.dtype} "
-                        f"({kind_name(array.dtype)}), expected the same kind as "
-                        f"model_outs[0][{key!r}] ({ref.dtype}, {kind_name(ref.dtype)})"
-                    )
-            columns[key].append(array)
+            columns = {key: [] for key in _first_keys(step)}
+        else:
+            _check_keys(step, t, list(columns))
+        for key, column in columns.items():
+            column.append(_step_row(step[key], t, key, templates, column))
+    return _stacked(columns, templates)
+
+
+def _first_keys(step: Any) -> list[str]:
+    """The keys of `model_outs[0]`, which every later step must have."""
+    _check_mapping(step, 0)
+    keys = list(step)
+    for key in keys:
+        if not isinstance(key, str):
+            raise ValueError(f"model_outs keys must be strings, got {key!r}")
+    return keys
+
+
+def _check_keys(step: Any, t: int, first_keys: list[str]) -> None:
+    _check_mapping(step, t)
+    keys = list(step)
+    if set(keys) != set(first_keys):
+        raise ValueError(
+            f"model_outs[{t}] has keys {sorted(map(str, keys))}, expected "
+            f"{sorted(first_keys)} (the keys of model_outs[0])"
+        )
+
+
+def _check_mapping(step: Any, t: int) -> None:
+    if not isinstance(step, Mapping):
+        raise ValueError(
+            f"model_outs[{t}] must be a mapping of key -> array, got {type(step).__name__}"
+        )
+
+
+def _step_row(
+    value: Any,
+    t: int,
+    key: str,
+    templates: dict[str, AnyArray],
+    column: Sequence[AnyArray | None],
+) -> AnyArray | None:
+    """Step t's row of `key` (`None` for a placeholder), checked against the template.
+
+    The first row of a key becomes its template; later rows must have its shape and dtype
+    kind (unless every row so far was a placeholder).
+    """
+    if _is_placeholder(value):
+        if key not in templates:
+            dtype = _PLACEHOLDER_DTYPES.get(key, np.dtype(np.float32))
+            templates[key] = np.zeros(len(value), dtype)
+        return None
+    array = as_numeric(value, f"model_outs[{t}][{key!r}]", copy=False, min_ndim=_min_row_ndim(key))
+    ref = templates.get(key)
+    if ref is None:
+        templates[key] = array
+        return array
+    if array.shape != ref.shape:
+        raise ValueError(
+            f"model_outs[{t}][{key!r}] has shape {array.shape}, expected "
+            f"{ref.shape} like model_outs[0][{key!r}]"
+        )
+    if array.dtype.kind != ref.dtype.kind and not _placeholder_only(column):
+        raise ValueError(
+            f"model_outs[{t}][{key!r}] has dtype {array.dtype} "
+            f"({kind_name(array.dtype)}), expected the same kind as "
+            f"model_outs[0][{key!r}] ({ref.dtype}, {kind_name(ref.dtype)})"
+        )
+    return array
+
+
+def _stacked(
+    columns: dict[str, list[AnyArray | None]], templates: dict[str, AnyArray]
+) -> tuple[dict[str, AnyArray], dict[str, AnyArray]]:
+    """One array per key, with `None` rows as zeros and masks of where they were."""
     arrays: dict[str, AnyArray] = {}
     unset: dict[str, AnyArray] = {}
     for key, column in columns.items():
