@@ -344,6 +344,7 @@ def test_the_reference_shows_the_read_type_of_rollout_fields() -> None:
         "model_outs": "ModelOutputs",
         "truncated": "Float32Array | None",
         "final_values": "Float32Array | None",
+        "final_obses": "ArrayTree | None",
     }
 
 

@@ -15,10 +15,11 @@ from typing import (
     overload,
 )
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 from typing_extensions import Self, TypedDict, Unpack
 
-from trajkit._base.types import ArrayLike, ArrayTree, Float32Array
+from trajkit._base.types import AnyArray, ArrayLike, ArrayTree, Float32Array
 from trajkit._core import fused
 from trajkit._core import tree as _tree
 from trajkit._models.arrays import arrays_equal
@@ -83,6 +84,7 @@ class RolloutFields(TypedDict, total=False):
     model_outs: ModelOutsLike
     truncated: ArrayLike | None
     final_values: ArrayLike | None
+    final_obses: ArrayLike | Mapping[str, Any] | None
 
 
 _Get = TypeVar("_Get")
@@ -134,6 +136,12 @@ class Rollout(TrainingMethods, BaseModel):
             (requires `dones[t+1] = 1`). Given together with `final_values`.
         final_values: Optional `[T, B]` critic values of the true final observation of step t,
             used by `advantages` where `truncated` is 1.
+        final_obses: Optional true final observations of the episodes that end in the
+            rollout: what the env returned when the episode ended, before the reset put the
+            next episode's first observation in `obses[t+1]`. Laid out as `obses` (same tree,
+            dtypes and per-step shapes) with leading dimension E, the number of (t, b) with
+            `dones[t+1] = 1`, in the order of `np.nonzero(dones[1:] == 1)`. Read it through
+            [`next_obses`][trajkit.Rollout.next_obses].
         copy: Copy the input arrays (the default, as obs-tower2 does). `False` keeps arrays of
             the right dtype as given, e.g. memory-mapped files. Every array argument may also
             be a plain CPU PyTorch tensor, converted like an array; a tensor that requires
@@ -190,6 +198,8 @@ class Rollout(TrainingMethods, BaseModel):
         """Optional time-limit truncation flags `[T, B]`, float32 0/1."""
         final_values: _Field[Float32Array | None, ArrayLike | None]
         """Optional values of true final observations `[T, B]`, float32; read where truncated."""
+        final_obses: _Field[ArrayTree | None, ArrayLike | Mapping[str, Any] | None]
+        """Optional true final observations `[E, ...]` (as `obses`), one per episode end."""
     else:
         states: Annotated[ArrayTree, field_validator("states")]
         obses: Annotated[ArrayTree, field_validator("obses")]
@@ -199,6 +209,7 @@ class Rollout(TrainingMethods, BaseModel):
         model_outs: Annotated[ModelOutputs, field_validator("model_outs")]
         truncated: Annotated[Float32Array | None, field_validator("truncated")] = None
         final_values: Annotated[Float32Array | None, field_validator("final_values")] = None
+        final_obses: Annotated[ArrayTree | None, field_validator("final_obses")] = None
 
     _FIELDS: ClassVar[tuple[str, ...]] = FIELDS
 
@@ -213,6 +224,7 @@ class Rollout(TrainingMethods, BaseModel):
         *,
         truncated: ArrayLike | None = None,
         final_values: ArrayLike | None = None,
+        final_obses: ArrayLike | Mapping[str, Any] | None = None,
         copy: bool = True,
     ) -> None:
         __tracebackhide__ = True
@@ -225,6 +237,7 @@ class Rollout(TrainingMethods, BaseModel):
             "model_outs": model_outs,
             "truncated": truncated,
             "final_values": final_values,
+            "final_obses": final_obses,
         }
         self._validate(values, copy)
 
@@ -324,7 +337,8 @@ class Rollout(TrainingMethods, BaseModel):
 
         Args:
             **fields: New values for any of `states`, `obses`, `rews`, `dones`, `infos`,
-                `model_outs`, `truncated`, `final_values`: what the constructor accepts for
+                `model_outs`, `truncated`, `final_values`, `final_obses`: what the constructor
+                accepts for
                 each (typed by [`RolloutFields`][trajkit.RolloutFields]).
 
         Returns:
@@ -379,6 +393,46 @@ class Rollout(TrainingMethods, BaseModel):
             raise ValueError(f"the rollout is incomplete: {problem}")
         self._validate({name: self.__dict__.get(name) for name in self._FIELDS}, copy=False)
 
+    def next_obses(self) -> ArrayTree:
+        """The observation after each step, `[T, B, ...]`, true final observations at ends.
+
+        Entry `(t, b)` is `obses[t+1, b]`, except where step t ended its episode
+        (`dones[t+1, b] = 1`): there it is the episode's true final observation from
+        `final_obses`. Offline RL reads its `next_obs` here. When `final_obses` is `None`,
+        every entry is `obses[t+1, b]`, so at an episode end it holds the *next* episode's
+        first observation, not the final one.
+
+        Returns:
+            A new array (or a dict/tuple of arrays, as `obses`) of `obses`' dtypes.
+
+        Examples:
+            >>> import numpy as np
+            >>> r = Rollout(
+            ...     states=np.zeros((4, 1, 0)),
+            ...     obses=np.array([[[0]], [[1]], [[10]], [[11]]]),  # step 1 ends an episode
+            ...     rews=np.zeros((3, 1)),
+            ...     dones=np.array([[0], [0], [1], [0]]),
+            ...     infos=None,
+            ...     model_outs={},
+            ...     final_obses=np.array([[2]]),  # what the env returned when it ended
+            ... )
+            >>> r.next_obses()[:, 0, 0].tolist()
+            [1, 2, 11]
+            >>> r.replace(final_obses=None).next_obses()[:, 0, 0].tolist()
+            [1, 10, 11]
+        """
+        if self.final_obses is None:
+            return _tree.map_leaves(lambda leaf: leaf[1:].copy(), self.obses)
+        ends = np.nonzero(self.dones[1:] == 1)
+        finals = iter(_tree.leaves(self.final_obses))
+
+        def after(leaf: AnyArray) -> AnyArray:
+            out = leaf[1:].copy()
+            out[ends] = next(finals)
+            return out
+
+        return _tree.map_leaves(after, self.obses)
+
     # ----------------------------------------------------------------- dunder methods
 
     def __repr__(self) -> str:
@@ -391,6 +445,8 @@ class Rollout(TrainingMethods, BaseModel):
 
         keys = ", ".join(self.model_outs.keys())
         extra = "" if self.truncated is None else ", truncated=yes"
+        if self.final_obses is not None:
+            extra += ", final_obses=yes"
         return (
             f"Rollout(T={self.num_steps}, B={self.batch_size}, obses={desc(self.obses)}, "
             f"states={desc(self.states)}, model_outs=[{keys}]{extra})"
@@ -407,7 +463,15 @@ class Rollout(TrainingMethods, BaseModel):
         """
         if not isinstance(other, Rollout):
             return NotImplemented
-        for name in ("states", "obses", "rews", "dones", "truncated", "final_values"):
+        for name in (
+            "states",
+            "obses",
+            "rews",
+            "dones",
+            "truncated",
+            "final_values",
+            "final_obses",
+        ):
             a, b = getattr(self, name), getattr(other, name)
             if (a is None) != (b is None):
                 return False

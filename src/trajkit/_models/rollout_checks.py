@@ -3,7 +3,7 @@
 `Rollout` runs `FIELD_CHECKS` on every field (directly, or through pydantic with
 `field_validator`), then `cross_check`: the fields' shapes must agree on T and B, and the
 rules that need the shapes (truncation ends an episode, discrete actions within the actor's
-width) hold.
+width, one final observation per episode end, laid out as `obses`) hold.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pydantic import PlainValidator, ValidationInfo
 from trajkit._base.types import AnyArray
 from trajkit._core import tree as _tree
 from trajkit._models.arrays import first_true, fmt_index
-from trajkit._models.dims import DimSpec, Shape, bind_dims
+from trajkit._models.dims import DimSpec, Shape, bind_dims, fmt_shape
 from trajkit._models.model_outputs import ModelOutputs, coerce_model_outs, discrete_actions
 from trajkit._models.rules import FIELD_RULES, OUTPUT_RULES, conform, output_rule
 
@@ -40,7 +40,9 @@ InfoRows = list[list[dict[str, Any]]]
 FIELD_DIMS: Mapping[str, str] = MappingProxyType(
     {"infos": "T B", **{name: rule.dims for name, rule in FIELD_RULES.items()}}
 )
-"""The declared dimensions of every field, from the rule table (`trajkit._models.rules`)."""
+"""The declared dimensions of every field, from the rule table (`trajkit._models.rules`).
+
+`E` (of `final_obses`) is the number of episode ends: the (t, b) with `dones[t+1] = 1`."""
 
 MODEL_OUTPUT_DIMS: Mapping[str, str] = MappingProxyType(
     {key: rule.dims for key, rule in OUTPUT_RULES.items()}
@@ -75,14 +77,17 @@ def _copying(info: ValidationInfo) -> bool:
 def _array_check(name: str) -> Callable[[Any, bool], Any]:
     """The validator of array field `name`, from its rule in `FIELD_RULES`."""
     rule = FIELD_RULES[name]
+    axes = "".join(dim.symbol.lower() for dim in DimSpec.parse(rule.dims).dims)  # `(t=3, b=1)`
 
     def check(value: Any, copy: bool) -> Any:
         if value is None and rule.optional:
             return None
         if type(value) is np.ndarray or not rule.nested:  # the common flat case
-            return conform(rule, value, name, copy=copy)
+            return conform(rule, value, name, copy=copy, axes=axes)
         return _tree.map_with_path(
-            lambda path, leaf: conform(rule, leaf, _tree.format_path(name, path), copy=copy),
+            lambda path, leaf: conform(
+                rule, leaf, _tree.format_path(name, path), copy=copy, axes=axes
+            ),
             _tree.normalize(value, name),
         )
 
@@ -125,6 +130,7 @@ FIELD_CHECKS: Mapping[str, Callable[[Any, bool], Any]] = MappingProxyType(
         "model_outs": _v_model_outs,
         "truncated": _array_check("truncated"),
         "final_values": _array_check("final_values"),
+        "final_obses": _array_check("final_obses"),
     }
 )
 """Each field's validator (the value, and whether to copy it), in declaration order."""
@@ -207,6 +213,8 @@ def cross_check(rollout: Rollout) -> None:
     T, B = _agreed_dims(rollout, votes, infos)
     _settle(rollout, votes.empty_rows, T, B, infos, keep_outs=bool(outs) or building)
     _check_values(rollout, rollout.model_outs.arrays if building else outs)
+    if rollout.final_obses is not None:
+        _check_final_obses(rollout.final_obses, rollout.obses, rollout.dones)
 
 
 def _agreed_dims(rollout: Rollout, votes: _Votes, infos: InfoRows | None) -> tuple[int, int]:
@@ -301,6 +309,45 @@ def _check_values(rollout: Rollout, outs: Mapping[str, AnyArray]) -> None:
             raise ValueError(
                 f"model_outs['actions'] must be in [0, A) with A={num_actions} from "
                 f"model_outs['actor'], got {actions[pos]} at {fmt_index(pos)}"
+            )
+
+
+def _check_final_obses(final: Any, obses: Any, dones: AnyArray) -> None:
+    """`final_obses`: one entry per episode end, with the leaves, dtypes and shapes of `obses`."""
+    want = _tree.flatten(obses)
+    got = _tree.flatten(final)
+    want_paths = [path for path, _ in want]
+    got_paths = [path for path, _ in got]
+    if got_paths != want_paths:
+
+        def describe(paths: list[Any]) -> str:
+            if paths == [()]:
+                return "an array"
+            return "nested (leaves " + ", ".join(_tree.format_path("", p) for p in paths) + ")"
+
+        raise ValueError(
+            f"final_obses must have the structure of obses: obses is {describe(want_paths)}, "
+            f"final_obses is {describe(got_paths)}"
+        )
+    ends = int(np.count_nonzero(dones[1:] == 1))
+    for (path, obs), (_, leaf) in zip(want, got, strict=True):
+        name = _tree.format_path("final_obses", path)
+        obs_name = _tree.format_path("obses", path)
+        if leaf.shape[:1] != (ends,):
+            raise ValueError(
+                f"{name} has {leaf.shape[0] if leaf.ndim else 0} entries (shape "
+                f"{fmt_shape(leaf.shape)}), expected E={ends}: one per episode end, the (t, b) "
+                "with dones[t+1] = 1, in the order of np.nonzero(dones[1:] == 1)"
+            )
+        if leaf.shape[1:] != obs.shape[2:]:
+            raise ValueError(
+                f"{name} has per-step shape {fmt_shape(leaf.shape[1:])}, expected "
+                f"{fmt_shape(obs.shape[2:])} as {obs_name}"
+            )
+        if leaf.dtype.name != obs.dtype.name:  # (byte order aside)
+            raise ValueError(
+                f"{name} has dtype {leaf.dtype.name}, expected {obs.dtype.name} as {obs_name}; "
+                f"convert it with .astype(np.{obs.dtype.name})"
             )
 
 

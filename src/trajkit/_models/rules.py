@@ -105,9 +105,12 @@ FIELD_RULES: Mapping[str, Rule] = MappingProxyType(
         "dones": Rule("T+1 B", "float32", flag=True),
         "truncated": Rule("T B", "float32", flag=True, optional=True),
         "final_values": Rule("T B", "float32", finite=True, optional=True),
+        "final_obses": Rule("E ...", "real", finite=True, nested=True, optional=True),
     }
 )
-"""The array fields of a `Rollout` and their rules (`infos` are T rows of B JSON mappings)."""
+"""The array fields of a `Rollout` and their rules (`infos` are T rows of B JSON mappings).
+
+`E` is the number of episode ends, the (t, b) with `dones[t+1] == 1`."""
 
 OUTPUT_RULES: Mapping[str, Rule] = MappingProxyType(
     {

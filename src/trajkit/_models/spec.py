@@ -131,6 +131,7 @@ class _Layout:
     states: dict[str, LeafLayout]
     outputs: dict[str, OutputLayout]
     has_truncation: bool
+    has_final_obses: bool
     num_steps: int | None
     num_envs: int | None
 
@@ -160,6 +161,8 @@ class RolloutSpec(BaseModel):
             the layout `Rollout` gives them: `critic` and `log_probs` float32 `()`, `actor`
             float32 `(A,)`, `actions` int32 (integer spaces) or float32 (Box), any shape.
         has_truncation: Whether `truncated` and `final_values` are present.
+        has_final_obses: Whether `final_obses` is present (laid out as the observations). Left
+            out of the JSON when `False`.
         min_steps: Smallest allowed T, or `None`.
         max_steps: Largest allowed T, or `None`.
         min_envs: Smallest allowed B, or `None`.
@@ -221,6 +224,10 @@ class RolloutSpec(BaseModel):
     """Model-output key to trailing shape (after `[T+1, B]`) and dtype."""
     has_truncation: bool = False
     """Whether `truncated` and `final_values` are present."""
+    has_final_obses: bool = Field(
+        default=False, exclude_if=lambda present: present is False, repr=False
+    )
+    """Whether `final_obses`, the true final observations of ended episodes, is present."""
     min_steps: Annotated[int, Field(ge=0)] | None = None
     """Smallest allowed T (number of steps), or `None` for no bound."""
     max_steps: Annotated[int, Field(ge=0)] | None = None
@@ -337,6 +344,7 @@ class RolloutSpec(BaseModel):
                 for key, (shape, dtype, per_env) in layout.outputs.items()
             },
             "has_truncation": layout.has_truncation,
+            "has_final_obses": layout.has_final_obses,
         }
         for name, prefix in _NESTED_FIELDS.items():
             leaves: dict[str, LeafLayout] = getattr(layout, name)
@@ -405,6 +413,7 @@ class RolloutSpec(BaseModel):
                 states=other._leaf_layouts("states"),
                 outputs={k: (o.shape, o.dtype, o.per_env) for k, o in other.model_outputs.items()},
                 has_truncation=other.has_truncation,
+                has_final_obses=other.has_final_obses,
                 num_steps=num_steps,
                 num_envs=num_envs,
             )
@@ -452,6 +461,13 @@ class RolloutSpec(BaseModel):
                 "truncated/final_values are present, but the spec says has_truncation=false"
                 if actual.has_truncation
                 else "truncated/final_values are missing, but the spec says has_truncation=true"
+            )
+        if actual.has_final_obses != self.has_final_obses:
+            problems.append(
+                "final_obses is present, but the spec says has_final_obses=false (drop it "
+                "with rollout.replace(final_obses=None))"
+                if actual.has_final_obses
+                else "final_obses is missing, but the spec says has_final_obses=true"
             )
         for symbol, value, low_name, high_name in (
             ("T", actual.num_steps, "min_steps", "max_steps"),
@@ -529,6 +545,7 @@ def _layout_of(rollout: Rollout) -> _Layout:
             for key, array in rollout.model_outs.arrays.items()
         },
         has_truncation=rollout.truncated is not None,
+        has_final_obses=rollout.final_obses is not None,
         num_steps=rollout.num_steps,
         num_envs=rollout.batch_size,
     )
