@@ -333,62 +333,12 @@ class Gate:
         Each output is checked by its rule (`output_rule`) and stored in the dtype the first
         call fixed: `actions` in the action space's dtype, without changing a value.
         """
-        B = self.num_envs
         raw = self._policy(obs)
         plan = self._out_plan
-        if type(raw) is dict and plan is not None and len(raw) == len(plan):
-            # The usual call: the same keys, shapes and dtypes as before, as NumPy arrays
-            # that break no rule (used as they are: the log copies them).
-            same: dict[str, AnyArray] = {}
-            for key, out in plan.items():  # in the first call's order, as the log has them
-                value = raw.get(key)
-                if (
-                    type(value) is not np.ndarray
-                    or value.shape != out.shape
-                    or value.dtype != out.dtype
-                    or (out.fits is not None and not out.fits(value))
-                ):
-                    break
-                same[key] = value
-            else:
-                return same
-        if not isinstance(raw, Mapping):
-            raise TypeError(
-                "the policy must return a mapping of model outputs (e.g. {'actions': ...}), "
-                f"got {type(raw).__name__}"
-            )
-        if "actions" not in raw:
-            raise ValueError(
-                "the policy's outputs have no 'actions' key (keys: "
-                f"{sorted(map(str, raw))}); return the actions to take as outputs['actions']"
-            )
-        outs: dict[str, AnyArray] = {}
-        for key, value in raw.items():
-            if not isinstance(key, str):
-                raise ValueError(f"the policy's output keys must be strings, got {key!r}")
-            try:
-                array = np.asarray(value)
-            except (TypeError, ValueError) as exc:
-                raise ValueError(
-                    f"model_outs[{key!r}] must be a rectangular numeric array: {exc} "
-                    f"({self.where(None)})"
-                ) from None
-            if array.ndim == 0 or array.shape[0] != B:
-                raise ValueError(
-                    f"the policy's output {key!r} has shape {array.shape}, expected leading "
-                    f"dimension B={B} (one row per env, for a batch of {B} observations)"
-                )
-            if key in _ONE_D_KEYS and array.ndim != 1:
-                raise ValueError(
-                    f"the policy's output {key!r} has shape {array.shape}, expected ({B},)"
-                )
-            if key == "actions" and array.shape[1:] != self._action_shape:
-                raise ValueError(
-                    f"the policy's output 'actions' has shape {array.shape}, expected "
-                    f"{(B, *self._action_shape)}: one element of the action space "
-                    f"{self._env.single_action_space} per env"
-                )
-            outs[key] = array
+        same = _unchanged_outputs(raw, plan)
+        if same is not None:
+            return same
+        outs = self._output_arrays(raw)
         shapes = {key: array.shape[1:] for key, array in outs.items()}
         if plan is not None:
             known = {key: out.shape[1:] for key, out in plan.items()}
@@ -405,6 +355,49 @@ class Gate:
         if self._out_plan is None:
             self._out_plan = plan
         return checked  # in the first call's order
+
+    def _output_arrays(self, raw: Any) -> dict[str, AnyArray]:
+        """The policy's outputs as arrays: a mapping with `actions`, each output `[B, ...]`."""
+        if not isinstance(raw, Mapping):
+            raise TypeError(
+                "the policy must return a mapping of model outputs (e.g. {'actions': ...}), "
+                f"got {type(raw).__name__}"
+            )
+        if "actions" not in raw:
+            raise ValueError(
+                "the policy's outputs have no 'actions' key (keys: "
+                f"{sorted(map(str, raw))}); return the actions to take as outputs['actions']"
+            )
+        return {key: self._output_array(key, value) for key, value in raw.items()}
+
+    def _output_array(self, key: Any, value: Any) -> AnyArray:
+        """One output as an array of B rows (`actions`: of the action space's shape)."""
+        B = self.num_envs
+        if not isinstance(key, str):
+            raise ValueError(f"the policy's output keys must be strings, got {key!r}")
+        try:
+            array = np.asarray(value)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(
+                f"model_outs[{key!r}] must be a rectangular numeric array: {exc} "
+                f"({self.where(None)})"
+            ) from None
+        if array.ndim == 0 or array.shape[0] != B:
+            raise ValueError(
+                f"the policy's output {key!r} has shape {array.shape}, expected leading "
+                f"dimension B={B} (one row per env, for a batch of {B} observations)"
+            )
+        if key in _ONE_D_KEYS and array.ndim != 1:
+            raise ValueError(
+                f"the policy's output {key!r} has shape {array.shape}, expected ({B},)"
+            )
+        if key == "actions" and array.shape[1:] != self._action_shape:
+            raise ValueError(
+                f"the policy's output 'actions' has shape {array.shape}, expected "
+                f"{(B, *self._action_shape)}: one element of the action space "
+                f"{self._env.single_action_space} per env"
+            )
+        return array
 
     def _plan_output(self, key: str, array: AnyArray, outs: Mapping[str, AnyArray]) -> _Output:
         """What the first call fixes for output `key`: its rule, stored dtype and fast test."""
@@ -523,3 +516,25 @@ class Gate:
                 f"state_fn returned shape {states.shape}, expected {self._state_shape} as before"
             )
         return states
+
+
+def _unchanged_outputs(raw: Any, plan: dict[str, _Output] | None) -> dict[str, AnyArray] | None:
+    """The usual call's outputs, or `None` to check them in full.
+
+    The usual call: a dict of the same keys, shapes and dtypes as before, NumPy arrays that
+    break no rule (used as they are: the log copies them), in the first call's order.
+    """
+    if type(raw) is not dict or plan is None or len(raw) != len(plan):
+        return None
+    same: dict[str, AnyArray] = {}
+    for key, out in plan.items():  # in the first call's order, as the log has them
+        value = raw.get(key)
+        if (
+            type(value) is not np.ndarray
+            or value.shape != out.shape
+            or value.dtype != out.dtype
+            or (out.fits is not None and not out.fits(value))
+        ):
+            return None
+        same[key] = value
+    return same

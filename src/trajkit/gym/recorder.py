@@ -495,11 +495,34 @@ class RolloutRecorder:
         transitions (`_settle`), and `dones`, truncation, final values and episode sums
         (`_build`) follow from the raw flags and rewards logged here, over whole arrays.
         """
-        B = self._num_envs
         self._gate.step += 1
         obs, rews, terms, truncs, infos = self._env.step(self._outs["actions"])
         new_obs = self._gate.obs_batch(obs)
-        per_env = (B,)
+        rews, terms, truncs = self._checked_flags(rews, terms, truncs)
+        final_values = None  # NEXT_STEP's are in the log already: the critic's outputs
+        if self._mode is not _Mode.NEXT_STEP:
+            # Every step is a real transition of every env under these modes.
+            final_values = self._final_values(new_obs, infos, terms, truncs)
+            if self._mode is _Mode.DISABLED:
+                new_obs = self._reset_ended(new_obs, terms, truncs)
+        # Under NEXT_STEP, ended envs show their final observation now, and their next step
+        # is the phantom reset (`_settle` tells these entries apart).
+        new_outs = self._gate.call_policy(new_obs)
+        states = None if self._state_fn is None else self._gate.states()
+        if infos:
+            self._log_infos(infos)
+        self._append(new_obs, new_outs, states, rews, terms, truncs, final_values)
+        self._obs, self._outs = new_obs, new_outs
+
+    def _checked_flags(
+        self, rews: Any, terms: Any, truncs: Any
+    ) -> tuple[AnyArray, AnyArray, AnyArray]:
+        """The step's rewards and flags, each checked by the gate unless it is already right.
+
+        The fast path: a `[B]` array of the dtype the gate would give (and rewards within
+        float32) is taken as it is.
+        """
+        per_env = (self._num_envs,)
         if type(terms) is not np.ndarray or terms.shape != per_env or terms.dtype != np.bool_:
             terms = self._gate.flags(terms, "terminated")
         if type(truncs) is not np.ndarray or truncs.shape != per_env or truncs.dtype != np.bool_:
@@ -511,44 +534,43 @@ class RolloutRecorder:
             or not within_float32(rews)
         ):
             rews = self._gate.rewards(rews)
+        return rews, terms, truncs
 
-        final_values = None  # NEXT_STEP's are in the log already: the critic's outputs
-        if self._mode is _Mode.NEXT_STEP:
-            # Ended envs show their final observation now, and their next step is the
-            # phantom reset (`_settle` tells these entries apart).
-            new_outs = self._gate.call_policy(new_obs)
-        else:
-            # Every step is a real transition of every env under these modes.
-            final_values = self._zeros
-            if "critic" in self._outs and truncs.any():
-                truncated = np.logical_and(truncs, np.logical_not(terms))
-                if truncated.any():
-                    if self._mode is _Mode.SAME_STEP:
-                        final_obs = self._gate.with_final_obs(new_obs, infos, truncated)
-                    else:  # DISABLED: the batch holds the final observations
-                        final_obs = new_obs
-                    final_values = self._gate.critic(final_obs)
-            if self._mode is _Mode.DISABLED:
-                ended = np.logical_or(terms, truncs)
-                if ended.any():
-                    reset_obs, _ = self._env.reset(options={"reset_mask": ended})
-                    new_obs = self._gate.obs_batch(reset_obs)
-            new_outs = self._gate.call_policy(new_obs)
-        states = None if self._state_fn is None else self._gate.states()
+    def _final_values(
+        self, new_obs: ArrayTree, infos: Any, terms: AnyArray, truncs: AnyArray
+    ) -> AnyArray:
+        """The critic's values of truncated envs' final observations (zeros elsewhere)."""
+        if "critic" not in self._outs or not truncs.any():
+            return self._zeros
+        truncated = np.logical_and(truncs, np.logical_not(terms))
+        if not truncated.any():
+            return self._zeros
+        if self._mode is _Mode.SAME_STEP:
+            final_obs = self._gate.with_final_obs(new_obs, infos, truncated)
+        else:  # DISABLED: the batch holds the final observations
+            final_obs = new_obs
+        return self._gate.critic(final_obs)
 
-        if infos:
-            entry = self._log.size
-            if keeps_infos(infos, self._info_keys):
-                # Every env's, phantom steps' too: `_build` takes only real transitions' infos.
-                for b in range(B):
-                    info = step_info(infos, b, B, self._info_keys)
-                    if info:
-                        self._infos[entry, b] = info
-            if "episode" in infos or "final_info" in infos:
-                for b, value in episode_returns(infos, B).items():
-                    self._reported[entry, b] = value
-        self._append(new_obs, new_outs, states, rews, terms, truncs, final_values)
-        self._obs, self._outs = new_obs, new_outs
+    def _reset_ended(self, new_obs: ArrayTree, terms: AnyArray, truncs: AnyArray) -> ArrayTree:
+        """With autoreset disabled: reset the envs that ended, and return their first obs."""
+        ended = np.logical_or(terms, truncs)
+        if not ended.any():
+            return new_obs
+        reset_obs, _ = self._env.reset(options={"reset_mask": ended})
+        return self._gate.obs_batch(reset_obs)
+
+    def _log_infos(self, infos: Any) -> None:
+        """Keep the step's infos and the episode returns they report, at the next log entry."""
+        B, entry = self._num_envs, self._log.size
+        if keeps_infos(infos, self._info_keys):
+            # Every env's, phantom steps' too: `_build` takes only real transitions' infos.
+            for b in range(B):
+                info = step_info(infos, b, B, self._info_keys)
+                if info:
+                    self._infos[entry, b] = info
+        if "episode" in infos or "final_info" in infos:
+            for b, value in episode_returns(infos, B).items():
+                self._reported[entry, b] = value
 
     def _build(self, T: int) -> tuple[Rollout, Callable[[], None]]:
         """The rollout of the next T steps, and the function that moves the recorder past it.
