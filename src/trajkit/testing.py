@@ -216,87 +216,127 @@ def rollouts(
             f"action_kinds must be a non-empty collection of {list(ACTION_KINDS)}, got {kinds}"
         )
 
-    @st.composite
-    def build(draw: DrawFn) -> Rollout:
+    draw_rollout = st.composite(_draw_rollout)
+    return draw_rollout(
+        (min_steps, max_steps), (min_envs, max_envs), keys, truncation, max_actions, kinds, nested
+    )
+
+
+def _draw_rollout(
+    draw: DrawFn,
+    steps: tuple[int, int],
+    envs: tuple[int, int],
+    keys: Collection[str] | None,
+    truncation: bool | None,
+    max_actions: int,
+    kinds: list[ActionKind],
+    nested: bool | None,
+) -> Rollout:
+    """One rollout of `rollouts`, its arguments checked there."""
+    from hypothesis import strategies as st
+    from hypothesis.extra import numpy as hnp
+
+    T = draw(st.integers(*steps))
+    B = draw(st.integers(*envs))
+    d = _Drawer(draw, T, B, draw(st.integers(1, max_actions)))
+    chosen = (
+        [k for k in MODEL_OUTPUT_KEYS if k in keys]
+        if keys is not None
+        else draw(st.lists(st.sampled_from(MODEL_OUTPUT_KEYS), unique=True))
+    )
+    outs = {key: d.output(key, kinds) for key in chosen}
+    use_nested = draw(st.booleans()) if nested is None else nested
+    obses = d.tree(d.observation) if use_nested else d.observation()
+    dones = draw(hnp.arrays(np.bool_, (T + 1, B)))
+    use_truncation = draw(st.booleans()) if truncation is None else truncation
+    truncated = final_values = None
+    if use_truncation:
+        truncated = dones[1:] & draw(hnp.arrays(np.bool_, (T, B)))
+        final_values = d.real((T, B))
+    info = st.dictionaries(
+        st.sampled_from(["step", "lives", "tag"]),
+        st.integers(-5, 5) | st.text(max_size=3) | st.booleans(),
+        max_size=2,
+    )
+    infos = [[draw(info) for _ in range(B)] for _ in range(T)]
+    return Rollout(
+        states=d.tree(d.state) if use_nested else d.state(),
+        obses=obses,
+        rews=d.real((T, B)),
+        dones=dones,
+        infos=infos,
+        model_outs=outs,
+        truncated=truncated,
+        final_values=final_values,
+    )
+
+
+class _Drawer:
+    """The arrays of one rollout of T steps, B envs and A actions, drawn with `draw`."""
+
+    def __init__(self, draw: DrawFn, T: int, B: int, A: int) -> None:
+        self.draw, self.T, self.B, self.A = draw, T, B, A
+
+    def real(self, shape: tuple[int, ...]) -> AnyArray:
+        from hypothesis import strategies as st
         from hypothesis.extra import numpy as hnp
 
-        T = draw(st.integers(min_steps, max_steps))
-        B = draw(st.integers(min_envs, max_envs))
-        A = draw(st.integers(1, max_actions))
         floats = st.floats(-100, 100, allow_nan=False, width=32)
+        return self.draw(hnp.arrays(np.float32, shape, elements=floats))
 
-        def real(shape: tuple[int, ...]) -> AnyArray:
-            return draw(hnp.arrays(np.float32, shape, elements=floats))
+    def small_shape(self, min_dims: int = 0) -> tuple[int, ...]:
+        from hypothesis import strategies as st
 
-        def small_shape(min_dims: int = 0) -> SearchStrategy[tuple[int, ...]]:
-            return st.lists(st.integers(1, 3), min_size=min_dims, max_size=2).map(tuple)
-
-        def observation() -> AnyArray:
-            obs_dtype = draw(st.sampled_from([np.uint8, np.float32]))
-            obs = draw(hnp.arrays(obs_dtype, (T + 1, B, *draw(small_shape()))))
-            if obs_dtype is np.float32:
-                obs = np.nan_to_num(obs, nan=0.0, posinf=1.0, neginf=-1.0)
-            return obs
-
-        def state() -> AnyArray:
-            return real((T + 1, B, draw(st.integers(0, 2))))
-
-        def tree(leaf: Callable[[], AnyArray]) -> Any:
-            """A dict or tuple of one to three leaves or one-leaf subtrees."""
-            items = [
-                leaf() if draw(st.booleans()) else {"x": leaf()}
-                for _ in range(draw(st.integers(1, 3)))
-            ]
-            if draw(st.booleans()):
-                return tuple(items)
-            return dict(zip(["a", "b", "c"], items, strict=False))
-
-        chosen = (
-            [k for k in MODEL_OUTPUT_KEYS if k in keys]
-            if keys is not None
-            else draw(st.lists(st.sampled_from(MODEL_OUTPUT_KEYS), unique=True))
+        shape: tuple[int, ...] = self.draw(
+            st.lists(st.integers(1, 3), min_size=min_dims, max_size=2).map(tuple)
         )
-        outs: dict[str, AnyArray] = {}
-        for key in chosen:
-            if key == "actions":
-                kind = draw(st.sampled_from(kinds))
-                tail = () if kind == "discrete" else draw(small_shape(1))
-                outs[key] = _actions(
-                    kind,
-                    (T + 1, B, *tail),
-                    A,
-                    lambda low, high, shape: draw(
-                        hnp.arrays(np.int32, shape, elements=st.integers(low, high))
-                    ),
-                    real,
-                )
-            elif key == "actor":
-                outs[key] = real((T + 1, B, A))
-            else:
-                outs[key] = real((T + 1, B))
-        use_nested = draw(st.booleans()) if nested is None else nested
-        obses = tree(observation) if use_nested else observation()
-        dones = draw(hnp.arrays(np.bool_, (T + 1, B)))
-        use_truncation = draw(st.booleans()) if truncation is None else truncation
-        truncated = final_values = None
-        if use_truncation:
-            truncated = dones[1:] & draw(hnp.arrays(np.bool_, (T, B)))
-            final_values = real((T, B))
-        info = st.dictionaries(
-            st.sampled_from(["step", "lives", "tag"]),
-            st.integers(-5, 5) | st.text(max_size=3) | st.booleans(),
-            max_size=2,
-        )
-        infos = [[draw(info) for _ in range(B)] for _ in range(T)]
-        return Rollout(
-            states=tree(state) if use_nested else state(),
-            obses=obses,
-            rews=real((T, B)),
-            dones=dones,
-            infos=infos,
-            model_outs=outs,
-            truncated=truncated,
-            final_values=final_values,
-        )
+        return shape
 
-    return build()
+    def observation(self) -> AnyArray:
+        from hypothesis import strategies as st
+        from hypothesis.extra import numpy as hnp
+
+        obs_dtype = self.draw(st.sampled_from([np.uint8, np.float32]))
+        obs = self.draw(hnp.arrays(obs_dtype, (self.T + 1, self.B, *self.small_shape())))
+        if obs_dtype is np.float32:
+            obs = np.nan_to_num(obs, nan=0.0, posinf=1.0, neginf=-1.0)
+        return obs
+
+    def state(self) -> AnyArray:
+        from hypothesis import strategies as st
+
+        return self.real((self.T + 1, self.B, self.draw(st.integers(0, 2))))
+
+    def tree(self, leaf: Callable[[], AnyArray]) -> Any:
+        """A dict or tuple of one to three leaves or one-leaf subtrees."""
+        from hypothesis import strategies as st
+
+        draw = self.draw
+        items = [
+            leaf() if draw(st.booleans()) else {"x": leaf()} for _ in range(draw(st.integers(1, 3)))
+        ]
+        if draw(st.booleans()):
+            return tuple(items)
+        return dict(zip(["a", "b", "c"], items, strict=False))
+
+    def output(self, key: str, kinds: list[ActionKind]) -> AnyArray:
+        """Model output `key`: `actions` of one of `kinds`, `actor` logits, or `[T+1, B]`."""
+        from hypothesis import strategies as st
+        from hypothesis.extra import numpy as hnp
+
+        T, B, A, draw = self.T, self.B, self.A, self.draw
+        if key == "actions":
+            kind = draw(st.sampled_from(kinds))
+            tail = () if kind == "discrete" else self.small_shape(1)
+            return _actions(
+                kind,
+                (T + 1, B, *tail),
+                A,
+                lambda low, high, shape: draw(
+                    hnp.arrays(np.int32, shape, elements=st.integers(low, high))
+                ),
+                self.real,
+            )
+        if key == "actor":
+            return self.real((T + 1, B, A))
+        return self.real((T + 1, B))
