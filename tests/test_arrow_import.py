@@ -9,6 +9,7 @@ renumbered, metadata edited) and checks that the original rollout comes back or 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -694,64 +695,116 @@ def _mutations(draw: st.DrawFn) -> tuple[int, Any]:
     which = draw(st.integers(0, len(_TABLES) - 1))
     table = _TABLES[which]
     for _ in range(draw(st.integers(1, 3))):
-        rows = table.num_rows
         name = draw(st.sampled_from(table.column_names))
-        ops = ["drop", "null", "type", "filter", "take", "step", "meta", "strip", "lists"]
-        op = draw(st.sampled_from(ops))
-        if op == "drop":
-            table = table.drop_columns([name])
-        elif op == "null" and rows and name != "info":
-            table = _nulled(table, name, draw(st.integers(0, rows - 1)))
-        elif op == "type" and not pa.types.is_nested(table.column(name).type):
-            column = table.column(name)
-            type_ = draw(st.sampled_from(_TYPES))
-            if name.startswith("out.") and type_ == pa.float16():
-                continue  # the constructor's int32 check warns on float16 (told the lead)
-            try:
-                values = column.cast(type_, safe=False)
-                lost = not values.cast(column.type).equals(column)
-            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
-                continue
-            if not lost:
-                table = _set(table, name, values)
-        elif op == "filter" and rows:
-            keep = draw(st.lists(st.booleans(), min_size=rows, max_size=rows))
-            table = table.filter(pa.array(keep))
-        elif op == "take" and rows:  # rows reordered, repeated or left out
-            index = draw(st.lists(st.integers(0, rows - 1), min_size=1, max_size=rows + 2))
-            table = table.take(pa.array(index))
-        elif (
-            op == "step"
-            and "step" in table.column_names
-            and pa.types.is_integer(table.schema.field("step").type)
-            and table.column("step").null_count == 0
-            and rows
-        ):
-            steps = table.column("step").to_numpy().astype(np.int64)
-            big = draw(st.sampled_from([2**27, 2**31 - 1, -1, 2**62, 4]))
-            steps[draw(st.integers(0, rows - 1))] = big
-            table = _set(table, "step", pa.array(steps))
-        elif op == "meta" and table.schema.metadata:
-            layout = _layout(table)
-            key = draw(st.sampled_from(["nested", "truncation", "outs", "dtype"]))
-            if key == "nested":
-                layout["fields"]["obses"]["nested"] = not layout["fields"]["obses"]["nested"]
-            elif key == "truncation":
-                layout["truncation"] = not layout["truncation"]
-            elif key == "outs" and layout["model_outs"]:
-                layout["model_outs"].pop()
-            elif key == "dtype":
-                layout["fields"]["obses"]["leaves"][0]["dtype"] = "|b1"
-            if "trajkit_layout" in table.column_names:
-                table = _with_layout(table, layout)
-            else:
-                table = table.replace_schema_metadata({b"trajkit": json.dumps(layout).encode()})
-        elif op == "strip":  # as polars, DuckDB and HF datasets write a file again
-            table = table.replace_schema_metadata(None)
-        elif op == "lists" and pa.types.is_fixed_size_list(table.column(name).type):
-            inner = table.column(name).type.value_type  # one level as DuckDB reads it back
-            table = _set(table, name, table.column(name).cast(pa.list_(inner)))
+        op = draw(st.sampled_from(list(_MUTATORS)))
+        table = _MUTATORS[op](draw, table, name)
     return which, table
+
+
+Mutator = Callable[[st.DrawFn, Any, str], Any]
+
+
+def _drop(draw: st.DrawFn, table: Any, name: str) -> Any:
+    return table.drop_columns([name])
+
+
+def _null(draw: st.DrawFn, table: Any, name: str) -> Any:
+    if not table.num_rows or name == "info":
+        return table
+    return _nulled(table, name, draw(st.integers(0, table.num_rows - 1)))
+
+
+def _retype(draw: st.DrawFn, table: Any, name: str) -> Any:
+    """A lossless cast of a flat column to another type."""
+    column = table.column(name)
+    if pa.types.is_nested(column.type):
+        return table
+    type_ = draw(st.sampled_from(_TYPES))
+    if name.startswith("out.") and type_ == pa.float16():
+        return table  # the constructor's int32 check warns on float16 (told the lead)
+    try:
+        values = column.cast(type_, safe=False)
+        lost = not values.cast(column.type).equals(column)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        return table
+    return table if lost else _set(table, name, values)
+
+
+def _filter(draw: st.DrawFn, table: Any, name: str) -> Any:
+    rows = table.num_rows
+    if not rows:
+        return table
+    keep = draw(st.lists(st.booleans(), min_size=rows, max_size=rows))
+    return table.filter(pa.array(keep))
+
+
+def _take(draw: st.DrawFn, table: Any, name: str) -> Any:
+    """Rows reordered, repeated or left out."""
+    rows = table.num_rows
+    if not rows:
+        return table
+    index = draw(st.lists(st.integers(0, rows - 1), min_size=1, max_size=rows + 2))
+    return table.take(pa.array(index))
+
+
+def _step(draw: st.DrawFn, table: Any, name: str) -> Any:
+    """One `step` out of range, or of another row."""
+    if not (
+        "step" in table.column_names
+        and pa.types.is_integer(table.schema.field("step").type)
+        and table.column("step").null_count == 0
+        and table.num_rows
+    ):
+        return table
+    steps = table.column("step").to_numpy().astype(np.int64)
+    big = draw(st.sampled_from([2**27, 2**31 - 1, -1, 2**62, 4]))
+    steps[draw(st.integers(0, table.num_rows - 1))] = big
+    return _set(table, "step", pa.array(steps))
+
+
+def _meta(draw: st.DrawFn, table: Any, name: str) -> Any:
+    """The layout JSON changed in one place, where the table keeps it."""
+    if not table.schema.metadata:
+        return table
+    layout = _layout(table)
+    key = draw(st.sampled_from(["nested", "truncation", "outs", "dtype"]))
+    if key == "nested":
+        layout["fields"]["obses"]["nested"] = not layout["fields"]["obses"]["nested"]
+    elif key == "truncation":
+        layout["truncation"] = not layout["truncation"]
+    elif key == "outs" and layout["model_outs"]:
+        layout["model_outs"].pop()
+    elif key == "dtype":
+        layout["fields"]["obses"]["leaves"][0]["dtype"] = "|b1"
+    if "trajkit_layout" in table.column_names:
+        return _with_layout(table, layout)
+    return table.replace_schema_metadata({b"trajkit": json.dumps(layout).encode()})
+
+
+def _strip(draw: st.DrawFn, table: Any, name: str) -> Any:
+    """As polars, DuckDB and HF datasets write a file again."""
+    return table.replace_schema_metadata(None)
+
+
+def _lists(draw: st.DrawFn, table: Any, name: str) -> Any:
+    """One level of fixed-size lists as variable-size lists, as DuckDB reads it back."""
+    if not pa.types.is_fixed_size_list(table.column(name).type):
+        return table
+    inner = table.column(name).type.value_type
+    return _set(table, name, table.column(name).cast(pa.list_(inner)))
+
+
+_MUTATORS: dict[str, Mutator] = {
+    "drop": _drop,
+    "null": _null,
+    "type": _retype,
+    "filter": _filter,
+    "take": _take,
+    "step": _step,
+    "meta": _meta,
+    "strip": _strip,
+    "lists": _lists,
+}
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
