@@ -227,52 +227,62 @@ def lossless(value: Any, dtype: np.dtype[Any], name: str, *, axes: str = "tb") -
         check_binary(array, name, axes)
         return array.astype(dtype)
     if kind == "f":
-        if array.dtype.kind == "f" and array.dtype.itemsize > dtype.itemsize:
-            with np.errstate(over="ignore"):
-                cast = array.astype(dtype)
-            over = np.isinf(cast) & np.isfinite(array)
-            if over.any():
-                pos = first_true(over) if over.ndim else ()
-                raise ValueError(
-                    f"{name} holds {array[pos].item()!r}{_at(pos, axes)}, beyond {dtype}'s "
-                    f"range (+-{float(np.finfo(dtype).max):.4g}): stored as {dtype} it would "
-                    "become inf"
-                )
-            return cast
-        cast = array.astype(dtype)
-        if array.dtype.kind in "iu" and array.dtype.itemsize * 8 > np.finfo(dtype).nmant + 1:
-            with np.errstate(invalid="ignore", over="ignore"):  # (a wrong round trip is refused)
-                inexact = cast.astype(array.dtype) != array
-            if inexact.any():
-                pos = first_true(inexact) if inexact.ndim else ()
-                raise ValueError(
-                    f"{name} must be exactly representable in {dtype}, got "
-                    f"{array[pos].item()!r}{_at(pos, axes)} (it would be rounded)"
-                )
-        return cast
+        return _into_float(array, dtype, name, axes)
     if kind in "iu":
-        if array.dtype.kind == "f":
-            bad = ~np.isfinite(array)
-            if bad.any():
-                pos = first_true(bad) if bad.ndim else ()
-                raise ValueError(f"{name} must be finite, got {array[pos].item()}{_at(pos, axes)}")
-            bad = array != np.round(array)
-            if bad.any():
-                pos = first_true(bad) if bad.ndim else ()
-                raise ValueError(
-                    f"{name} must be integer-valued, got {array[pos].item()!r}{_at(pos, axes)}"
-                )
-        info = np.iinfo(dtype)
-        if array.size:
-            bad = (array < info.min) | (array > info.max)
-            if bad.any():
-                pos = first_true(bad) if bad.ndim else ()
-                raise ValueError(
-                    f"{name} must fit in {dtype} [{info.min}, {info.max}], got "
-                    f"{array[pos].item()!r}{_at(pos, axes)}"
-                )
-        return array.astype(dtype)
+        return _into_int(array, dtype, name, axes)
     raise ValueError(f"{name} cannot be stored as {dtype}: not a real numeric dtype")
+
+
+def _into_float(array: AnyArray, dtype: np.dtype[Any], name: str, axes: str) -> AnyArray:
+    """`lossless` into a float dtype: no finite value becomes inf, no integer is rounded."""
+    if array.dtype.kind == "f" and array.dtype.itemsize > dtype.itemsize:
+        with np.errstate(over="ignore"):
+            cast = array.astype(dtype)
+        over = np.isinf(cast) & np.isfinite(array)
+        if over.any():
+            pos = first_true(over) if over.ndim else ()
+            raise ValueError(
+                f"{name} holds {array[pos].item()!r}{_at(pos, axes)}, beyond {dtype}'s "
+                f"range (+-{float(np.finfo(dtype).max):.4g}): stored as {dtype} it would "
+                "become inf"
+            )
+        return cast
+    cast = array.astype(dtype)
+    if array.dtype.kind in "iu" and array.dtype.itemsize * 8 > np.finfo(dtype).nmant + 1:
+        with np.errstate(invalid="ignore", over="ignore"):  # (a wrong round trip is refused)
+            inexact = cast.astype(array.dtype) != array
+        if inexact.any():
+            pos = first_true(inexact) if inexact.ndim else ()
+            raise ValueError(
+                f"{name} must be exactly representable in {dtype}, got "
+                f"{array[pos].item()!r}{_at(pos, axes)} (it would be rounded)"
+            )
+    return cast
+
+
+def _into_int(array: AnyArray, dtype: np.dtype[Any], name: str, axes: str) -> AnyArray:
+    """`lossless` into an integer dtype: floats finite and integer-valued, all in range."""
+    if array.dtype.kind == "f":
+        bad = ~np.isfinite(array)
+        if bad.any():
+            pos = first_true(bad) if bad.ndim else ()
+            raise ValueError(f"{name} must be finite, got {array[pos].item()}{_at(pos, axes)}")
+        bad = array != np.round(array)
+        if bad.any():
+            pos = first_true(bad) if bad.ndim else ()
+            raise ValueError(
+                f"{name} must be integer-valued, got {array[pos].item()!r}{_at(pos, axes)}"
+            )
+    info = np.iinfo(dtype)
+    if array.size:
+        bad = (array < info.min) | (array > info.max)
+        if bad.any():
+            pos = first_true(bad) if bad.ndim else ()
+            raise ValueError(
+                f"{name} must fit in {dtype} [{info.min}, {info.max}], got "
+                f"{array[pos].item()!r}{_at(pos, axes)}"
+            )
+    return array.astype(dtype)
 
 
 def conform_into(
