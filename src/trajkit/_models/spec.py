@@ -431,6 +431,26 @@ class RolloutSpec(BaseModel):
             problems.extend(
                 _compare_leaves(name, prefix, getattr(actual, name), self._leaf_layouts(name))  # type: ignore[arg-type]
             )
+        problems.extend(self._output_problems(actual))
+        if actual.has_truncation != self.has_truncation:
+            problems.append(
+                "truncated/final_values are present, but the spec says has_truncation=false"
+                if actual.has_truncation
+                else "truncated/final_values are missing, but the spec says has_truncation=true"
+            )
+        if actual.has_final_obses != self.has_final_obses:
+            problems.append(
+                "final_obses is present, but the spec says has_final_obses=false (drop it "
+                "with rollout.replace(final_obses=None))"
+                if actual.has_final_obses
+                else "final_obses is missing, but the spec says has_final_obses=true"
+            )
+        problems.extend(self._size_problems(actual))
+        return problems
+
+    def _output_problems(self, actual: _Layout) -> list[str]:
+        """Model outputs missing, extra, or of another shape, dtype or per-env-ness."""
+        problems: list[str] = []
         for key, want in self.model_outputs.items():
             if key not in actual.outputs:
                 problems.append(f"model_outs: key {key!r} is in the spec but missing")
@@ -456,19 +476,11 @@ class RolloutSpec(BaseModel):
             for key in actual.outputs
             if key not in self.model_outputs
         )
-        if actual.has_truncation != self.has_truncation:
-            problems.append(
-                "truncated/final_values are present, but the spec says has_truncation=false"
-                if actual.has_truncation
-                else "truncated/final_values are missing, but the spec says has_truncation=true"
-            )
-        if actual.has_final_obses != self.has_final_obses:
-            problems.append(
-                "final_obses is present, but the spec says has_final_obses=false (drop it "
-                "with rollout.replace(final_obses=None))"
-                if actual.has_final_obses
-                else "final_obses is missing, but the spec says has_final_obses=true"
-            )
+        return problems
+
+    def _size_problems(self, actual: _Layout) -> list[str]:
+        """T and B outside the spec's bounds."""
+        problems: list[str] = []
         for symbol, value, low_name, high_name in (
             ("T", actual.num_steps, "min_steps", "max_steps"),
             ("B", actual.num_envs, "min_envs", "max_envs"),
