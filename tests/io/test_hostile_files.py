@@ -411,7 +411,7 @@ def test_metadata_that_lies_about_shapes(
         (b"[]", "JSON object"),
         (b"\xff\xfe{}", "utf-8"),
         (b'{"format": "other"}', "not a trajkit rollout file"),
-        (b'{"format": "trajkit.rollout", "format_version": 5}', "newer than this trajkit"),
+        (b'{"format": "trajkit.rollout", "format_version": 6}', "newer than this trajkit"),
         (b'{"format": "trajkit.rollout", "format_version": 0}', "positive integer"),
         (b'{"format": "trajkit.rollout", "format_version": "1"}', "positive integer"),
         (b'{"format": "trajkit.rollout", "format_version": true}', "positive integer"),

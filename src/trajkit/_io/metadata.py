@@ -22,6 +22,7 @@ from trajkit._models.spec import RolloutSpec
 
 __all__ = [
     "FORMAT_NAME",
+    "FINAL_OBSES_VERSION",
     "FORMAT_VERSION",
     "INFOS_MEMBER",
     "MAX_METADATA_BYTES",
@@ -36,19 +37,22 @@ __all__ = [
 FORMAT_NAME: Final = "trajkit.rollout"
 """The value of `format` in every rollout file's metadata."""
 
-FORMAT_VERSION: Final = 4
+FORMAT_VERSION: Final = 5
 """The newest format version this trajkit reads and writes.
 
 Version 2 adds nested `obses` and `states` (one member per leaf), version 3 sparse infos,
-version 4 the `recording` metadata. `trajkit.save` writes the oldest version that holds what
-the rollout needs (version 1 for rollouts without nested fields, sparse infos or recording),
-so that older readers still open them.
+version 4 the `recording` metadata, version 5 `final_obses` (the true final observations,
+counted by `num_final_obses`). `trajkit.save` writes the oldest version that holds what the
+rollout needs (version 1 for rollouts without nested fields, sparse infos, recording or final
+observations), so that older readers still open them.
 """
 
 _NESTED_VERSION: Final = 2  # the first version that stores nested fields
 SPARSE_INFOS_VERSION: Final = 3  # the first version whose infos.json lists non-empty infos only
 RECORDING_VERSION: Final = 4
 """The first format version whose metadata may hold a `recording`."""
+FINAL_OBSES_VERSION: Final = 5
+"""The first format version that stores `final_obses` (declared by `num_final_obses`)."""
 
 METADATA_MEMBER = "metadata.json"
 """The name of the metadata member, always the first member of the archive."""
@@ -178,8 +182,9 @@ class RolloutFileMetadata(BaseModel):
 
     Args:
         format: Always `"trajkit.rollout"`.
-        format_version: The file format version: `3` when `infos.json` lists only the
-            non-empty infos; else `1`, or `2` when `obses` or `states` is nested.
+        format_version: The file format version: `5` with `final_obses`; else `4` with a
+            `recording`; else `3` when `infos.json` lists only the non-empty infos; else `1`,
+            or `2` when `obses` or `states` is nested.
         trajkit_version: The trajkit version that wrote the file (informational).
         num_steps: T.
         batch_size: B.
@@ -187,6 +192,8 @@ class RolloutFileMetadata(BaseModel):
             `model_outs/{i}.npy`.
         spec: The rollout's spec (no bounds on T and B).
         recording: Where the rollout was recorded (format version 4), if given to `save`.
+        num_final_obses: E, the number of entries of `final_obses` (format version 5), when
+            the rollout has them (then `spec.has_final_obses` is true).
 
     Raises:
         pydantic.ValidationError: On unknown fields, an unknown format or version, or keys that
@@ -207,8 +214,8 @@ class RolloutFileMetadata(BaseModel):
 
     format: Literal["trajkit.rollout"]
     """The format name: always `trajkit.rollout`."""
-    format_version: Literal[1, 2, 3, 4]
-    """The format version (an integer; this trajkit reads versions 1 to 4)."""
+    format_version: Literal[1, 2, 3, 4, 5]
+    """The format version (an integer; this trajkit reads versions 1 to 5)."""
     trajkit_version: Annotated[str, Field(max_length=64)]
     """The version of trajkit that wrote the file; informational only."""
     num_steps: Annotated[int, Field(ge=0)]
@@ -221,6 +228,8 @@ class RolloutFileMetadata(BaseModel):
     """Per-step shapes and dtypes, model-output layouts and whether truncation data is present."""
     recording: Recording | None = None
     """Where the rollout was recorded (version 4; absent from the file when `None`)."""
+    num_final_obses: Annotated[int, Field(ge=0)] | None = None
+    """E, the entries of `final_obses` (version 5; absent from the file when `None`)."""
 
     @model_validator(mode="after")
     def _check_keys(self) -> Self:
@@ -248,6 +257,23 @@ class RolloutFileMetadata(BaseModel):
                 raise ValueError(
                     f"recording.num_envs is {self.recording.num_envs}, but batch_size is "
                     f"{self.batch_size}"
+                )
+        if (self.num_final_obses is not None) != self.spec.has_final_obses:
+            raise ValueError(
+                f"num_final_obses is {self.num_final_obses}, but spec.has_final_obses is "
+                f"{str(self.spec.has_final_obses).lower()}: give both or neither"
+            )
+        if self.num_final_obses is not None:
+            if self.format_version < FINAL_OBSES_VERSION:
+                raise ValueError(
+                    f"final_obses need format version {FINAL_OBSES_VERSION}, but the file "
+                    f"declares version {self.format_version}"
+                )
+            if self.num_final_obses > self.num_steps * self.batch_size:
+                raise ValueError(
+                    f"num_final_obses is {self.num_final_obses}, over T*B = "
+                    f"{self.num_steps * self.batch_size}: there is at most one episode end "
+                    "per step and env"
                 )
         problems = self.spec.compare(self.spec, num_steps=self.num_steps, num_envs=self.batch_size)
         if problems:
@@ -282,8 +308,11 @@ class RolloutFileMetadata(BaseModel):
         """
         spec = RolloutSpec.from_rollout(rollout)
         nested = any(spec.leaves(name)[0][0] for name in ("obses", "states"))
-        version: Literal[1, 2, 3, 4]
-        if recording is not None:
+        version: Literal[1, 2, 3, 4, 5]
+        finals = rollout.final_obses
+        if finals is not None:
+            version = FINAL_OBSES_VERSION
+        elif recording is not None:
             version = RECORDING_VERSION
         elif sparse_infos:
             version = SPARSE_INFOS_VERSION
@@ -298,6 +327,7 @@ class RolloutFileMetadata(BaseModel):
             model_output_keys=list(rollout.model_outs.keys()),
             spec=spec,
             recording=recording,
+            num_final_obses=None if finals is None else len(_tree.leaves(finals)[0]),
         )
 
     def arrays(self) -> list[ArrayMember]:
@@ -305,8 +335,9 @@ class RolloutFileMetadata(BaseModel):
 
         Returns:
             `states.npy`, `obses.npy`, `rews.npy`, `dones.npy`, then `truncated.npy` and
-            `final_values.npy` when the spec has truncation, then `model_outs/{i}.npy`. A
-            nested `states` or `obses` (version 2) has a member per leaf instead,
+            `final_values.npy` when the spec has truncation, then `model_outs/{i}.npy`, then
+            `final_obses.npy` (`[E, ...]`, laid out as `obses`; version 5). A nested
+            `states`, `obses` or `final_obses` has a member per leaf instead,
             `states/{i}.npy` for the i-th leaf in `RolloutSpec.leaves` order.
 
         Examples:
@@ -337,6 +368,8 @@ class RolloutFileMetadata(BaseModel):
                     (T + 1, B, *out.shape) if out.per_env else (T + 1,),
                 )
             )
+        if self.num_final_obses is not None:
+            members += _field_members(spec, "obses", T, B, final=self.num_final_obses)
         return members
 
     def members(self) -> list[str]:
@@ -368,14 +401,24 @@ class RolloutFileMetadata(BaseModel):
 
 
 def _field_members(
-    spec: RolloutSpec, name: Literal["obses", "states"], T: int, B: int
+    spec: RolloutSpec,
+    name: Literal["obses", "states"],
+    T: int,
+    B: int,
+    *,
+    final: int | None = None,
 ) -> list[ArrayMember]:
-    """`{name}.npy` for a flat field, else one `{name}/{i}.npy` per leaf, in spec order."""
+    """`{name}.npy` for a flat field, else one `{name}/{i}.npy` per leaf, in spec order.
+
+    With `final` (E), the members of `final_obses`, `[E, ...]` laid out as `obses`.
+    """
+    field = name if final is None else "final_obses"
+    lead = (T + 1, B) if final is None else (final,)
     leaves = spec.leaves(name)
     if len(leaves) == 1 and not leaves[0][0]:
         leaf = leaves[0][1]
-        return [ArrayMember(f"{name}.npy", name, None, leaf.dtype, (T + 1, B, *leaf.shape))]
+        return [ArrayMember(f"{field}.npy", field, None, leaf.dtype, (*lead, *leaf.shape))]
     return [
-        ArrayMember(f"{name}/{i}.npy", name, None, leaf.dtype, (T + 1, B, *leaf.shape), path)
+        ArrayMember(f"{field}/{i}.npy", field, None, leaf.dtype, (*lead, *leaf.shape), path)
         for i, (path, leaf) in enumerate(leaves)
     ]

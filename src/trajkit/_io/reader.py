@@ -204,7 +204,7 @@ def _rollout(
     fields: dict[str, Any] = {
         m.field: arrays[m.name] for m in members if m.key is None and not m.path
     }
-    for field in ("states", "obses"):
+    for field in ("states", "obses", "final_obses"):
         pairs = [(m.path, arrays[m.name]) for m in members if m.field == field and m.path]
         if pairs:
             fields[field] = _tree.unflatten_paths(pairs)
@@ -219,6 +219,7 @@ def _rollout(
             model_outs=outs,
             truncated=fields.get("truncated"),
             final_values=fields.get("final_values"),
+            final_obses=fields.get("final_obses"),
             copy=False,
         )
     except ValidationError as exc:

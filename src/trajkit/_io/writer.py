@@ -109,11 +109,16 @@ def save(
     # Mostly empty infos are listed sparsely (format version 3), so that their cost follows
     # what they hold; mostly full ones keep the dense form (versions 1 and 2).
     full = 0 if given is None else sum(1 for row in given for item in row if item)
-    # (Format version 4, which a recording needs, always lists infos sparsely.)
-    sparse = recorded is not None or 2 * full <= rollout.num_steps * rollout.batch_size
+    # (Format versions 4 and 5, which a recording and final observations need, always list
+    # infos sparsely.)
+    newer = recorded is not None or rollout.final_obses is not None
+    sparse = newer or 2 * full <= rollout.num_steps * rollout.batch_size
     metadata, arrays = _prepare(rollout, sparse_infos=sparse, recording=recorded)
     infos = sparse_infos_to_json(given) if sparse or given is None else infos_to_json(given)
-    unset = {"recording"} if metadata.recording is None else None  # absent, as version 1-3 say
+    # absent, as versions 1-3 (and 4 for num_final_obses) say
+    unset = {"recording"} if metadata.recording is None else set()
+    if metadata.num_final_obses is None:
+        unset.add("num_final_obses")
     meta_bytes = metadata.model_dump_json(indent=2, exclude=unset).encode("utf-8") + b"\n"
     if len(meta_bytes) > MAX_METADATA_BYTES:
         raise ValueError(
@@ -150,14 +155,14 @@ def _prepare(
         "final_values": rollout.final_values,
     }
     outs = rollout.model_outs.arrays  # built once: each access walks every key
-    leaves = {
-        name: [leaf for _, leaf in _tree.flatten(getattr(rollout, name))]
-        for name in ("states", "obses")
-    }
+    trees = {"states": rollout.states, "obses": rollout.obses}
+    if rollout.final_obses is not None:
+        trees["final_obses"] = rollout.final_obses
+    leaves = {name: [leaf for _, leaf in _tree.flatten(tree)] for name, tree in trees.items()}
     named = [
         (_tree.format_path(name, path), leaf)
-        for name in ("states", "obses")
-        for path, leaf in _tree.flatten(getattr(rollout, name))
+        for name, tree in trees.items()
+        for path, leaf in _tree.flatten(tree)
     ]
     named += [(n, a) for n, a in sources.items() if a is not None]
     named += [(f"model_outs[{k!r}]", a) for k, a in outs.items()]
