@@ -22,13 +22,13 @@ Examples:
 from __future__ import annotations
 
 import importlib
-import itertools
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from trajkit._base.types import AnyArray
+from trajkit._core.episodes import complete_episodes
 from trajkit._models.rollout import Rollout
 
 if TYPE_CHECKING:
@@ -55,19 +55,26 @@ def _figure(width: float, height: float, rows: int = 1, cols: int = 1) -> tuple[
 def _episode_ends(rollouts: Sequence[Rollout]) -> list[tuple[int, int, float, int, bool]]:
     """(global step, env, return, length, truncated) of every complete episode, in order.
 
-    The rollouts are taken as consecutive: each one's steps are numbered after the previous.
+    Complete episodes as `Rollout.episode_stats` defines them (they start and end inside a
+    rollout). The rollouts are taken as consecutive: each one's steps are numbered after the
+    previous.
     """
     out: list[tuple[int, int, float, int, bool]] = []
     offset = 0
     for r in rollouts:
-        rews = np.asarray(r.rews, np.float64)
-        starts = r.dones == 1
-        truncated = r.truncated if r.truncated is not None else np.zeros_like(r.rews)
-        for b in range(r.batch_size):
-            begin = np.flatnonzero(starts[:, b])
-            for s, e in itertools.pairwise(begin.tolist()):
-                ret = float(rews[s:e, b].sum())
-                out.append((offset + e, b, ret, e - s, bool(truncated[e - 1, b])))
+        stats = r.episode_stats()
+        env, _, last = complete_episodes(r.dones)
+        cut = r.truncated[last - 1, env] == 1 if r.truncated is not None else np.zeros_like(env)
+        out.extend(
+            zip(
+                (offset + last).tolist(),
+                env.tolist(),
+                stats.returns.tolist(),
+                stats.lengths.tolist(),
+                cut.astype(bool).tolist(),
+                strict=True,
+            )
+        )
         offset += r.num_steps
     out.sort()
     return out

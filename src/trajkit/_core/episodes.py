@@ -1,4 +1,18 @@
-"""Episode statistics from time-major rewards and episode-start flags."""
+"""Episode statistics from time-major rewards and episode-start flags: the one definition.
+
+Two counts, and every place that shows one names it:
+
+- **episode ends**: the steps where an episode ended, the (t, b) with `dones[t+1] = 1`
+  (terminations plus truncations): `EpisodeStats.episodes`, `DatasetStats.episodes`, the
+  length of the recorder's `last_episodes` (whose returns are whole, counted across rollouts),
+  and `trajkit info`'s "episode ends";
+- **complete episodes**: the episodes that both start (`dones[s] = 1`, row 0 included) and end
+  inside one rollout: `len(EpisodeStats.returns)`, `trajkit info`'s "complete episodes" and
+  the title of `trajkit.plot.plot_episodes`.
+
+An episode that began in an earlier rollout ends inside this one without being complete in
+it, so a rollout has at least as many episode ends as complete episodes.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +28,10 @@ __all__ = ["EpisodeStats", "episode_stats"]
 @dataclass(frozen=True)
 class EpisodeStats:
     """Episode statistics of a rollout, from its `rews`, `dones` and `truncated`.
+
+    Two counts: `episodes` counts **episode ends** (the steps where an episode ended), and
+    `len(returns)` counts **complete episodes** (those that start and end inside the
+    rollout), never more than the ends.
 
     Attributes:
         returns: Undiscounted returns of the complete episodes, those that start and end inside
@@ -105,12 +123,38 @@ def episode_stats(
         truncations = int((ends & cut).sum())
     total = np.zeros((rews.shape[0] + 1, rews.shape[1]))
     np.cumsum(rews, axis=0, out=total[1:])
-    env, time = np.nonzero(starts.T)  # every episode start, ordered by env, then time
-    pair = env[1:] == env[:-1]  # consecutive starts of one env bound a complete episode
-    env, first, last = env[1:][pair], time[:-1][pair], time[1:][pair]
+    env, first, last = complete_episodes(starts)
     return EpisodeStats(
         returns=total[last, env] - total[first, env],
         lengths=(last - first).astype(np.int64),
         terminations=int(ends.sum()) - truncations,
         truncations=truncations,
+    )
+
+
+def complete_episodes(dones: ArrayLike) -> tuple[Int64Array, Int64Array, Int64Array]:
+    """Where each complete episode runs: its env, first row and end row, by env then time.
+
+    A complete episode starts at a row with `dones = 1` and ends at the next such row of its
+    env (step `last - 1` ended it): the episodes `EpisodeStats.returns` describe, in order.
+
+    Args:
+        dones: Episode starts `[T+1, B]`, 0/1.
+
+    Returns:
+        `(env, first, last)`, int64 arrays of one entry per complete episode.
+
+    Examples:
+        >>> import numpy as np
+        >>> env, first, last = complete_episodes(np.array([[1, 0], [0, 1], [1, 0], [0, 1]]))
+        >>> env.tolist(), first.tolist(), last.tolist()
+        ([0, 1], [0, 1], [2, 3])
+    """
+    starts = np.asarray(dones) == 1
+    env, time = np.nonzero(starts.T)  # every episode start, ordered by env, then time
+    pair = env[1:] == env[:-1]  # consecutive starts of one env bound a complete episode
+    return (
+        env[1:][pair].astype(np.int64),
+        time[:-1][pair].astype(np.int64),
+        time[1:][pair].astype(np.int64),
     )

@@ -25,6 +25,12 @@ class CompletedEpisodes:
     float64 rounding). Lengths are counted by the recorder, in real transitions, as the
     wrapper's `l`. Episodes are ordered by the step they ended at, then by env.
 
+    What `len()` counts is **episode ends** (see `trajkit.episode_stats`): for the rollout
+    `record()` returned, `len(recorder.last_episodes) == rollout.episode_stats().episodes`,
+    episodes that began in an earlier rollout included. The rollout's **complete episodes**
+    (`len(rollout.episode_stats().returns)`, what `trajkit info` and `plot_episodes` also
+    show) leave those out, so they are as many or fewer.
+
     Attributes:
         returns: Undiscounted returns, float64: the env's `info["episode"]["r"]` where
             present, else the sum of the recorded rewards.
@@ -42,6 +48,8 @@ class CompletedEpisodes:
         ... )
         >>> len(done), done.mean_return
         (2, 21.0)
+        >>> done
+        CompletedEpisodes(episode_ends=2, mean_return=21)
     """
 
     returns: Float64Array = field(repr=False)
@@ -65,7 +73,7 @@ class CompletedEpisodes:
         return float(self.returns.mean()) if self.returns.size else float("nan")
 
     def __repr__(self) -> str:
-        return f"CompletedEpisodes(episodes={len(self)}, mean_return={self.mean_return:.6g})"
+        return f"CompletedEpisodes(episode_ends={len(self)}, mean_return={self.mean_return:.6g})"
 
 
 EP_FIELDS: Final = ("returns", "lengths", "envs", "truncated")
