@@ -68,7 +68,7 @@ def test_recorder_recordings_replay_exactly(
 ) -> None:
     paths = _record(tmp_path, env_id, policy, **make)
     meta = trajkit.read_metadata(paths[2])
-    assert meta.format_version == 4
+    assert meta.format_version == 5  # a recording (4) with final_obses (5)
     assert meta.recording is not None
     assert (meta.recording.env_id, meta.recording.index, meta.recording.seed) == (env_id, 2, 7)
     assert _replay(tmp_path) == []

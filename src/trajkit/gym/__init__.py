@@ -85,6 +85,17 @@ step bootstraps nothing. Without a `critic`, truncated steps keep `truncated = 1
 [`Rollout.episode_stats`][trajkit.Rollout.episode_stats]), and there is no value to bootstrap
 from (nor advantages to compute).
 
+**Final observations.** Every rollout has `final_obses`: for each step that ended an episode
+(terminated or truncated), in the order of `np.nonzero(dones[1:] == 1)`, the observation the
+env returned when it ended, before the reset put the next episode's first observation in the
+next row. Under NEXT_STEP it is the ending step's own observation, under SAME_STEP
+`infos["final_obs"]` (checked against the space like any observation), under DISABLED the
+batch before the recorder resets the ended envs. `Rollout.next_obses()` reads it, as offline
+RL's `next_obs`; files, the Minari export and the Arrow table keep it. It costs one
+observation per episode end (E rows of the observation's size per rollout, next to the T+1
+rows of `obses`), plus, under SAME_STEP and DISABLED, a copy of each kept until the rollout
+that holds its step is returned; drop it with `rollout.replace(final_obses=None)`.
+
 **Infos.** Gymnasium's vector info dict (arrays with `_key` masks, nested dicts such as
 RecordEpisodeStatistics' `episode`) becomes, per step and env, a dict of the keys present
 for that env, with NumPy scalars turned into Python scalars and arrays into lists, so that

@@ -468,7 +468,7 @@ class Gate:
         mask = infos.get("_final_obs")
         if final_obs is None or mask is None or not np.asarray(mask)[which].all():
             raise RuntimeError(
-                "a SAME_STEP env truncated an episode without reporting its final observation "
+                "a SAME_STEP env ended an episode without reporting its final observation "
                 "in infos['final_obs'] (mask infos['_final_obs'])"
             )
         batch = _tree.map_leaves(np.copy, obs)

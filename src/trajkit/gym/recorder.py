@@ -12,7 +12,8 @@ episodes. In short:
   every mode gives the same rollouts for the same episodes.
 * Rollouts join up: the last row of one rollout is the first row of the next.
 * Steps cut by a time limit carry `truncated = 1` and the critic's value of the true final
-  observation in `final_values`.
+  observation in `final_values`; every ended episode's true final observation is kept in
+  `final_obses`.
 * Every value the env and the policy return is checked through the rule table
   (`trajkit._models.rules`, by `trajkit.gym._gate`) as it is logged, so a refused value
   stops the recording at the step it appeared, and `_build` changes nothing until the
@@ -190,6 +191,9 @@ class RolloutRecorder:
         )
         self._fields: list[str] = []  # the log's fields, in the order `_append` writes them
         self._infos: dict[tuple[int, int], dict[str, Any]] = {}  # (step entry, env) -> info
+        # (step entry, env) -> the leaves of the true final observation of an episode that
+        # ended there, under SAME_STEP and DISABLED (NEXT_STEP's are rows of the log).
+        self._finals: dict[tuple[int, int], list[AnyArray]] = {}
         # (step entry, env) -> the return the env reported in info["episode"]["r"]
         self._reported: dict[tuple[int, int], float] = {}
         self._settled = 0  # the live entries whose `row_new` and `real` are filled in
@@ -502,9 +506,11 @@ class RolloutRecorder:
         final_values = None  # NEXT_STEP's are in the log already: the critic's outputs
         if self._mode is not _Mode.NEXT_STEP:
             # Every step is a real transition of every env under these modes.
-            final_values = self._final_values(new_obs, infos, terms, truncs)
+            ended = np.logical_or(terms, truncs)
+            finals = self._keep_finals(new_obs, infos, ended) if ended.any() else new_obs
+            final_values = self._final_values(finals, terms, truncs)
             if self._mode is _Mode.DISABLED:
-                new_obs = self._reset_ended(new_obs, terms, truncs)
+                new_obs = self._reset_ended(new_obs, ended)
         # Under NEXT_STEP, ended envs show their final observation now, and their next step
         # is the phantom reset (`_settle` tells these entries apart).
         new_outs = self._gate.call_policy(new_obs)
@@ -536,24 +542,36 @@ class RolloutRecorder:
             rews = self._gate.rewards(rews)
         return rews, terms, truncs
 
-    def _final_values(
-        self, new_obs: ArrayTree, infos: Any, terms: AnyArray, truncs: AnyArray
-    ) -> AnyArray:
-        """The critic's values of truncated envs' final observations (zeros elsewhere)."""
+    def _keep_finals(self, new_obs: ArrayTree, infos: Any, ended: AnyArray) -> ArrayTree:
+        """Keep the final observations of the envs that `ended`; the batch with them in place.
+
+        Under SAME_STEP they come in `infos["final_obs"]` (checked against the space by the
+        gate); under DISABLED the batch holds them, before the recorder resets those envs.
+        """
+        if self._mode is _Mode.SAME_STEP:
+            finals = self._gate.with_final_obs(new_obs, infos, ended)
+        else:
+            finals = new_obs
+        leaves = [finals] if type(finals) is np.ndarray else _tree.leaves(finals)
+        entry = self._log.size  # the entry this step is logged at
+        for b in np.flatnonzero(ended).tolist():
+            self._finals[entry, b] = [leaf[b].copy() for leaf in leaves]
+        return finals
+
+    def _final_values(self, finals: ArrayTree, terms: AnyArray, truncs: AnyArray) -> AnyArray:
+        """The critic's values of truncated envs' final observations (zeros elsewhere).
+
+        `finals` is the step's batch with the final observations of the envs that ended.
+        """
         if "critic" not in self._outs or not truncs.any():
             return self._zeros
         truncated = np.logical_and(truncs, np.logical_not(terms))
         if not truncated.any():
             return self._zeros
-        if self._mode is _Mode.SAME_STEP:
-            final_obs = self._gate.with_final_obs(new_obs, infos, truncated)
-        else:  # DISABLED: the batch holds the final observations
-            final_obs = new_obs
-        return self._gate.critic(final_obs)
+        return self._gate.critic(finals)
 
-    def _reset_ended(self, new_obs: ArrayTree, terms: AnyArray, truncs: AnyArray) -> ArrayTree:
+    def _reset_ended(self, new_obs: ArrayTree, ended: AnyArray) -> ArrayTree:
         """With autoreset disabled: reset the envs that ended, and return their first obs."""
-        ended = np.logical_or(terms, truncs)
         if not ended.any():
             return new_obs
         reset_obs, _ = self._env.reset(options={"reset_mask": ended})
@@ -644,6 +662,7 @@ class RolloutRecorder:
             model_outs={key: at_rows("out:" + key) for key in self._outs},
             truncated=truncated,
             final_values=np.where(truncated, at_steps(final_value, np.float64), 0.0),
+            final_obses=self._final_obses(step_at[t_end, b_end], b_end),
             copy=False,
         )
         # Row T is the next rollout's row 0; every step up to its entry has been used (or
@@ -663,8 +682,32 @@ class RolloutRecorder:
             self._reported = {
                 (k - drop, b): value for (k, b), value in self._reported.items() if k > first[b]
             }
+            self._finals = {
+                (k - drop, b): final for (k, b), final in self._finals.items() if k > first[b]
+            }
             log.drop(drop)
             self._settled -= drop
             self._count -= T
 
         return rollout, commit
+
+    def _final_obses(self, entries: AnyArray, envs: AnyArray) -> ArrayTree:
+        """The true final observations of the steps logged at `entries` (of `envs`), `[E, ...]`.
+
+        Under NEXT_STEP they are the observations logged at those very entries (the ending
+        step shows its final observation); under the other modes they were kept aside.
+        """
+        log, count = self._log, len(entries)
+        leaves: list[AnyArray] = []
+        for i in range(len(self._gate.obs_leaves)):
+            logged = log.arrays[f"obs{i}"]
+            if self._mode is _Mode.NEXT_STEP:
+                leaves.append(logged[entries + log.start, envs])
+                continue
+            out = np.empty((count, *logged.shape[2:]), logged.dtype)
+            for k, (entry, b) in enumerate(zip(entries.tolist(), envs.tolist(), strict=True)):
+                out[k] = self._finals[entry, b][i]
+            leaves.append(out)
+        if self._gate.obs_structure is None:
+            return leaves[0]
+        return _tree.unflatten(self._gate.obs_structure, leaves)
