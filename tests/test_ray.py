@@ -356,6 +356,12 @@ def test_read_steps_refuses_what_it_cannot_give(clean: list[str], tmp_path: Path
     critic = r"the advantage and return columns need model_outs\['critic'\], but the first file"
     with pytest.raises(ValueError, match=rf"{critic}, .*no-critic\.npz, has keys \['actions'\]"):
         trajkit.ray.read_steps(str(no_critic), gamma=0.9, lam=0.9)
+    critic = r"read_arrays\(\) needs model_outs\['critic'\] to compute advantages and returns"
+    with pytest.raises(
+        trajkit.MissingModelOutputError,
+        match=rf"{critic}, but the first file, .*no-critic\.npz, has keys \['actions'\]: read",
+    ):
+        trajkit.ray.read_arrays(str(no_critic), gamma=0.9, lam=0.9)  # at the call
     with pytest.raises(trajkit.RolloutFileError, match=r"gone: no such file or directory"):
         trajkit.ray.read_steps(str(tmp_path / "gone"))
     (tmp_path / "junk.npz").write_bytes(b"junk")

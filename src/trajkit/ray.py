@@ -47,7 +47,7 @@ import numpy as np
 from trajkit._base.errors import RolloutFileError
 from trajkit._base.types import AnyArray
 from trajkit._core import tree as _tree
-from trajkit._core.gae import _check_unit_interval
+from trajkit._core.gae import check_discount
 from trajkit._io import raytasks
 from trajkit._io.discovery import discover
 from trajkit._io.engine import checked_jobs, run_ordered
@@ -56,6 +56,7 @@ from trajkit._io.files import DEFAULT_MAX_BYTES, load
 from trajkit._io.remote import local_copy, mappable, metadata_and_size, naming
 from trajkit._io.stats import DatasetStats, stats_chunk
 from trajkit._io.validate import validate_files as _validate_files
+from trajkit._models.errors import MissingModelOutputError
 from trajkit._models.rollout import Rollout
 from trajkit._models.spec import RolloutSpec
 
@@ -312,7 +313,7 @@ def _check_discount(gamma: float | None, lam: float | None) -> tuple[float, floa
             "give gamma and lam together (for the advantage and return columns) or neither, "
             f"got gamma={gamma!r}, lam={lam!r}"
         )
-    return _check_unit_interval("gamma", gamma), _check_unit_interval("lam", lam)
+    return check_discount(gamma, lam)
 
 
 def _check_keys(keys: Sequence[str] | None, layout: _Layout) -> tuple[str, ...]:
@@ -548,8 +549,11 @@ def read_arrays(
     `file` (its index in the sorted listing, as in [`read_steps`][trajkit.ray.read_steps]),
     `path`, `num_steps` (T), `batch_size` (B) and every array of
     [`Rollout.training_arrays`][trajkit.Rollout.training_arrays]`(gamma, lam)`: `obses`,
-    `states`, `dones`, `rews`, `advantages` and `returns` (when there is a `critic`) and
-    the model outputs with one value per env, each cut to `[T, B, ...]`. Leaves of nested
+    `states`, `dones`, `rews`, `advantages` and `returns`, and the model outputs with one
+    value per env, each cut to `[T, B, ...]`. Advantages need the critic's values, so the
+    files must have `model_outs['critic']`: as [`read_steps`][trajkit.ray.read_steps] with
+    `gamma` and `lam`, files without one are refused at the call (read them with
+    `read_steps` and no `gamma`, `lam` for rows without advantages). Leaves of nested
     observations and states are columns named by their path, `obses['image']` (as
     `trajkit.gather` names them). Files are loaded in Ray Data tasks, memory-mapped where
     local; every file must have the layout of the first (or conform to `spec`).
@@ -568,6 +572,8 @@ def read_arrays(
         RolloutFileError: If a path is missing, a folder holds no `*.npz` file, or the first
             file's metadata cannot be read.
         ValueError: If `gamma` or `lam` is not a finite number in [0, 1].
+        MissingModelOutputError: If the files (the first file, or `spec`) have no
+            `model_outs['critic']` (`trajkit.MissingModelOutputError`, a `ValueError`).
 
     Examples:
         >>> import trajkit.ray
@@ -576,9 +582,18 @@ def read_arrays(
         >>> row["obses"].shape, row["advantages"].shape  # doctest: +SKIP
         ((128, 8, 4), (128, 8))
     """
-    discount = (_check_unit_interval("gamma", gamma), _check_unit_interval("lam", lam))
+    discount = check_discount(gamma, lam)
     files = _files(paths)
     layout = _layout(files, spec, max_bytes)
+    if "critic" not in layout.spec.model_outputs:
+        raise MissingModelOutputError(
+            "read_arrays()",
+            "critic",
+            layout.spec.model_outputs,
+            owner=f"the first file, {layout.origin}," if layout.origin else "the spec",
+            purpose="to compute advantages and returns",
+            hint="read rows without advantages with read_steps() and no gamma and lam",
+        )
     work = partial(_arrays_batch, layout=layout, discount=discount, max_bytes=max_bytes)
     return _paths_dataset(raytasks.ray_module(), files).map_batches(  # type: ignore[no-any-return]
         work, batch_format="numpy", batch_size=1
