@@ -10,9 +10,10 @@ rollouts given (in order: consecutive rollouts of one recorder share a row, so a
 spans rollouts is exported whole) and cuts it at episode ends:
 
 - an episode that ended inside the data becomes one Minari episode, flagged terminated or
-  truncated as the rollout says (`truncated`); its last observation is **repeated** from the
-  observation before it, because a rollout does not keep the observation an episode ended in
-  (row t+1 is already the next episode's first, as in obs-tower2);
+  truncated as the rollout says (`truncated`); its last observation is the true final
+  observation from the rollout's `final_obses` (which the Gymnasium recorder always keeps).
+  A rollout without `final_obses` does not know it (row t+1 is already the next episode's
+  first, as in obs-tower2), so the observation before it is **repeated** instead;
 - the still-running episode of each env at the end of the data becomes an episode with
   neither flag set, whose last observation is the rollout's bootstrap row, which is exact.
 
@@ -25,7 +26,9 @@ killed export leaves no partial dataset under its id.
 **Import** ([`from_minari`][trajkit.minari.from_minari]) gives one rollout per episode, with
 B = 1 and T = n: `obses` are the n + 1 observations, `dones[0] = 1`, and `dones[T] = 1` when
 the episode ended (so that GAE does not bootstrap past it). `truncated` and `final_values`
-are always given, zeros where nothing was truncated, as the Gymnasium recorder gives them; a
+are always given, zeros where nothing was truncated, as the Gymnasium recorder gives them, and
+so is `final_obses`: the episode's last observation when it ended (`obses[T]`, then also its
+true final observation), empty when it did not. A
 truncated episode carries `truncated[T-1] = 1` and `final_values = 0`: there is no critic in
 a dataset, so compute `final_values` with yours (on `obses[T]`) before using advantages. A
 last step both terminated and truncated counts as terminated, as the recorder counts it.
@@ -88,6 +91,10 @@ def _row(tree: Any, t: int, b: int) -> Any:
     return _tree.map_leaves(lambda leaf: leaf[t, b], tree)
 
 
+def _entry(tree: Any, k: int) -> Any:
+    return _tree.map_leaves(lambda leaf: leaf[k], tree)
+
+
 def _stack(rows: Sequence[Any]) -> Any:
     columns = zip(*map(_tree.leaves, rows), strict=True)
     return _tree.unflatten(rows[0], [np.stack(leaves) for leaves in columns])
@@ -111,39 +118,58 @@ def _buffer(index: int, episode: _Episode, final_obs: Any, ended: bool) -> Any:
     )
 
 
-def _episodes(rollouts: Sequence[Rollout]) -> list[tuple[_Episode, Any, bool]]:
+Cut = tuple[_Episode, Any, bool]
+"""An episode cut from an env's timeline, its last observation, and whether it ended."""
+
+
+def _episodes(rollouts: Sequence[Rollout]) -> list[Cut]:
     """Cut every env's timeline at episode ends: (episode, final observation, ended)."""
     B = rollouts[0].batch_size
-    done: list[tuple[_Episode, Any, bool]] = []
+    done: list[Cut] = []
     open_: list[_Episode] = [_Episode() for _ in range(B)]
     for r in rollouts:
         if r.batch_size != B:
             raise ValueError(
                 f"the rollouts must have the same number of envs, got B={B} and B={r.batch_size}"
             )
-        actions = r.model_outs.arrays.get("actions")
-        if actions is None:
+        if "actions" not in r.model_outs.arrays:
             raise ValueError("to_minari needs model_outs['actions'] in every rollout")
-        T = r.num_steps
+        # Entry k of `final_obses` is the k-th episode end in (t, b) order.
+        end_index = np.full(r.dones[1:].shape, -1, np.int64)
+        ends = np.nonzero(r.dones[1:] == 1)
+        end_index[ends] = np.arange(len(ends[0]))
         for b in range(B):
-            episode = open_[b]
-            for t in range(T):
-                if r.dones[t, b] == 1 and episode.actions:  # a new episode starts here
-                    done.append((episode, episode.obs[-1], True))
-                    episode = _Episode()
-                episode.obs.append(_row(r.obses, t, b))
-                episode.actions.append(actions[t, b])
-                episode.rewards.append(float(r.rews[t, b]))
-                episode.truncated = r.truncated is not None and bool(r.truncated[t, b] == 1)
-            if r.dones[T, b] == 1 and episode.actions:  # ended at the rollout's last step
-                done.append((episode, episode.obs[-1], True))
-                episode = _Episode()
-            open_[b] = episode
+            open_[b] = _cut_column(r, b, open_[b], end_index[:, b], done)
     last = rollouts[-1]
     for b, episode in enumerate(open_):
         if episode.actions:  # still running: the bootstrap row is its next observation
             done.append((episode, _row(last.obses, last.num_steps, b), False))
     return done
+
+
+def _cut_column(
+    r: Rollout, b: int, episode: _Episode, end_index: AnyArray, done: list[Cut]
+) -> _Episode:
+    """Add env b's steps of `r` to `episode`, appending every episode that ends to `done`.
+
+    Returns the episode still running at the rollout's end (a new one if the last ended).
+    """
+    actions = r.model_outs.arrays["actions"]
+    if r.dones[0, b] == 1 and episode.actions:  # rollouts that do not join up: no final obs
+        done.append((episode, episode.obs[-1], True))
+        episode = _Episode()
+    for t in range(r.num_steps):
+        episode.obs.append(_row(r.obses, t, b))
+        episode.actions.append(actions[t, b])
+        episode.rewards.append(float(r.rews[t, b]))
+        episode.truncated = r.truncated is not None and bool(r.truncated[t, b] == 1)
+        if end_index[t] >= 0:  # step t ended the episode
+            final = episode.obs[-1]  # (repeated where the rollout does not keep it)
+            if r.final_obses is not None:
+                final = _entry(r.final_obses, int(end_index[t]))
+            done.append((episode, final, True))
+            episode = _Episode()
+    return episode
 
 
 def _space(spaces: Any, leaf: AnyArray) -> Any:
@@ -365,28 +391,36 @@ def _in_spaces(rollout: Rollout, observation_space: Any, action_space: Any) -> R
     """`rollout` with observations and actions in their spaces' dtypes, checked against them."""
     T = rollout.num_steps
     obses = _fit(observation_space, rollout.obses, (), "observations")
+    finals = rollout.final_obses
+    if finals is not None:
+        finals = _fit(observation_space, finals, (), "final observations", axes="e")
     actions = rollout.model_outs.arrays["actions"]
     fitted = _fit(action_space, actions[:T], (), "actions")  # the last row is not exported
     outs = {**rollout.model_outs.arrays, "actions": np.concatenate([fitted, fitted[-1:]])}
     if not T:
         outs["actions"] = actions
-    return rollout.replace(obses=obses, model_outs=outs)
+    return rollout.replace(obses=obses, model_outs=outs, final_obses=finals)
 
 
-def _fit(space: Any, tree: Any, path: _tree.Path, what: str) -> Any:
-    """`tree` (`[rows, B, ...]` leaves) in `space`'s dtypes, shapes and bounds, or refused."""
+def _fit(space: Any, tree: Any, path: _tree.Path, what: str, axes: str = "tb") -> Any:
+    """`tree` in `space`'s dtypes, shapes and bounds, or refused.
+
+    Its leaves are `[rows, B, ...]`, or with `axes="e"` `[E, ...]` (final observations).
+    """
     spaces = _import("gymnasium.spaces")
     name = _tree.format_path(what, path)
     if isinstance(space, spaces.Dict):
         if not isinstance(tree, dict) or set(tree) != set(space.spaces):
             got = sorted(tree) if isinstance(tree, dict) else type(tree).__name__
             raise ValueError(f"{name} have keys {got}, the space {sorted(space.spaces)}")
-        return {key: _fit(sub, tree[key], (*path, key), what) for key, sub in space.items()}
+        return {key: _fit(sub, tree[key], (*path, key), what, axes) for key, sub in space.items()}
     if isinstance(space, spaces.Tuple):
         if not isinstance(tree, tuple) or len(tree) != len(space.spaces):
             got = f"{len(tree)} items" if isinstance(tree, tuple) else type(tree).__name__
             raise ValueError(f"{name} have {got}; the space is a Tuple of {len(space.spaces)}")
-        return tuple(_fit(sub, tree[i], (*path, i), what) for i, sub in enumerate(space.spaces))
+        return tuple(
+            _fit(sub, tree[i], (*path, i), what, axes) for i, sub in enumerate(space.spaces)
+        )
     if isinstance(tree, dict | tuple):
         raise ValueError(f"{name} are nested, but the space is {space}")
     if not isinstance(
@@ -396,12 +430,13 @@ def _fit(space: Any, tree: Any, path: _tree.Path, what: str) -> Any:
             f"{name}: the space {space} is not one trajkit exports (Box, Discrete, "
             "MultiDiscrete, MultiBinary, and Dict and Tuple of them)"
         )
-    if tree.shape[2:] != space.shape:
+    lead = len(axes)
+    if tree.shape[lead:] != space.shape:
+        per = "per step and env" if lead == 2 else "each"
         raise ValueError(
-            f"{name} have shape {tree.shape[2:]} per step and env, the space {space} has "
-            f"{space.shape}"
+            f"{name} have shape {tree.shape[lead:]} {per}, the space {space} has {space.shape}"
         )
-    values = lossless(tree, np.dtype(space.dtype), name)
+    values = lossless(tree, np.dtype(space.dtype), name, axes=axes)
     if isinstance(space, spaces.Box):
         low, high = space.low, space.high
     elif isinstance(space, spaces.Discrete):
@@ -413,11 +448,12 @@ def _fit(space: Any, tree: Any, path: _tree.Path, what: str) -> Any:
     outside = (values < low) | (values > high)
     if outside.any():
         where = tuple(int(i) for i in np.argwhere(outside)[0])
-        t, b, cell = where[0], where[1], where[2:]
+        cell = where[lead:]
         lo, hi = np.broadcast_to(low, space.shape)[cell], np.broadcast_to(high, space.shape)[cell]
         at = f"[{', '.join(map(str, cell))}] " if cell else ""
+        position = ", ".join(f"{axis}={i}" for axis, i in zip(axes, where, strict=False))
         raise ValueError(
-            f"{name} hold {values[where].item()!r} {at}at (t={t}, b={b}), outside the space's "
+            f"{name} hold {values[where].item()!r} {at}at ({position}), outside the space's "
             f"bounds [{lo.item()!r}, {hi.item()!r}] ({space})"
         )
     return values
@@ -496,6 +532,7 @@ def _episode_rollout(episode: Any, space: Any) -> Rollout:
     if truncated:
         cut[-1] = 1
     rews = conform_into(FIELD_RULES["rews"], np.dtype(np.float32), rewards[:, None], "rews")
+    start = T if terminated or truncated else T + 1  # the last observation of an ended episode
     return Rollout(
         states=np.zeros((T + 1, 1, 0), np.float32),
         obses=obses,
@@ -505,6 +542,7 @@ def _episode_rollout(episode: Any, space: Any) -> Rollout:
         model_outs={"actions": actions[:, None]},
         truncated=cut,
         final_values=np.zeros((T, 1), np.float32),
+        final_obses=_tree.map_leaves(lambda leaf: leaf[start:, 0], obses),
     )
 
 
