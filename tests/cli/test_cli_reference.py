@@ -6,14 +6,14 @@ import argparse
 from pathlib import Path
 
 from tests.test_docs_site import load_hook
-from trajkit._cli.main import _parser
+from trajkit._cli.parser import build_parser
 from trajkit._cli.reference import cli_reference
 
 ROOT = Path(__file__).parents[2]
 
 
 def _commands() -> dict[str, argparse.ArgumentParser]:
-    (action,) = (a for a in _parser()._actions if isinstance(a, argparse._SubParsersAction))
+    (action,) = (a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
     return dict(action.choices)
 
 

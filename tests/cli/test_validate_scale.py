@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 import trajkit
-from trajkit._cli import main as cli
+from trajkit._cli import validate as cli_validate
 from trajkit._io import engine, raytasks
 from trajkit._io.remote import load_any
 from trajkit.cli import main
@@ -130,7 +130,7 @@ def test_json_lines_are_written_as_each_file_is_checked(
             seen.append(stdout.flushed.count("\n"))  # lines out before this check is given
             yield check
 
-    monkeypatch.setattr(cli, "validate_files", one_at_a_time)
+    monkeypatch.setattr(cli_validate, "validate_files", one_at_a_time)
     assert main(["validate", "--json", "--no-progress", str(mixed)]) == 1
     assert seen == list(range(len(checks)))
     assert stdout.flushed.count("\n") == len(checks)
@@ -222,7 +222,7 @@ def test_a_worker_that_dies_is_reported(
         yield FileCheck("first.npz")
         raise BrokenProcessPool("A process in the process pool was terminated abruptly")
 
-    monkeypatch.setattr(cli, "validate_files", dying)
+    monkeypatch.setattr(cli_validate, "validate_files", dying)
     code, out, err = run(capsys, "validate", str(mixed))
     assert code == 1
     assert out == "first.npz: ok\n"

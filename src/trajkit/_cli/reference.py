@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 
-from trajkit._cli.main import _parser
+from trajkit._cli.parser import build_parser
 
 __all__ = ["cli_reference"]
 
@@ -65,7 +65,7 @@ def cli_reference(heading_level: int = 2) -> str:
     Returns:
         The Markdown text.
     """
-    parser = _parser()
+    parser = build_parser()
     hashes = "#" * heading_level
     lines = [
         f"{_cell(parser.description or '')} {_cell(parser.epilog or '')}",

@@ -1,0 +1,54 @@
+"""`trajkit lint`: the checks of `trajkit.lint`, findings as text or JSON Lines."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from concurrent.futures.process import BrokenProcessPool
+
+from trajkit._cli.common import (
+    UsageError,
+    printable,
+)
+
+
+def lint_command(args: argparse.Namespace) -> int:
+    from trajkit.lint import engine, report  # the lint package is imported for this command
+
+    if args.list:
+        print("\n".join(report.check_table()))
+        return 0
+    if not args.paths:
+        raise UsageError("name the files or folders to lint (or --list)")
+    if args.max_episode_steps is not None and args.max_episode_steps < 1:
+        raise UsageError(f"--max-episode-steps must be >= 1, got {args.max_episode_steps}")
+    try:
+        options, _ = report.options_from(
+            select=None if args.select is None else report.split_codes(args.select),
+            ignore=None if args.ignore is None else report.split_codes(args.ignore),
+            max_episode_steps=args.max_episode_steps,
+            use_config=not args.no_config,
+        )
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    run = engine.LintRun(
+        args.paths, options, replay=args.replay, jobs=args.jobs, max_bytes=args.max_bytes
+    )
+    tally = report.Tally()
+    try:
+        for finding in run:
+            tally.add(finding)
+            print(json.dumps(finding.to_json()) if args.json else printable(finding.format()))
+            sys.stdout.flush()
+    except BrokenProcessPool:
+        print(
+            "trajkit lint: error: a worker process stopped unexpectedly (out of memory?); "
+            "run again with --jobs 1 to lint the files in this process",
+            file=sys.stderr,
+        )
+        return 1
+    finally:
+        run.close()
+    print(tally.summary(run.files), file=sys.stderr)
+    return tally.exit_code
