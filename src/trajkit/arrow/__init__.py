@@ -14,7 +14,11 @@ after it in `next_` columns, so the rollout's last observation row (the bootstra
 - `action`: `model_outs['actions'][t]`, when the rollout has actions;
 - `reward` (float32), `terminated` and `truncated` (bool): step t's reward and how it ended
   its episode (both false when the episode goes on);
-- `next_obs...`: `obses[t + 1]`, the observation after the step;
+- `next_obs...`: `obses[t + 1]`, the observation after the step; where the rollout keeps its
+  true final observations (`final_obses`, as every recording does; the layout's
+  `"final_obs": true`), a step that ended its episode has the true final observation here;
+- `reset_obs...` (only with `"final_obs": true`): at a step that ended its episode, the
+  observation the env reset to (`obses[t + 1]`, the next row's `obs`); null elsewhere;
 - `is_first` (bool): `dones[t]`, the observation `obs` starts an episode;
 - `final_value` (float32): `final_values[t]`, when the rollout has truncation bootstraps;
 - `out.<key>`: the other model outputs at t (`out.critic`, `out.log_probs`, ...);
@@ -129,14 +133,18 @@ def from_arrow(table: pa.Table, *, max_rows: int | None = MAX_ROWS) -> Rollout:
     the size of the rollout is built:
 
     - every column of the layout is present (`final_value` when the layout records
-      truncations), and no other column: trajkit never drops data it does not know;
+      truncations, `reset_obs...` when it records final observations), and no other
+      column: trajkit never drops data it does not know;
     - numbers and flags are in numeric or boolean columns (timestamps, strings, ... are
       refused), cells of the layout's shape as nested lists (fixed-size or not) or
       fixed-shape tensors, with no nulls (`info` may be null anywhere: an empty info);
     - `terminated` or `truncated` is true exactly where the next row's `is_first` is, never
       both, `truncated` only when the layout records truncations;
     - each `next_` column equals its column one step later (`next_obs` at step t is `obs` at
-      step t+1), so that the last step's is the bootstrap row;
+      step t+1), so that the last step's is the bootstrap row; under `"final_obs": true`,
+      `next_obs` at an episode end is the final observation instead, and `reset_obs` holds
+      a value exactly there, equal to the next row's `obs` (the bootstrap row's at the last
+      step);
     - `episode_id` is one id per episode as `is_first` cuts them, a different one for each;
     - values are stored in the dtype the layout records for each leaf only where no value
       changes (no wrap, no truncation, no overflow to inf), under the rules every door

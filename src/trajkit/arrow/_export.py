@@ -19,26 +19,36 @@ from trajkit.arrow._layout import (
     META_KEY,
     TensorType,
     load_pyarrow,
+    reset_column,
 )
 
 _FIELDS = {"obses": ("obs", "next_obs"), "states": ("state", "next_state")}
 
 
-def _leaf_column(pa: Any, array: AnyArray, tensor_type: TensorType) -> Any:
-    """A `[T, B, ...]` array as one column of T*B values.
+def _leaf_column(
+    pa: Any, array: AnyArray, tensor_type: TensorType, nulls: AnyArray | None = None
+) -> Any:
+    """A `[T, B, ...]` array as one column of T*B values, null where `nulls` (`[T, B]`) is.
 
     Trailing dimensions become nested fixed-size lists (or an `arrow.fixed_shape_tensor`).
     """
     cell = array.shape[2:]
-    flat = pa.array(np.ascontiguousarray(array).reshape(-1))
+    values = np.ascontiguousarray(array).reshape(-1)
+    if nulls is None:
+        mask = None
+        flat = pa.array(values)
+    else:
+        mask = pa.array(nulls.reshape(-1))
+        flat = pa.array(values, mask=None if cell else nulls.reshape(-1))
     if not cell:
         return flat
     if tensor_type == "extension":
         tensor = pa.fixed_shape_tensor(pa.from_numpy_dtype(array.dtype), list(cell))
-        storage = pa.FixedSizeListArray.from_arrays(flat, int(np.prod(cell)))
+        storage = pa.FixedSizeListArray.from_arrays(flat, int(np.prod(cell)), mask=mask)
         return pa.ExtensionArray.from_storage(tensor, storage)
-    for size in reversed(cell):
-        flat = pa.FixedSizeListArray.from_arrays(flat, size)
+    for level, size in enumerate(reversed(cell)):
+        outer = level == len(cell) - 1
+        flat = pa.FixedSizeListArray.from_arrays(flat, size, mask=mask if outer else None)
     return flat
 
 
@@ -102,6 +112,7 @@ def rollout_table(
         "fields": fields,
         "model_outs": [_output_layout(key, array) for key, array in outs.items()],
         "truncation": rollout.truncated is not None,
+        **({"final_obs": True} if rollout.final_obses is not None else {}),
     }
     columns = _Columns(pa, tensor_type)
     _step_columns(columns, rollout, index, ids, firsts["obses"])
@@ -170,15 +181,17 @@ class _Columns:
         """One of the layout's own columns, from a flat array."""
         self.now[name] = self.pa.array(values)
 
-    def leaf(self, name: str, array: AnyArray, *, later: bool = False) -> None:
-        """A `[T, B, ...]` leaf or output, refused if its name is taken."""
+    def leaf(
+        self, name: str, array: AnyArray, *, later: bool = False, nulls: AnyArray | None = None
+    ) -> None:
+        """A `[T, B, ...]` leaf or output (null where `nulls`), refused if its name is taken."""
         if name in self.now or name in self.later:
             raise ValueError(
                 f"two leaves of the rollout would both be column {name!r} (a key with a "
                 "'.' in it?); rename one to export the rollout"
             )
         target = self.later if later else self.now
-        target[name] = _leaf_column(self.pa, array, self.tensor_type)
+        target[name] = _leaf_column(self.pa, array, self.tensor_type, nulls)
 
     def merged(self) -> dict[str, Any]:
         return {**self.now, **self.later}
@@ -203,11 +216,29 @@ def _step_columns(
     columns.flat("reward", rollout.rews.reshape(-1).astype(np.float32))
     columns.flat("terminated", (ends & ~cut).reshape(-1))
     columns.flat("truncated", (ends & cut).reshape(-1))
-    for name, leaf in obses:
-        columns.leaf("next_" + name, leaf[1:])
+    _next_obs_columns(columns, rollout, obses, ends)
     columns.flat("is_first", rollout.dones[:T].reshape(-1) == 1)
     if rollout.final_values is not None:
         columns.flat("final_value", rollout.final_values.reshape(-1).astype(np.float32))
+
+
+def _next_obs_columns(columns: _Columns, rollout: Rollout, obses: Leaves, ends: AnyArray) -> None:
+    """`next_obs...`: `obses[t + 1]`, or with `final_obses` the true final observation at ends.
+
+    With `final_obses`, `reset_obs...` then holds `obses[t + 1]` at ends (the observation
+    the env reset to, the next row's `obs`, or the bootstrap row's at the last step), null
+    elsewhere.
+    """
+    if rollout.final_obses is None:
+        for name, leaf in obses:
+            columns.leaf("next_" + name, leaf[1:])
+        return
+    after = dict(_tree.flatten(rollout.next_obses()))
+    paths = {_column_name("obs", path): path for path, _ in _tree.flatten(rollout.obses)}
+    for name, _ in obses:
+        columns.leaf("next_" + name, after[paths[name]])
+    for name, leaf in obses:
+        columns.leaf(reset_column(name), leaf[1:], nulls=~ends)
 
 
 def _output_and_state_columns(columns: _Columns, rollout: Rollout, states: Leaves) -> None:

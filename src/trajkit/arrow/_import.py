@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -20,7 +20,7 @@ from trajkit._models.arrays import first_true
 from trajkit._models.rollout import Rollout
 from trajkit._models.rules import FIELD_RULES, conform_into, lossless
 from trajkit.arrow._export import new_episodes
-from trajkit.arrow._layout import check_columns, load_pyarrow, read_layout
+from trajkit.arrow._layout import check_columns, load_pyarrow, read_layout, reset_column
 
 
 def read_table(table: Any, max_rows: int | None) -> tuple[Rollout, AnyArray]:
@@ -43,7 +43,6 @@ def read_table(table: Any, max_rows: int | None) -> tuple[Rollout, AnyArray]:
             "'rollout' column (read_parquet does) before from_arrow"
         )
     grid = _Grid.of(pa, table)
-    T, B = grid.T, grid.B
     float32 = np.dtype(np.float32)
     flag = FIELD_RULES["truncated"]
     starts = conform_into(FIELD_RULES["dones"], float32, grid.cells("is_first"), "is_first")
@@ -65,20 +64,11 @@ def read_table(table: Any, max_rows: int | None) -> tuple[Rollout, AnyArray]:
             f"column 'truncated' is true at step {t}, env {b}, but the table's layout says "
             "the rollout has no truncations ('truncation': false)"
         )
-    fields: dict[str, Any] = {}
-    for field in ("obses", "states"):
-        entry = layout["fields"][field]
-        rule = FIELD_RULES[field]
-        pairs = []
-        for leaf in entry["leaves"]:
-            path, dtype, shape = tuple(leaf["path"]), np.dtype(leaf["dtype"]), leaf["shape"]
-            if leaf["column"] is None:
-                pairs.append((path, np.zeros((T + 1, B, *shape), dtype)))
-                continue
-            name = f"{_tree.format_path(field, path)} (column {leaf['column']!r})"
-            values = conform_into(rule, dtype, grid.both(leaf, shape), name)
-            pairs.append((path, values))
-        fields[field] = _tree.unflatten_paths(pairs) if entry["nested"] else pairs[0][1]
+    ends = dones[1:] == 1 if layout.get("final_obs") else None
+    fields = {field: _field(grid, layout, field, ends) for field in ("obses", "states")}
+    finals = None
+    if ends is not None:
+        finals = _field(grid, layout, "obses", ends, finals=True)
     outs = {item["key"]: _output(grid, item) for item in layout["model_outs"]}
     rollout = Rollout(
         states=fields["states"],
@@ -89,9 +79,39 @@ def read_table(table: Any, max_rows: int | None) -> tuple[Rollout, AnyArray]:
         model_outs=outs,
         truncated=truncated,
         final_values=final_values,
+        final_obses=finals,
         copy=False,
     )
     return rollout, episodes
+
+
+def _field(
+    grid: _Grid, layout: dict[str, Any], field: str, ends: AnyArray | None, finals: bool = False
+) -> Any:
+    """`obses` or `states` from their columns, or with `finals` the final observations.
+
+    With `ends` (the layout's `final_obs`), `next_obs...` holds the final observation at
+    episode ends and `reset_obs...` the observation after them.
+    """
+    T, B = grid.T, grid.B
+    entry = layout["fields"][field]
+    rule = FIELD_RULES["final_obses" if finals else field]
+    pairs = []
+    for leaf in entry["leaves"]:
+        path, dtype, shape = tuple(leaf["path"]), np.dtype(leaf["dtype"]), leaf["shape"]
+        if leaf["column"] is None:
+            rows = (int(ends.sum()),) if finals and ends is not None else (T + 1, B)
+            pairs.append((path, np.zeros((*rows, *shape), dtype)))
+            continue
+        label = _tree.format_path("final_obses" if finals else field, path)
+        name = f"{label} (column {(leaf['next'] if finals else leaf['column'])!r})"
+        if field == "obses" and ends is not None:
+            values, final = grid.with_finals(leaf, shape, ends)
+            values = final if finals else values
+        else:
+            values = grid.both(leaf, shape)
+        pairs.append((path, conform_into(rule, dtype, values, name, axes="e" if finals else "tb")))
+    return _tree.unflatten_paths(pairs) if entry["nested"] else pairs[0][1]
 
 
 def _ends(starts: AnyArray, terminated: AnyArray, cut: AnyArray) -> AnyArray:
@@ -196,7 +216,6 @@ class _Grid:
 
     def cells(self, name: str, shape: Sequence[int] = ()) -> AnyArray:
         """A column as `[T, B, *shape]`: a value in every cell, no null anywhere."""
-        pa = self.pa
         column = self._column(name)
         if column.null_count:
             nulls = column.is_null().to_numpy(zero_copy_only=False)
@@ -204,6 +223,41 @@ class _Grid:
                 f"column {name!r} is null at {self._where(int(np.argmax(nulls)))}; a "
                 "rollout has a value at every step"
             )
+        values = self._values(name, column, shape, None)
+        return np.ascontiguousarray(values.reshape(self.T, self.B, *shape))
+
+    def cells_at(self, name: str, shape: Sequence[int], where: AnyArray, what: str) -> AnyArray:
+        """A column's values at the cells `where` (`[T, B]`), `[count, *shape]` in (t, b) order.
+
+        The column holds a value in each of those cells (`what` they are), null in the others.
+        """
+        column = self._column(name)
+        wanted = where.reshape(-1)
+        nulls = column.is_null().to_numpy(zero_copy_only=False)
+        if (nulls == wanted).any():
+            i = int(np.argmax(nulls == wanted))
+            said = "is null" if nulls[i] else "holds a value"
+            want = f"an {what}" if wanted[i] else f"which is no {what}"
+            raise ValueError(
+                f"column {name!r} {said} at {self._where(i)}, {want} (the layout's "
+                "'final_obs': true puts a value there exactly at episode ends)"
+            )
+        picked = np.flatnonzero(wanted)
+        values = self._values(name, column.filter(self.pa.array(wanted)), shape, picked)
+        return np.ascontiguousarray(values.reshape(len(picked), *shape))
+
+    def _values(
+        self, name: str, column: Any, shape: Sequence[int], rows: AnyArray | None
+    ) -> AnyArray:
+        """The flat values of a column without nulls at its top level.
+
+        Its row i is the grid's cell `rows[i]` (or i, without `rows`), for messages.
+        """
+        pa = self.pa
+
+        def at(i: int) -> str:
+            return self._where(i if rows is None else int(rows[i]))
+
         if isinstance(column.type, pa.FixedShapeTensorType):
             column = column.storage
             shape_here: Sequence[int] = (int(np.prod(shape)),)
@@ -212,48 +266,56 @@ class _Grid:
         per_row = 1  # values of the current level in one row
         for level, size in enumerate(shape_here):
             if level and column.null_count:
-                self._inner_null(name, column, per_row)
+                self._inner_null(name, column, per_row, at)
             if not pa.types.is_fixed_size_list(column.type):
                 lengths = pa.compute.list_value_length(column).to_numpy(zero_copy_only=False)
                 if (lengths != size).any():
                     i = int(np.argmax(lengths != size))
                     raise ValueError(
                         f"column {name!r} holds a list of {int(lengths[i])} values at "
-                        f"{self._where(i // per_row)}, where the layout's cell shape "
+                        f"{at(i // per_row)}, where the layout's cell shape "
                         f"{list(shape)} needs {size} (level {level + 1})"
                     )
             column = column.flatten()
             per_row *= size
         if len(shape_here) and column.null_count:
-            self._inner_null(name, column, per_row)
-        values = column.to_numpy(zero_copy_only=False)
-        return np.ascontiguousarray(values.reshape(self.T, self.B, *shape))
+            self._inner_null(name, column, per_row, at)
+        values: AnyArray = column.to_numpy(zero_copy_only=False)
+        return values
 
-    def _inner_null(self, name: str, column: Any, per_row: int) -> None:
+    @staticmethod
+    def _inner_null(name: str, column: Any, per_row: int, at: Callable[[int], str]) -> None:
         nulls = column.is_null().to_numpy(zero_copy_only=False)
         raise ValueError(
             f"column {name!r} holds a null value at "
-            f"{self._where(int(np.argmax(nulls)) // per_row)}; a rollout has a value at every "
-            "step"
+            f"{at(int(np.argmax(nulls)) // per_row)}; a rollout has a value at every step"
         )
 
     def both(self, item: dict[str, Any], shape: Sequence[int]) -> AnyArray:
         """A leaf or output's column and its `next_` column as `[T+1, B, ...]`, checked to agree."""
         values = self.cells(item["column"], shape)
         after = self.cells(item["next"], shape)
-        same = values[1:] == after[:-1]
-        if values.dtype.kind == "f" or after.dtype.kind == "f":  # NaN is NaN here, as in `==`
-            same |= np.isnan(values[1:].astype(np.float64)) & np.isnan(
-                after[:-1].astype(np.float64)
-            )
-        if not same.all():
-            t, b = (int(i) for i in np.argwhere(~same)[0][:2])
-            raise ValueError(
-                f"column {item['next']!r} contradicts column {item['column']!r}: it holds at "
-                f"step {t}, env {b} another value than {item['column']!r} at step {t + 1} (the "
-                "values after a step are those of the next step)"
-            )
+        _check_next(item["next"], item["column"], after[:-1], values[1:], None)
         return np.concatenate([values, after[-1:]])
+
+    def with_finals(
+        self, leaf: dict[str, Any], shape: Sequence[int], ends: AnyArray
+    ) -> tuple[AnyArray, AnyArray]:
+        """An observation leaf `[T+1, B, ...]` and its final observations `[E, ...]`.
+
+        Under the layout's `final_obs`, `next_obs...` holds the final observation where a step
+        ends its episode (`ends`, `[T, B]`) and `reset_obs...` the observation after it there:
+        each agrees with the next row's `obs` where there is one.
+        """
+        values = self.cells(leaf["column"], shape)
+        after = self.cells(leaf["next"], shape)
+        reset_name = reset_column(leaf["column"])
+        reset = self.cells_at(reset_name, shape, ends, "episode end")
+        full = np.concatenate([values, after[-1:]])
+        full[-1][ends[-1]] = reset[len(reset) - int(ends[-1].sum()) :]  # (t, b) order: last
+        _check_next(leaf["next"], leaf["column"], after[:-1], values[1:], ends[:-1])
+        _check_next(reset_name, leaf["column"], reset, full[1:][ends], None, at=ends)
+        return full, after[ends]
 
     def texts(self, name: str) -> list[str | None]:
         """A string column's values in grid order (nulls as `None`)."""
@@ -262,6 +324,41 @@ class _Grid:
         except UnicodeDecodeError as exc:
             raise ValueError(f"column {name!r} holds text that is not UTF-8: {exc}") from None
         return texts
+
+
+def _check_next(
+    name: str,
+    column: str,
+    after: AnyArray,
+    following: AnyArray,
+    skip: AnyArray | None,
+    at: AnyArray | None = None,
+) -> None:
+    """`after` (column `name`) equals `following` (`column` a step later), but where `skip`.
+
+    `at` (`[T, B]`) says which cells `after` and `following` hold, when only some.
+    """
+    same = after == following
+    if after.dtype.kind == "f" or following.dtype.kind == "f":  # NaN is NaN here, as in `==`
+        same |= np.isnan(after.astype(np.float64)) & np.isnan(following.astype(np.float64))
+    lead = same.shape[: 1 if at is not None else 2]  # one cell per (t, b)
+    if same.ndim > len(lead):
+        same = same.reshape(*lead, -1).all(axis=-1) if same.size else np.ones(lead, bool)
+    if skip is not None:
+        same |= skip
+    if same.all():
+        return
+    if at is None:
+        t, b = (int(i) for i in np.argwhere(~same)[0])
+    else:
+        t, b = (int(i) for i in np.argwhere(at)[int(np.argmin(same))])
+    raise ValueError(
+        f"column {name!r} contradicts column {column!r}: it holds at step {t}, env {b} "
+        f"another value than {column!r} at step {t + 1} (the values after a step are those "
+        "of the next step"
+        + (", but at an episode end ('final_obs': true in the layout)" if skip is not None else "")
+        + ")"
+    )
 
 
 def index_column(table: Any, name: str) -> AnyArray:

@@ -40,6 +40,11 @@ def load_pyarrow() -> Any:
     return require("pyarrow", "arrow", "trajkit.arrow")
 
 
+def reset_column(column: str) -> str:
+    """The column of the observation an env reset to after an episode end (`final_obs`)."""
+    return "reset_" + column
+
+
 def _needed(layout: dict[str, Any]) -> dict[str, tuple[str, list[int]]]:
     """Every column the layout names: its kind (`index`, `number`, `text`) and cell shape."""
     needed: dict[str, tuple[str, list[int]]] = {name: ("index", []) for name in _INDEX}
@@ -51,6 +56,10 @@ def _needed(layout: dict[str, Any]) -> dict[str, tuple[str, list[int]]]:
         for leaf in layout["fields"][field]["leaves"]:
             if leaf["column"] is not None:
                 needed[leaf["column"]] = needed[leaf["next"]] = ("number", leaf["shape"])
+    if layout.get("final_obs"):
+        for leaf in layout["fields"]["obses"]["leaves"]:
+            if leaf["column"] is not None:
+                needed[reset_column(leaf["column"])] = ("number", leaf["shape"])
     for item in layout["model_outs"]:
         needed[item["column"]] = needed[item["next"]] = ("number", item["shape"])
     return needed
@@ -196,7 +205,21 @@ def _check_layout(layout: dict[str, Any]) -> dict[str, Any]:
         _claim(item["next"], columns)
     if not isinstance(layout.get("truncation"), bool):
         raise _bad_layout("'truncation' must be true or false")
+    _check_final_obs(layout, columns)
     return layout
+
+
+def _check_final_obs(layout: dict[str, Any], columns: set[str]) -> None:
+    """The optional `final_obs`: true when `next_obs` holds the final observation at ends.
+
+    Then each observation leaf has a `reset_obs...` column too, the observation after an end.
+    """
+    if not isinstance(layout.get("final_obs", False), bool):
+        raise _bad_layout("'final_obs' must be true or false (or absent: false)")
+    if layout.get("final_obs"):
+        for leaf in layout["fields"]["obses"]["leaves"]:
+            if leaf["column"] is not None:
+                _claim(reset_column(leaf["column"]), columns)
 
 
 def _bad_layout(why: str) -> ValueError:
