@@ -112,7 +112,9 @@ class MissingModelOutputError(KeyError, ValueError):
         purpose: str = "",
         hint: str = "",
     ) -> None:
-        self.method, self.key, self.keys = method, key, sorted(keys)
+        self.method: str = method
+        self.key: str = key
+        self.keys: list[str] = sorted(keys)
         why = f" {purpose}" if purpose else ""
         fix = f": {hint}" if hint else ""
         super().__init__(

@@ -141,11 +141,11 @@ try:
     import gymnasium.vector
 
     gymnasium.vector.AutoresetMode  # noqa: B018 - Gymnasium >= 1.0 has it
-except (ImportError, AttributeError) as exc:  # pragma: no cover - exercised with gymnasium hidden
+except (ImportError, AttributeError) as _missing:  # pragma: no cover - gymnasium hidden
     raise ImportError(
         "trajkit.gym needs Gymnasium >= 1.0 (for gymnasium.vector.AutoresetMode); "
         "install it with: pip install 'trajkit[gym]'"
-    ) from exc
+    ) from _missing
 
 from trajkit.gym.episodes import CompletedEpisodes
 from trajkit.gym.recorder import Policy, RolloutRecorder, StateFn

@@ -129,12 +129,12 @@ class LintRun:
         jobs: int | None = None,
         max_bytes: int | None = DEFAULT_MAX_BYTES,
     ) -> None:
-        self.paths = list(paths)
+        self.paths: list[str] = list(paths)
         self.options = options
         self.replay = replay
-        self.jobs = checked_jobs(jobs) or cpu_count()
+        self.jobs: int = checked_jobs(jobs) or cpu_count()
         self.max_bytes = max_bytes
-        self.files = 0
+        self.files: int = 0
         self._results: Iterator[FileResult] | None = None
         if replay:  # needs gymnasium: refused now (ImportError), before any file is linted
             importlib.import_module("trajkit.lint.replay")

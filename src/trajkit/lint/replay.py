@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterator, Mapping, Sequence
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -40,7 +41,7 @@ from trajkit._models.rollout import Rollout
 from trajkit.lint.config import LintOptions
 from trajkit.lint.registry import Finding
 
-gym = require("gymnasium", "gym", "trajkit lint --replay")
+gym: ModuleType = require("gymnasium", "gym", "trajkit lint --replay")
 
 __all__ = ["replay_recordings"]
 

@@ -132,7 +132,7 @@ class DatasetStatistics:
 
     def __init__(self, options: LintOptions) -> None:
         self.options = options
-        self.files = 0
+        self.files: int = 0
         self._ranges: dict[str, tuple[AnyArray, AnyArray]] = {}
         self._mixed: set[str] = set()  # leaves whose per-step shape differs between files
         self._observations = 0
