@@ -67,6 +67,7 @@ import numpy as np
 from trajkit._base.optional import require
 from trajkit._base.types import AnyArray
 from trajkit._core import tree as _tree
+from trajkit._io.atomic import fsync_path
 from trajkit._models.rollout import Rollout
 from trajkit._models.rules import FIELD_RULES, conform_into, lossless
 
@@ -333,7 +334,7 @@ def _write_staged(dataset_id: str, write: Callable[[], None]) -> None:
         staged = stage / dataset_id
         for folder, _, files in os.walk(staged):
             for name in files:
-                _fsync(Path(folder, name), os.O_RDONLY)
+                fsync_path(Path(folder, name))
         final.parent.mkdir(parents=True, exist_ok=True)
         _adopt_namespace(stage, root, dataset_id)
         try:
@@ -343,7 +344,7 @@ def _write_staged(dataset_id: str, write: Callable[[], None]) -> None:
                 f"a Minari dataset with id {dataset_id!r} appeared at {final} while this one "
                 f"was written ({exc.strerror}); choose another name or version"
             ) from None
-        _fsync(final.parent, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        fsync_path(final.parent, folder=True)
     finally:
         shutil.rmtree(stage, ignore_errors=True)
 
@@ -370,21 +371,8 @@ def _adopt_namespace(stage: Path, root: Path, dataset_id: str) -> None:
     for path in sorted(Path(stage, namespace).glob("*.json")):  # namespace_metadata.json
         target = root / namespace / path.name
         if not target.exists():
-            _fsync(path, os.O_RDONLY)
+            fsync_path(path)
             os.replace(path, target)
-
-
-def _fsync(path: Path, flags: int) -> None:
-    try:
-        fd = os.open(path, flags)
-    except OSError:  # a folder cannot be opened on some systems (Windows): nothing to sync
-        return
-    try:
-        os.fsync(fd)
-    except OSError:  # pragma: no cover - file systems that cannot sync a folder
-        pass
-    finally:
-        os.close(fd)
 
 
 def _in_spaces(rollout: Rollout, observation_space: Any, action_space: Any) -> Rollout:

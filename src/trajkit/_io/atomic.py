@@ -25,6 +25,7 @@ __all__ = [
     "TEMP_SUFFIX",
     "PathLike",
     "atomic_write",
+    "fsync_path",
     "output_target",
     "path_str",
     "refuse_to_replace",
@@ -206,7 +207,7 @@ def _write_replace(target: Path, write: Callable[[IO[bytes]], None]) -> None:
         with contextlib.suppress(OSError):
             os.unlink(temp_name)
         raise
-    _fsync_directory(directory)
+    fsync_path(directory, folder=True)
 
 
 def _sync_data(fd: int) -> None:
@@ -268,16 +269,24 @@ def _umask() -> int:
     return mask
 
 
-def _fsync_directory(directory: Path) -> None:
-    """Make the rename durable where the platform allows it (best effort)."""
-    flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0)
+def fsync_path(path: str | os.PathLike[str], *, folder: bool = False) -> None:
+    """Flush a file, or a folder's names (`folder=True`), to disk where the platform allows.
+
+    Best effort: a folder that cannot be opened (Windows) or synced is left as it is; what
+    matters there is that a rename is atomic, which it is.
+
+    Examples:
+        >>> import tempfile
+        >>> fsync_path(tempfile.gettempdir(), folder=True)
+    """
+    flags = os.O_RDONLY | (getattr(os, "O_DIRECTORY", 0) if folder else 0)
     try:
-        fd = os.open(directory, flags)
+        fd = os.open(path, flags)
     except OSError:
         return
     try:
         os.fsync(fd)
-    except OSError:
+    except OSError:  # file systems that cannot sync a folder
         pass
     finally:
         os.close(fd)

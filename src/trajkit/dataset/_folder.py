@@ -13,7 +13,7 @@ from typing import IO
 from pydantic import ValidationError
 
 from trajkit._base.errors import RolloutFileError
-from trajkit._io.atomic import TEMP_PREFIX, TEMP_SUFFIX, atomic_write
+from trajkit._io.atomic import TEMP_PREFIX, TEMP_SUFFIX, atomic_write, fsync_path
 from trajkit._io.infos import strict_json_loads
 from trajkit._io.remote import filesystem, is_url, join_url
 from trajkit._models.spec import RolloutSpec
@@ -68,22 +68,8 @@ def claim_name(temp: str, target: str) -> bool:
             return False
         os.close(fd)
         os.replace(temp, target)
-    _sync_folder(os.path.dirname(target) or ".")
+    fsync_path(os.path.dirname(target) or ".", folder=True)
     return True
-
-
-def _sync_folder(folder: str) -> None:
-    """Make a new name in `folder` durable where the platform allows it (best effort)."""
-    try:
-        fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 def _basename(path: str) -> str:
