@@ -214,6 +214,9 @@ def test_read_steps_gives_every_transition_with_its_rollouts_advantages(
 
         outs = rollout.model_outs.arrays
         np.testing.assert_array_equal(column("obs"), np.asarray(rollout.obses)[step, env])
+        np.testing.assert_array_equal(
+            column("next_obs"), np.asarray(rollout.next_obses())[step, env]
+        )
         np.testing.assert_array_equal(column("action"), outs["actions"][step, env])
         np.testing.assert_array_equal(column("reward"), rollout.rews[step, env])
         np.testing.assert_array_equal(column("log_prob"), outs["log_probs"][step, env])
@@ -274,6 +277,9 @@ def test_read_steps_of_nested_observations(tmp_path: Path) -> None:
         "obs.image",
         "obs.proprio.0",
         "obs.proprio.1.goal",
+        "next_obs.image",
+        "next_obs.proprio.0",
+        "next_obs.proprio.1.goal",
         "action",
         "reward",
         "terminated",
@@ -381,3 +387,22 @@ def test_read_steps_fails_on_a_file_of_another_layout(clean: list[str], tmp_path
     spec = trajkit.RolloutSpec.from_rollout(trajkit.load(clean[0]))
     with pytest.raises(trajkit.RolloutFileError, match=r"other\.npz: does not conform to the spec"):
         trajkit.ray.read_arrays([str(other)], gamma=GAMMA, lam=LAM, spec=spec).take_all()
+
+
+@_RAY_DATA
+@pytest.mark.usefixtures("local_ray")
+def test_read_steps_next_obs_is_the_true_final_observation_at_episode_ends(
+    tmp_path: Path,
+) -> None:
+    rollout = example_rollout(num_steps=6, num_envs=2, seed=3)
+    ends = np.nonzero(rollout.dones[1:] == 1)
+    assert len(ends[0])
+    final = np.full((len(ends[0]), *rollout.obses.shape[2:]), 7, rollout.obses.dtype)
+    rollout = rollout.replace(final_obses=final)
+    trajkit.save(rollout, tmp_path / "final.npz")
+    rows = _by_file(trajkit.ray.read_steps(str(tmp_path)).take_all())[0]
+    got = {(int(row["step"]), int(row["env"])): row["next_obs"] for row in rows}
+    for t, b in zip(*ends, strict=True):
+        np.testing.assert_array_equal(got[int(t), int(b)], final[0])
+    t, b = next((t, b) for t in range(6) for b in range(2) if rollout.dones[t + 1, b] == 0)
+    np.testing.assert_array_equal(got[t, b], rollout.obses[t + 1, b])

@@ -254,7 +254,18 @@ _STEP_OUTPUTS = {"actions": "action", "log_probs": "log_prob", "critic": "value"
 """Model-output keys that every step row carries, and their column names."""
 
 _FIXED_COLUMNS = frozenset(
-    {"file", "env", "step", "obs", "reward", "terminated", "truncated", "advantage", "return"}
+    {
+        "file",
+        "env",
+        "step",
+        "obs",
+        "next_obs",
+        "reward",
+        "terminated",
+        "truncated",
+        "advantage",
+        "return",
+    }
     | set(_STEP_OUTPUTS.values())
 )
 
@@ -262,9 +273,9 @@ _BLOCK_BYTES = 32 * 2**20
 """About the most bytes of one batch of step rows that a Ray task hands over at once."""
 
 
-def _obs_column(path: _tree.Path) -> str:
+def _obs_column(path: _tree.Path, name: str = "obs") -> str:
     """`obs` for a flat observation, `obs.image` or `obs.proprio.1.goal` for a leaf."""
-    return ".".join(["obs", *map(str, path)])
+    return ".".join([name, *map(str, path)])
 
 
 def _files(paths: Paths) -> list[str]:
@@ -328,7 +339,7 @@ def _check_keys(keys: Sequence[str] | None, layout: _Layout) -> tuple[str, ...]:
             raise ValueError(
                 f"keys: {key!r} is always a column already, named {_STEP_OUTPUTS[key]!r}"
             )
-        if key in _FIXED_COLUMNS or key.startswith("obs."):
+        if key in _FIXED_COLUMNS or key.startswith(("obs.", "next_obs.")):
             raise ValueError(f"keys: {key!r} would clash with the step column of that name")
         if key not in present:
             raise ValueError(f"keys: {key!r} is not a model output of {where} {sorted(present)})")
@@ -346,6 +357,9 @@ def _step_arrays(
     columns: dict[str, AnyArray] = {
         _obs_column(path): leaf for path, leaf in _tree.flatten(rollout.obses)
     }
+    columns.update(
+        (_obs_column(path, "next_obs"), leaf) for path, leaf in _tree.flatten(rollout.next_obses())
+    )
     if "actions" in outs:
         columns["action"] = outs["actions"]
     columns["reward"] = rollout.rews
@@ -435,6 +449,10 @@ def read_steps(
       takes them all.
     - `obs` for a flat observation, or one column per leaf of a nested one, named by its
       path (`obs.image`, `obs.proprio.1.goal`): observation `t`, in its stored dtype.
+    - `next_obs` (and `next_obs.<path>` leaves): the observation that followed step `t`,
+      from [`Rollout.next_obses`][trajkit.Rollout.next_obses]: the true final observation
+      where the step ended an episode and the file keeps `final_obses` (every
+      `RolloutRecorder` recording does), else observation `t+1`.
     - `action`: `model_outs['actions']` at `t` (int32, or float32 for Box actions).
     - `reward` (float32): `rews[t]`.
     - `terminated`, `truncated` (bool): step `t` ended its episode (`dones[t+1] == 1`),
