@@ -293,6 +293,21 @@ def test_info_names_nested_leaves_and_the_action_space(
     assert "actions:           discrete, integer in [0, 3) (A from model_outs['actor'])" in out
 
 
+def test_info_lists_the_final_observations(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    r = example_rollout(num_steps=6, num_envs=2, seed=3)
+    ends = int((r.dones[1:] == 1).sum())
+    final = np.zeros((ends, *r.obses.shape[2:]), r.obses.dtype)
+    path = tmp_path / "f.npz"
+    trajkit.save(r.replace(final_obses=final), path)
+    code, out, _ = run(capsys, "info", str(path))
+    assert code == 0
+    assert "format trajkit.rollout v5" in out
+    assert "  final_obses " in out
+    assert f"{final.shape}" in out.split("final_obses", 1)[1].splitlines()[0]
+
+
 def test_info_without_critic_or_steps(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     path = tmp_path / "r.npz"
     trajkit.save(example_rollout(keys=("actions",)), path)

@@ -73,6 +73,11 @@ def info_command(args: argparse.Namespace) -> int:
         ("truncated", r.truncated),
         ("final_values", r.final_values),
     ]
+    if r.final_obses is not None:  # one entry per episode end
+        arrays += [
+            (_tree.format_path("final_obses", path), leaf)
+            for path, leaf in _tree.flatten(r.final_obses)
+        ]
     arrays += [(f"model_outs[{k!r}]", a) for k, a in r.model_outs.arrays.items()]
     width = max(len(name) for name, _ in arrays)
     for name, array in arrays:
