@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 import numpy as np
 
 from trajkit._base.types import AnyArray
+from trajkit._core import tree as _tree
 from trajkit._models.rollout import Rollout
 
 if TYPE_CHECKING:
@@ -75,6 +76,7 @@ def example_rollout(
     action_kind: ActionKind = "discrete",
     action_shape: Sequence[int] = (2,),
     nested: bool = False,
+    final_obs: bool = False,
 ) -> Rollout:
     """Build a small, valid, deterministic rollout from random data.
 
@@ -95,6 +97,9 @@ def example_rollout(
         nested: Make `obses` a Gymnasium-`Dict`-like structure `{"image": uint8
             [T+1, B, *obs_shape], "proprio": (float32 [T+1, B, 3], {"goal": float32
             [T+1, B, 2]})}` and `states` a dict `{"h": ..., "c": ...}` of float32 `[T+1, B, 2]`.
+        final_obs: Include `final_obses`: a random true final observation for each episode
+            end, laid out as `obses` (drawn after everything else, so the other fields are the
+            same with and without it).
 
     Returns:
         A validated `Rollout`.
@@ -140,16 +145,31 @@ def example_rollout(
             rng.normal(size=(T + 1, B, 3)).astype(np.float32),
             rng.normal(size=(T + 1, B, 2)).astype(np.float32),
         )
+    rews = rng.normal(size=(T, B)).astype(np.float32)
+    ends = int(np.count_nonzero(dones[1:]))
     return Rollout(
         states=states,
         obses=obses,
-        rews=rng.normal(size=(T, B)).astype(np.float32),
+        rews=rews,
         dones=dones,
         infos=[[{"t": t, "env": b} for b in range(B)] for t in range(T)],
         model_outs=outs,
         truncated=truncated,
         final_values=final_values,
+        final_obses=_final_obses(obses, ends, rng) if final_obs else None,
     )
+
+
+def _final_obses(obses: Any, ends: int, rng: np.random.Generator) -> Any:
+    """Random final observations laid out as `obses`, one per episode end."""
+
+    def leaf(obs: AnyArray) -> AnyArray:
+        shape = (ends, *obs.shape[2:])
+        if obs.dtype.kind == "f":
+            return rng.normal(size=shape).astype(obs.dtype)
+        return rng.integers(0, 256, size=shape).astype(obs.dtype)
+
+    return _tree.map_leaves(leaf, obses)
 
 
 def rollouts(
@@ -163,6 +183,7 @@ def rollouts(
     max_actions: int = 4,
     action_kinds: Collection[ActionKind] = ACTION_KINDS[:1],
     nested: bool | None = False,
+    final_obs: bool | None = False,
 ) -> SearchStrategy[Rollout]:
     """A Hypothesis strategy for valid rollouts.
 
@@ -186,6 +207,8 @@ def rollouts(
         nested: Always (`True`), never (`False`) or sometimes (`None`) make `obses` and
             `states` nested dicts/tuples of arrays (Gymnasium `Dict`/`Tuple` spaces) with one
             to three leaves each, of mixed dtypes and trailing shapes.
+        final_obs: Always (`True`), never (`False`) or sometimes (`None`) include
+            `final_obses`, one drawn final observation per episode end.
 
     Returns:
         A strategy of `Rollout`.
@@ -218,7 +241,14 @@ def rollouts(
 
     draw_rollout = st.composite(_draw_rollout)
     return draw_rollout(
-        (min_steps, max_steps), (min_envs, max_envs), keys, truncation, max_actions, kinds, nested
+        (min_steps, max_steps),
+        (min_envs, max_envs),
+        keys,
+        truncation,
+        max_actions,
+        kinds,
+        nested,
+        final_obs,
     )
 
 
@@ -231,6 +261,7 @@ def _draw_rollout(
     max_actions: int,
     kinds: list[ActionKind],
     nested: bool | None,
+    final_obs: bool | None = False,
 ) -> Rollout:
     """One rollout of `rollouts`, its arguments checked there."""
     from hypothesis import strategies as st
@@ -259,15 +290,19 @@ def _draw_rollout(
         max_size=2,
     )
     infos = [[draw(info) for _ in range(B)] for _ in range(T)]
+    states = d.tree(d.state) if use_nested else d.state()
+    rews = d.real((T, B))
+    use_final = draw(st.booleans()) if final_obs is None else final_obs
     return Rollout(
-        states=d.tree(d.state) if use_nested else d.state(),
+        states=states,
         obses=obses,
-        rews=d.real((T, B)),
+        rews=rews,
         dones=dones,
         infos=infos,
         model_outs=outs,
         truncated=truncated,
         final_values=final_values,
+        final_obses=d.final_obses(obses, dones) if use_final else None,
     )
 
 
@@ -301,6 +336,20 @@ class _Drawer:
         if obs_dtype is np.float32:
             obs = np.nan_to_num(obs, nan=0.0, posinf=1.0, neginf=-1.0)
         return obs
+
+    def final_obses(self, obses: Any, dones: AnyArray) -> Any:
+        """One drawn observation per episode end (`dones[1:]`), laid out as `obses`."""
+        from hypothesis.extra import numpy as hnp
+
+        ends = int(np.count_nonzero(dones[1:]))
+
+        def leaf(obs: AnyArray) -> AnyArray:
+            drawn: AnyArray = self.draw(hnp.arrays(obs.dtype, (ends, *obs.shape[2:])))
+            if obs.dtype.kind == "f":
+                drawn = np.nan_to_num(drawn, nan=0.0, posinf=1.0, neginf=-1.0)
+            return drawn
+
+        return _tree.map_leaves(leaf, obses)
 
     def state(self) -> AnyArray:
         from hypothesis import strategies as st
