@@ -30,7 +30,7 @@ from bench_ppo_path import (
     MINIBATCH,
     Shape,
     best_time,
-    fill_numpy,
+    filled_rollout,
     fmt_ratio,
     make_shape,
 )
@@ -40,21 +40,7 @@ import trajkit.torch
 
 
 def trajkit_cuda(s: Shape, device: torch.device, check: bool = False) -> np.ndarray | None:
-    buf = fill_numpy(s)
-    T, B = s.T, s.B
-    rollout = trajkit.Rollout(
-        states=np.zeros((T + 1, B, 0), np.float32),
-        obses=buf["obs"],
-        rews=buf["rewards"],
-        dones=buf["starts"],
-        infos=None,
-        model_outs={
-            "actions": buf["actions"],
-            "log_probs": buf["log_probs"],
-            "critic": buf["values"],
-        },
-        copy=False,
-    )
+    rollout = filled_rollout(s, copy=False)
     for batch in trajkit.torch.minibatches(
         rollout, MINIBATCH, gamma=GAMMA, lam=LAM, epochs=EPOCHS, seed=0, device=device
     ):

@@ -164,10 +164,11 @@ def floor(s: Shape, seed: int = 0) -> np.ndarray:
     return adv
 
 
-def trajkit_path(s: Shape, copy: bool, seed: int = 0, check: bool = False) -> np.ndarray | None:
+def filled_rollout(s: Shape, copy: bool) -> trajkit.Rollout:
+    """The collection loop's buffers, filled step by step, as a `Rollout` (as the docs say)."""
     buf = fill_numpy(s)
     T, B = s.T, s.B
-    rollout = trajkit.Rollout(
+    return trajkit.Rollout(
         states=np.zeros((T + 1, B, 0), np.float32),
         obses=buf["obs"],
         rews=buf["rewards"],
@@ -180,6 +181,10 @@ def trajkit_path(s: Shape, copy: bool, seed: int = 0, check: bool = False) -> np
         },
         copy=copy,
     )
+
+
+def trajkit_path(s: Shape, copy: bool, seed: int = 0, check: bool = False) -> np.ndarray | None:
+    rollout = filled_rollout(s, copy)
     for batch in trajkit.torch.minibatches(
         rollout, MINIBATCH, gamma=GAMMA, lam=LAM, epochs=EPOCHS, seed=seed
     ):
