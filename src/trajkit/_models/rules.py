@@ -303,10 +303,16 @@ def conform_into(
     """
     array = as_numeric(value, name, copy=False, min_ndim=0)
     if rule.finite:
-        check_finite(array, name, axes) if array.ndim else _check_finite_scalar(array, name)
+        if array.ndim:
+            check_finite(array, name, axes)
+        else:
+            _check_finite_scalar(array, name)
     converted = lossless(array, dtype, name, axes=axes)
     if rule.flag:
-        check_binary(converted, name) if converted.ndim else _check_flag_scalar(converted, name)
+        if converted.ndim:
+            check_binary(converted, name, axes)
+        else:
+            _check_flag_scalar(converted, name)
     return converted
 
 
