@@ -25,9 +25,12 @@ def test_the_validation_page_lists_every_rule_of_the_table_once() -> None:
     text = PAGE.read_text()
     block = re.search(r"<!-- rule-table:.*?-->\n(.*?)<!-- /rule-table -->", text, re.S)
     assert block is not None
+    lines = [line for line in block.group(1).splitlines() if line]
+    # (Blank lines around the markers keep the table a Markdown table, not an HTML block.)
+    assert lines[:2] == ["| Field | Rules |", "| --- | --- |"]
     want = [f"| `{name}` | {rule.describe()} |" for name, rule in FIELD_RULES.items()]
     want += [f"| `model_outs[{key!r}]` | {rule.describe()} |" for key, rule in OUTPUT_RULES.items()]
-    assert block.group(1).splitlines() == want
+    assert lines[2:] == want
 
 
 def test_the_dimension_tables_are_views_of_the_rule_table() -> None:
@@ -104,3 +107,12 @@ def test_lossless_names_the_axes_of_a_flag_and_refuses_rounded_integers() -> Non
         lossless(np.array([2**24 + 1], np.int64), np.dtype(np.float32), "x")
     assert lossless(np.array([2**24], np.int64), np.dtype(np.float32), "x")[0] == 2**24
     assert lossless(np.array([2**31 - 1], np.int32), np.dtype(np.float64), "x")[0] == 2**31 - 1
+
+
+def test_the_pages_rule_table_renders_as_a_table() -> None:
+    markdown = pytest.importorskip("markdown", reason="the docs extras render Markdown")
+    text = PAGE.read_text()
+    section = text[text.index("<!-- rule-table:") : text.index("<!-- /rule-table -->")]
+    html = markdown.markdown(section, extensions=["tables"])
+    assert html.count("<tr>") == 1 + len(FIELD_RULES) + len(OUTPUT_RULES)
+    assert "<td><code>model_outs['*scalar']</code></td>" in html
