@@ -5,7 +5,9 @@ model outputs the policy computed from `obses[t]`; step t is the move from row t
 with `rews[t]` and `truncated[t]`. Step t *ends* an episode when `dones[t+1] = 1`. An episode
 *starts* at a row with `dones = 1`; its *length* is its number of steps. An episode is
 *complete* when it starts and ends inside the file. Every check reports once per file, at
-the first env and step where it applies, with the number of places in the message.
+the first env and step where it applies, with the number of places in the message. TK101
+(with a time limit) and TK105 also count episodes joined across files: `episode_edges`
+summarises a file for that, and `trajkit.lint.join` joins them.
 
 The time limit L is the recording's `max_episode_steps` (the env's `TimeLimit`), else the
 `max_episode_steps` option. The action space is the recording's, else the `action_space`
@@ -14,6 +16,7 @@ option, else `Discrete(A)` from the `actor` logits of Discrete actions.
 
 from __future__ import annotations
 
+import hashlib
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -32,8 +35,12 @@ __all__ = [
     "MIN_REPEATS",
     "MIN_ROWS_COMPARED",
     "Episode",
+    "EpisodeEdges",
     "check_rollout",
+    "episode_edges",
     "episodes",
+    "over_limit_finding",
+    "truncation_finding",
 ]
 
 MIN_REPEATS = 3
@@ -105,6 +112,7 @@ def check_rollout(
     *,
     path: str | None = None,
     recording: Mapping[str, Any] | None = None,
+    joined: bool = False,
 ) -> list[Finding]:
     """Run the selected TK1xx checks on one rollout.
 
@@ -114,6 +122,8 @@ def check_rollout(
         path: The file it came from, named in the findings.
         recording: Its file's `recording` metadata (a dict), if any: the time limit and the
             action space are read from it first.
+        joined: Leave out TK105 and TK101 with a known time limit: the caller measures them
+            on episodes joined across files, from `episode_edges`.
 
     Returns:
         The findings, in code order.
@@ -135,7 +145,7 @@ def check_rollout(
     found: list[Finding | None] = []
     codes = options.codes
     listed = list(episodes(rollout)) if codes & {"TK101", "TK105"} else []
-    if "TK101" in codes:
+    if "TK101" in codes and not (joined and limit):
         found.append(_truncation_as_termination(rollout, listed, limit, path))
     if "TK102" in codes:
         found.append(_reward_after_end(rollout, path))
@@ -143,7 +153,7 @@ def check_rollout(
         found.append(_misaligned_actions(rollout, path))
     if "TK104" in codes:
         found.append(_reset_twice(rollout, path))
-    if "TK105" in codes and limit:
+    if "TK105" in codes and limit and not joined:
         found.append(_over_time_limit(rollout, listed, int(limit), path))
     if codes & {"TK106", "TK107"}:
         found.extend(_outside_space(rollout, space, codes, path))
@@ -170,18 +180,8 @@ def _truncation_as_termination(
 ) -> Finding | None:
     complete = [e for e in listed if e.end is not None]
     if limit:
-        cut = [e for e in complete if e.length == limit and not e.truncated]
-        if not cut:
-            return None
-        first = min(cut, key=lambda e: (e.end or 0, e.env))
-        return Finding(
-            "TK101",
-            f"{len(cut)} episode(s) end at exactly the time limit of {limit} steps with "
-            "truncated = 0: record them as truncations (truncated = 1 and their final_values)",
-            path,
-            first.env,
-            first.end,
-        )
+        cut = _cut_at_limit(listed, limit)
+        return truncation_finding(len(cut), 0, limit, path, cut[0]) if cut else None
     lengths = Counter(e.length for e in complete)
     if not lengths:
         return None
@@ -202,6 +202,39 @@ def _truncation_as_termination(
         path,
         first.env,
         first.end,
+    )
+
+
+def _cut_at_limit(listed: list[Episode], limit: int) -> list[tuple[int, int]]:
+    """(end step, env) of the complete episodes of exactly `limit` steps ending untruncated."""
+    return sorted(
+        (e.end, e.env)
+        for e in listed
+        if e.end is not None and e.length == limit and not e.truncated
+    )
+
+
+def truncation_finding(
+    count: int, joined: int, limit: int, path: str | None, first: tuple[int, int]
+) -> Finding:
+    """TK101's finding with a known time limit.
+
+    `count` cut episodes, `joined` of them begun in an earlier file, the first ending at
+    `first` (step, env).
+
+    Examples:
+        >>> truncation_finding(3, 1, 10, "a.npz", (9, 0)).message  # doctest: +ELLIPSIS
+        '3 episode(s) end at exactly the time limit of 10 steps with truncated = 0 (1 begun ...'
+    """
+    across = " (1 begun in an earlier file)" if joined == 1 else ""
+    across = f" ({joined} begun in earlier files)" if joined > 1 else across
+    return Finding(
+        "TK101",
+        f"{count} episode(s) end at exactly the time limit of {limit} steps with truncated = 0"
+        f"{across}: record them as truncations (truncated = 1 and their final_values)",
+        path,
+        first[1],
+        first[0],
     )
 
 
@@ -330,23 +363,142 @@ def _reset_twice(rollout: Rollout, path: str | None) -> Finding | None:
 # --------------------------------------------------------------------------------- TK105
 
 
+def _over_places(rollout: Rollout, listed: list[Episode], limit: int) -> list[tuple[int, int, int]]:
+    """(step, env, start row) where episodes starting inside the file pass `limit` steps."""
+    T = rollout.num_steps
+    return sorted(
+        (e.start + limit, e.env, e.start)
+        for e in listed
+        if e.start + limit < T and (e.end is None or e.end >= e.start + limit)
+    )
+
+
+def over_limit_finding(
+    count: int, limit: int, path: str | None, first: tuple[int, int], begun: str
+) -> Finding:
+    """TK105's finding.
+
+    `count` episodes pass `limit`, the first at `first` (step, env); `begun` says where
+    that one began.
+
+    Examples:
+        >>> over_limit_finding(1, 10, "a.npz", (12, 1), "starts at row 2").format()
+        ... # doctest: +NORMALIZE_WHITESPACE
+        'a.npz: env 1, step 12: TK105 [error] 1 episode(s) run past the time limit of 10
+         steps with no episode end or truncation (this one starts at row 2)'
+    """
+    return Finding(
+        "TK105",
+        f"{count} episode(s) run past the time limit of {limit} steps with no episode end "
+        f"or truncation (this one {begun})",
+        path,
+        first[1],
+        first[0],
+    )
+
+
 def _over_time_limit(
     rollout: Rollout, listed: list[Episode], limit: int, path: str | None
 ) -> Finding | None:
-    T = rollout.num_steps
-    over = [
-        e for e in listed if e.start + limit < T and (e.end is None or e.end >= e.start + limit)
-    ]
+    over = _over_places(rollout, listed, limit)
     if not over:
         return None
-    first = min(over, key=lambda e: (e.start + limit, e.env))
-    return Finding(
-        "TK105",
-        f"{len(over)} episode(s) run past the time limit of {limit} steps with no episode end "
-        f"or truncation (this one starts at row {first.start})",
-        path,
-        first.env,
-        first.start + limit,
+    step, env, start = over[0]
+    return over_limit_finding(len(over), limit, path, (step, env), f"starts at row {start}")
+
+
+# ------------------------------------------------------------------------- joining files
+
+
+@dataclass(frozen=True)
+class EpisodeEdges:
+    """What joining episodes across files needs of one file (TK101, TK105).
+
+    Per env b: `lead[b]` is the number of steps up to and including the first episode end
+    (T when there is none), `lead_truncated[b]` whether that end is a truncation,
+    `continues[b]` whether row 0 continues an episode (`dones[0, b] = 0`), `has_end[b]`
+    whether any step ends an episode, and `trail[b]` the number of steps after the last end
+    (T when there is none). `head` and `tail` hash row 0 and row T (observations and
+    dones): a file continues another when its row 0 repeats the other's row T. `cut` and
+    `over` are the file's own TK101 (with a time limit) and TK105 places, as (step, env)
+    and (step, env, start row), sorted.
+
+    Examples:
+        >>> import numpy as np
+        >>> from trajkit.testing import example_rollout
+        >>> r = example_rollout(num_steps=6, num_envs=1)
+        >>> r = r.replace(dones=np.array([[0], [0], [1], [0], [1], [0], [0]]))
+        >>> e = episode_edges(r, "a.npz", None, None)
+        >>> e.lead, e.continues, e.trail
+        ((2,), (True,), (2,))
+    """
+
+    path: str
+    num_steps: int
+    lead: tuple[int, ...]
+    lead_truncated: tuple[bool, ...]
+    continues: tuple[bool, ...]
+    has_end: tuple[bool, ...]
+    trail: tuple[int, ...]
+    head: str
+    tail: str
+    recording: tuple[str, int, int] | None
+    limit: int | None
+    cut: tuple[tuple[int, int], ...]
+    over: tuple[tuple[int, int, int], ...]
+
+
+def _row_digest(rollout: Rollout, row: int) -> str:
+    digest = hashlib.blake2b(digest_size=16)
+    for _, leaf in _tree.flatten(rollout.obses):
+        digest.update(np.ascontiguousarray(leaf[row]).view(np.uint8).reshape(-1).data)
+    digest.update(np.ascontiguousarray(rollout.dones[row], dtype=np.float64).data)
+    return digest.hexdigest()
+
+
+def episode_edges(
+    rollout: Rollout,
+    path: str,
+    recording: Mapping[str, Any] | None,
+    max_episode_steps: int | None,
+) -> EpisodeEdges:
+    """The `EpisodeEdges` of one file; the time limit is the recording's, else the option.
+
+    Examples:
+        >>> from trajkit.testing import example_rollout
+        >>> edges = episode_edges(example_rollout(num_steps=4, num_envs=2), "a.npz", None, 3)
+        >>> edges.num_steps, edges.limit, edges.recording
+        (4, 3, None)
+    """
+    recording = recording or {}
+    limit = recording.get("max_episode_steps") or max_episode_steps
+    T, B = rollout.num_steps, rollout.batch_size
+    ends = rollout.dones[1:] == 1
+    trunc = rollout.truncated
+    has_end = ends.any(axis=0)
+    first_end = np.where(has_end, ends.argmax(axis=0), T - 1)
+    last_end = np.where(has_end, T - 1 - ends[::-1].argmax(axis=0), -1)
+    lead_truncated = tuple(
+        bool(has_end[b] and trunc is not None and trunc[first_end[b], b] == 1) for b in range(B)
+    )
+    listed = list(episodes(rollout)) if limit else []
+    identity = None
+    if "id" in recording:
+        identity = (str(recording["id"]), int(recording["index"]), int(recording["num_envs"]))
+    return EpisodeEdges(
+        path=path,
+        num_steps=T,
+        lead=tuple(int(x) + 1 for x in first_end),
+        lead_truncated=lead_truncated,
+        continues=tuple(bool(x) for x in rollout.dones[0] == 0),
+        has_end=tuple(bool(x) for x in has_end),
+        trail=tuple(int(T - 1 - x) for x in last_end),
+        head=_row_digest(rollout, 0),
+        tail=_row_digest(rollout, T),
+        recording=identity,
+        limit=int(limit) if limit else None,
+        cut=tuple(_cut_at_limit(listed, int(limit))) if limit else (),
+        over=tuple(_over_places(rollout, listed, int(limit))) if limit else (),
     )
 
 

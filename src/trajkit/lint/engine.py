@@ -4,8 +4,9 @@ Files are found by `trajkit._io.discovery.discover` (folders searched for `*.npz
 ones skipped) and linted chunk by chunk on every core by `trajkit._io.engine.run_ordered`, the
 engine behind `trajkit validate`: the findings come back in file order, the same with any
 number of processes. Each worker loads a file once, runs the data checks (TK1xx) and
-summarises it for the dataset statistics (TK2xx), which the parent folds in as results
-arrive. Replay (TK3xx), which needs the files of a recording in order, runs after.
+summarises it for the dataset statistics (TK2xx) and for joining episodes across files
+(TK101, TK105: `trajkit.lint.join`), which the parent folds in as results arrive. Replay
+(TK3xx), which needs the files of a recording in order, runs after.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from trajkit._io.filecheck import FileCheck, file_error
 from trajkit._io.files import DEFAULT_MAX_BYTES, load, read_metadata
 from trajkit._io.remote import file_size, local_copy, mappable, naming
 from trajkit.lint.config import LintOptions
-from trajkit.lint.data import check_rollout
+from trajkit.lint.data import EpisodeEdges, check_rollout, episode_edges
+from trajkit.lint.join import EpisodeJoiner
 from trajkit.lint.registry import Finding
 from trajkit.lint.stats import DatasetStatistics, FileSummary, summarize
 
@@ -39,6 +41,8 @@ class FileResult:
         findings: Its TK0xx and TK1xx findings.
         summary: Its summary for the dataset statistics, when a TK2xx check runs.
         recording: Its metadata's `recording` (as JSON), if it has one.
+        edges: Its episodes' edges, for joining them across files (TK101, TK105), when
+            either runs.
 
     Examples:
         >>> FileResult("a.npz", (), None, None).findings
@@ -49,6 +53,7 @@ class FileResult:
     findings: tuple[Finding, ...]
     summary: FileSummary | None
     recording: Mapping[str, Any] | None
+    edges: EpisodeEdges | None = None
 
 
 def lint_file(path: str, *, options: LintOptions, max_bytes: int | None) -> FileResult:
@@ -76,9 +81,11 @@ def lint_file(path: str, *, options: LintOptions, max_bytes: int | None) -> File
         )
     recorded = getattr(meta, "recording", None)
     recording = None if recorded is None else recorded.model_dump(mode="json")
-    findings = check_rollout(rollout, options, path=path, recording=recording)
+    joined = bool(options.codes & {"TK101", "TK105"})
+    findings = check_rollout(rollout, options, path=path, recording=recording, joined=joined)
     summary = summarize(rollout, path) if options.runs("TK2") else None
-    return FileResult(path, tuple(findings), summary, recording)
+    edges = episode_edges(rollout, path, recording, options.max_episode_steps) if joined else None
+    return FileResult(path, tuple(findings), summary, recording, edges)
 
 
 def _unreadable(path: str, problem: str, options: LintOptions) -> FileResult:
@@ -142,16 +149,19 @@ class LintRun:
     def __iter__(self) -> Iterator[Finding]:
         work = partial(lint_chunk, options=self.options, max_bytes=self.max_bytes)
         stats = DatasetStatistics(self.options)
+        joiner = EpisodeJoiner(self.options)
         recordings: list[tuple[str, Mapping[str, Any]]] = []
         results = run_ordered(work, discover(self.paths), jobs=self.jobs)
         self._results = results
         for result in results:
             self.files += 1
-            yield from result.findings
+            own = [*result.findings, *joiner.add(result.edges)]
+            yield from sorted(own, key=lambda f: f.code)  # stable: code order, as checked
             if result.summary is not None:
                 yield from stats.add(result.summary)
             if result.recording is not None:
                 recordings.append((result.path, result.recording))
+        yield from joiner.finish()
         yield from stats.finish()
         if self.replay and self.options.runs("TK3"):
             from trajkit.lint.replay import replay_recordings  # imports gymnasium

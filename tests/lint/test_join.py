@@ -1,0 +1,157 @@
+"""TK101 and TK105 on episodes joined across the files of one recording."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import trajkit
+from tests.lint.helpers import dones_for, rollout
+from trajkit._io import engine
+from trajkit.cli import main
+from trajkit.lint import lint
+
+gym = pytest.importorskip("gymnasium")
+from trajkit.gym import RolloutRecorder  # noqa: E402
+
+T = 128  # CartPole-v1's episodes here last its whole time limit of 500 steps: 3 files and 116
+
+
+def _policy(obs: Any) -> dict[str, Any]:
+    return {"actions": (obs[:, 2] + 0.3 * obs[:, 3] > 0).astype(np.int64)}
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("recorded")
+    env = gym.make_vec("CartPole-v1", num_envs=2, vectorization_mode="sync")
+    recorder = RolloutRecorder(env, _policy, seed=0)
+    for i in range(5):
+        trajkit.save(recorder.record(T), folder / f"run-{i}.npz", recording=recorder.recording)
+    env.close()
+    return folder
+
+
+@pytest.fixture
+def run(recorded: Path, tmp_path: Path) -> Path:
+    folder = tmp_path / "run"
+    shutil.copytree(recorded, folder)
+    return folder
+
+
+def _edit(path: Path, **update: Any) -> None:
+    """Re-save `path` with its recording updated (`recording=None` drops it)."""
+    r = trajkit.load(path)
+    recording = trajkit.read_metadata(path).recording
+    assert recording is not None
+    if update.pop("truncations_dropped", False):
+        assert r.truncated is not None
+        r.truncated[...] = 0
+    kept = None if update.pop("drop", False) else recording.model_copy(update=update)
+    trajkit.save(r, path, recording=kept)
+
+
+def test_the_recording_is_cut_across_files_and_passes(run: Path) -> None:
+    r = trajkit.load(run / "run-3.npz")
+    assert r.truncated is not None
+    assert np.flatnonzero(r.dones[1:, 0]).tolist() == [115]  # step 3 * 128 + 115 = 499
+    assert np.flatnonzero(r.truncated[:, 0]).tolist() == [115]
+    assert lint(run, jobs=1) == []
+
+
+def test_tk101_truncations_recorded_as_terminations_across_files(run: Path) -> None:
+    _edit(run / "run-3.npz", truncations_dropped=True)
+    [found] = lint(run, jobs=1)
+    assert (found.code, found.path, found.env, found.step) == (
+        "TK101",
+        str(run / "run-3.npz"),
+        0,
+        115,
+    )
+    assert found.message == (
+        "2 episode(s) end at exactly the time limit of 500 steps with truncated = 0 (2 begun in "
+        "earlier files): record them as truncations (truncated = 1 and their final_values)"
+    )
+
+
+def test_tk101_heuristic_over_joined_episodes_without_a_limit(tmp_path: Path) -> None:
+    dones = dones_for([10] * 6, 60)  # 6 episodes of 10 steps, unflagged
+    obses = np.random.default_rng(0).normal(size=(61, 1, 3)).astype(np.float32)
+    for i, s in enumerate(range(0, 60, 6)):  # 10 files of 6 steps: none complete in one
+        part = rollout(dones[s : s + 7], obses=obses[s : s + 7], truncated=np.zeros(6), seed=i)
+        trajkit.save(part, tmp_path / f"p{i}.npz")
+    [found] = lint(tmp_path, select=["TK101"], jobs=1)
+    assert (found.path, found.env, found.step) == (str(tmp_path / "p1.npz"), 0, 3)
+    assert found.message.startswith(
+        "6 of 6 episodes joined across files end at the same, longest length 10"
+    )
+    limited = lint(tmp_path, select=["TK101"], max_episode_steps=10, jobs=1)
+    assert len(limited) == 6
+    assert limited[0].message.startswith(
+        "1 episode(s) end at exactly the time limit of 10 steps with truncated = 0 (1 begun"
+    )
+
+
+@pytest.mark.parametrize("recorded_files", [True, False], ids=["recording", "no-recording"])
+def test_tk105_on_the_joined_episode(
+    run: Path, recorded_files: bool, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for i in range(5):
+        _edit(run / f"run-{i}.npz", max_episode_steps=None, drop=not recorded_files)
+    assert main(["lint", "--no-config", "-j", "1", "--max-episode-steps", "300", str(run)]) == 1
+    out = capsys.readouterr().out
+    assert out == (
+        f"{run / 'run-2.npz'}: env 0, step 44: TK105 [error] 2 episode(s) run past the time "
+        "limit of 300 steps with no episode end or truncation (this one began 256 steps before "
+        "row 0 of this file)\n"
+    )
+
+
+def test_files_of_other_recordings_are_not_joined(recorded: Path, run: Path) -> None:
+    for i in range(5):
+        _edit(run / f"run-{i}.npz", max_episode_steps=None)
+    pair = [run / "run-0.npz", run / "run-1.npz"]
+    assert [f.path for f in lint(pair, max_episode_steps=200, jobs=1)] == [str(pair[1])]
+    # The same rollout under another recording's id (its row 0 repeats run-0's row T):
+    _edit(pair[1], id="another-recording")
+    assert lint(pair, max_episode_steps=200, jobs=1) == []
+    # Interleaved in the listing, each recording is joined in its own index order:
+    shutil.copyfile(recorded / "run-1.npz", pair[1])
+    _edit(pair[1], max_episode_steps=None)
+    other = run / "other"
+    other.mkdir()
+    for i in range(5):
+        shutil.copyfile(recorded / f"run-{i}.npz", other / f"run-{i}b.npz")
+        _edit(other / f"run-{i}b.npz", id="interleaved", max_episode_steps=None)
+    listing = [p for i in range(5) for p in (run / f"run-{i}.npz", other / f"run-{i}b.npz")]
+    found = lint(listing, select=["TK1"], max_episode_steps=300, jobs=1)
+    assert [(Path(f.path or "").name, f.code, f.step) for f in found] == [
+        ("run-2.npz", "TK105", 44),
+        ("run-2b.npz", "TK105", 44),
+    ]
+
+
+def test_a_gap_in_the_index_breaks_the_chain(run: Path) -> None:
+    for i in range(5):
+        _edit(run / f"run-{i}.npz", max_episode_steps=None)
+    (run / "run-1.npz").unlink()
+    assert lint(run, max_episode_steps=300, jobs=1) == []  # 0 | 2, 3: 256 + 116 steps seen
+
+
+def test_jobs_give_the_same_joined_findings(run: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(engine, "CHUNK_FILES", 1)
+    monkeypatch.setattr(engine, "IN_PROCESS_FILES", 0)  # workers, however few the files
+    _edit(run / "run-3.npz", truncations_dropped=True)
+    for i in (0, 1, 2, 4):
+        _edit(run / f"run-{i}.npz", max_episode_steps=None)
+    one = lint(run, max_episode_steps=300, jobs=1)
+    two = lint(run, max_episode_steps=300, jobs=2)
+    assert one == two
+    assert [(Path(f.path or "").name, f.code) for f in one] == [
+        ("run-2.npz", "TK105"),
+        ("run-3.npz", "TK101"),
+    ]
