@@ -155,3 +155,14 @@ def test_jobs_give_the_same_joined_findings(run: Path, monkeypatch: pytest.Monke
         ("run-2.npz", "TK105"),
         ("run-3.npz", "TK101"),
     ]
+
+
+def test_files_without_a_recording_join_only_when_listed_one_after_the_other(run: Path) -> None:
+    for i in range(5):
+        _edit(run / f"run-{i}.npz", drop=True)
+    assert [f.path for f in lint(run, select=["TK105"], max_episode_steps=300, jobs=1)] == [
+        str(run / "run-2.npz")
+    ]
+    stranger = rollout(np.zeros(T + 1), seed=3)  # no episode end, B = 1
+    trajkit.save(stranger, run / "run-1x.npz")  # listed between run-1 and run-2
+    assert lint(run, select=["TK105"], max_episode_steps=300, jobs=1) == []
