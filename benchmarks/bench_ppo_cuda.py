@@ -18,7 +18,6 @@ from __future__ import annotations
 import functools
 import statistics
 import sys
-from typing import Any
 
 import numpy as np
 import torch
@@ -30,6 +29,7 @@ from bench_ppo_path import (
     MINIBATCH,
     Shape,
     best_time,
+    cleanrl_gae,
     filled_rollout,
     fmt_ratio,
     make_shape,
@@ -75,18 +75,7 @@ def cleanrl_cuda(s: Shape, device: torch.device, check: bool = False) -> np.ndar
         next_done = torch.Tensor(src["starts"][t + 1]).to(device)
     with torch.no_grad():
         next_value = policy_values[T].reshape(1, -1)
-        advantages = torch.zeros_like(rewards)
-        lastgaelam: Any = 0
-        for t in reversed(range(T)):
-            if t == T - 1:
-                nextnonterminal = 1.0 - next_done
-                nextvalues = next_value
-            else:
-                nextnonterminal = 1.0 - dones[t + 1]
-                nextvalues = values[t + 1]
-            delta = rewards[t] + GAMMA * nextvalues * nextnonterminal - values[t]
-            lastgaelam = delta + GAMMA * LAM * nextnonterminal * lastgaelam
-            advantages[t] = lastgaelam
+        advantages = cleanrl_gae(rewards, values, dones, next_value, next_done)
         returns = advantages + values
     n = T * B
     flat = (

@@ -237,6 +237,30 @@ def sb3(s: Shape, seed: int = 0) -> np.ndarray:
     return buffer.advantages.reshape(B, T).T.astype(np.float32)
 
 
+def cleanrl_gae(
+    rewards: torch.Tensor,
+    values: torch.Tensor,
+    dones: torch.Tensor,
+    next_value: torch.Tensor,
+    next_done: torch.Tensor,
+) -> torch.Tensor:
+    """CleanRL's GAE loop over time, in torch, where the tensors live (restated)."""
+    T = rewards.shape[0]
+    advantages = torch.zeros_like(rewards)
+    lastgaelam: Any = 0
+    for t in reversed(range(T)):
+        if t == T - 1:
+            nextnonterminal = 1.0 - next_done
+            nextvalues = next_value
+        else:
+            nextnonterminal = 1.0 - dones[t + 1]
+            nextvalues = values[t + 1]
+        delta = rewards[t] + GAMMA * nextvalues * nextnonterminal - values[t]
+        lastgaelam = delta + GAMMA * LAM * nextnonterminal * lastgaelam
+        advantages[t] = lastgaelam
+    return advantages
+
+
 def cleanrl(s: Shape, seed: int = 0) -> np.ndarray:
     src, T, B = s.src, s.T, s.B
     act_shape = (s.action_dim,) if s.action_dim else ()
@@ -263,18 +287,7 @@ def cleanrl(s: Shape, seed: int = 0) -> np.ndarray:
         next_obs, next_done = torch.Tensor(src["obs"][t + 1]), torch.Tensor(src["starts"][t + 1])
     with torch.no_grad():
         next_value = policy_values[T].reshape(1, -1)
-        advantages = torch.zeros_like(rewards)
-        lastgaelam: Any = 0
-        for t in reversed(range(T)):
-            if t == T - 1:
-                nextnonterminal = 1.0 - next_done
-                nextvalues = next_value
-            else:
-                nextnonterminal = 1.0 - dones[t + 1]
-                nextvalues = values[t + 1]
-            delta = rewards[t] + GAMMA * nextvalues * nextnonterminal - values[t]
-            lastgaelam = delta + GAMMA * LAM * nextnonterminal * lastgaelam
-            advantages[t] = lastgaelam
+        advantages = cleanrl_gae(rewards, values, dones, next_value, next_done)
         returns = advantages + values
     n = T * B
     b_obs = obs.reshape((-1, *s.obs_shape))
