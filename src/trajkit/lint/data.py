@@ -490,7 +490,8 @@ class EpisodeEdges:
     (T when there is none). `head` and `tail` hash row 0 and row T (observations and
     dones): a file continues another when its row 0 repeats the other's row T. `cut` and
     `over` are the file's own TK101 (with a time limit) and TK105 places, as (step, env)
-    and (step, env, start row), sorted.
+    and (step, env, start row), sorted; `cuts_needed` is `cuts_needed` of the file (how
+    many unflagged ends at the limit, joined ones counted, make its TK101 finding).
 
     Examples:
         >>> import numpy as np
@@ -515,6 +516,7 @@ class EpisodeEdges:
     limit: int | None
     cut: tuple[tuple[int, int], ...]
     over: tuple[tuple[int, int, int], ...]
+    cuts_needed: int = 1
 
 
 def _row_digest(rollout: Rollout, row: int) -> str:
@@ -568,6 +570,7 @@ def episode_edges(
         limit=int(limit) if limit else None,
         cut=tuple(_cut_at_limit(listed, int(limit))) if limit else (),
         over=tuple(_over_places(rollout, listed, int(limit))) if limit else (),
+        cuts_needed=cuts_needed(rollout, recording),
     )
 
 
