@@ -56,7 +56,7 @@ def test_tk202_a_reward_scale_jump(clean: Path) -> None:
     jump = _save(clean, "r9.npz", seed=9, scale=100.0)
     [found] = lint(clean, select=["TK202"], jobs=1)
     assert found.path == str(jump)
-    assert "above the median" in found.message
+    assert "above the largest" in found.message
     assert "(limit 10x)" in found.message
     assert lint(clean, select=["TK202"], reward_scale_ratio=1000, jobs=1) == []
 

@@ -9,7 +9,7 @@ reset observation: step s-1 ends an episode and step s is the first of the next.
   stores the final observation at row s (flagged as a start) and the autoreset step from it
   to the reset observation as step s: reward exactly 0, action ignored, never an episode end.
   Judged when every boundary step of the file has reward exactly 0 and ends nothing (at
-  least `MIN_BOUNDARIES`), and either a reward of exactly 0 is rare elsewhere (at most half
+  least `MIN_BOUNDARIES`; row 0 counts when the recording says the file continues another), and either a reward of exactly 0 is rare elsewhere (at most half
   of the other steps), or the observations after the boundary steps are all one (a fixed
   reset state, as in FrozenLake) while those at the boundary rows are not.
 - `dones` one row off (TK109). Where episodes start, the observations jump: a reset is not a
@@ -85,9 +85,12 @@ def phantom_steps(rollout: Rollout, recording: Mapping[str, Any] | None = None) 
         >>> phantom_steps(r, {"autoreset_mode": "SAME_STEP"}) is None
         True
     """
-    if (recording or {}).get("autoreset_mode") in ("SAME_STEP", "DISABLED"):
+    recording = recording or {}
+    if recording.get("autoreset_mode") in ("SAME_STEP", "DISABLED"):
         return None
     steps = boundary_rows(rollout)
+    if recording.get("index", 0) > 0:  # row 0 is the previous file's row T: a boundary too
+        steps[0] = rollout.dones[0] == 1
     if steps.sum() < MIN_BOUNDARIES:
         return None
     rews = rollout.rews

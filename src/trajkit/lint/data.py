@@ -409,7 +409,10 @@ def _equal_rows(rollout: Rollout) -> BoolArray:
 
 
 def _reset_twice(rollout: Rollout, path: str | None) -> Finding | None:
-    if rollout.num_steps == 0:
+    # Float observations only: in a discrete space the last state can be the reset state.
+    if rollout.num_steps == 0 or not any(
+        leaf.dtype.kind == "f" for _, leaf in _tree.flatten(rollout.obses)
+    ):
         return None
     ends = rollout.dones[1:] == 1
     if ends.sum() < MIN_REPEATS - 1:

@@ -24,8 +24,8 @@ __all__ = ["MIN_CLIPPED", "MIN_INSIDE", "clipped_rewards", "states_raw_rewards"]
 MIN_CLIPPED = 3
 """TK111: the fewest rewards at the clip value."""
 
-MIN_INSIDE = 8
-"""TK111: more distinct magnitudes than this must lie inside the clip range."""
+MIN_INSIDE = 3
+"""TK111: at least this many distinct magnitudes must lie inside the clip range."""
 
 
 def states_raw_rewards(recording: Mapping[str, Any] | None) -> bool:
@@ -70,7 +70,7 @@ def clipped_rewards(
         return None
     at = size == c
     inside = np.unique(size[(size > 0) & (size < c)])
-    if at.sum() < MIN_CLIPPED or inside.size <= MIN_INSIDE:
+    if at.sum() < max(MIN_CLIPPED, 0.1 * rews.size) or inside.size < MIN_INSIDE:
         return None
     t, b = (int(x) for x in np.argwhere(at)[0])
     return Finding(
