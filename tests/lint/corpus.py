@@ -20,7 +20,10 @@ Bug classes (`Bug`) and the check that must find them:
 - `logp_unclipped` (TK110): the log-probability of the unclipped Gaussian sample beside the
   clipped action;
 - `rewards_clipped` (TK111): `np.clip(reward, -1, 1)` stored, with a recording of the raw env;
-- `reward_scaled` (TK202): the last file's rewards scaled (a reward wrapper switched on).
+- `reward_scaled` (TK202): the last file's rewards scaled (a reward wrapper switched on);
+- `saved_twice` (TK203): the last file saved again under another name;
+- `unclipped_actions` (TK107): the unclipped Gaussian sample stored as the action (with its
+  own log-probability), which the env clips.
 
 Built once per test session (`build_corpus`), in about a second per 10 cases.
 """
@@ -28,6 +31,7 @@ Built once per test session (`build_corpus`), in about a second per 10 cases.
 from __future__ import annotations
 
 import functools
+import types
 import uuid
 import warnings
 from collections.abc import Callable
@@ -49,6 +53,8 @@ Bug = Literal[
     "logp_unclipped",
     "rewards_clipped",
     "reward_scaled",
+    "saved_twice",
+    "unclipped_actions",
 ]
 
 PLANTED: dict[str, str] = {
@@ -62,6 +68,8 @@ PLANTED: dict[str, str] = {
     "logp_unclipped": "TK110",
     "rewards_clipped": "TK111",
     "reward_scaled": "TK202",
+    "saved_twice": "TK203",
+    "unclipped_actions": "TK107",
 }
 """The check that must find each bug class."""
 
@@ -114,8 +122,7 @@ def _tabular(env_id: str, slippery: bool = True) -> Any:
 def _good_actions(env_id: str, obs: Any, table: Any) -> Any:
     """The scripted or tabular-optimal action per env."""
     if table is not None:
-        out = table[np.asarray(obs)]
-        return out
+        return table[np.asarray(obs)]
     if env_id == "CartPole-v1":
         return (obs[:, 2] + 0.3 * obs[:, 3] > 0).astype(np.int64)
     if env_id == "MountainCar-v0":
@@ -124,8 +131,11 @@ def _good_actions(env_id: str, obs: Any, table: Any) -> Any:
         return np.where(obs[:, 4] > 0, 2, 0)
     if env_id == "Blackjack-v1":
         return (obs[0] < 17).astype(np.int64)  # the dealer's rule: hit below 17
-    if env_id == "LunarLander-v3":
-        return np.where(obs[:, 3] < -0.3, 2, np.where(obs[:, 4] > 0.1, 3, np.where(obs[:, 4] < -0.1, 1, 0)))
+    if env_id == "LunarLander-v3":  # Gymnasium's own heuristic lander
+        from gymnasium.envs.box2d.lunar_lander import heuristic
+
+        discrete = types.SimpleNamespace(unwrapped=types.SimpleNamespace(continuous=False))
+        return np.array([heuristic(discrete, row) for row in obs])  # type: ignore[no-untyped-call]
     raise KeyError(env_id)
 
 
@@ -199,7 +209,7 @@ def _make(env_id: str, B: int, mode: str, limit: int | None, kwargs: dict[str, A
     import gymnasium as gym
     from gymnasium.vector import AutoresetMode
 
-    extra = {} if limit is None else {"max_episode_steps": limit}
+    extra: dict[str, Any] = {} if limit is None else {"max_episode_steps": limit}
     return gym.make_vec(
         env_id,
         num_envs=B,
@@ -211,7 +221,7 @@ def _make(env_id: str, B: int, mode: str, limit: int | None, kwargs: dict[str, A
 
 
 def _outs_of(outs: dict[str, Any], b: int) -> dict[str, Any]:
-    kept = {k: np.asarray(v)[b] for k, v in outs.items() if k != "sample"}
+    kept = {k: np.asarray(v)[b] for k, v in outs.items()}
     if "mean" in outs:  # the log-probability of the stored (clipped) action
         kept["log_probs"] = gaussian_logp(kept["actions"], kept["mean"], kept["std"])
         kept["unclipped"] = gaussian_logp(np.asarray(outs["sample"])[b], kept["mean"], kept["std"])
@@ -301,12 +311,18 @@ def _file(
     B = len(cols)
     lo, hi = i * T, (i + 1) * T
     obs = _stack([_stack(c.obs[lo : hi + 1]) for c in cols])
-    obses = tuple(np.swapaxes(o, 0, 1) for o in obs) if isinstance(obs, tuple) else np.swapaxes(obs, 0, 1)
+    obses = (
+        tuple(np.swapaxes(o, 0, 1) for o in obs)
+        if isinstance(obs, tuple)
+        else np.swapaxes(obs, 0, 1)
+    )
     flags = np.array([c.flag[lo : hi + 1] for c in cols], dtype=np.float64).T
     rews = np.array([c.rew[lo:hi] for c in cols]).T
     trunc = np.array([c.trunc[lo:hi] for c in cols], dtype=np.float64).T
-    keys = [k for k in cols[0].outs[0] if k != "unclipped"]
-    outs = {k: np.stack([np.stack([o[k] for o in c.outs[lo : hi + 1]]) for c in cols], 1) for k in keys}
+    keys = [k for k in cols[0].outs[0] if k not in ("unclipped", "sample")]
+    outs = {
+        k: np.stack([np.stack([o[k] for o in c.outs[lo : hi + 1]]) for c in cols], 1) for k in keys
+    }
     places: set[Place] = set()
     R = T + 1
     if bug == "phantom":
@@ -328,16 +344,27 @@ def _file(
         places = {(b, t) for t, b in np.argwhere(flags == 1)}
     elif bug == "actions_late":
         true = outs["actions"]
-        before = np.stack([np.stack([o["actions"] for o in c.outs[max(lo - 1, 0) : hi]]) for c in cols], 1)
+        before = np.stack(
+            [np.stack([o["actions"] for o in c.outs[max(lo - 1, 0) : hi]]) for c in cols], 1
+        )
         late = before if lo else np.concatenate([true[:1], before], axis=0)
         outs["actions"] = late[:R]
         places = {(b, t) for t, b in np.argwhere(outs["actions"] != true)}
     elif bug == "seeded_alike":
         places = {(b, t) for t, b in np.argwhere(flags == 1)}
     elif bug == "logp_unclipped":
-        clipped = np.stack([np.stack([o["unclipped"] for o in c.outs[lo : hi + 1]]) for c in cols], 1)
+        clipped = np.stack(
+            [np.stack([o["unclipped"] for o in c.outs[lo : hi + 1]]) for c in cols], 1
+        )
         places = {(b, t) for t, b in np.argwhere(~np.isclose(clipped, outs["log_probs"]))}
         outs["log_probs"] = clipped
+    elif bug == "unclipped_actions":
+        sample = np.stack([np.stack([o["sample"] for o in c.outs[lo : hi + 1]]) for c in cols], 1)
+        unclipped = np.stack(
+            [np.stack([o["unclipped"] for o in c.outs[lo : hi + 1]]) for c in cols], 1
+        )
+        places = {(b, t) for t, b in np.argwhere((np.abs(sample) > 2.0).any(-1))}
+        outs["actions"], outs["log_probs"] = sample, unclipped
     elif bug == "rewards_clipped":
         clipped = np.clip(rews, -1.0, 1.0)
         places = {(b, t) for t, b in np.argwhere(clipped != rews)}
@@ -359,7 +386,15 @@ def _file(
 
 
 def recorder_case(
-    env_id: str, kind: str, mode: str, *, B: int, T: int, files: int, seed: int, limit: int | None,
+    env_id: str,
+    kind: str,
+    mode: str,
+    *,
+    B: int,
+    T: int,
+    files: int,
+    seed: int,
+    limit: int | None,
     kwargs: dict[str, Any] | None = None,
 ) -> Case:
     """A clean case recorded by `RolloutRecorder` in autoreset `mode`."""
@@ -394,8 +429,17 @@ def _table_for(env_id: str, kind: str, kwargs: dict[str, Any]) -> Any:
 
 
 def loop_case(
-    env_id: str, kind: str, *, B: int, T: int, files: int, seed: int, limit: int | None,
-    bug: Bug | None = None, mode: str = "NEXT_STEP", kwargs: dict[str, Any] | None = None,
+    env_id: str,
+    kind: str,
+    *,
+    B: int,
+    T: int,
+    files: int,
+    seed: int,
+    limit: int | None,
+    bug: Bug | None = None,
+    mode: str = "NEXT_STEP",
+    kwargs: dict[str, Any] | None = None,
     recorded: bool = True,
 ) -> Case:
     """A case recorded by the hand-written loop, clean or with `bug`."""
@@ -405,9 +449,19 @@ def loop_case(
     n = getattr(probe.action_space, "n", None)
     probe.close()
     rng = np.random.default_rng(seed)
-    policy = make_policy(env_id, kind, None if n is None else int(n), rng, _table_for(env_id, kind, kwargs or {}))
+    policy = make_policy(
+        env_id, kind, None if n is None else int(n), rng, _table_for(env_id, kind, kwargs or {})
+    )
     cols, recording = hand_loop(
-        env_id, policy, B=B, steps=T * files, seed=seed, limit=limit, bug=bug, mode=mode, kwargs=kwargs
+        env_id,
+        policy,
+        B=B,
+        steps=T * files,
+        seed=seed,
+        limit=limit,
+        bug=bug,
+        mode=mode,
+        kwargs=kwargs,
     )
     case = Case(f"{env_id}/loop-{mode}/{kind}" + (f"/{bug}" if bug else ""), env_id, bug)
     for i in range(files):
@@ -418,6 +472,9 @@ def loop_case(
         last = case.files[-1][0]
         last.rews[...] = last.rews * (100.0 if env_id == "Pendulum-v1" else 0.01)
         case.places = [set() for _ in case.files[:-1]] + [{(-1, -1)}]  # the file itself
+    if bug == "saved_twice":
+        case.files.append(case.files[-1])
+        case.places = [set() for _ in case.files[:-1]] + [{(-1, -1)}]
     return case
 
 
@@ -433,7 +490,7 @@ ENVS: dict[str, dict[str, Any]] = {
     "Blackjack-v1": {"limit": None, "T": 16, "files": 3, "kinds": ("random", "good")},
     "Taxi-v4": {"limit": 50, "T": 16, "files": 4, "kinds": ("random", "eps", "good")},
     "CliffWalking-v1": {"limit": None, "T": 8, "files": 6, "kinds": ("eps", "good")},
-    "LunarLander-v3": {"limit": 200, "T": 48, "files": 4, "kinds": ("random", "good")},
+    "LunarLander-v3": {"limit": 400, "T": 64, "files": 4, "kinds": ("random", "good")},
 }
 """The envs of the corpus and how they are recorded (files shorter than the episodes)."""
 
@@ -463,9 +520,8 @@ BUGS: dict[str, tuple[tuple[str, str], ...]] = {
     ),
     "dones_early": (  # envs whose episodes terminate (no truncation: that would be TK101's)
         ("CartPole-v1", "random"),
-        ("CartPole-v1", "eps"),
+        ("CartPole-v1", "left"),
         ("LunarLander-v3", "random"),
-        ("LunarLander-v3", "good"),
     ),
     "actions_late": (
         ("CartPole-v1", "random"),
@@ -488,6 +544,8 @@ BUGS: dict[str, tuple[tuple[str, str], ...]] = {
         ("Pendulum-v1", "random"),
         ("MountainCar-v0", "random"),
     ),
+    "saved_twice": (("Taxi-v4", "random"), ("Pendulum-v1", "good")),
+    "unclipped_actions": (("Pendulum-v1", "random"), ("Pendulum-v1", "good")),
 }
 """Each bug class, planted in the hand-written loop over these envs and policies."""
 
@@ -495,9 +553,8 @@ _LIMITS = {
     ("MountainCar-v0", "good", None): 200,
     ("Acrobot-v1", "random", None): 30,
     ("CartPole-v1", "random", "dones_early"): 500,
-    ("CartPole-v1", "eps", "dones_early"): 500,
+    ("CartPole-v1", "left", "dones_early"): 500,
     ("LunarLander-v3", "random", "dones_early"): 1000,
-    ("LunarLander-v3", "good", "dones_early"): 1000,
 }
 _KWARGS = {("FrozenLake-v1", "late_rewards"): {"is_slippery": False}}
 _SAME_STEP_BUGS = ("truncation_dropped",)
@@ -513,7 +570,7 @@ def box2d_available() -> bool:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             import Box2D  # type: ignore[import-untyped]  # noqa: F401
-            import pygame  # type: ignore[import-untyped]  # noqa: F401
+            import pygame  # noqa: F401
     except ImportError:
         return False
     return True
@@ -578,6 +635,8 @@ def _at_limit(seed: int) -> Case:
     while falls(seed) == falls(seed + 1):  # one env of two terminates at the limit
         seed += 1
     length = falls(seed)
-    case = recorder_case("CartPole-v1", "left", "NEXT_STEP", B=2, T=8, files=4, seed=seed, limit=length)
+    case = recorder_case(
+        "CartPole-v1", "left", "NEXT_STEP", B=2, T=8, files=4, seed=seed, limit=length
+    )
     case.name = "CartPole-v1/recorder-NEXT_STEP/left-at-limit"
     return case

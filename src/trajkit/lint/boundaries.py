@@ -9,9 +9,10 @@ reset observation: step s-1 ends an episode and step s is the first of the next.
   stores the final observation at row s (flagged as a start) and the autoreset step from it
   to the reset observation as step s: reward exactly 0, action ignored, never an episode end.
   Judged when every boundary step of the file has reward exactly 0 and ends nothing (at
-  least `MIN_BOUNDARIES`; row 0 counts when the recording says the file continues another), and either a reward of exactly 0 is rare elsewhere (at most half
-  of the other steps), or the observations after the boundary steps are all one (a fixed
-  reset state, as in FrozenLake) while those at the boundary rows are not.
+  least `MIN_BOUNDARIES`; row 0 counts when the recording says the file continues
+  another), and either a reward of exactly 0 is rare elsewhere (at most half of the other
+  steps), or the observations after the boundary steps are all one (a fixed reset state,
+  as in FrozenLake) while those at the boundary rows are not.
 - `dones` one row off (TK109). Where episodes start, the observations jump: a reset is not a
   step of the dynamics. With float observations, the jump of each step is its largest
   change of a feature, in units of that feature's median change per step inside episodes.

@@ -41,10 +41,13 @@ from trajkit.lint.rewards import clipped_rewards
 
 __all__ = [
     "MIN_REPEATS",
+    "MIN_CUTS_RECORDED",
     "MIN_ROWS_COMPARED",
     "Episode",
     "EpisodeEdges",
+    "box_bound",
     "check_rollout",
+    "cuts_needed",
     "episode_edges",
     "episodes",
     "over_limit_finding",
@@ -163,8 +166,9 @@ def check_rollout(
         found.append(_truncation_as_termination(rollout, listed, limit, path, needed))
     if "TK102" in codes and phantom is None:  # the phantom step's reward 0 is TK108's
         found.append(_reward_after_end(rollout, path))
+    misaligned = _misaligned_actions(rollout, path) if codes & {"TK103", "TK110"} else None
     if "TK103" in codes:
-        found.append(_misaligned_actions(rollout, path))
+        found.append(misaligned)
     if "TK104" in codes:
         found.append(_reset_twice(rollout, path))
     if "TK105" in codes and limit and not joined:
@@ -175,7 +179,7 @@ def check_rollout(
         found.append(phantom_finding(phantom, path))
     if "TK109" in codes and phantom is None:
         found.append(misplaced_starts(rollout, path))
-    if "TK110" in codes:
+    if "TK110" in codes and misaligned is None:  # actions on the wrong row: TK103's
         found.append(log_probs_mismatch(rollout, space, path))
     if "TK111" in codes:
         found.append(clipped_rewards(rollout, recording, path))
@@ -580,8 +584,13 @@ def episode_edges(
 # ---------------------------------------------------------------------------- TK106/107
 
 
-def _bound(value: Any, shape: tuple[int, ...], infinite: float) -> AnyArray:
-    """A Box bound from its JSON description: a number or nested list, `null` for inf."""
+def box_bound(value: Any, shape: tuple[int, ...], infinite: float) -> AnyArray:
+    """A Box bound from its JSON description: a number or nested list, `null` for inf.
+
+    Examples:
+        >>> box_bound([1.0, None], (2,), float("inf")).tolist()
+        [1.0, inf]
+    """
     if value is None:
         return np.full(shape, infinite)
     array = np.array(value, dtype=object)
@@ -633,8 +642,8 @@ def _outside_space(
         elif kind == "Box":
             code = "TK107"
             shape = tuple(actions.shape[2:])
-            low = _bound(space.get("low"), shape, -np.inf).reshape(-1)
-            high = _bound(space.get("high"), shape, np.inf).reshape(-1)
+            low = box_bound(space.get("low"), shape, -np.inf).reshape(-1)
+            high = box_bound(space.get("high"), shape, np.inf).reshape(-1)
             bad = (per_step < low) | (per_step > high)
         else:
             return

@@ -6,13 +6,17 @@ its arrays. The summaries are small and mergeable; `DatasetStatistics` folds the
 order, as they come back from the workers, and keeps per file only its reward scale and hash.
 
 - TK201: a feature of a leaf of `obses` whose smallest and largest values are equal over
-  every observation of the dataset (at least `MIN_OBSERVATIONS` of them).
+  every observation of the dataset (at least `MIN_OBSERVATIONS` of them), unless that value
+  is a finite bound of the feature in the recording's Box observation space: a flag that
+  never went up (LunarLander's leg contacts on a flight that never lands), a limit never
+  left.
 - TK202: a file whose rewards are on another scale than the others' (files whose rewards
   are all 0 are left out; at least 3 files are needed). Where the other files' rewards take
   a few values (at most `FEW_VALUES` distinct nonzero ones, as CartPole's 1 or Taxi's -1,
   -10, 20): a file whose nonzero rewards share none of them, or take more than that many
-  values (normalised). Else (rewards of a continuous range): a file whose largest reward
-  magnitude is more than `reward_scale_ratio` times the largest of every other file. A file
+  values (normalised). Else (rewards of a continuous range): a file whose typical reward
+  magnitude (the median of |r|, which a crash's -100 once an episode does not move) is more
+  than `reward_scale_ratio` times that of every other file. A file
   whose rewards are *smaller* than the others' is not judged there: that is what a good
   policy's data looks like (a Pendulum controller that balances earns about -0.001 a step,
   a random one about -5).
@@ -24,6 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,6 +38,7 @@ from trajkit._base.types import AnyArray
 from trajkit._core import tree as _tree
 from trajkit._models.rollout import Rollout
 from trajkit.lint.config import LintOptions
+from trajkit.lint.data import box_bound
 from trajkit.lint.registry import Finding
 
 __all__ = ["FEW_VALUES", "MIN_OBSERVATIONS", "DatasetStatistics", "FileSummary", "summarize"]
@@ -58,7 +64,10 @@ class FileSummary:
         reward_count: The number of rewards.
         reward_sumsq: Their sum of squares.
         digest: A hash of every array (names, dtypes, shapes, bytes).
-        reward_max_abs: The largest reward magnitude.
+        bounds: Per leaf, the Box bounds (low, high) of the recording's observation space,
+            where the file has one.
+        reward_typical: The median reward magnitude (a scale that one terminal bonus
+            does not move).
         reward_values: The distinct nonzero rewards, sorted, when at most `FEW_VALUES`;
             `None` when more.
 
@@ -75,8 +84,9 @@ class FileSummary:
     reward_count: int
     reward_sumsq: float
     digest: str
-    reward_max_abs: float = 0.0
+    reward_typical: float = 0.0
     reward_values: tuple[float, ...] | None = ()
+    bounds: dict[str, tuple[AnyArray, AnyArray]] = field(default_factory=dict, repr=False)
 
     @property
     def reward_scale(self) -> float:
@@ -89,8 +99,12 @@ class FileSummary:
         return math.sqrt(self.reward_sumsq / self.reward_count) if self.reward_count else 0.0
 
 
-def summarize(rollout: Rollout, path: str) -> FileSummary:
+def summarize(
+    rollout: Rollout, path: str, recording: Mapping[str, Any] | None = None
+) -> FileSummary:
     """The `FileSummary` of one rollout (one pass over its arrays).
+
+    The recording, where the file has one, gives the observation space's bounds.
 
     Examples:
         >>> from trajkit.testing import example_rollout
@@ -123,6 +137,17 @@ def summarize(rollout: Rollout, path: str) -> FileSummary:
         digest.update(np.ascontiguousarray(array).view(np.uint8).reshape(-1).data)
     rews = rollout.rews.astype(np.float64)
     values = np.unique(rews[rews != 0])
+    bounds = {}
+    space = (recording or {}).get("observation_space") or {}
+    if space.get("type") == "Box" and isinstance(rollout.obses, np.ndarray):
+        shape = tuple(rollout.obses.shape[2:])
+        try:
+            low = box_bound(space.get("low"), shape, -np.inf)
+            high = box_bound(space.get("high"), shape, np.inf)
+        except (TypeError, ValueError):  # a description this check cannot read
+            pass
+        else:
+            bounds["obses"] = (low, high)
     return FileSummary(
         path=path,
         ranges=ranges,
@@ -130,8 +155,9 @@ def summarize(rollout: Rollout, path: str) -> FileSummary:
         reward_count=int(rews.size),
         reward_sumsq=float(np.square(rews).sum()),
         digest=digest.hexdigest(),
-        reward_max_abs=float(np.abs(rews).max(initial=0.0)),
+        reward_typical=float(np.median(np.abs(rews))) if rews.size else 0.0,
         reward_values=tuple(values.tolist()) if values.size <= FEW_VALUES else None,
+        bounds=bounds,
     )
 
 
@@ -151,6 +177,7 @@ class DatasetStatistics:
         self.options = options
         self.files: int = 0
         self._ranges: dict[str, tuple[AnyArray, AnyArray]] = {}
+        self._bounds: dict[str, tuple[AnyArray, AnyArray]] = {}
         self._mixed: set[str] = set()  # leaves whose per-step shape differs between files
         self._observations = 0
         self._scales: list[FileSummary] = []
@@ -167,6 +194,8 @@ class DatasetStatistics:
         """
         self.files += 1
         self._observations += summary.observations
+        for name, bound in summary.bounds.items():
+            self._bounds.setdefault(name, bound)
         for name, (low, high) in summary.ranges.items():
             if name in self._mixed:
                 continue
@@ -187,7 +216,7 @@ class DatasetStatistics:
                     summary.reward_count,
                     summary.reward_sumsq,
                     "",
-                    summary.reward_max_abs,
+                    summary.reward_typical,
                     summary.reward_values,
                 )
             )
@@ -213,6 +242,9 @@ class DatasetStatistics:
         if "TK201" in self.options.codes and self._observations >= MIN_OBSERVATIONS:
             for name, (low, high) in self._ranges.items():
                 constant = low == high
+                if name in self._bounds and self._bounds[name][0].shape == low.shape:
+                    floor, ceiling = self._bounds[name]
+                    constant &= (low != floor) & (low != ceiling)
                 if not constant.any():
                     continue
                 index = np.argwhere(constant)
@@ -278,11 +310,11 @@ def _scale_jump(file: FileSummary, others: list[FileSummary], ratio: float) -> s
             f"rewards take the values {own} where the other {n} files take {shown} (none in "
             f"common; {scale}): rewards scaled or normalised differently?"
         )
-    top = max(o.reward_max_abs for o in others)
-    if top <= 0 or file.reward_max_abs <= ratio * top:
+    top = max(o.reward_typical for o in others)
+    if top <= 0 or file.reward_typical <= ratio * top:
         return None
     return (
-        f"rewards reach {file.reward_max_abs:.6g}, {file.reward_max_abs / top:.3g}x above the "
-        f"largest {top:.6g} of the other {n} files (limit {ratio:g}x): rewards scaled or "
-        "normalised differently?"
+        f"typical reward magnitude (median |r|) {file.reward_typical:.6g} is "
+        f"{file.reward_typical / top:.3g}x above the largest {top:.6g} of the other {n} files "
+        f"(limit {ratio:g}x): rewards scaled or normalised differently?"
     )
