@@ -31,6 +31,7 @@ Built once per test session (`build_corpus`), in about a second per 10 cases.
 from __future__ import annotations
 
 import functools
+import os
 import types
 import uuid
 import warnings
@@ -566,6 +567,7 @@ def box2d_available() -> bool:
     Box2D's SWIG module warns while it loads, and crashes the interpreter when that warning
     is an error (pytest's `filterwarnings = error`): it is imported here with the warnings off.
     """
+    os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
