@@ -309,3 +309,19 @@ def test_tk201_a_feature_at_its_box_bound_is_a_flag_that_never_went_up(tmp_path:
         )
     [f] = lint(tmp_path, select=["TK201"], jobs=1)
     assert f.message.startswith("1 of 3 feature(s) of obses never change")
+
+
+def test_the_new_checks_are_listed_by_the_command(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "trajkit", "lint", "--list"],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=tmp_path,
+    )
+    listed = [line.split()[0] for line in done.stdout.splitlines()]
+    assert {"TK108", "TK109", "TK110", "TK111", "TK112"} <= set(listed)
+    assert "TK108  warning  phantom-autoreset-step: NEXT_STEP's autoreset step" in done.stdout

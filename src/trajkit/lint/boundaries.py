@@ -10,9 +10,12 @@ reset observation: step s-1 ends an episode and step s is the first of the next.
   to the reset observation as step s: reward exactly 0, action ignored, never an episode end.
   Judged when every boundary step of the file has reward exactly 0 and ends nothing (at
   least `MIN_BOUNDARIES`; row 0 counts when the recording says the file continues
-  another), and either a reward of exactly 0 is rare elsewhere (at most half of the other
-  steps), or the observations after the boundary steps are all one (a fixed reset state,
-  as in FrozenLake) while those at the boundary rows are not.
+  another); with float observations, the observations jump on those steps (final to reset)
+  more than onto their rows in at least half of them (LunarLander's first step after a
+  reset earns exactly 0 when no engine fires: that step does not jump); and either a
+  reward of exactly 0 is rare elsewhere (at most half of the other steps), or the
+  observations after the boundary steps are all one (a fixed reset state, as in
+  FrozenLake) while those at the boundary rows are not.
 - `dones` one row off (TK109). Where episodes start, the observations jump: a reset is not a
   step of the dynamics. With float observations, the jump of each step is its largest
   change of a feature, in units of that feature's median change per step inside episodes.
@@ -98,11 +101,30 @@ def phantom_steps(rollout: Rollout, recording: Mapping[str, Any] | None = None) 
     ends = rollout.dones[1:] == 1
     if not (rews[steps] == 0).all() or ends[steps].any():
         return None
+    if not _jumps_after(rollout, steps):
+        return None
     others = ~steps
     if not others.any() or float((rews[others] == 0).mean()) <= 0.5:
         return steps
     after, at = set(_row_keys(rollout, steps, 1)), set(_row_keys(rollout, steps, 0))
     return steps if len(after) == 1 and len(at) > 1 else None
+
+
+def _jumps_after(rollout: Rollout, steps: BoolArray) -> bool:
+    """Whether the observations jump on the boundary steps more than onto their rows.
+
+    With float observations, in at least half of the boundaries (the phantom step goes from
+    the final to the reset observation). Without float observations, or without a step onto
+    any boundary row, there is nothing to measure: True.
+    """
+    jumps = _jumps(rollout)
+    places = np.argwhere(steps)
+    places = places[places[:, 0] >= 1]
+    if jumps is None or not len(places):
+        return True
+    off = jumps[places[:, 0], places[:, 1]]
+    on = jumps[places[:, 0] - 1, places[:, 1]]
+    return bool(2 * (off > on).sum() >= len(places))
 
 
 def phantom_finding(steps: BoolArray, path: str | None) -> Finding:
