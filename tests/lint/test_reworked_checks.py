@@ -142,12 +142,19 @@ def test_tk105_the_limit_itself_is_allowed(length: int, over: bool) -> None:
 # ------------------------------------------------------------------------------------- TK108
 
 
+def _smooth(resets: list[int]) -> Array:
+    """Float observations that move a little each step and jump where a reset lands."""
+    t = np.arange(19, dtype=np.float32)
+    jumps = sum((t >= r).astype(np.float32) for r in resets)
+    return (np.sin(t) * 0.1 + 10.0 * jumps)[:, None, None]
+
+
 def _phantom(rews: Array, obses: Array | None = None) -> Rollout:
     """Episodes of 5 real steps, each followed by the kept autoreset step (reward 0)."""
     dones = dones_for([6, 6, 6], 18)
     rews = rews.copy()
     rews[[6, 12]] = 0.0  # the steps leaving rows 6 and 12 (final observations)
-    return rollout(dones, rews=rews, obses=obses)
+    return rollout(dones, rews=rews, obses=_smooth([7, 13]) if obses is None else obses)
 
 
 def test_tk108_finds_the_phantom_step_by_its_reward() -> None:
@@ -160,6 +167,12 @@ def test_tk108_finds_the_phantom_step_by_its_reward() -> None:
     assert found(_phantom(np.ones(18)), "TK102") == []  # not "rewards one step late"
     assert found(_phantom(np.ones(18)), "TK108", {**RAW, "autoreset_mode": "SAME_STEP"}) == []
     assert found(rollout(dones_for([6, 6, 6], 18), rews=np.ones(18)), "TK108") == []
+
+
+def test_tk108_a_first_step_that_earns_0_after_a_real_reset_is_no_phantom() -> None:
+    """LunarLander: the first step after a reset earns exactly 0 when no engine fires."""
+    clean = _phantom(np.ones(18), _smooth([6, 12]))  # the jump lands on the flagged rows
+    assert found(clean, "TK108") == []
 
 
 def test_tk108_finds_the_phantom_step_by_a_fixed_reset_state() -> None:
