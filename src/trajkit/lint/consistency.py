@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -172,21 +173,20 @@ def copied_columns(rollout: Rollout, path: str | None) -> Finding | None:
         [np.ascontiguousarray(leaf).reshape(T + 1, B, -1).view(np.uint8) for leaf in leaves],
         axis=-1,
     )
-    keys = [[bytes(raw[t, b]) for b in range(B)] for t in range(T + 1)]
     starts: dict[bytes, tuple[int, int]] = {}
     for t, b in np.argwhere(rollout.dones == 1).tolist():
-        first = starts.setdefault(keys[t][b], (b, t))
+        first = starts.setdefault(raw[t, b].tobytes(), (b, t))
         if first[0] != b:
             return _copied(first, (b, t), "start an episode from the same observation", path)
-    columns: dict[tuple[bytes, ...], int] = {}
+    columns: dict[bytes, int] = {}
     for b in range(B):
-        column = tuple(keys[t][b] for t in range(T + 1))
-        if len(set(column)) > 1:
-            first_b = columns.setdefault(column, b)
-            if first_b != b:
-                return _copied(
-                    (first_b, 0), (b, 0), "have the same observations on every row", path
-                )
+        column = np.ascontiguousarray(raw[:, b])
+        if (column == column[0]).all():  # a constant column says nothing
+            continue
+        first_b = columns.setdefault(hashlib.blake2b(column.data, digest_size=16).digest(), b)
+        if first_b != b:
+            same = "have the same observations on every row"
+            return _copied((first_b, 0), (b, 0), same, path)
     return None
 
 
