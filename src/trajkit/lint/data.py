@@ -365,10 +365,11 @@ def _misaligned_actions(rollout: Rollout, path: str | None) -> Finding | None:
         telling = actions[rows] != actions[rows + shift]
         if telling.sum() < MIN_ROWS_COMPARED:
             continue
-        own, shifted = aligned[telling], fits(shift)[telling]
+        moved = fits(shift)
+        own, shifted = aligned[telling], moved[telling]
         if not _shift_wins(int(own.sum()), int(shifted.sum()), int(telling.sum())):
             continue
-        t, b = _first(telling & fits(shift) & ~aligned)
+        t, b = _first(telling & moved & ~aligned)
         by = "log_probs" if logp is not None else "the greedy action of actor"
         which, other = ("late", "next") if shift == 1 else ("early", "previous")
         return Finding(
