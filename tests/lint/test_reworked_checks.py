@@ -161,12 +161,24 @@ def test_tk108_finds_the_phantom_step_by_its_reward() -> None:
     [f] = found(_phantom(np.ones(18)), "TK108")
     assert (f.env, f.step) == (0, 6)
     assert f.message.startswith(
-        "the 2 steps that leave a row flagged dones = 1 all have reward exactly 0 and end "
-        "nothing, as NEXT_STEP's autoreset step"
+        "every step that leaves a row flagged dones = 1 (2 steps) has reward exactly 0 and "
+        "ends nothing, as NEXT_STEP's autoreset step"
     )
     assert found(_phantom(np.ones(18)), "TK102") == []  # not "rewards one step late"
     assert found(_phantom(np.ones(18)), "TK108", {**RAW, "autoreset_mode": "SAME_STEP"}) == []
     assert found(rollout(dones_for([6, 6, 6], 18), rews=np.ones(18)), "TK108") == []
+
+
+def test_tk108_one_boundary_in_a_file() -> None:
+    rews = np.ones(18)
+    rews[6] = 0.0
+    one = rollout(dones_for([6], 18), rews=rews, obses=_smooth([7]))
+    [f] = found(one, "TK108")
+    assert f.message.startswith("every step that leaves a row flagged dones = 1 (1 step) has")
+    rews[15] = 0.0  # another step earns 0 too: one boundary is not enough then
+    assert found(rollout(dones_for([6], 18), rews=rews, obses=_smooth([7])), "TK108") == []
+    rews[15] = 1.0  # the jump lands on the flagged row: a real reset
+    assert found(rollout(dones_for([6], 18), rews=rews, obses=_smooth([6])), "TK108") == []
 
 
 def test_tk108_a_first_step_that_earns_0_after_a_real_reset_is_no_phantom() -> None:

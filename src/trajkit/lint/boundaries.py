@@ -7,15 +7,17 @@ reset observation: step s-1 ends an episode and step s is the first of the next.
 - NEXT_STEP's phantom step (TK108). A loop that keeps every `env.step` of a Gymnasium 1.x
   vector env in its default NEXT_STEP autoreset mode, with `done = terminated | truncated`,
   stores the final observation at row s (flagged as a start) and the autoreset step from it
-  to the reset observation as step s: reward exactly 0, action ignored, never an episode end.
-  Judged when every boundary step of the file has reward exactly 0 and ends nothing (at
-  least `MIN_BOUNDARIES`; row 0 counts when the recording says the file continues
-  another); with float observations, the observations jump on those steps (final to reset)
-  more than onto their rows in at least half of them (LunarLander's first step after a
-  reset earns exactly 0 when no engine fires: that step does not jump); and either a
-  reward of exactly 0 is rare elsewhere (at most half of the other steps), or the
-  observations after the boundary steps are all one (a fixed reset state, as in
-  FrozenLake) while those at the boundary rows are not.
+  to the reset observation as step s: reward exactly 0, action ignored, never an episode
+  end. Judged when every boundary step of the file has reward exactly 0 and ends nothing (at
+  least `MIN_BOUNDARIES`; row 0 counts when the recording says the file continues another; a
+  file with one boundary is judged only with float observations that jump on it at least
+  twice as far as onto its row, and no other step earning exactly 0); with float
+  observations, the observations jump on those steps (final to reset) more than onto their
+  rows in at least half of them (LunarLander's first step after a reset earns exactly 0 when
+  no engine fires: that step does not jump); and either a reward of exactly 0 is rare
+  elsewhere (at most half of the other steps), or the observations after the boundary steps
+  are all one (a fixed reset state, as in FrozenLake) while those at the boundary rows are
+  not.
 - `dones` one row off (TK109). Where episodes start, the observations jump: a reset is not a
   step of the dynamics. With float observations, the jump of each step is its largest
   change of a feature, in units of that feature's median change per step inside episodes.
@@ -39,10 +41,19 @@ from trajkit._core import tree as _tree
 from trajkit._models.rollout import Rollout
 from trajkit.lint.registry import Finding
 
-__all__ = ["MIN_BOUNDARIES", "boundary_rows", "misplaced_starts", "phantom_steps"]
+__all__ = [
+    "MIN_BOUNDARIES",
+    "MIN_OTHER_STEPS",
+    "boundary_rows",
+    "misplaced_starts",
+    "phantom_steps",
+]
 
 MIN_BOUNDARIES = 2
 """TK108 and TK109 judge a file with at least this many boundaries."""
+
+MIN_OTHER_STEPS = 8
+"""TK108 on a file with one boundary: the fewest other steps, none of which may earn 0."""
 
 _JUMP_FACTOR = 2.0  # TK109: the jump off the flagged row, against the one on it
 
@@ -95,12 +106,12 @@ def phantom_steps(rollout: Rollout, recording: Mapping[str, Any] | None = None) 
     steps = boundary_rows(rollout)
     if recording.get("index", 0) > 0:  # row 0 is the previous file's row T: a boundary too
         steps[0] = rollout.dones[0] == 1
-    if steps.sum() < MIN_BOUNDARIES:
-        return None
     rews = rollout.rews
     ends = rollout.dones[1:] == 1
-    if not (rews[steps] == 0).all() or ends[steps].any():
+    if not steps.any() or not (rews[steps] == 0).all() or ends[steps].any():
         return None
+    if steps.sum() < MIN_BOUNDARIES:
+        return steps if _one_clear_phantom(rollout, steps) else None
     if not _jumps_after(rollout, steps):
         return None
     others = ~steps
@@ -108,6 +119,19 @@ def phantom_steps(rollout: Rollout, recording: Mapping[str, Any] | None = None) 
         return steps
     after, at = set(_row_keys(rollout, steps, 1)), set(_row_keys(rollout, steps, 0))
     return steps if len(after) == 1 and len(at) > 1 else None
+
+
+def _one_clear_phantom(rollout: Rollout, steps: BoolArray) -> bool:
+    """Whether a file's one boundary step is clearly a phantom.
+
+    Only when no other step earns exactly 0 (at least `MIN_OTHER_STEPS` of them) and the
+    float observations jump on the step at least `_JUMP_FACTOR` times as far as onto its row.
+    """
+    (t, b), others = np.argwhere(steps)[0], ~steps
+    if t < 1 or others.sum() < MIN_OTHER_STEPS or (rollout.rews[others] == 0).any():
+        return False
+    jumps = _jumps(rollout)
+    return jumps is not None and bool(jumps[t, b] > _JUMP_FACTOR * jumps[t - 1, b])
 
 
 def _jumps_after(rollout: Rollout, steps: BoolArray) -> bool:
@@ -134,16 +158,16 @@ def phantom_finding(steps: BoolArray, path: str | None) -> Finding:
         >>> import numpy as np
         >>> steps = np.zeros((6, 2), dtype=bool); steps[[2, 4], 1] = True
         >>> print(phantom_finding(steps, "a.npz").format())  # doctest: +ELLIPSIS
-        a.npz: env 1, step 2: TK108 [warning] the 2 steps that leave a row flagged dones = 1 ...
+        a.npz: env 1, step 2: TK108 [warning] every step that leaves a row flagged dones = 1 ...
     """
     t, b = (int(x) for x in np.argwhere(steps)[0])
     n = int(steps.sum())
     return Finding(
         "TK108",
-        f"the {n} steps that leave a row flagged dones = 1 all have reward exactly 0 and end "
-        "nothing, as NEXT_STEP's autoreset step from the final to the reset observation: a "
-        "loop that keeps every env.step of a NEXT_STEP vector env? drop the step after each "
-        "episode end (RolloutRecorder does)",
+        f"every step that leaves a row flagged dones = 1 ({n} step{'s' * (n != 1)}) has "
+        "reward exactly 0 and ends nothing, as NEXT_STEP's autoreset step from the final to "
+        "the reset observation: a loop that keeps every env.step of a NEXT_STEP vector env? "
+        "drop the step after each episode end (RolloutRecorder does)",
         path,
         b,
         t,
