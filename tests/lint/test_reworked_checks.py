@@ -201,6 +201,16 @@ def test_tk108_finds_the_phantom_step_by_a_fixed_reset_state() -> None:
 # ------------------------------------------------------------------------------------- TK109
 
 
+@pytest.mark.parametrize(("size", "hit"), [(4.0, False), (4.5, True)])
+def test_tk109_one_boundary_needs_a_jump_four_times_as_far(size: float, hit: bool) -> None:
+    obses = np.zeros((13, 1, 1), dtype=np.float32)
+    obses[:, 0, 0] = np.arange(13) % 2  # every step moves by 1
+    obses[7:] += size - 1.0  # the reset lands on row 7: a jump of `size` steps
+    dones = np.isin(np.arange(13), [0, 6]).astype(float)  # flagged one row early
+    result = found(rollout(dones, obses=obses), "TK109")
+    assert [(f.env, f.step) for f in result] == ([(0, 6)] if hit else [])
+
+
 def test_tk109_finds_dones_one_row_early_and_passes_them_in_place() -> None:
     t = np.arange(31, dtype=np.float32)
     resets = (t >= 10).astype(int) + (t >= 20)

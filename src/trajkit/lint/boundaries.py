@@ -22,8 +22,8 @@ reset observation: step s-1 ends an episode and step s is the first of the next.
   step of the dynamics. With float observations, the jump of each step is its largest
   change of a feature, in units of that feature's median change per step inside episodes.
   A file whose boundaries jump one step *after* (or *before*) the row flagged by `dones`, at
-  least twice as far as on it, in most boundaries (at least `MIN_BOUNDARIES`), has its
-  `dones` one row off.
+  least twice as far as on it, in most boundaries, has its `dones` one row off (a file with
+  one boundary needs a jump four times as far).
 
 A recording that states the SAME_STEP or DISABLED autoreset mode has no phantom step: TK108
 does not run there.
@@ -50,7 +50,7 @@ __all__ = [
 ]
 
 MIN_BOUNDARIES = 2
-"""TK108 and TK109 judge a file with at least this many boundaries."""
+"""TK108 and TK109 judge a file with fewer boundaries than this only on clearer evidence."""
 
 MIN_OTHER_STEPS = 8
 """TK108 on a file with one boundary: the fewest other steps, none of which may earn 0."""
@@ -205,7 +205,7 @@ def misplaced_starts(rollout: Rollout, path: str | None) -> Finding | None:
         'the observations jump one row before the row flagged dones = 1 at 2 of 2 ...
     """
     rows = boundary_rows(rollout)
-    if rows.sum() < MIN_BOUNDARIES:
+    if not rows.any():
         return None
     jumps = _jumps(rollout)
     if jumps is None:
@@ -216,10 +216,12 @@ def misplaced_starts(rollout: Rollout, path: str | None) -> Finding | None:
     for shift, word in ((1, "after"), (-1, "before")):
         at = places[:, 0] - 1 + shift
         valid = (at >= 0) & (at < T)
-        if valid.sum() < MIN_BOUNDARIES:
+        if not valid.any():
             continue
         off = jumps[at[valid], places[valid, 1]]
-        wins = off > _JUMP_FACTOR * on[valid]
+        # One boundary alone is judged on a clearer jump: twice the factor.
+        factor = _JUMP_FACTOR if valid.sum() >= MIN_BOUNDARIES else 2 * _JUMP_FACTOR
+        wins = off > factor * on[valid]
         if 2 * wins.sum() > valid.sum():
             t, b = (int(x) for x in places[valid][wins.argmax()])
             return Finding(
