@@ -27,7 +27,13 @@ from trajkit._models.model_outputs import discrete_actions
 from trajkit._models.rollout import Rollout
 from trajkit.lint.registry import Finding
 
-__all__ = ["LOGP_TOL", "copied_columns", "log_softmax", "stored_log_probs_fit"]
+__all__ = [
+    "LOGP_TOL",
+    "copied_columns",
+    "log_probs_mismatch",
+    "log_softmax",
+    "stored_log_probs_fit",
+]
 
 LOGP_TOL = 1e-3
 """A stored log-probability fits a recomputed one within this, relative (`1 + |logp|`)."""
@@ -84,6 +90,12 @@ def stored_log_probs_fit(outs: Mapping[str, AnyArray]) -> BoolArray | None:
         >>> stored_log_probs_fit(outs)[:, 0].tolist()
         [True, False]
     """
+    both = _fit_and_again(outs)
+    return None if both is None else both[0]
+
+
+def _fit_and_again(outs: Mapping[str, AnyArray]) -> tuple[BoolArray, AnyArray] | None:
+    """`stored_log_probs_fit`, and the recomputed log-probabilities."""
     logp = outs.get("log_probs")
     if logp is None or "actions" not in outs:
         return None
@@ -91,7 +103,7 @@ def stored_log_probs_fit(outs: Mapping[str, AnyArray]) -> BoolArray | None:
     if again is None or again.shape != logp.shape:
         return None
     fit: BoolArray = np.abs(again - logp) <= LOGP_TOL * (1 + np.abs(logp))
-    return fit
+    return fit, again
 
 
 def _on_bound(actions: AnyArray, space: Mapping[str, Any] | None) -> BoolArray | None:
@@ -126,11 +138,10 @@ def log_probs_mismatch(
         3
     """
     outs = rollout.model_outs.arrays
-    logp = outs.get("log_probs")
-    again = _recomputed(outs) if logp is not None and "actions" in outs else None
-    if logp is None or again is None or again.shape != logp.shape:
+    both = _fit_and_again(outs)
+    if both is None:
         return None
-    fit = np.abs(again - logp) <= LOGP_TOL * (1 + np.abs(logp))
+    fit, again = both
     if fit.all() or 2 * fit.sum() < fit.size:
         return None
     bad = ~fit

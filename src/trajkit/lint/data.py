@@ -40,8 +40,8 @@ from trajkit.lint.registry import Finding
 from trajkit.lint.rewards import clipped_rewards
 
 __all__ = [
-    "MIN_REPEATS",
     "MIN_CUTS_RECORDED",
+    "MIN_REPEATS",
     "MIN_ROWS_COMPARED",
     "Episode",
     "EpisodeEdges",
