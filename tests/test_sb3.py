@@ -7,6 +7,8 @@ into the reward) as well as terminations.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -401,3 +403,49 @@ def test_the_converter_checks_the_bootstrap_row() -> None:
         from_rollout_buffer(buffer, np.zeros((2, 2)), np.zeros(2), np.zeros(3))
     with pytest.raises(trajkit.RolloutValidationError, match=r"dones"):
         from_rollout_buffer(buffer, np.zeros((2, 2)), np.full(2, 0.5), np.zeros(2))
+
+
+# ------------------------------------------------------------------------- in a fresh process
+
+_SCRIPT = """
+import sys
+from stable_baselines3 import PPO
+from stable_baselines3.common.env_util import make_vec_env
+from trajkit.sb3 import TrajkitCallback
+
+env = make_vec_env("CartPole-v1", n_envs=2, seed=0, env_kwargs={"max_episode_steps": 12})
+model = PPO("MlpPolicy", env, n_steps=32, batch_size=64, n_epochs=1, seed=0, device="cpu")
+check = TrajkitCallback(sys.argv[1], lint=True, verbose=1)
+model.learn(192, callback=check)
+print("rollouts", check.rollouts)
+"""
+
+
+def test_a_run_saves_lints_and_replays_in_fresh_processes(tmp_path: Path) -> None:
+    trained = subprocess.run(
+        [sys.executable, "-c", _SCRIPT, str(tmp_path / "run")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert trained.returncode == 0, trained.stderr
+    assert trained.stdout.splitlines()[-1] == "rollouts 3"
+    assert "trajkit: saved rollout 2 to" in trained.stdout
+    linted = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "trajkit",
+            "lint",
+            "--replay",
+            "--select",
+            "TK3",
+            str(tmp_path / "run"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert linted.returncode == 0, linted.stdout + linted.stderr
