@@ -449,3 +449,22 @@ def test_a_run_saves_lints_and_replays_in_fresh_processes(tmp_path: Path) -> Non
         check=False,
     )
     assert linted.returncode == 0, linted.stdout + linted.stderr
+
+
+def test_the_bootstrap_observation_is_not_cast_into_another_value() -> None:
+    buffer = RolloutBuffer(
+        2, spaces.Box(0, 255, (2,), np.uint8), spaces.Discrete(2), device="cpu", n_envs=1
+    )
+    for _ in range(2):
+        buffer.add(
+            np.zeros((1, 2)),
+            np.zeros((1, 1)),
+            np.zeros(1),
+            np.zeros(1, bool),
+            torch.zeros(1, 1),
+            torch.zeros(1),
+        )
+    with pytest.raises(ValueError, match=r"last_obs must fit in uint8 \[0, 255\], got 300 at \(b=0, 1\)"):
+        from_rollout_buffer(buffer, np.array([[1, 300]]), np.zeros(1), np.zeros(1))
+    r = from_rollout_buffer(buffer, np.array([[1, 255]]), np.zeros(1), np.zeros(1))
+    assert r.obses.dtype == np.uint8

@@ -60,6 +60,7 @@ import numpy as np
 from trajkit._base.types import AnyArray, ArrayLike, Float32Array
 from trajkit._io.files import save
 from trajkit._models.rollout import Rollout
+from trajkit._models.rules import FIELD_RULES, conform_into
 
 try:
     import torch as th
@@ -125,7 +126,9 @@ def _with_last_row(stored: AnyArray, last: Any, space: spaces.Space[Any], name: 
             f"observation of {space} per env)"
         )
     rows = stored.reshape(T, B, *shape)
-    return np.concatenate([rows, last_array.reshape(1, B, *shape).astype(rows.dtype)])
+    # Into the buffer's dtype as SB3 stores every other row, refusing a value that changes.
+    last_row = conform_into(FIELD_RULES["obses"], rows.dtype, last_array, name, axes="b")
+    return np.concatenate([rows, last_row.reshape(1, B, *shape)])
 
 
 def _observations(buffer: RolloutBuffer, last_obs: Any) -> AnyArray | dict[str, AnyArray]:
@@ -372,7 +375,8 @@ def _stacked(observations: list[Any], buffer: RolloutBuffer) -> Any:
         shape = _space_shape(space)
         if not rows:
             return np.zeros((0, *shape), stored.dtype)
-        return np.stack([np.asarray(o).reshape(shape) for o in rows]).astype(stored.dtype)
+        stacked = np.stack([np.asarray(o).reshape(shape) for o in rows])
+        return conform_into(FIELD_RULES["final_obses"], stored.dtype, stacked, "final_obses")
 
     space = buffer.observation_space
     if isinstance(buffer, DictRolloutBuffer) and isinstance(space, spaces.Dict):
