@@ -464,7 +464,9 @@ def test_the_bootstrap_observation_is_not_cast_into_another_value() -> None:
             torch.zeros(1, 1),
             torch.zeros(1),
         )
-    with pytest.raises(ValueError, match=r"last_obs must fit in uint8 \[0, 255\], got 300 at \(b=0, 1\)"):
+    with pytest.raises(
+        ValueError, match=r"last_obs must fit in uint8 \[0, 255\], got 300 at \(b=0, 1\)"
+    ):
         from_rollout_buffer(buffer, np.array([[1, 300]]), np.zeros(1), np.zeros(1))
     r = from_rollout_buffer(buffer, np.array([[1, 255]]), np.zeros(1), np.zeros(1))
     assert r.obses.dtype == np.uint8
