@@ -39,6 +39,7 @@ def _space(kind: str) -> spaces.Space[Any]:
         "box": spaces.Box(-1.0, 1.0, (3,), np.float32),
         "discrete": spaces.Discrete(5),
         "multidiscrete": spaces.MultiDiscrete([3, 4]),
+        "multibinary": spaces.MultiBinary(3),
         "dict": spaces.Dict(
             {"cell": spaces.Discrete(4), "pos": spaces.Box(-1.0, 1.0, (2,), np.float32)}
         ),
@@ -72,6 +73,8 @@ class ToyEnv(gym.Env[Any, Any]):
             return {k: self._draw(s) for k, s in space.spaces.items()}
         if isinstance(space, spaces.Discrete):
             return np.int64(rng.integers(int(space.n)))
+        if isinstance(space, spaces.MultiBinary):
+            return rng.integers(2, size=space.shape).astype(np.int8)
         if isinstance(space, spaces.MultiDiscrete):
             return (rng.random(space.nvec.shape) * space.nvec).astype(np.int64)
         assert isinstance(space, spaces.Box)
@@ -165,6 +168,7 @@ CASES = [
     ("ppo", TOY, {"obs": "multidiscrete", "action": "box"}),
     ("ppo", TOY, {"obs": "dict", "action": "discrete"}),
     ("a2c", TOY, {"obs": "dict", "action": "multidiscrete"}),
+    ("a2c", TOY, {"obs": "multibinary", "action": "multibinary"}),
 ]
 
 
