@@ -474,3 +474,21 @@ def test_the_bootstrap_observation_is_not_cast_into_another_value() -> None:
         from_rollout_buffer(buffer, np.array([[1, 300]]), np.zeros(1), np.zeros(1))
     r = from_rollout_buffer(buffer, np.array([[1, 255]]), np.zeros(1), np.zeros(1))
     assert r.obses.dtype == np.uint8
+
+
+def test_a_second_learn_is_a_new_recording_without_a_seed(tmp_path: Path) -> None:
+    model = _model("ppo", _vec_env("CartPole-v1"))
+    check = TrajkitCallback(tmp_path)
+    model.learn(64, callback=check)
+    first = check.recording
+    model.learn(64, callback=check, reset_num_timesteps=False)
+    assert first is not None
+    assert check.recording is not None
+    assert check.recording["id"] != first["id"]
+    assert (first["seed"], check.recording["seed"]) == (0, None)
+    meta = trajkit.read_metadata(tmp_path / "rollout-00001.npz")
+    assert meta.recording is not None
+    assert meta.recording.index == 0  # the first rollout of the second learn()
+    found = trajkit.lint.lint(tmp_path, replay=True, select=["TK3"], jobs=1)
+    assert [(Path(f.path or "").name, f.code) for f in found] == [("rollout-00001.npz", "TK300")]
+    assert "not seeded" in found[0].message

@@ -436,8 +436,10 @@ class TrajkitCallback(BaseCallback):
     Replay needs a registered env id, unwrapped but for `Monitor` and what `gymnasium.make`
     adds (no `VecNormalize`, `VecFrameStack`, ...: those are named in the recording, which
     replay then declines with a TK300 note), and a seeded first reset: the model's `seed`
-    (`PPO(..., seed=0)`), in the first `learn()` of the model. Replay sends the stored
-    actions; for a Box space SB3 sent the env the clipped ones.
+    (`PPO(..., seed=0)`), in the first `learn()` of the model (a later `learn()`, or one of a
+    loaded model, is recorded without a seed, which replay declines). Replay sends the
+    stored actions; for a Box space SB3 sent the env the clipped ones, which replays the same
+    where the env clips them itself (Pendulum, MuJoCo).
 
     Args:
         save_dir: A folder for the rollout files (created if missing); `None` saves nothing.
@@ -513,10 +515,13 @@ class TrajkitCallback(BaseCallback):
         env = self.model.get_env()
         if env is None:  # pragma: no cover - learn() needs an env
             raise TypeError("TrajkitCallback needs the model's env")
+        # The env's first reset was seeded with the model's seed only if the model has not
+        # trained before: a later learn() resets unseeded, or goes on from where it was.
+        fresh = getattr(self.model, "_n_updates", 0) == 0
         self.recording = {
             "id": uuid.uuid4().hex,
             **_describe_vec_env(env),
-            "seed": self.model.seed,
+            "seed": self.model.seed if fresh else None,
         }
         self._first = self.rollouts
         if self.save_dir is not None:
