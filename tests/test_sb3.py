@@ -27,6 +27,7 @@ from stable_baselines3.common.vec_env import VecNormalize
 
 import trajkit
 import trajkit.lint
+import trajkit.sb3
 from trajkit import Rollout
 from trajkit.sb3 import RolloutCheckError, TrajkitCallback, from_rollout_buffer
 
@@ -492,3 +493,12 @@ def test_a_second_learn_is_a_new_recording_without_a_seed(tmp_path: Path) -> Non
     found = trajkit.lint.lint(tmp_path, replay=True, select=["TK3"], jobs=1)
     assert [(Path(f.path or "").name, f.code) for f in found] == [("rollout-00001.npz", "TK300")]
     assert "not seeded" in found[0].message
+
+
+def test_trajkit_does_not_import_sb3_and_its_names_are_sorted() -> None:
+    code = "import sys, trajkit, trajkit.cli; print('stable_baselines3' in sys.modules)"
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert done.stdout.strip() == "False"
+    assert trajkit.sb3.__all__ == sorted(trajkit.sb3.__all__)
