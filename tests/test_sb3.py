@@ -378,7 +378,11 @@ BAD: list[tuple[dict[str, Any], type[Exception], str]] = [
 ]
 
 
-@pytest.mark.parametrize(("kwargs", "error", "message"), BAD)
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    BAD,
+    ids=["alone", "truncated-shape", "rewards-mismatch", "rewards-shape"],
+)
 def test_the_converter_refuses_inconsistent_step_data(
     kwargs: dict[str, Any], error: type[Exception], message: str
 ) -> None:
