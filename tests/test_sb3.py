@@ -506,3 +506,13 @@ def test_trajkit_does_not_import_sb3_and_its_names_are_sorted() -> None:
     )
     assert done.stdout.strip() == "False"
     assert trajkit.sb3.__all__ == sorted(trajkit.sb3.__all__)
+
+
+def test_per_env_wrappers_beyond_make_and_monitor_are_named() -> None:
+    plain = trajkit.sb3._describe_vec_env(_vec_env("CartPole-v1"))
+    assert plain["wrappers"] == []
+    assert (plain["vectorization_mode"], plain["autoreset_mode"]) == ("sync", "SAME_STEP")
+    wrapped = make_vec_env(
+        "CartPole-v1", n_envs=2, seed=0, wrapper_class=gym.wrappers.FlattenObservation
+    )
+    assert trajkit.sb3._describe_vec_env(wrapped)["wrappers"] == ["FlattenObservation"]
