@@ -52,7 +52,8 @@ def _flags(name: str, value: ArrayLike, shape: tuple[int, ...] | None = None) ->
         raise ValueError(f"{name} must have {expected}, got shape {array.shape}")
     if array.size and not np.isin(array, (0, 1)).all():
         raise ValueError(f"{name} must hold only 0 and 1")
-    return array == 1
+    flags: BoolArray = array == 1
+    return flags
 
 
 def check_n_step(n_step: object) -> int:
@@ -293,7 +294,8 @@ def concat_tables(tables: Sequence[TransitionTable]) -> TransitionTable:
     final_rows = np.cumsum([0] + [len(t.finals[0]) if t.finals else 0 for t in tables])
 
     def moved(at: Int64Array, i: int) -> Int64Array:
-        return np.where(at < 0, at - final_rows[i], at + leaf_rows[i])
+        out: Int64Array = np.where(at < 0, at - final_rows[i], at + leaf_rows[i])
+        return out
 
     finals = None
     if all(t.finals is not None for t in tables):

@@ -10,7 +10,8 @@ same minibatches as tensors, and `trajkit.ray.read_steps` the same columns as ro
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, Final, Protocol, runtime_checkable
+from functools import partial
+from typing import Any, Final, Protocol, TypeAlias, cast, runtime_checkable
 
 import numpy as np
 
@@ -39,7 +40,7 @@ TRANSITION_KEYS: Final = (
     "truncated",
     "episode",
 )
-"""The columns of every transition (with `gamma`, also `n_step_return`, `n_step_discount`, `n_step_obs`).
+"""The columns of every transition; with `gamma`, also the `n_step_*` columns.
 
 - `obs`: observation `t` (a dict/tuple for nested observations), in its stored dtype;
 - `action`: `model_outs['actions'][t]`: int64 for integer (Discrete, MultiDiscrete,
@@ -54,6 +55,8 @@ TRANSITION_KEYS: Final = (
 """
 
 N_STEP_KEYS: Final = ("n_step_return", "n_step_discount", "n_step_obs")
+
+Rebuild: TypeAlias = Callable[[dict[str, Any]], dict[str, ArrayTree]]
 
 
 @runtime_checkable
@@ -121,7 +124,7 @@ def _discount(gamma: float | None, n_step: int) -> tuple[float, int] | None:
     return None if gamma is None else (_tr.check_gamma(gamma), steps)
 
 
-def _rebuilder(rollout: Rollout) -> Callable[[dict[str, Any]], dict[str, ArrayTree]]:
+def _rebuilder(rollout: Rollout) -> Rebuild:
     """Turn gathered leaf lists back into `obses`' structure."""
     structure = _tree.structure_of(rollout.obses)
 
@@ -192,20 +195,19 @@ def transitions(
     return _rebuilder(rollout)(table.gather(np.arange(table.rows, dtype=np.int64)))
 
 
-def _loaders(source: object, method: str) -> tuple[list[Callable[[], Rollout]], bool]:
-    """`source` as loaders of its rollouts; whether they are in memory already."""
+def _rollouts(source: object, method: str) -> list[Rollout] | None:
+    """The rollouts of an in-memory `source`; `None` for files loaded one at a time."""
     if isinstance(source, Rollout):
-        return [lambda: source], True
+        return [source]
     if isinstance(source, RolloutFiles):
-        load = source.load
-        return [lambda path=path: load(path) for path in source.files], False
+        return None
     if isinstance(source, Sequence) and not isinstance(source, str | bytes):
         for index, item in enumerate(source):
             if not isinstance(item, Rollout):
                 raise TypeError(
                     f"{method}: source[{index}] is a {type(item).__name__}, expected a Rollout"
                 )
-        return [lambda item=item: item for item in source], True
+        return list(source)
     raise TypeError(
         f"{method}: source must be a Rollout, a sequence of rollouts or a Dataset, "
         f"got {type(source).__name__}"
@@ -263,8 +265,10 @@ def transition_minibatches(
         >>> from trajkit.testing import example_rollout
         >>> episodes = [example_rollout(num_steps=10, num_envs=1, seed=s) for s in range(3)]
         >>> batches = list(transition_minibatches(episodes, 8, seed=0))
-        >>> [len(b["reward"]) for b in batches], sorted(batches[0])
-        ([8, 8, 8, 6], ['action', 'episode', 'next_obs', 'obs', 'reward', 'terminated', 'truncated'])
+        >>> [len(b["reward"]) for b in batches]
+        [8, 8, 8, 6]
+        >>> sorted(batches[0])  # doctest: +NORMALIZE_WHITESPACE
+        ['action', 'episode', 'next_obs', 'obs', 'reward', 'terminated', 'truncated']
     """
     method = "transition_minibatches()"
     size = _mb.check_size("minibatch_size", minibatch_size, 1)
@@ -272,20 +276,21 @@ def transition_minibatches(
     passes = _mb.check_size("epochs", epochs, 0)
     discount = _discount(gamma, n_step)
     rng = as_generator(seed)
-    loaders, in_memory = _loaders(source, method)
-    if in_memory:
-        rollouts = [load() for load in loaders]
+    rollouts = _rollouts(source, method)
+    if rollouts is not None:
         if not rollouts:
             return iter(())
         tables = [_table(r, i, discount, method) for i, r in enumerate(rollouts)]
         whole = _tr.concat_tables(tables)
         return _in_memory(whole, _rebuilder(rollouts[0]), size, passes, drop_last, rng)
+    files = cast(RolloutFiles, source)
+    loaders = [partial(files.load, path) for path in files.files]
     return _streamed(loaders, discount, size, passes, per_buffer, drop_last, rng, method)
 
 
 def _in_memory(
     table: _tr.TransitionTable,
-    rebuild: Callable[[dict[str, Any]], dict[str, ArrayTree]],
+    rebuild: Rebuild,
     size: int,
     epochs: int,
     drop_last: bool,
@@ -300,7 +305,7 @@ def _in_memory(
 
 
 def _streamed(
-    loaders: list[Callable[[], Rollout]],
+    loaders: Sequence[Callable[[], Rollout]],
     discount: tuple[float, int] | None,
     size: int,
     epochs: int,
@@ -309,7 +314,7 @@ def _streamed(
     rng: np.random.Generator,
     method: str,
 ) -> Iterator[dict[str, ArrayTree]]:
-    rebuild: Callable[[dict[str, Any]], dict[str, ArrayTree]] | None = None
+    rebuild: Rebuild | None = None
     for _ in range(epochs):
         order = rng.permutation(len(loaders))
         tables: list[_tr.TransitionTable] = []
@@ -318,8 +323,8 @@ def _streamed(
         for start in range(0, len(loaders), per_buffer):
             for index in order[start : start + per_buffer]:
                 rollout = loaders[index]()
-                rebuild = rebuild or _rebuilder(rollout)
                 table = _table(rollout, int(index), discount, method)
+                rebuild = rebuild or _rebuilder(rollout)
                 which = np.concatenate([which, np.full(table.rows, len(tables), np.int64)])
                 rows = np.concatenate([rows, np.arange(table.rows, dtype=np.int64)])
                 tables.append(table)
@@ -327,10 +332,10 @@ def _streamed(
             full = len(rows) - len(rows) % size
             for at in range(0, full, size):
                 pick = perm[at : at + size]
-                yield rebuild(_tr.gather_tables(tables, which[pick], rows[pick]))
+                yield cast(Rebuild, rebuild)(_tr.gather_tables(tables, which[pick], rows[pick]))
             tables, which, rows = _keep(tables, which[perm[full:]], rows[perm[full:]])
-        if len(rows) and not drop_last and rebuild is not None:
-            yield rebuild(_tr.gather_tables(tables, which, rows))
+        if len(rows) and not drop_last:
+            yield cast(Rebuild, rebuild)(_tr.gather_tables(tables, which, rows))
 
 
 def _keep(
@@ -338,4 +343,5 @@ def _keep(
 ) -> tuple[list[_tr.TransitionTable], Int64Array, Int64Array]:
     """The tables still holding left-over rows, and those rows re-indexed onto them."""
     used, compact = np.unique(which, return_inverse=True)
-    return [tables[int(i)] for i in used], compact.astype(np.int64), rows
+    kept: Int64Array = compact.astype(np.int64)
+    return [tables[int(i)] for i in used], kept, rows
