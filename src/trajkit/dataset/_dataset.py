@@ -32,6 +32,7 @@ from trajkit._models.rollout import (
     missing_critic,
 )
 from trajkit._models.spec import RolloutSpec
+from trajkit._models.transitions import transition_minibatches
 from trajkit.dataset._folder import (
     SPEC_FILE,
     claim_name,
@@ -585,6 +586,65 @@ class Dataset:
             rng,
             normalize_advantages,
             per_minibatch,
+        )
+
+    def transition_minibatches(
+        self,
+        minibatch_size: int,
+        *,
+        gamma: float | None = None,
+        n_step: int = 1,
+        epochs: int = 1,
+        files_per_buffer: int = 4,
+        drop_last: bool = False,
+        seed: int | np.random.Generator | None = None,
+    ) -> Iterator[dict[str, ArrayTree]]:
+        """Yield shuffled transition minibatches across the files: offline RL, imitation.
+
+        [`trajkit.transition_minibatches`][trajkit.transition_minibatches] over this
+        dataset: no critic and no discount needed, so a Minari import or a recording
+        without values trains as is. The files stream through a shuffle buffer of
+        `files_per_buffer` files, memory-mapped: a minibatch reads only its own rows, so
+        the dataset may be far larger than memory. Episode ids of file `i` (in `files`
+        order) start at `i * 2**32`.
+
+        Args:
+            minibatch_size: Transitions per minibatch, at least 1.
+            gamma: The discount of the `n_step_*` columns, in [0, 1]; `None` for none.
+            n_step: Rewards summed at most by `n_step_return`, at least 1.
+            epochs: Passes over the dataset.
+            files_per_buffer: Files in the shuffle buffer at a time, at least 1.
+            drop_last: Drop each epoch's last, smaller minibatch.
+            seed: An int, a `numpy.random.Generator`, or `None` for fresh entropy.
+
+        Returns:
+            An iterator of minibatches, each name to `[n, ...]` array.
+
+        Raises:
+            ValueError: If an argument is out of range.
+            MissingModelOutputError: When a file without `model_outs['actions']` is reached.
+            RolloutFileError: When a file is refused or does not conform to the spec.
+
+        Examples:
+            >>> import tempfile
+            >>> from trajkit.dataset import Dataset
+            >>> from trajkit.testing import example_rollout
+            >>> rollouts = [example_rollout(8, 2, seed=s, keys={"actions"}) for s in range(3)]
+            >>> with tempfile.TemporaryDirectory() as tmp:
+            ...     ds = Dataset.write(tmp, rollouts)
+            ...     batches = list(ds.transition_minibatches(10, gamma=0.99, n_step=3, seed=0))
+            >>> [len(b["reward"]) for b in batches], batches[0]["n_step_obs"].shape
+            ([10, 10, 10, 10, 8], (10, 4))
+        """
+        return transition_minibatches(
+            self,
+            minibatch_size,
+            gamma=gamma,
+            n_step=n_step,
+            epochs=epochs,
+            drop_last=drop_last,
+            seed=seed,
+            rollouts_per_buffer=files_per_buffer,
         )
 
 
