@@ -90,26 +90,47 @@ def _actions(rollout: Rollout, method: str) -> AnyArray:
     return actions.astype(np.float32 if actions.dtype.kind == "f" else np.int64)
 
 
-def _table(
-    rollout: Rollout, source: int, discount: tuple[float, int] | None, method: str
-) -> _tr.TransitionTable:
-    """The transition table of `rollout`, the `source`-th of its dataset or list."""
+def step_columns(
+    rollout: Rollout,
+    source: int,
+    discount: tuple[float, int] | None,
+    method: str,
+    *,
+    optional: bool = False,
+) -> tuple[dict[str, AnyArray], Int64Array | None]:
+    """The per-step transition columns of `rollout` (`[T, B, ...]`) and the n-step `last`.
+
+    What every transition API gives, rows of `trajkit.ray.read_steps` included: `action`,
+    `reward`, `terminated`, `truncated`, `episode`, and with `discount = (gamma, n_step)`
+    `n_step_return` and `n_step_discount` (`last`: the bootstrap step of each, else `None`).
+    With `optional`, a rollout without actions has no `action` column rather than an error.
+    """
     ends = rollout.dones[1:] == 1
     cut = np.zeros(ends.shape, bool) if rollout.truncated is None else rollout.truncated == 1
-    columns: dict[str, AnyArray] = {
-        "action": _actions(rollout, method),
+    columns: dict[str, AnyArray] = {}
+    if not optional or "actions" in rollout.model_outs.arrays:
+        columns["action"] = _actions(rollout, method)
+    columns |= {
         "reward": rollout.rews,
         "terminated": ends & ~cut,
         "truncated": cut,
         "episode": _tr.episode_ids(rollout.dones, source=source),
     }
-    last = None
-    if discount is not None:
-        returns, discounts, last = _tr.n_step_returns(
-            rollout.rews, rollout.dones, discount[0], discount[1], truncated=rollout.truncated
-        )
-        columns["n_step_return"] = returns
-        columns["n_step_discount"] = discounts
+    if discount is None:
+        return columns, None
+    returns, discounts, last = _tr.n_step_returns(
+        rollout.rews, rollout.dones, discount[0], discount[1], truncated=rollout.truncated
+    )
+    columns["n_step_return"] = returns
+    columns["n_step_discount"] = discounts
+    return columns, last
+
+
+def _table(
+    rollout: Rollout, source: int, discount: tuple[float, int] | None, method: str
+) -> _tr.TransitionTable:
+    """The transition table of `rollout`, the `source`-th of its dataset or list."""
+    columns, last = step_columns(rollout, source, discount, method)
     return _tr.TransitionTable.from_steps(
         _tree.leaves(rollout.obses),
         None if rollout.final_obses is None else _tree.leaves(rollout.final_obses),
@@ -119,7 +140,8 @@ def _table(
     )
 
 
-def _discount(gamma: float | None, n_step: int) -> tuple[float, int] | None:
+def n_step_discount(gamma: float | None, n_step: int) -> tuple[float, int] | None:
+    """Check `gamma=` and `n_step=`: `(gamma, n_step)`, or `None` for no n-step columns."""
     steps = _tr.check_n_step(n_step)
     return None if gamma is None else (_tr.check_gamma(gamma), steps)
 
@@ -191,7 +213,7 @@ def transitions(
         >>> t["action"].dtype, t["terminated"].tolist()
         (dtype('int64'), [False, True, False])
     """
-    table = _table(rollout, source, _discount(gamma, n_step), "transitions()")
+    table = _table(rollout, source, n_step_discount(gamma, n_step), "transitions()")
     return _rebuilder(rollout)(table.gather(np.arange(table.rows, dtype=np.int64)))
 
 
@@ -274,7 +296,7 @@ def transition_minibatches(
     size = _mb.check_size("minibatch_size", minibatch_size, 1)
     per_buffer = _mb.check_size("rollouts_per_buffer", rollouts_per_buffer, 1)
     passes = _mb.check_size("epochs", epochs, 0)
-    discount = _discount(gamma, n_step)
+    discount = n_step_discount(gamma, n_step)
     rng = as_generator(seed)
     rollouts = _rollouts(source, method)
     if rollouts is not None:
