@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -109,3 +111,43 @@ def test_a_minari_import_trains_with_no_critic(
     # The episodes' own transitions, end flags included, are those of the recording.
     ended = sum(int(b["terminated"].sum() + b["truncated"].sum()) for b in got)
     assert ended == int(r.dones[1:].sum())
+
+
+def test_rollouts_with_and_without_final_observations_mix() -> None:
+    with_finals = example_rollout(5, 2, seed=1, final_obs=True)
+    without = example_rollout(4, 1, seed=2)
+    got = by_obs(list(transition_minibatches([with_finals, without], 3, seed=0)))
+    for index, r in enumerate([with_finals, without]):
+        for i, obs in enumerate(transitions(r, source=index)["obs"]):
+            want = transitions(r, source=index)
+            row = got[tuple(obs.tolist())]
+            np.testing.assert_array_equal(row["next_obs"], want["next_obs"][i])
+            assert row["episode"] == want["episode"][i]
+
+
+def test_rollouts_of_another_layout_are_refused() -> None:
+    other = example_rollout(obs_shape=(3,))
+    with pytest.raises(ValueError, match=r"source\[1\] has observations or actions of another"):
+        transition_minibatches([example_rollout(), other], 4)
+
+
+_FRESH = """
+import os, sys, tempfile
+import trajkit
+from trajkit.dataset import Dataset
+from trajkit.testing import example_rollout
+
+with tempfile.TemporaryDirectory() as tmp:
+    for i in range(2):
+        trajkit.save(example_rollout(6, 2, seed=i, keys={"actions"}), os.path.join(tmp, f"{i}.npz"))
+    ds = Dataset.adopt(tmp)
+    sizes = [len(b["action"]) for b in ds.transition_minibatches(10, gamma=0.9, n_step=2, seed=0)]
+print(sizes, sorted(m for m in ("torch", "ray", "pyarrow", "minari") if m in sys.modules))
+"""
+
+
+def test_adopt_and_transitions_work_in_a_fresh_interpreter() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", _FRESH], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert done.stdout.strip() == "[10, 10, 4] []"  # and no optional library was imported

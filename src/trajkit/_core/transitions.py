@@ -298,13 +298,13 @@ def concat_tables(tables: Sequence[TransitionTable]) -> TransitionTable:
         return out
 
     finals = None
-    if all(t.finals is not None for t in tables):
+    if any(t.finals is not None for t in tables):  # a table without any has none to point to
         finals = [
-            np.concatenate([t.finals[i] for t in tables if t.finals is not None])
+            np.concatenate(
+                [t.leaves[i][:0] if t.finals is None else t.finals[i] for t in tables]
+            )
             for i in range(len(first.leaves))
         ]
-    elif any(t.finals is not None for t in tables):
-        raise ValueError("either every rollout has final_obses or none does")
     return TransitionTable(
         leaves=[np.concatenate([t.leaves[i] for t in tables]) for i in range(len(first.leaves))],
         finals=finals,

@@ -236,6 +236,27 @@ def _rollouts(source: object, method: str) -> list[Rollout] | None:
     )
 
 
+def _layout(rollout: Rollout) -> tuple[object, list[tuple[tuple[int, ...], str]]]:
+    leaves = _tree.leaves(rollout.obses)
+    actions = rollout.model_outs.arrays.get("actions")
+    described = [(leaf.shape[2:], str(leaf.dtype)) for leaf in leaves]
+    if actions is not None:
+        described.append((actions.shape[2:], actions.dtype.kind))
+    return _tree.structure_of(rollout.obses), described
+
+
+def _check_same_layout(rollouts: list[Rollout], method: str) -> None:
+    """One minibatch holds one layout: every rollout's observations and actions as the first's."""
+    first = _layout(rollouts[0])
+    for index, rollout in enumerate(rollouts[1:], start=1):
+        if _layout(rollout) != first:
+            raise ValueError(
+                f"{method}: source[{index}] has observations or actions of another layout than "
+                f"source[0] (per-step shapes and dtypes {_layout(rollout)[1]} vs {first[1]}): "
+                "the transitions of one source share one layout"
+            )
+
+
 def transition_minibatches(
     source: TransitionSource,
     minibatch_size: int,
@@ -303,6 +324,7 @@ def transition_minibatches(
         if not rollouts:
             return iter(())
         tables = [_table(r, i, discount, method) for i, r in enumerate(rollouts)]
+        _check_same_layout(rollouts, method)
         whole = _tr.concat_tables(tables)
         return _in_memory(whole, _rebuilder(rollouts[0]), size, passes, drop_last, rng)
     files = cast(RolloutFiles, source)
