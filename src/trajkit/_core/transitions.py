@@ -9,10 +9,11 @@ This module is the pure NumPy engine every transition API draws on
 * **Targets**: [`episode_ids`][trajkit.episode_ids] numbers the episodes of a rollout, and
   [`n_step_returns`][trajkit.n_step_returns] computes the n-step return, the discount of its
   bootstrap value and the step whose next observation bootstraps it.
-* **Tables**: `TransitionTable` keeps a rollout's per-step columns (`[T, B]`, small) next to
-  its observation leaves (`[T+1, B, ...]`, possibly memory-mapped, never copied), and
-  `gather_tables` gathers the rows of a minibatch from one or several tables, reading only
-  the observations it needs.
+* **Tables**: `TransitionTable` keeps a rollout's per-transition columns (small) next to
+  its observation leaves seen as rows (`[(T+1)·B, ...]`: a view of a memory-mapped file,
+  never copied) and the rows where each transition's observations are; `concat_tables`
+  joins the tables of rollouts in memory into one, and `gather_tables` gathers the rows of
+  a minibatch from one or several tables, reading only the observations it needs.
 
 Rows are numbered env by env, step by step: row `b * T + t` is step `t` of env `b`, so the
 transitions of an episode are consecutive rows.
