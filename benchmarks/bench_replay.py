@@ -44,6 +44,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 import trajkit
 
@@ -61,6 +62,7 @@ def make_file(path: str, n: int, shape: tuple[int, ...], dtype: str, action: str
     """A recording of `n` transitions (B=8), episodes of about 200 steps, saved to `path`."""
     rng = np.random.default_rng(0)
     T = n // NUM_ENVS
+    obses: NDArray[Any]
     if dtype == "uint8":
         obses = rng.integers(0, 255, (T + 1, NUM_ENVS, *shape), dtype=np.uint8)
     else:
@@ -135,8 +137,8 @@ def _sb3(path: str) -> Callable[[], object]:
 
 def _torchrl(path: str, scratch: str) -> Callable[[], object]:
     import torch
-    from tensordict import TensorDict
-    from torchrl.data import LazyMemmapStorage, ReplayBuffer
+    from tensordict import TensorDict  # type: ignore[import-untyped]
+    from torchrl.data import LazyMemmapStorage, ReplayBuffer  # type: ignore[import-untyped]
 
     r = trajkit.load(path, mmap=True)
     T, B = r.num_steps, r.batch_size
