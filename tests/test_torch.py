@@ -312,3 +312,17 @@ def test_transition_minibatches_equal_the_numpy_ones_for_the_same_seed() -> None
 def test_transition_minibatches_refuse_bad_arguments_at_the_call() -> None:
     with pytest.raises(ValueError, match="n_step must be an integer of at least 1, got 0"):
         tt.transition_minibatches(example_rollout(), 4, gamma=0.9, n_step=0)
+
+
+@needs_cuda
+def test_cuda_transition_minibatches_live_on_the_device_and_equal_the_cpu_ones() -> None:
+    r = example_rollout(6, 2, seed=1, nested=True, final_obs=True)
+    cpu = list(tt.transition_minibatches(r, 5, gamma=0.9, n_step=2, seed=0))
+    gpu = list(tt.transition_minibatches(r, 5, gamma=0.9, n_step=2, seed=0, device="cuda"))
+    for c, g in zip(cpu, gpu, strict=True):
+        for name in c:
+            for (_, want), (_, got) in zip(
+                tree.flatten(c[name]), tree.flatten(g[name]), strict=True
+            ):
+                assert got.device.type == "cuda"
+                torch.testing.assert_close(got.cpu(), want)
