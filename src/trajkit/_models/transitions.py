@@ -24,9 +24,11 @@ from trajkit._models.errors import MissingModelOutputError
 from trajkit._models.rollout import Rollout
 
 __all__ = [
-    "TRANSITION_KEYS",
     "RolloutFiles",
+    "TRANSITION_KEYS",
     "TransitionSource",
+    "n_step_discount",
+    "step_columns",
     "transition_minibatches",
     "transitions",
 ]
