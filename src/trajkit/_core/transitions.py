@@ -301,9 +301,7 @@ def concat_tables(tables: Sequence[TransitionTable]) -> TransitionTable:
     finals = None
     if any(t.finals is not None for t in tables):  # a table without any has none to point to
         finals = [
-            np.concatenate(
-                [t.leaves[i][:0] if t.finals is None else t.finals[i] for t in tables]
-            )
+            np.concatenate([t.leaves[i][:0] if t.finals is None else t.finals[i] for t in tables])
             for i in range(len(first.leaves))
         ]
     return TransitionTable(
