@@ -9,6 +9,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import trajkit
 from trajkit import transition_minibatches, transitions
@@ -151,3 +153,48 @@ def test_adopt_and_transitions_work_in_a_fresh_interpreter() -> None:
         [sys.executable, "-c", _FRESH], capture_output=True, text=True, timeout=120, check=True
     )
     assert done.stdout.strip() == "[10, 10, 4] []"  # and no optional library was imported
+
+
+class FakeFiles:
+    """A `RolloutFiles` source in memory: what `Dataset` offers, without a folder."""
+
+    def __init__(self, rollouts: list[trajkit.Rollout]) -> None:
+        self.rollouts = rollouts
+        self.loads = 0
+
+    @property
+    def files(self) -> tuple[str, ...]:
+        return tuple(str(i) for i in range(len(self.rollouts)))
+
+    def load(self, path: str) -> trajkit.Rollout:
+        self.loads += 1
+        return self.rollouts[int(path)]
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    count=st.integers(1, 5),
+    per_buffer=st.integers(1, 6),
+    size=st.integers(1, 40),
+    drop_last=st.booleans(),
+    seed=st.integers(0, 2**16),
+)
+def test_any_shuffle_buffer_gives_every_transition_once_per_epoch(
+    count: int, per_buffer: int, size: int, drop_last: bool, seed: int
+) -> None:
+    rs = unique_obs_rollouts(count)
+    source = FakeFiles(rs)
+    kw: dict[str, Any] = {"gamma": 0.8, "n_step": 2, "seed": seed, "drop_last": drop_last}
+    batches = list(transition_minibatches(source, size, rollouts_per_buffer=per_buffer, **kw))
+    n = 10 * count
+    assert [len(b["reward"]) for b in batches] == [size] * (n // size) + (
+        [] if drop_last or n % size == 0 else [n % size]
+    )
+    assert source.loads == count  # each file loaded once per epoch
+    want = by_obs(list(transition_minibatches(rs, n, **{**kw, "drop_last": False})))
+    got = by_obs(batches)
+    assert set(got) <= set(want)
+    assert len(got) == len(want) - (n % size if drop_last else 0)
+    for key, row in got.items():
+        for name, value in row.items():
+            np.testing.assert_array_equal(value, want[key][name], err_msg=name)
