@@ -440,3 +440,99 @@ def test_the_cli_reads_its_spec_as_a_dataset_does(
         f"trajkit validate: error: invalid spec {tmp_path / SPEC_FILE}: larger than 1048576 "
         "bytes: not a spec\n"
     )
+
+
+# -------------------------------------------------- adopting a folder of recordings (issue 36)
+
+
+def test_a_folder_of_recordings_is_adopted_in_place(tmp_path: Path) -> None:
+    root = tmp_path / "runs"
+    (root / "day2").mkdir(parents=True)
+    rs = rollouts(3)
+    for path, r in zip(["a.npz", "b.npz", "day2/c.npz"], rs, strict=True):
+        trajkit.save(r, root / path)
+    inodes = {p: os.stat(root / p).st_ino for p in ("a.npz", "b.npz", "day2/c.npz")}
+    with pytest.raises(FileNotFoundError, match=r"or Dataset\.adopt\(path\) for a folder"):
+        Dataset.open(root)
+    ds = Dataset.adopt(root)
+    assert ds.spec == RolloutSpec.from_rollout(rs[0])
+    assert [Path(f).relative_to(root).as_posix() for f in ds.files] == [
+        "a.npz",
+        "b.npz",
+        "day2/c.npz",
+    ]
+    assert {p: os.stat(root / p).st_ino for p in inodes} == inodes  # not copied
+    assert [r.num_steps for r in Dataset.open(root)] == [4, 5, 6]
+    assert Path(ds.append(rs[0])).name == "rollout-000000.npz"
+    assert Dataset.adopt(root).spec == ds.spec  # again: checks the files, opens it
+
+
+def test_adopting_refuses_a_bad_file_and_writes_nothing(tmp_path: Path) -> None:
+    root = tmp_path / "runs"
+    root.mkdir()
+    trajkit.save(example_rollout(num_envs=3), root / "a.npz")
+    trajkit.save(example_rollout(num_envs=2), root / "b.npz")  # another B: another spec
+    spec = RolloutSpec.from_rollout(example_rollout(num_envs=3)).model_copy(
+        update={"min_envs": 3, "max_envs": 3}
+    )
+    (root / "c.npz").write_bytes(b"not a zip")
+    with pytest.raises(RolloutFileError, match=r"b\.npz: .*\(2 of 3 files refused\): .* was not"):
+        Dataset.adopt(root, spec=spec)
+    with pytest.raises(RolloutFileError, match=r"c\.npz: .*: .*runs was not adopted, no spec"):
+        Dataset.adopt(root)
+    assert not (root / SPEC_FILE).exists()
+
+
+def test_adopting_an_empty_or_missing_folder(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match="no such folder to adopt"):
+        Dataset.adopt(tmp_path / "nowhere")
+    with pytest.raises(ValueError, match=r"holds no rollout files \(\*\.npz\) to take a spec"):
+        Dataset.adopt(tmp_path)
+    spec = RolloutSpec.from_rollout(example_rollout())
+    assert len(Dataset.adopt(tmp_path, spec=spec)) == 0
+    with pytest.raises(ValueError, match="already pins a different spec"):
+        Dataset.adopt(tmp_path, spec=RolloutSpec.from_rollout(example_rollout(obs_shape=(3,))))
+
+
+def test_adopting_a_folder_behind_a_url() -> None:
+    fsspec = pytest.importorskip("fsspec", reason="URLs need fsspec (trajkit[cloud])")
+    url = "memory://adopt/run1"
+    try:
+        Dataset.write(url, rollouts(2))
+        fsspec.filesystem("memory").rm("/adopt/run1/spec.json")
+        assert len(Dataset.adopt(url)) == 2
+        assert fsspec.filesystem("memory").exists("/adopt/run1/spec.json")
+    finally:
+        fsspec.filesystem("memory").rm("/adopt", recursive=True)
+
+
+# ------------------------------------------------------------ numbering: boundary cases
+
+
+def test_files_in_subfolders_do_not_count_in_the_numbering(tmp_path: Path) -> None:
+    root = tmp_path / "d"
+    ds = Dataset.write(root, rollouts(1))
+    (root / "old").mkdir()
+    trajkit.save(rollouts(2)[1], root / "old" / "rollout-000007.npz")
+    reopened = Dataset.open(root)
+    assert len(reopened) == 2  # listed, and read
+    assert Path(reopened.append(rollouts(3)[2])).name == "rollout-000001.npz"
+    assert ds.spec == reopened.spec
+
+
+def test_an_append_to_a_url_skips_every_name_taken_since_listing(tmp_path: Path) -> None:
+    fsspec = pytest.importorskip("fsspec", reason="URLs need fsspec (trajkit[cloud])")
+    url = "memory://numbering/run1"
+    try:
+        first = Dataset.write(url, rollouts(1))
+        assert len(first) == 1  # the listing is now known: next number 1
+        fs = fsspec.filesystem("memory")
+        other = rollouts(3)
+        for number in (1, 2):  # another writer took two names since
+            trajkit.save(other[number], tmp_path / "r.npz")
+            fs.put_file(str(tmp_path / "r.npz"), f"/numbering/run1/rollout-00000{number}.npz")
+        target = first.append(rollouts(4)[3])
+        assert target.endswith("/rollout-000003.npz")
+        assert [r.num_steps for r in Dataset.open(url)] == [4, 5, 6, 7]  # nothing overwritten
+    finally:
+        fsspec.filesystem("memory").rm("/numbering", recursive=True)

@@ -247,7 +247,7 @@ def test_read_steps_trains_with_torch_and_groups_by_file(clean: list[str]) -> No
         assert batch["obs"].dtype == torch.float32
         assert batch["actor"].shape == (n, 3)
         assert batch["action"].shape == (n,)
-        assert batch["action"].dtype == torch.int32
+        assert batch["action"].dtype == torch.int64  # as trajkit.torch: what cross_entropy needs
         assert batch["advantage"].dtype == torch.float32
         assert batch["terminated"].dtype == torch.bool
         assert batch["file"].dtype == torch.int64
@@ -284,7 +284,9 @@ def test_read_steps_of_nested_observations(tmp_path: Path) -> None:
         "reward",
         "terminated",
         "truncated",
+        "episode",
         "value",
+        "next_value",
         "prob_pi",
     ]  # no gamma, no advantages; no log_probs in these files
     env = np.array([row["env"] for row in rows])
@@ -329,6 +331,10 @@ def test_read_arrays_gives_whole_rollouts(clean: list[str], tmp_path: Path) -> N
 def test_read_steps_refuses_what_it_cannot_give(clean: list[str], tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"give gamma and lam together .* got gamma=0.9, lam=None"):
         trajkit.ray.read_steps(clean, gamma=0.9)
+    with pytest.raises(ValueError, match=r"lam and n_step need gamma, .* lam=None, n_step=3"):
+        trajkit.ray.read_steps(clean, n_step=3)
+    with pytest.raises(ValueError, match=r"n_step must be an integer of at least 1, got 0"):
+        trajkit.ray.read_steps(clean, gamma=0.9, n_step=0)
     with pytest.raises(ValueError, match=r"lam must be a finite number in \[0, 1\], got 1.5"):
         trajkit.ray.read_steps(clean, gamma=0.9, lam=1.5)
     with pytest.raises(ValueError, match=r"gamma must be a finite number in \[0, 1\], got -0.1"):
@@ -406,3 +412,59 @@ def test_read_steps_next_obs_is_the_true_final_observation_at_episode_ends(
         np.testing.assert_array_equal(got[int(t), int(b)], final[0])
     t, b = next((t, b) for t in range(6) for b in range(2) if rollout.dones[t + 1, b] == 0)
     np.testing.assert_array_equal(got[t, b], rollout.obses[t + 1, b])
+
+
+# ----------------------------------------------- step rows: the columns of transitions (issue 36)
+
+
+def test_step_rows_hold_the_transition_columns_and_td_fields() -> None:
+    """The per-file row function, without Ray: the same columns as `trajkit.transitions`."""
+    rollout = example_rollout(num_steps=7, num_envs=3, seed=5, truncation=True, final_obs=True)
+    discount = trajkit.ray._check_discount(0.9, 0.8, 3)
+    (rows,) = trajkit.ray._file_steps(rollout, 2, discount, ())
+    want = trajkit.transitions(rollout, gamma=0.9, n_step=3, source=2)
+    for name in want:
+        np.testing.assert_array_equal(rows[name], want[name], err_msg=name)
+        assert rows[name].dtype == want[name].dtype, name
+    assert rows["action"].dtype == np.int64
+    assert (rows["episode"] >> 32 == 2).all()
+    critic = rollout.model_outs.arrays["critic"]
+    assert rollout.truncated is not None
+    assert rollout.final_values is not None
+    T = rollout.num_steps
+    for i, (b, t) in enumerate((b, t) for b in range(3) for t in range(T)):
+        if rows["terminated"][i]:
+            assert rows["next_value"][i] == 0
+        elif rows["truncated"][i]:
+            assert rows["next_value"][i] == rollout.final_values[t, b]
+        else:
+            assert rows["next_value"][i] == critic[t + 1, b]
+    # The one-step target from the rows equals the rollout's one-step TD target.
+    target = rows["reward"] + 0.9 * rows["next_value"]
+    td = rollout.advantages(0.9, 0.0) + critic[:T]  # lam = 0: r + gamma * V(next) per step
+    np.testing.assert_allclose(target, td.T.ravel(), rtol=1e-5, atol=1e-5)
+    # And the n-step target from n-step rows, against a slow loop over each row.
+    g = rows["n_step_return"] + rows["n_step_discount"] * rows["n_step_value"]
+    for i, (b, t) in enumerate((b, t) for b in range(3) for t in range(T)):
+        total, s = 0.0, t
+        for k in range(3):
+            s = t + k
+            if s >= T:
+                s -= 1
+                break
+            total += 0.9**k * float(rollout.rews[s, b])
+            if rollout.dones[s + 1, b] == 1:
+                break
+        if rollout.dones[s + 1, b] == 0:
+            total += 0.9 ** (s - t + 1) * float(critic[s + 1, b])
+        elif rollout.truncated[s, b] == 1:
+            total += 0.9 ** (s - t + 1) * float(rollout.final_values[s, b])
+        assert g[i] == pytest.approx(total, rel=1e-5, abs=1e-5)
+
+
+def test_step_rows_without_actions_or_critic() -> None:
+    rollout = example_rollout(num_steps=3, num_envs=2, keys={"log_probs"})
+    (rows,) = trajkit.ray._file_steps(rollout, 0, trajkit.ray._check_discount(None, None, None), ())
+    assert "action" not in rows
+    assert "next_value" not in rows
+    assert rows["episode"].dtype == np.int64

@@ -6,11 +6,14 @@ The public API, by layer (each layer imports only the ones above it):
 - **Core** (pure NumPy): `gae`, `lambda_returns`, `normalize_advantages`, `gae_backend`,
   `episode_stats`, `EpisodeStats`; the minibatch engine's public pair for your own arrays,
   `minibatch_indices` + `gather` (and `sequence_minibatch_indices` + `gather_sequences` for
-  recurrent policies). `index_stream` and `index_batches` are deprecated: use
+  recurrent policies); for offline RL, `episode_ids` and `n_step_returns`.
+  `index_stream` and `index_batches` are deprecated: use
   `Rollout.entries` and `Rollout.batches`.
 - **Models** (pydantic): `Rollout`, `ModelOutputs`, `StepOutputs`, `FIELD_DIMS`,
   `MODEL_OUTPUT_DIMS`, `RolloutFields`, `AdvantageNormalization`, `RolloutSpec`, `OutputSpec`,
-  `RolloutValidationError`, `MissingModelOutputError`.
+  `RolloutValidationError`, `MissingModelOutputError`; transitions for offline RL and
+  imitation learning, no critic needed: `transitions`, `transition_minibatches`,
+  `TRANSITION_KEYS`.
 - **Files**: `save`, `load`, `read_metadata`, `RolloutFileMetadata`, `DEFAULT_MAX_BYTES`,
   `FORMAT_NAME`, `FORMAT_VERSION`.
 
@@ -48,6 +51,7 @@ from trajkit._core.indices import (
     minibatch_indices,
     sequence_minibatch_indices,
 )
+from trajkit._core.transitions import episode_ids, n_step_returns
 from trajkit._io.files import DEFAULT_MAX_BYTES, load, read_metadata, save
 from trajkit._io.metadata import FORMAT_NAME, FORMAT_VERSION, RolloutFileMetadata
 from trajkit._models.errors import MissingModelOutputError, RolloutValidationError
@@ -60,6 +64,7 @@ from trajkit._models.rollout import (
     RolloutFields,
 )
 from trajkit._models.spec import OutputSpec, RolloutSpec
+from trajkit._models.transitions import TRANSITION_KEYS, transition_minibatches, transitions
 
 __all__ = [
     "AdvantageNormalization",
@@ -79,7 +84,9 @@ __all__ = [
     "RolloutSpec",
     "RolloutValidationError",
     "StepOutputs",
+    "TRANSITION_KEYS",
     "__version__",
+    "episode_ids",
     "episode_stats",
     "gae",
     "gae_backend",
@@ -90,8 +97,11 @@ __all__ = [
     "lambda_returns",
     "load",
     "minibatch_indices",
+    "n_step_returns",
     "normalize_advantages",
     "read_metadata",
     "save",
     "sequence_minibatch_indices",
+    "transition_minibatches",
+    "transitions",
 ]

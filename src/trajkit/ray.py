@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 
 from trajkit._base.errors import RolloutFileError
-from trajkit._base.types import AnyArray
+from trajkit._base.types import AnyArray, Int64Array
 from trajkit._core import tree as _tree
 from trajkit._core.gae import check_discount
 from trajkit._io import raytasks
@@ -59,6 +59,7 @@ from trajkit._io.validate import validate_files as _validate_files
 from trajkit._models.errors import MissingModelOutputError
 from trajkit._models.rollout import Rollout
 from trajkit._models.spec import RolloutSpec
+from trajkit._models.transitions import n_step_discount, step_columns
 
 if TYPE_CHECKING:
     import ray
@@ -263,8 +264,14 @@ _FIXED_COLUMNS = frozenset(
         "reward",
         "terminated",
         "truncated",
+        "episode",
+        "next_value",
         "advantage",
         "return",
+        "n_step_return",
+        "n_step_discount",
+        "n_step_obs",
+        "n_step_value",
     }
     | set(_STEP_OUTPUTS.values())
 )
@@ -316,15 +323,26 @@ def _conformed(rollout: Rollout, layout: _Layout, path: str) -> Rollout:
     return rollout
 
 
-def _check_discount(gamma: float | None, lam: float | None) -> tuple[float, float] | None:
-    if gamma is None and lam is None:
-        return None
-    if gamma is None or lam is None:
+class _Discounts(NamedTuple):
+    """The discounts of `read_steps`' optional columns: `(gamma, lam)` and `(gamma, n_step)`."""
+
+    gae: tuple[float, float] | None
+    n_step: tuple[float, int] | None
+
+
+def _check_discount(gamma: float | None, lam: float | None, n_step: int | None) -> _Discounts:
+    if gamma is None and (lam is not None or n_step is not None):
         raise ValueError(
-            "give gamma and lam together (for the advantage and return columns) or neither, "
-            f"got gamma={gamma!r}, lam={lam!r}"
+            f"lam and n_step need gamma, the discount of their columns, got gamma=None, "
+            f"lam={lam!r}, n_step={n_step!r}"
         )
-    return check_discount(gamma, lam)
+    if gamma is not None and lam is None and n_step is None:
+        raise ValueError(
+            "give gamma and lam together (for the advantage and return columns), or gamma and "
+            f"n_step (for the n-step columns), or neither, got gamma={gamma!r}, lam=None"
+        )
+    gae = None if lam is None else check_discount(gamma, lam)
+    return _Discounts(gae, None if n_step is None else n_step_discount(gamma, n_step))
 
 
 def _check_keys(keys: Sequence[str] | None, layout: _Layout) -> tuple[str, ...]:
@@ -339,40 +357,65 @@ def _check_keys(keys: Sequence[str] | None, layout: _Layout) -> tuple[str, ...]:
             raise ValueError(
                 f"keys: {key!r} is always a column already, named {_STEP_OUTPUTS[key]!r}"
             )
-        if key in _FIXED_COLUMNS or key.startswith(("obs.", "next_obs.")):
+        if key in _FIXED_COLUMNS or key.startswith(("obs.", "next_obs.", "n_step_obs.")):
             raise ValueError(f"keys: {key!r} would clash with the step column of that name")
         if key not in present:
             raise ValueError(f"keys: {key!r} is not a model output of {where} {sorted(present)})")
     return tuple(dict.fromkeys(keys))
 
 
+def _values_after(rollout: Rollout, steps: Int64Array) -> AnyArray:
+    """The critic's value of the observation after step `steps[t, b]`, 0 after a termination.
+
+    `critic[s+1]` where step `s` did not end its episode; at a truncation the value of the
+    true final observation (`final_values`); at a termination 0, the value of a terminal
+    state. So `reward + gamma * next_value` is the one-step TD target as it stands.
+    """
+    critic = rollout.model_outs.arrays["critic"].astype(np.float32)
+    envs = np.arange(rollout.batch_size)[None, :]
+    values = critic[steps + 1, envs]
+    ended = rollout.dones[1:][steps, envs] == 1
+    if rollout.truncated is not None and rollout.final_values is not None:
+        cut = rollout.truncated[steps, envs] == 1
+        return np.where(ended, np.where(cut, rollout.final_values[steps, envs], 0.0), values)
+    return np.where(ended, np.float32(0.0), values)
+
+
 def _step_arrays(
-    rollout: Rollout, discount: tuple[float, float] | None, keys: tuple[str, ...]
+    rollout: Rollout,
+    file: int,
+    discount: _Discounts,
+    keys: tuple[str, ...],
 ) -> dict[str, AnyArray]:
     """Every column of a file's step rows, as an array indexed `[t, b, ...]` (T or T+1 rows)."""
     T, B = rollout.num_steps, rollout.batch_size
     outs = rollout.model_outs.arrays
-    ends = rollout.dones[1:] == 1
-    truncated = np.zeros((T, B), bool) if rollout.truncated is None else rollout.truncated == 1
+    steps, last = step_columns(rollout, file, discount.n_step, "read_steps()", optional=True)
     columns: dict[str, AnyArray] = {
         _obs_column(path): leaf for path, leaf in _tree.flatten(rollout.obses)
     }
-    columns.update(
-        (_obs_column(path, "next_obs"), leaf) for path, leaf in _tree.flatten(rollout.next_obses())
-    )
-    if "actions" in outs:
-        columns["action"] = outs["actions"]
-    columns["reward"] = rollout.rews
-    columns["terminated"] = ends & ~truncated
-    columns["truncated"] = truncated
+    after = rollout.next_obses()
+    columns.update((_obs_column(path, "next_obs"), leaf) for path, leaf in _tree.flatten(after))
+    columns.update(steps)
     if "log_probs" in outs:
         columns["log_prob"] = outs["log_probs"]
     if "critic" in outs:
         columns["value"] = outs["critic"]
-    if discount is not None:
-        advantages = rollout.advantages(*discount)
+        columns["next_value"] = _values_after(rollout, np.arange(T)[:, None].repeat(B, 1))
+    if discount.gae is not None:
+        advantages = rollout.advantages(*discount.gae)
         columns["advantage"] = advantages
         columns["return"] = advantages + outs["critic"][:T]
+    if last is not None:
+        columns["n_step_return"] = columns.pop("n_step_return")
+        columns["n_step_discount"] = columns.pop("n_step_discount")
+        envs = np.arange(B)[None, :]
+        columns.update(
+            (_obs_column(path, "n_step_obs"), leaf[last, envs])
+            for path, leaf in _tree.flatten(after)
+        )
+        if "critic" in outs:
+            columns["n_step_value"] = _values_after(rollout, last)
     for key in keys:
         array = outs[key]
         if array.ndim == 1:  # a per-step scalar `[T+1]`: the same value for every env
@@ -382,11 +425,11 @@ def _step_arrays(
 
 
 def _file_steps(
-    rollout: Rollout, file: int, discount: tuple[float, float] | None, keys: tuple[str, ...]
+    rollout: Rollout, file: int, discount: _Discounts, keys: tuple[str, ...]
 ) -> Iterator[dict[str, AnyArray]]:
     """A file's step rows, env by env and step by step, in batches of about `_BLOCK_BYTES`."""
     T, B = rollout.num_steps, rollout.batch_size
-    columns = _step_arrays(rollout, discount, keys)
+    columns = _step_arrays(rollout, file, discount, keys)
     row_bytes = 32 + sum(
         array.dtype.itemsize * int(np.prod(array.shape[2:])) for array in columns.values()
     )
@@ -408,7 +451,7 @@ def _steps_batch(
     batch: dict[str, AnyArray],
     *,
     layout: _Layout,
-    discount: tuple[float, float] | None,
+    discount: _Discounts,
     keys: tuple[str, ...],
     max_bytes: int | None,
 ) -> Iterator[dict[str, AnyArray]]:
@@ -432,6 +475,7 @@ def read_steps(
     *,
     gamma: float | None = None,
     lam: float | None = None,
+    n_step: int | None = None,
     keys: Sequence[str] | None = None,
     spec: RolloutSpec | None = None,
     max_bytes: int | None = DEFAULT_MAX_BYTES,
@@ -453,16 +497,31 @@ def read_steps(
       from [`Rollout.next_obses`][trajkit.Rollout.next_obses]: the true final observation
       where the step ended an episode and the file keeps `final_obses` (every
       `RolloutRecorder` recording does), else observation `t+1`.
-    - `action`: `model_outs['actions']` at `t` (int32, or float32 for Box actions).
+    - `action`: `model_outs['actions']` at `t`: int64 for integer actions (what
+      `cross_entropy` needs, as in `trajkit.torch`), float32 for Box actions.
     - `reward` (float32): `rews[t]`.
     - `terminated`, `truncated` (bool): step `t` ended its episode (`dones[t+1] == 1`),
       by a time limit (`truncated[t] == 1`) or not. In a file without `truncated`, every
       end is a termination, as its advantages take it.
+    - `episode` (int64): the id of the row's episode, unique across the files: file `i`'s
+      episodes are numbered env by env from `i * 2**32` ([`episode_ids`][trajkit.episode_ids]),
+      so `groupby("episode")` groups an episode's steps.
     - `log_prob`, `value` (float32): `model_outs['log_probs']`, `model_outs['critic']`.
+    - `next_value` (float32), with a critic: the value of `next_obs`: `critic[t+1]`, the
+      value of the true final observation (`final_values[t]`) at a truncation, and 0 at a
+      termination, so `reward + gamma * next_value` is the one-step TD target.
     - `advantage`, `return` (float32), with `gamma` and `lam`: the file's own GAE,
       [`Rollout.advantages`][trajkit.Rollout.advantages]`(gamma, lam)`, and
       `advantage + value`, the λ-return.
+    - `n_step_return`, `n_step_discount` (float32), `n_step_obs` (and its leaves), with
+      `gamma` and `n_step`: the n-step target's parts, as
+      [`trajkit.transitions`][trajkit.transitions] gives them; with a critic also
+      `n_step_value`, the value of `n_step_obs` (by the rule of `next_value`).
     - one column per key of `keys`, named by it: that model output at `t`.
+
+    The columns named as in [`TRANSITION_KEYS`][trajkit.TRANSITION_KEYS] hold what
+    [`trajkit.transition_minibatches`][trajkit.transition_minibatches] gives for the same
+    files (with `episode` numbered by this sorted listing).
 
     `action`, `log_prob` and `value` are there when the files have those model outputs.
     Other model outputs (`actor` logits, say) are columns only when named in `keys`; a
@@ -485,6 +544,7 @@ def read_steps(
         gamma: The discount of the `advantage` and `return` columns, in [0, 1]; `None`
             (with `lam`) for no such columns.
         lam: The GAE λ of those columns, in [0, 1].
+        n_step: With `gamma`, give the n-step columns, summing at most this many rewards.
         keys: More model-output keys to give columns of their own names.
         spec: Hold every file to this spec; `None` for the layout in the first file's
             metadata (read on the driver).
@@ -497,9 +557,9 @@ def read_steps(
     Raises:
         RolloutFileError: If a path is missing, a folder holds no `*.npz` file, or the first
             file's metadata cannot be read.
-        ValueError: If only one of `gamma` and `lam` is given, either is outside [0, 1], or
-            they are given for files without `model_outs['critic']`; if a key is not a
-            model output of the files or clashes with a column.
+        ValueError: If `gamma` comes without `lam` or `n_step` (or they without it), one is
+            out of range, or `lam` is given for files without `model_outs['critic']`; if a
+            key is not a model output of the files or clashes with a column.
 
     Examples:
         >>> import trajkit.ray
@@ -511,10 +571,10 @@ def read_steps(
         >>> steps.groupby("file").sum("reward").take(1)  # doctest: +SKIP
         [{'file': 'runs/rollout-000000.npz', 'sum(reward)': 12.0}]
     """
-    discount = _check_discount(gamma, lam)
+    discount = _check_discount(gamma, lam, n_step)
     files = _files(paths)
     layout = _layout(files, spec, max_bytes)
-    if discount is not None and "critic" not in layout.spec.model_outputs:
+    if discount.gae is not None and "critic" not in layout.spec.model_outputs:
         where = f"the first file, {layout.origin}," if layout.origin else "the spec"
         raise ValueError(
             f"the advantage and return columns need model_outs['critic'], but {where} has "

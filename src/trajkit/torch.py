@@ -18,9 +18,12 @@ Conversion rules, leaf by leaf (nested `obses` and `states` keep their dict/tupl
   [`training_tensors`][trajkit.torch.training_tensors]; [`to_tensor`][trajkit.torch.to_tensor]
   on its own copies into pinned (page-locked) memory and sends with `non_blocking=True`;
 - floating-point arrays become float32 (the dtype networks train in);
-- integer `actions` become int64, the dtype `torch.nn.functional.cross_entropy`,
-  `one_hot` and `gather` index with; other integer and bool arrays (uint8 images, say) keep
-  their dtype.
+- integer actions (`actions` of a PPO minibatch, `action` of a transition minibatch), signed
+  or unsigned, become int64, the dtype `torch.nn.functional.cross_entropy`, `one_hot` and
+  `gather` index with; other integer and bool arrays (uint8 images, say) keep their dtype.
+
+Transitions for offline RL and imitation learning (no critic needed) come as tensors from
+[`transition_minibatches`][trajkit.torch.transition_minibatches].
 
 Examples:
     >>> import torch
@@ -49,6 +52,8 @@ from trajkit._base.types import AnyArray
 from trajkit._core import minibatch as _mb
 from trajkit._core import tree as _tree
 from trajkit._models.rollout import Rollout, advantage_normalization, ppo_arrays
+from trajkit._models.transitions import TransitionSource
+from trajkit._models.transitions import transition_minibatches as _transition_minibatches
 
 if TYPE_CHECKING:
     import torch
@@ -61,6 +66,7 @@ __all__ = [
     "to_tensor",
     "to_tensors",
     "training_tensors",
+    "transition_minibatches",
 ]
 
 Device: TypeAlias = "str | torch.device"
@@ -108,7 +114,7 @@ class PPOBatch(TypedDict):
     critic: torch.Tensor
 
 
-_INT64_KEYS = frozenset({"actions"})
+_INT64_KEYS = frozenset({"actions", "action"})
 
 _torch_module: Any = None
 
@@ -153,7 +159,8 @@ def to_tensor(array: AnyArray, device: Device = "cpu", *, key: str | None = None
     Args:
         array: A NumPy array.
         device: Where the tensor should live.
-        key: The name of the array in a batch: `"actions"` makes integer arrays int64.
+        key: The name of the array in a batch: `"actions"` and `"action"` make integer
+            arrays int64.
 
     Returns:
         The tensor; on the CPU it shares memory with `array` when no dtype change is needed
@@ -532,3 +539,72 @@ def minibatches(
         rollout, gamma, lam, keys, target, normalize_advantages, "minibatches"
     )
     return _minibatch_stream(flat, rebuild, plan, rng, per_minibatch, target)
+
+
+def transition_minibatches(
+    source: TransitionSource,
+    minibatch_size: int,
+    *,
+    gamma: float | None = None,
+    n_step: int = 1,
+    epochs: int = 1,
+    drop_last: bool = False,
+    seed: int | np.random.Generator | None = None,
+    rollouts_per_buffer: int = 4,
+    device: Device = "cpu",
+) -> Iterator[dict[str, Any]]:
+    """Shuffled transition minibatches as tensors on `device`: behaviour cloning, offline RL.
+
+    [`trajkit.transition_minibatches`][trajkit.transition_minibatches] (the same
+    minibatches for the same arguments and `seed`: a rollout, a list of rollouts such as a
+    Minari import, or a `trajkit.dataset.Dataset` streamed file by file), each converted by
+    the rules of this module: `action` int64 when integer (what `cross_entropy` needs),
+    float32 for Box actions; `reward`, `n_step_return`, `n_step_discount` float32;
+    `terminated`, `truncated` bool; `episode` int64; observations in their stored dtype.
+
+    Args:
+        source: A `Rollout`, a sequence of rollouts, or a `Dataset`.
+        minibatch_size: Transitions per minibatch, at least 1.
+        gamma: The discount of the n-step columns, in [0, 1]; `None` for none.
+        n_step: Rewards summed at most by `n_step_return`, at least 1.
+        epochs: Passes over the data.
+        drop_last: Drop each epoch's last, smaller minibatch.
+        seed: An int, a `numpy.random.Generator`, or `None` for fresh entropy.
+        rollouts_per_buffer: For a dataset, files in the shuffle buffer at a time.
+        device: Where the tensors should live.
+
+    Returns:
+        An iterator of minibatches, each name to tensor (a dict/tuple for nested
+        observations).
+
+    Raises:
+        ImportError: If PyTorch is not installed.
+        trajkit.MissingModelOutputError: If a rollout has no `model_outs['actions']`.
+        ValueError: If a size argument, `gamma` or `n_step` is out of range.
+        TypeError: If `source` or `seed` is of another type.
+
+    Examples:
+        >>> import torch
+        >>> import torch.nn.functional as F
+        >>> from trajkit.testing import example_rollout
+        >>> r = example_rollout(num_steps=8, num_envs=2, num_actions=3)
+        >>> mb = next(transition_minibatches(r, 16, seed=0))
+        >>> mb["obs"].shape, mb["action"].dtype
+        (torch.Size([16, 4]), torch.int64)
+        >>> logits = torch.zeros(16, 3)
+        >>> round(float(F.cross_entropy(logits, mb["action"])), 4)  # ln 3
+        1.0986
+    """
+    _torch()
+    target = _device(device)
+    batches = _transition_minibatches(
+        source,
+        minibatch_size,
+        gamma=gamma,
+        n_step=n_step,
+        epochs=epochs,
+        drop_last=drop_last,
+        seed=seed,
+        rollouts_per_buffer=rollouts_per_buffer,
+    )
+    return (to_tensors(batch, target) for batch in batches)

@@ -13,6 +13,7 @@ from typing import Literal
 
 import numpy as np
 
+from trajkit._base.errors import RolloutFileError
 from trajkit._base.rng import as_generator
 from trajkit._base.types import ArrayTree
 from trajkit._core import minibatch as _mb
@@ -22,7 +23,7 @@ from trajkit._io.discovery import Found, NaturalKey, discover, walk_key
 from trajkit._io.engine import checked_jobs, cpu_count, run_ordered
 from trajkit._io.filecheck import FileCheck, conform
 from trajkit._io.files import DEFAULT_MAX_BYTES, save
-from trajkit._io.remote import copy_out, filesystem, is_url, join_url, load_any
+from trajkit._io.remote import copy_out, filesystem, is_url, join_url, load_any, metadata_and_size
 from trajkit._io.stats import DatasetStats, stats_chunk
 from trajkit._io.validate import validate_files
 from trajkit._models.rollout import (
@@ -32,6 +33,7 @@ from trajkit._models.rollout import (
     missing_critic,
 )
 from trajkit._models.spec import RolloutSpec
+from trajkit._models.transitions import transition_minibatches
 from trajkit.dataset._folder import (
     SPEC_FILE,
     claim_name,
@@ -183,6 +185,84 @@ class Dataset:
         return dataset
 
     @classmethod
+    def adopt(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        spec: RolloutSpec | None = None,
+        quick: bool = False,
+        jobs: int | None = 1,
+        max_bytes: int | None = DEFAULT_MAX_BYTES,
+    ) -> Dataset:
+        """Make a dataset of a folder of recordings already on disk, without copying them.
+
+        The folder's rollout files (`*.npz`, found recursively, hidden ones skipped, as
+        `files` lists them) are validated against `spec`, by default the spec of the first
+        file (from its metadata); only when every file passes is the spec pinned in
+        `spec.json`. A folder that pins a spec already is checked against it. Files keep
+        their names and places: later
+        [`append`][trajkit.dataset.Dataset.append]s number theirs after the highest
+        `rollout-N.npz` at the top of the folder. Adopting a folder that already pins the
+        same spec (or without `spec=`) checks its files and opens it.
+
+        Args:
+            path: The folder or URL.
+            spec: The spec to pin; by default that of the first file.
+            quick: Check only each file's ZIP directory and metadata (conformance to the
+                spec included), not its arrays.
+            jobs: Worker processes for the checks; `None` for every core.
+            max_bytes: The size limit for each file, as for `trajkit.load`; `None` for none.
+
+        Returns:
+            The dataset.
+
+        Raises:
+            FileNotFoundError: If the folder does not exist.
+            ValueError: If it holds no rollout file and no `spec` is given, or it already
+                pins a different spec.
+            RolloutFileError: Naming the first file refused (and how many were), when a
+                file is invalid or does not conform to the spec; nothing is written then.
+
+        Examples:
+            >>> import os, tempfile
+            >>> import trajkit
+            >>> from trajkit.dataset import Dataset
+            >>> from trajkit.testing import example_rollout
+            >>> with tempfile.TemporaryDirectory() as tmp:
+            ...     for name in ("run-a.npz", "run-b.npz"):  # what a recorder left behind
+            ...         trajkit.save(example_rollout(), os.path.join(tmp, name))
+            ...     ds = Dataset.adopt(tmp)
+            ...     names = sorted(os.listdir(tmp))
+            ...     opened = len(Dataset.open(tmp))
+            >>> names, opened
+            (['run-a.npz', 'run-b.npz', 'spec.json'], 2)
+        """
+        root = os.fspath(path)
+        if not is_url(root) and not os.path.isdir(root):
+            raise FileNotFoundError(f"{root}: no such folder to adopt")
+        files = [found.path for found in _list(root)]
+        if spec is None:
+            with contextlib.suppress(FileNotFoundError):
+                spec = read_spec(root)  # adopted before: check the files against its spec
+        if spec is None:
+            if not files:
+                raise ValueError(
+                    f"{root} holds no rollout files (*.npz) to take a spec from: pass spec=, "
+                    "or use Dataset.create"
+                )
+            spec = metadata_and_size(files[0], max_bytes=max_bytes)[0].spec
+        checks = validate_files(files, spec=spec, quick=quick, max_bytes=max_bytes, jobs=jobs)
+        refused = [check for check in checks if not check.ok]
+        if refused:
+            more = f" ({len(refused)} of {len(files)} files refused)" if len(refused) > 1 else ""
+            raise RolloutFileError(
+                f"{'; '.join(refused[0].problems)}{more}: {root} was not adopted, no "
+                f"{SPEC_FILE} written",
+                path=refused[0].path,
+            )
+        return cls.create(root, spec, max_bytes=max_bytes)
+
+    @classmethod
     def open(
         cls, path: str | os.PathLike[str], *, max_bytes: int | None = DEFAULT_MAX_BYTES
     ) -> Dataset:
@@ -264,12 +344,7 @@ class Dataset:
 
     def _listing(self) -> list[Found]:
         if self._found is None:
-            found: list[Found] = []
-            for item in discover(self._path, empty_ok=True):  # no files yet is fine
-                if not isinstance(item, Found):
-                    raise OSError(f"{item.path}: {item.problems[0]}")
-                found.append(item)
-            self._found = found  # in walk order: `_walk_key` order
+            self._found = _list(self._path)
         return self._found
 
     def __len__(self) -> int:
@@ -586,6 +661,75 @@ class Dataset:
             normalize_advantages,
             per_minibatch,
         )
+
+    def transition_minibatches(
+        self,
+        minibatch_size: int,
+        *,
+        gamma: float | None = None,
+        n_step: int = 1,
+        epochs: int = 1,
+        files_per_buffer: int = 4,
+        drop_last: bool = False,
+        seed: int | np.random.Generator | None = None,
+    ) -> Iterator[dict[str, ArrayTree]]:
+        """Yield shuffled transition minibatches across the files: offline RL, imitation.
+
+        [`trajkit.transition_minibatches`][trajkit.transition_minibatches] over this
+        dataset: no critic and no discount needed, so a Minari import or a recording
+        without values trains as is. The files stream through a shuffle buffer of
+        `files_per_buffer` files, memory-mapped: a minibatch reads only its own rows, so
+        the dataset may be far larger than memory. Episode ids of file `i` (in `files`
+        order) start at `i * 2**32`.
+
+        Args:
+            minibatch_size: Transitions per minibatch, at least 1.
+            gamma: The discount of the `n_step_*` columns, in [0, 1]; `None` for none.
+            n_step: Rewards summed at most by `n_step_return`, at least 1.
+            epochs: Passes over the dataset.
+            files_per_buffer: Files in the shuffle buffer at a time, at least 1.
+            drop_last: Drop each epoch's last, smaller minibatch.
+            seed: An int, a `numpy.random.Generator`, or `None` for fresh entropy.
+
+        Returns:
+            An iterator of minibatches, each name to `[n, ...]` array.
+
+        Raises:
+            ValueError: If an argument is out of range.
+            MissingModelOutputError: When a file without `model_outs['actions']` is reached.
+            RolloutFileError: When a file is refused or does not conform to the spec.
+
+        Examples:
+            >>> import tempfile
+            >>> from trajkit.dataset import Dataset
+            >>> from trajkit.testing import example_rollout
+            >>> rollouts = [example_rollout(8, 2, seed=s, keys={"actions"}) for s in range(3)]
+            >>> with tempfile.TemporaryDirectory() as tmp:
+            ...     ds = Dataset.write(tmp, rollouts)
+            ...     batches = list(ds.transition_minibatches(10, gamma=0.99, n_step=3, seed=0))
+            >>> [len(b["reward"]) for b in batches], batches[0]["n_step_obs"].shape
+            ([10, 10, 10, 10, 8], (10, 4))
+        """
+        return transition_minibatches(
+            self,
+            minibatch_size,
+            gamma=gamma,
+            n_step=n_step,
+            epochs=epochs,
+            drop_last=drop_last,
+            seed=seed,
+            rollouts_per_buffer=files_per_buffer,
+        )
+
+
+def _list(root: str) -> list[Found]:
+    """The rollout files of the folder `root`, in walk order (`_walk_key` order)."""
+    found: list[Found] = []
+    for item in discover(root, empty_ok=True):  # no files yet is fine
+        if not isinstance(item, Found):
+            raise OSError(f"{item.path}: {item.problems[0]}")
+        found.append(item)
+    return found
 
 
 def _chain(first: Rollout, rest: Iterator[Rollout]) -> Iterator[Rollout]:

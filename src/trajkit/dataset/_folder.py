@@ -169,7 +169,7 @@ def read_spec(root: str) -> RolloutSpec:
     except FileNotFoundError:
         raise FileNotFoundError(
             f"{where}: no such file: a dataset pins its spec in {SPEC_FILE}; make one with "
-            "Dataset.create(path, spec)"
+            "Dataset.create(path, spec), or Dataset.adopt(path) for a folder of recordings"
         ) from None
 
 
