@@ -562,7 +562,7 @@ class _Reader:
 
         return MemberStream(self.file, info, self._data_start(info), fail, check_crc=check_crc)
 
-    def _read_json(self, info: zipfile.ZipInfo, *, empty: bytes | None = None) -> bytearray:
+    def _read_json(self, info: zipfile.ZipInfo, *, empty: bytes | None = None) -> bytes:
         """Read a whole JSON member, checking its CRC-32 and, as the bytes arrive, its budget.
 
         Memory grows with what arrives, and the bytes are refused as soon as decoding them
@@ -573,23 +573,25 @@ class _Reader:
         budget = json_budget(self.max_bytes)
         size = info.file_size
         exempt = empty is not None and size == len(empty)
-        cost = JsonCost()
         if budget is not None and not exempt and JsonCost.least(size) > budget:
             self._over_budget(info, budget, 0)
         stream = self._stream(info)
-        data = bytearray()
-        while len(data) < size:
-            piece = stream.read(min(IO_CHUNK, size - len(data)))
+        cost = JsonCost()
+        pieces: list[bytes | bytearray] = []
+        read = 0
+        while read < size:
+            piece = stream.read(min(IO_CHUNK, size - read))
             if not piece:
                 break
             cost.add(piece)
-            data += piece
-            if budget is not None and not exempt and cost.bound > budget:
-                self._over_budget(info, budget, len(data))
+            pieces.append(piece)
+            read += len(piece)
+            if budget is not None and not exempt and cost.over(budget):
+                self._over_budget(info, budget, read)
         stream.finish()
-        over = budget is not None and exempt and cost.bound > budget
-        if over and budget is not None and data != bytearray(empty or b""):
-            self._over_budget(info, budget, len(data))
+        data = b"".join(pieces)
+        if budget is not None and exempt and data != empty and cost.over(budget):
+            self._over_budget(info, budget, read)
         return data
 
     def _over_budget(self, info: zipfile.ZipInfo, budget: int, read: int) -> NoReturn:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import zipfile
 from collections.abc import Mapping
-from typing import IO, Any
+from typing import IO, Any, NoReturn
 
 import numpy as np
 
@@ -16,6 +16,7 @@ from trajkit._base.types import AnyArray
 from trajkit._core import tree as _tree
 from trajkit._io.atomic import PathLike, atomic_write, output_target
 from trajkit._io.infos import infos_to_json, sparse_infos_to_json
+from trajkit._io.jsonbudget import JSON_BUDGET_SHARE, MIN_JSON_BUDGET, JsonCost, json_budget
 from trajkit._io.metadata import (
     INFOS_MEMBER,
     MAX_METADATA_BYTES,
@@ -59,9 +60,10 @@ def save(
         rollout: The rollout to save.
         path: Where to write; an existing regular file is replaced.
         compress: Deflate the arrays and infos (`metadata.json` is always stored as is).
-        max_bytes: The same limit as `load`'s, on the contents uncompressed: a file over it
-            is not written, since `load` would refuse it with the same `max_bytes`. `None`
-            for no limit (then load it with `max_bytes=None` too).
+        max_bytes: The same limit as `load`'s, on the contents uncompressed and on the memory
+            that decoding the infos takes (its JSON budget): a file over either is not
+            written, since `load` would refuse it with the same `max_bytes`. `None` for no
+            limit (then load it with `max_bytes=None` too).
         recording: Where the rollout was recorded, for `trajkit lint --replay`: a
             [`Recording`][trajkit.lint.Recording] or its dict, such as
             [`RolloutRecorder.recording`][trajkit.gym.RolloutRecorder.recording]. Stored in the
@@ -73,7 +75,8 @@ def save(
             exactly (the message names it as `infos[t][b]['key']`), or an array has a dtype
             the format does not support (such as float128), or a model-output key is not valid
             Unicode, or `path` holds a NUL byte, or the file would be over `max_bytes`, or
-            `recording` is not a valid recording (a `pydantic.ValidationError`).
+            `recording` is not a valid recording (a `pydantic.ValidationError`), or the
+            infos would take more memory to decode than `load`'s JSON budget for `max_bytes`.
         OSError: If the file cannot be written; before anything is written, if `path` is a
             folder (`IsADirectoryError`), a FIFO, a device or a socket.
         pydantic.ValidationError: If the rollout no longer passes validation (in-place edits
@@ -125,14 +128,7 @@ def save(
             f"the metadata would take {len(meta_bytes)} bytes, over the format's limit of "
             f"{MAX_METADATA_BYTES} (too many or too long model-output keys)"
         )
-    total = len(meta_bytes) + len(infos)
-    total += sum(len(npy_header(array)) + array.nbytes for _, array in arrays)
-    if max_bytes is not None and total > max_bytes:
-        raise ValueError(
-            f"the file would hold {total} bytes uncompressed, over max_bytes={max_bytes}, so "
-            "load() would refuse it with the same limit; pass a larger max_bytes (or None) "
-            "here and to load()"
-        )
+    _check_limits(meta_bytes, infos, arrays, max_bytes)
 
     def write(file: IO[bytes]) -> None:
         with zipfile.ZipFile(file, "w", allowZip64=True) as archive:
@@ -142,6 +138,40 @@ def save(
             _write_bytes(archive, INFOS_MEMBER, infos, compress=compress)
 
     atomic_write(target, write)
+
+
+def _check_limits(
+    meta_bytes: bytes,
+    infos: bytes,
+    arrays: list[tuple[ArrayMember, AnyArray]],
+    max_bytes: int | None,
+) -> None:
+    """Refuse, before writing, what `load` would refuse with the same `max_bytes`."""
+    if max_bytes is None:
+        return
+    total = len(meta_bytes) + len(infos)
+    total += sum(len(npy_header(array)) + array.nbytes for _, array in arrays)
+    if total > max_bytes:
+        raise ValueError(
+            f"the file would hold {total} bytes uncompressed, over max_bytes={max_bytes}, so "
+            "load() would refuse it with the same limit; pass a larger max_bytes (or None) "
+            "here and to load()"
+        )
+    budget = json_budget(max_bytes)
+    for member, data in ((METADATA_MEMBER, meta_bytes), (INFOS_MEMBER, infos)):
+        cost = JsonCost.of(data)
+        if budget is not None and cost.over(budget):
+            _over_budget(member, cost.bound, budget, max_bytes)
+
+
+def _over_budget(member: str, bound: int, budget: int, max_bytes: int) -> NoReturn:
+    raise ValueError(
+        f"{member} would take {bound} bytes of memory to decode (as "
+        f"load() counts it), over the JSON budget of {budget} bytes for "
+        f"max_bytes={max_bytes} (max_bytes / {JSON_BUDGET_SHARE}, at least "
+        f"{MIN_JSON_BUDGET >> 20} MiB), so load() would refuse the file; pass a larger "
+        "max_bytes (or None) here and to load(), or keep per-step values in model_outs"
+    )
 
 
 def _prepare(
