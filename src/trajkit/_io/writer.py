@@ -178,17 +178,41 @@ def _prepare(
     rollout: Rollout, *, sparse_infos: bool, recording: Recording | None = None
 ) -> tuple[RolloutFileMetadata, list[tuple[ArrayMember, AnyArray]]]:
     """Check every array can be stored; return the metadata and the (member, array) pairs."""
-    sources: dict[str, AnyArray | None] = {
+    sources = _plain_fields(rollout)
+    outs = rollout.model_outs.arrays  # built once: each access walks every key
+    trees = _tree_fields(rollout)
+    _check_storable(_named_arrays(trees, sources, outs))
+    _check_keys(outs)
+    metadata = RolloutFileMetadata.from_rollout(
+        rollout, sparse_infos=sparse_infos, recording=recording
+    )
+    return metadata, _pair_members(metadata, trees, sources, outs)
+
+
+def _plain_fields(rollout: Rollout) -> dict[str, AnyArray | None]:
+    """The fields stored as one array each, `None` where unset."""
+    return {
         "rews": rollout.rews,
         "dones": rollout.dones,
         "truncated": rollout.truncated,
         "final_values": rollout.final_values,
     }
-    outs = rollout.model_outs.arrays  # built once: each access walks every key
+
+
+def _tree_fields(rollout: Rollout) -> dict[str, Any]:
+    """The fields stored as one array per leaf."""
     trees = {"states": rollout.states, "obses": rollout.obses}
     if rollout.final_obses is not None:
         trees["final_obses"] = rollout.final_obses
-    leaves = {name: [leaf for _, leaf in _tree.flatten(tree)] for name, tree in trees.items()}
+    return trees
+
+
+def _named_arrays(
+    trees: Mapping[str, Any],
+    sources: Mapping[str, AnyArray | None],
+    outs: Mapping[str, AnyArray],
+) -> list[tuple[str, AnyArray]]:
+    """Every array the file would hold, named as a message names it."""
     named = [
         (_tree.format_path(name, path), leaf)
         for name, tree in trees.items()
@@ -196,6 +220,11 @@ def _prepare(
     ]
     named += [(n, a) for n, a in sources.items() if a is not None]
     named += [(f"model_outs[{k!r}]", a) for k, a in outs.items()]
+    return named
+
+
+def _check_storable(named: list[tuple[str, AnyArray]]) -> None:
+    """Refuse a dtype the format cannot store, or a bool array holding other bytes."""
     for name, array in named:
         if dtype_name(array.dtype) not in SUPPORTED_DTYPES:
             raise ValueError(
@@ -207,15 +236,25 @@ def _prepare(
                 f"{name} is a bool array holding bytes other than 0 and 1 (made with "
                 ".view(bool)?), which the file format refuses; use .astype(bool)"
             )
+
+
+def _check_keys(outs: Mapping[str, AnyArray]) -> None:
+    """Refuse a model-output key that UTF-8 cannot encode (a lone surrogate)."""
     for key in outs:
         try:
             key.encode("utf-8")
         except UnicodeEncodeError:
             raise ValueError(f"model_outs key {key!r} is not valid Unicode") from None
-    metadata = RolloutFileMetadata.from_rollout(
-        rollout, sparse_infos=sparse_infos, recording=recording
-    )
-    pending = {name: iter(arrays) for name, arrays in leaves.items()}
+
+
+def _pair_members(
+    metadata: RolloutFileMetadata,
+    trees: Mapping[str, Any],
+    sources: Mapping[str, AnyArray | None],
+    outs: Mapping[str, AnyArray],
+) -> list[tuple[ArrayMember, AnyArray]]:
+    """Each member the metadata lists, with the array it holds."""
+    pending = {name: (leaf for _, leaf in _tree.flatten(tree)) for name, tree in trees.items()}
     pairs: list[tuple[ArrayMember, AnyArray]] = []
     for member in metadata.arrays():
         if member.key is not None:
@@ -228,7 +267,7 @@ def _prepare(
                 raise ValueError(f"{member.field} is missing")
             array = source
         pairs.append((member, array))
-    return metadata, pairs
+    return pairs
 
 
 def _write_bytes(archive: zipfile.ZipFile, name: str, data: bytes, *, compress: bool) -> None:
