@@ -286,7 +286,8 @@ def to_minari(
         action_space = _action_space(spaces, items)
     items = [_in_spaces(r, observation_space, action_space) for r in items]
     episodes = _episodes(items)
-    buffers = [_buffer(i, *episode) for i, episode in enumerate(episodes)]
+    # One episode's copy at a time: Minari writes the buffers as it iterates over them.
+    buffers = (_buffer(i, *episode) for i, episode in enumerate(episodes))
     create = minari.create_dataset_from_buffers
     defaults: dict[str, Any] = {"data_format": "arrow"}
     if "jpeg_encoding" in inspect.signature(create).parameters:
@@ -418,7 +419,18 @@ def _in_spaces(rollout: Rollout, observation_space: Any, action_space: Any) -> R
     outs = {**rollout.model_outs.arrays, "actions": np.concatenate([fitted, fitted[-1:]])}
     if not T:
         outs["actions"] = actions
-    return rollout.replace(obses=obses, model_outs=outs, final_obses=finals)
+    return Rollout(  # not copied (`replace` would): only read, to write the dataset
+        states=rollout.states,
+        obses=obses,
+        rews=rollout.rews,
+        dones=rollout.dones,
+        infos=None,  # not exported
+        model_outs=outs,
+        truncated=rollout.truncated,
+        final_values=rollout.final_values,
+        final_obses=finals,
+        copy=False,
+    )
 
 
 def _fit(space: Any, tree: Any, path: _tree.Path, what: str, axes: str = "tb") -> Any:
@@ -477,13 +489,23 @@ def _bounds(space: Any) -> tuple[AnyArray, AnyArray]:
     return np.zeros(space.shape, int), np.ones(space.shape, int)
 
 
+_BOUNDS_CHUNK = 1 << 20  # values compared with a space's bounds at a time
+
+
 def _check_bounds(values: AnyArray, space: Any, name: str, axes: str) -> None:
     """Refuse the first value outside the space's bounds, naming its position."""
     low, high = _bounds(space)
-    outside = (values < low) | (values > high)
-    if not outside.any():
+    rows = max(1, _BOUNDS_CHUNK // max(1, values[:1].size))  # bounded temporaries
+    for start in range(0, len(values), rows):
+        part = values[start : start + rows]
+        outside = (part < low) | (part > high)
+        if outside.any():
+            first = np.argwhere(outside)[0]
+            first[0] += start
+            break
+    else:
         return
-    where = tuple(int(i) for i in np.argwhere(outside)[0])
+    where = tuple(int(i) for i in first)
     cell = where[len(axes) :]
     lo, hi = np.broadcast_to(low, space.shape)[cell], np.broadcast_to(high, space.shape)[cell]
     at = f"[{', '.join(map(str, cell))}] " if cell else ""
