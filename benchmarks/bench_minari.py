@@ -53,7 +53,7 @@ def buffers(r: trajkit.Rollout) -> list[Any]:
     repeated as the final one, as `to_minari` does without `final_obses`)."""
     from minari.data_collector import EpisodeBuffer
 
-    out = []
+    out: list[Any] = []
     actions = r.model_outs.arrays["actions"]
     for b in range(B):
         starts = [0, *(t for t in range(1, T) if r.dones[t, b] == 1), T]
