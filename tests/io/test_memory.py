@@ -6,11 +6,11 @@ the JSON budget's count of the infos it decodes, plus 32 MiB. Each case runs `lo
 interpreter and reads its peak resident size (see `CHILD`).
 
 Measured (Linux, CPython 3.11): 128 MiB of arrays took 128.6 MiB, stored or deflated (the test
-loads 64 MiB); 16 MiB of arrays and 32,768 infos took 26 MiB (the budget counts 54 MiB for the
-infos). Issue 26: a 240 KB file whose deflated `infos.json` inflates to 240 MB of numbers took
-2,749 MiB and loaded; it is now refused by the JSON budget before it is decoded, taking nothing
-measurable. A 64 KiB `.npy` header of 21,000 dimensions took 17 MiB to refuse (four such
-headers, 30 MiB); now nothing measurable.
+loads 64 MiB); 16 MiB of arrays and 32,768 infos took 26 MiB (the budget counted 54 MiB for the
+infos, 17 MiB since issue 34). Issue 26: a 240 KB file whose deflated `infos.json` inflates
+to 240 MB of numbers took 2,749 MiB and loaded; it is now refused by the JSON budget before it
+is decoded, holding only the bytes read. A 64 KiB `.npy` header of 21,000 dimensions took
+17 MiB to refuse (four such headers, 30 MiB); now nothing measurable.
 """
 
 from __future__ import annotations
