@@ -52,6 +52,8 @@ Examples:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import importlib
 import inspect
 import os
 import shutil
@@ -71,7 +73,7 @@ from trajkit._io.atomic import fsync_path
 from trajkit._models.rollout import Rollout
 from trajkit._models.rules import FIELD_RULES, conform_into, lossless
 
-__all__ = ["from_minari", "to_minari"]
+__all__ = ["MinariDatasetError", "from_minari", "to_minari"]
 
 
 def _import(name: str) -> Any:
@@ -272,17 +274,20 @@ def to_minari(
     for r in items:
         if "actions" not in r.model_outs.arrays:
             raise ValueError("to_minari needs model_outs['actions'] in every rollout")
-    if metadata.get("env") is not None and (observation_space is None or action_space is None):
-        env_observations, env_actions = _env_spaces(metadata["env"])
-        observation_space = observation_space or env_observations
-        action_space = action_space or env_actions
+    if metadata.get("env") is not None:
+        if observation_space is None or action_space is None:
+            env_observations, env_actions = _env_spaces(metadata["env"])
+            observation_space = observation_space or env_observations
+            action_space = action_space or env_actions
+        metadata["env"] = _storable_env(metadata["env"])
     if observation_space is None:
         observation_space = _obs_space(spaces, items[0].obses)
     if action_space is None:
         action_space = _action_space(spaces, items)
     items = [_in_spaces(r, observation_space, action_space) for r in items]
     episodes = _episodes(items)
-    buffers = [_buffer(i, *episode) for i, episode in enumerate(episodes)]
+    # One episode's copy at a time: Minari writes the buffers as it iterates over them.
+    buffers = (_buffer(i, *episode) for i, episode in enumerate(episodes))
     create = minari.create_dataset_from_buffers
     defaults: dict[str, Any] = {"data_format": "arrow"}
     if "jpeg_encoding" in inspect.signature(create).parameters:
@@ -315,6 +320,33 @@ def _env_spaces(env: Any) -> tuple[Any, Any]:
         return made.observation_space, made.action_space
     finally:
         made.close()
+
+
+def _storable_env(env: Any) -> Any:
+    """`env` as Minari can store it, as JSON.
+
+    An env registered with a callable entry point (a class or function, which Gymnasium cannot
+    write as JSON) becomes a copy of its spec naming that callable as `"module:name"`, which
+    `gymnasium.make` imports back.
+    """
+    gymnasium = _import("gymnasium")
+    spec = gymnasium.spec(env) if isinstance(env, str) else getattr(env, "spec", env)
+    entry = getattr(spec, "entry_point", None)
+    if not callable(entry):
+        return env
+    name = f"{entry.__module__}:{entry.__qualname__}"
+    module = importlib.import_module(entry.__module__)
+    found: Any = module
+    for part in entry.__qualname__.split("."):
+        found = getattr(found, part, None)
+    if found is not entry:
+        raise ValueError(
+            f"the env {spec.id!r} is registered with the entry point {entry!r}, which cannot "
+            "be stored (Minari stores the env spec as JSON, naming its entry point as "
+            "'module:name'); register it with an importable class or function, or pass "
+            "observation_space= and action_space= instead of env="
+        )
+    return dataclasses.replace(spec, entry_point=name)
 
 
 def _write_staged(dataset_id: str, write: Callable[[], None]) -> None:
@@ -387,7 +419,18 @@ def _in_spaces(rollout: Rollout, observation_space: Any, action_space: Any) -> R
     outs = {**rollout.model_outs.arrays, "actions": np.concatenate([fitted, fitted[-1:]])}
     if not T:
         outs["actions"] = actions
-    return rollout.replace(obses=obses, model_outs=outs, final_obses=finals)
+    return Rollout(  # not copied (`replace` would): only read, to write the dataset
+        states=rollout.states,
+        obses=obses,
+        rews=rollout.rews,
+        dones=rollout.dones,
+        infos=None,  # not exported
+        model_outs=outs,
+        truncated=rollout.truncated,
+        final_values=rollout.final_values,
+        final_obses=finals,
+        copy=False,
+    )
 
 
 def _fit(space: Any, tree: Any, path: _tree.Path, what: str, axes: str = "tb") -> Any:
@@ -397,18 +440,8 @@ def _fit(space: Any, tree: Any, path: _tree.Path, what: str, axes: str = "tb") -
     """
     spaces = _import("gymnasium.spaces")
     name = _tree.format_path(what, path)
-    if isinstance(space, spaces.Dict):
-        if not isinstance(tree, dict) or set(tree) != set(space.spaces):
-            got = sorted(tree) if isinstance(tree, dict) else type(tree).__name__
-            raise ValueError(f"{name} have keys {got}, the space {sorted(space.spaces)}")
-        return {key: _fit(sub, tree[key], (*path, key), what, axes) for key, sub in space.items()}
-    if isinstance(space, spaces.Tuple):
-        if not isinstance(tree, tuple) or len(tree) != len(space.spaces):
-            got = f"{len(tree)} items" if isinstance(tree, tuple) else type(tree).__name__
-            raise ValueError(f"{name} have {got}; the space is a Tuple of {len(space.spaces)}")
-        return tuple(
-            _fit(sub, tree[i], (*path, i), what, axes) for i, sub in enumerate(space.spaces)
-        )
+    if isinstance(space, spaces.Dict | spaces.Tuple):
+        return _fit_nested(space, tree, path, what, axes)
     if isinstance(tree, dict | tuple):
         raise ValueError(f"{name} are nested, but the space is {space}")
     if not isinstance(
@@ -425,26 +458,62 @@ def _fit(space: Any, tree: Any, path: _tree.Path, what: str, axes: str = "tb") -
             f"{name} have shape {tree.shape[lead:]} {per}, the space {space} has {space.shape}"
         )
     values = lossless(tree, np.dtype(space.dtype), name, axes=axes)
-    if isinstance(space, spaces.Box):
-        low, high = space.low, space.high
-    elif isinstance(space, spaces.Discrete):
-        low, high = np.asarray(space.start), np.asarray(space.start + space.n - 1)
-    elif isinstance(space, spaces.MultiDiscrete):
-        low, high = np.asarray(space.start), space.start + space.nvec - 1
-    else:
-        low, high = np.zeros(space.shape, int), np.ones(space.shape, int)
-    outside = (values < low) | (values > high)
-    if outside.any():
-        where = tuple(int(i) for i in np.argwhere(outside)[0])
-        cell = where[lead:]
-        lo, hi = np.broadcast_to(low, space.shape)[cell], np.broadcast_to(high, space.shape)[cell]
-        at = f"[{', '.join(map(str, cell))}] " if cell else ""
-        position = ", ".join(f"{axis}={i}" for axis, i in zip(axes, where, strict=False))
-        raise ValueError(
-            f"{name} hold {values[where].item()!r} {at}at ({position}), outside the space's "
-            f"bounds [{lo.item()!r}, {hi.item()!r}] ({space})"
-        )
+    _check_bounds(values, space, name, axes)
     return values
+
+
+def _fit_nested(space: Any, tree: Any, path: _tree.Path, what: str, axes: str) -> Any:
+    """`_fit` of a Dict or Tuple space: the same keys or length, each item fitted."""
+    spaces = _import("gymnasium.spaces")
+    name = _tree.format_path(what, path)
+    if isinstance(space, spaces.Dict):
+        if not isinstance(tree, dict) or set(tree) != set(space.spaces):
+            got = sorted(tree) if isinstance(tree, dict) else type(tree).__name__
+            raise ValueError(f"{name} have keys {got}, the space {sorted(space.spaces)}")
+        return {key: _fit(sub, tree[key], (*path, key), what, axes) for key, sub in space.items()}
+    if not isinstance(tree, tuple) or len(tree) != len(space.spaces):
+        got = f"{len(tree)} items" if isinstance(tree, tuple) else type(tree).__name__
+        raise ValueError(f"{name} have {got}; the space is a Tuple of {len(space.spaces)}")
+    return tuple(_fit(sub, tree[i], (*path, i), what, axes) for i, sub in enumerate(space.spaces))
+
+
+def _bounds(space: Any) -> tuple[AnyArray, AnyArray]:
+    """The least and greatest value of a Box, Discrete, MultiDiscrete or MultiBinary space."""
+    spaces = _import("gymnasium.spaces")
+    if isinstance(space, spaces.Box):
+        return space.low, space.high
+    if isinstance(space, spaces.Discrete):
+        return np.asarray(space.start), np.asarray(space.start + space.n - 1)
+    if isinstance(space, spaces.MultiDiscrete):
+        return np.asarray(space.start), space.start + space.nvec - 1
+    return np.zeros(space.shape, int), np.ones(space.shape, int)
+
+
+_BOUNDS_CHUNK = 1 << 20  # values compared with a space's bounds at a time
+
+
+def _check_bounds(values: AnyArray, space: Any, name: str, axes: str) -> None:
+    """Refuse the first value outside the space's bounds, naming its position."""
+    low, high = _bounds(space)
+    rows = max(1, _BOUNDS_CHUNK // max(1, values[:1].size))  # bounded temporaries
+    for start in range(0, len(values), rows):
+        part = values[start : start + rows]
+        outside = (part < low) | (part > high)
+        if outside.any():
+            first = np.argwhere(outside)[0]
+            first[0] += start
+            break
+    else:
+        return
+    where = tuple(int(i) for i in first)
+    cell = where[len(axes) :]
+    lo, hi = np.broadcast_to(low, space.shape)[cell], np.broadcast_to(high, space.shape)[cell]
+    at = f"[{', '.join(map(str, cell))}] " if cell else ""
+    position = ", ".join(f"{axis}={i}" for axis, i in zip(axes, where, strict=False))
+    raise ValueError(
+        f"{name} hold {values[where].item()!r} {at}at ({position}), outside the space's "
+        f"bounds [{lo.item()!r}, {hi.item()!r}] ({space})"
+    )
 
 
 def from_minari(dataset: Any) -> list[Rollout]:
@@ -466,6 +535,8 @@ def from_minari(dataset: Any) -> list[Rollout]:
 
     Raises:
         ImportError: If minari is not installed.
+        MinariDatasetError: If a file, a metadata field or an episode's data that the
+            dataset declares is missing (a `ValueError`).
         ValueError: Naming the episode and what is wrong with it.
 
     Examples:
@@ -481,16 +552,80 @@ def from_minari(dataset: Any) -> list[Rollout]:
         (6, True)
     """
     minari = _import("minari")
-    if isinstance(dataset, str):
-        dataset = minari.load_dataset(dataset)
-    space = dataset.observation_space
-    rollouts = []
-    for episode in dataset.iterate_episodes():
-        try:
-            rollouts.append(_episode_rollout(episode, space))
-        except ValueError as exc:
-            raise ValueError(f"episode {episode.id}: {exc}") from None
-    return rollouts
+    name = dataset if isinstance(dataset, str) else _dataset_name(dataset)
+    with _refusing(name):
+        if isinstance(dataset, str):
+            try:
+                dataset = minari.load_dataset(dataset)
+            except ValueError as exc:  # Minari's own refusals: no data, a malformed id, ...
+                raise MinariDatasetError(name, str(exc)) from None
+        space = dataset.observation_space
+        return [
+            _read_episode(dataset, int(index), space, name) for index in dataset.episode_indices
+        ]
+
+
+class MinariDatasetError(ValueError):
+    """A Minari dataset that cannot be read as it declares itself.
+
+    A file, a field of its metadata or an episode's data is missing (or malformed).
+
+    Attributes:
+        dataset_id: The dataset (its id, or its path where it has none).
+
+    Examples:
+        >>> str(MinariDatasetError("me/run-v0", "episode 3 has no data"))
+        "Minari dataset 'me/run-v0': episode 3 has no data"
+    """
+
+    def __init__(self, dataset_id: str, reason: str) -> None:
+        self.dataset_id = dataset_id
+        self.reason = reason
+        super().__init__(f"Minari dataset {dataset_id!r}: {reason}")
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.dataset_id, self.reason))
+
+
+def _dataset_name(dataset: Any) -> str:
+    with contextlib.suppress(Exception):
+        return str(dataset.spec.dataset_id)
+    return repr(dataset)
+
+
+@contextlib.contextmanager
+def _refusing(name: str) -> Iterator[None]:
+    """Turn what Minari raises for a dataset missing a file or a field into a refusal."""
+    try:
+        yield
+    except FileNotFoundError as exc:
+        raise MinariDatasetError(name, f"{exc.filename or exc} is missing") from None
+    except KeyError as exc:
+        what = exc.args[0] if exc.args else exc
+        raise MinariDatasetError(name, f"missing from its metadata or data: {what}") from None
+    except (AssertionError, IndexError, TypeError, OSError) as exc:
+        raise MinariDatasetError(
+            name, f"its metadata or data is malformed ({type(exc).__name__}: {exc})"
+        ) from None
+
+
+def _read_episode(dataset: Any, index: int, space: Any, name: str) -> Rollout:
+    """Episode `index` as a rollout, read alone: Minari pairs ids with the data it finds."""
+    try:
+        found = list(dataset.iterate_episodes([index]))
+    except FileNotFoundError as exc:
+        found = [f"{exc.filename or exc} is missing"]
+    if len(found) != 1 or isinstance(found[0], str):
+        missing = f" ({found[0]})" if found and isinstance(found[0], str) else ""
+        raise MinariDatasetError(
+            name,
+            f"episode {index} has no data{missing}, but the dataset declares "
+            f"{dataset.total_episodes} episodes (total_episodes)",
+        )
+    try:
+        return _episode_rollout(found[0], space)
+    except ValueError as exc:
+        raise ValueError(f"episode {index}: {exc}") from None
 
 
 def _episode_rollout(episode: Any, space: Any) -> Rollout:

@@ -6,16 +6,17 @@ the JSON budget's count of the infos it decodes, plus 32 MiB. Each case runs `lo
 interpreter and reads its peak resident size (see `CHILD`).
 
 Measured (Linux, CPython 3.11): 128 MiB of arrays took 128.6 MiB, stored or deflated (the test
-loads 64 MiB); 16 MiB of arrays and 32,768 infos took 26 MiB (the budget counts 54 MiB for the
-infos). Issue 26: a 240 KB file whose deflated `infos.json` inflates to 240 MB of numbers took
-2,749 MiB and loaded; it is now refused by the JSON budget before it is decoded, taking nothing
-measurable. A 64 KiB `.npy` header of 21,000 dimensions took 17 MiB to refuse (four such
-headers, 30 MiB); now nothing measurable.
+loads 64 MiB); 16 MiB of arrays and 32,768 infos took 26 MiB (the budget counted 54 MiB for the
+infos, 17 MiB since issue 34). Issue 26: a 240 KB file whose deflated `infos.json` inflates
+to 240 MB of numbers took 2,749 MiB and loaded; it is now refused by the JSON budget before it
+is decoded, holding only the bytes read. A 64 KiB `.npy` header of 21,000 dimensions took
+17 MiB to refuse (four such headers, 30 MiB); now nothing measurable.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import zipfile
@@ -25,6 +26,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import trajkit
 from tests.io.test_round_trips import rollout_with
 from trajkit import Rollout, save
 from trajkit._io.jsonbudget import JsonCost
@@ -123,7 +125,9 @@ def test_an_infos_bomb_is_refused_before_it_is_decoded(tmp_path: Path, warm: Pat
     assert path.stat().st_size < 300_000
     grown, outcome = growth(path, warm)
     assert "member infos.json: decoding it would take more than 536870912 bytes" in outcome
-    assert grown <= SLACK, grown
+    read = int(re.search(r"its first (\d+) of", outcome)[1])  # type: ignore[index]
+    assert read < 48 * MIB  # refused at an eighth of what it holds
+    assert grown <= read + SLACK, (grown, read)  # the bytes read so far, nothing decoded
 
 
 @pytest.mark.parametrize("padding", [b" ", b"1, "])
@@ -196,3 +200,78 @@ def test_loading_takes_what_the_result_holds(
     assert outcome == "loaded"
     bound = ARRAY_FACTOR * arrays + (cost.bound if infos else 0) + SLACK
     assert grown <= bound, (grown, bound, arrays, cost.bound, json.dumps(r.infos[0][0]))
+
+
+INFO_SHAPES: dict[str, Callable[[int, int], dict[str, object]]] = {
+    "two numbers (issue 34)": lambda t, b: {"lives": 3, "score": 1.5 * t},
+    "Atari": lambda t, b: {
+        "lives": 3,
+        "episode_frame_number": 4 * t,
+        "frame_number": 4 * t + b,
+        "TimeLimit.truncated": False,
+    },
+    "a string": lambda t, b: {"tag": f"t{t}-{b}"},
+    "not ASCII": lambda t, b: {"tag": f"é{t}"},
+    "a list of floats": lambda t, b: {"x": [0.5 * t, 1.5, 2.5, 3.5]},
+    "distinct keys": lambda t, b: {f"k{t}-{b}": 1.5},
+    "sparse": lambda t, b: {"lives": 3, "score": 0.5 * t} if (t + b) % 2 else {},
+}
+INFO_T, INFO_B = 32768, 8  # 262,144 infos
+
+
+@pytest.mark.parametrize("shape", list(INFO_SHAPES))
+def test_the_json_budget_counts_at_most_1_5_times_what_decoding_takes(
+    tmp_path: Path, warm: Path, shape: str
+) -> None:
+    """Issue 34: the count was about 3 times the peak, so that a rollout of 524k two-key infos
+    saved but did not load. Now: peak <= count + SLACK, and count <= 1.5 * peak.
+
+    Measured (CPython 3.11, 262k infos; count / peak): two numbers 1.34, Atari 1.43, a string
+    1.14, not ASCII 1.35, a list of floats 1.08, distinct keys 1.14, sparse 1.18.
+    """
+    info = INFO_SHAPES[shape]
+    T, B = INFO_T, INFO_B
+    r = Rollout(
+        obses=np.zeros((T + 1, B, 1), np.float32),
+        states=np.zeros((T + 1, B, 0), np.float32),
+        rews=np.zeros((T, B), np.float32),
+        dones=np.zeros((T + 1, B), np.float32),
+        infos=[[info(t, b) for b in range(B)] for t in range(T)],
+        model_outs={},
+    )
+    path = tmp_path / "r.npz"
+    save(r, path)
+    with zipfile.ZipFile(path) as archive:
+        count = JsonCost.of(archive.read("infos.json")).bound
+        sparse = archive.read("infos.json").startswith(b'{"entries"')
+    grown, outcome = growth(path, warm)
+    assert outcome == "loaded"
+    # A sparse file's empty infos are made, not decoded: a dict and its slot each.
+    made = 72 * (T * B - sum(1 for row in r.infos for item in row if item)) if sparse else 0
+    decoded = grown - sum(a.nbytes for a in (r.obses, r.rews, r.dones)) - made
+    assert decoded <= count + SLACK, (decoded, count)
+    assert count <= 1.5 * decoded, (count / decoded, decoded, count)
+
+
+def test_the_rollout_of_issue_34_saves_and_loads_at_the_defaults(tmp_path: Path) -> None:
+    """524,288 steps with two-key infos: saved, then refused by `load` and `validate`."""
+    T, B = 65536, 8
+    r = Rollout(
+        obses=np.zeros((T + 1, B, 1), np.float32),
+        states=np.zeros((T + 1, B, 0), np.float32),
+        rews=np.zeros((T, B), np.float32),
+        dones=np.zeros((T + 1, B), np.float32),
+        infos=[[{"lives": 3, "score": 1.5 * t} for _ in range(B)] for t in range(T)],
+        model_outs={},
+    )
+    for compress in (False, True):
+        path = tmp_path / f"r{compress}.npz"
+        save(r, path, compress=compress)
+        assert trajkit.load(path) == r
+    done = subprocess.run(
+        [sys.executable, "-m", "trajkit", "validate", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr

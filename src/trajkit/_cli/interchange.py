@@ -6,6 +6,7 @@ import argparse
 import os
 import sys
 
+from trajkit._base.errors import RolloutFileError
 from trajkit._cli.common import (
     UsageError,
     check_folder,
@@ -18,6 +19,7 @@ from trajkit._cli.common import (
 )
 from trajkit._io.discovery import SUFFIX
 from trajkit._io.files import save
+from trajkit._io.reader import _check_regular as check_regular
 
 
 def export_command(args: argparse.Namespace) -> int:
@@ -39,12 +41,25 @@ def export_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_input(path: str) -> None:
+    """Refuse a folder, FIFO or device as `validate` does; a missing path is pyarrow's to name."""
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return
+    check_regular(mode, path)
+
+
 def import_command(args: argparse.Namespace) -> int:
     import trajkit.arrow as arrow
 
     check_folder(args.out)
     try:
+        _check_input(args.path)  # before pyarrow opens it: opening a FIFO would block
         rollouts = arrow.read_parquet(args.path)
+    except RolloutFileError as exc:
+        print(printable(f"{args.path}: invalid: {one_line(exc.reason)}"), file=sys.stderr)
+        return 1
     except (ValueError, OSError) as exc:
         print(printable(f"{args.path}: invalid: {one_line(str(exc))}"), file=sys.stderr)
         return 1

@@ -7,9 +7,10 @@ would load as lists), arrays, NaN, infinities, bytes and other objects are refus
 
 The writer and the reader share every rule: `infos_to_json` refuses what `infos_from_json`
 would refuse, and the reader refuses what the writer would, so `save(load(f))` works for every
-file that loads. Reading is bounded: the brackets of `infos.json` are counted before it is
-decoded (`check_infos_json`), so that decoding cannot take memory out of proportion to its
-size, and infos that are all empty dicts are built without decoding.
+file that loads. Reading is bounded: the memory that decoding `infos.json` takes is counted on
+its bytes before it is decoded (`jsonbudget`, the one memory rule for JSON, which the reader
+and `save` apply), its nesting is checked on the bytes too (`check_infos_json`), and infos
+that are all empty dicts are built without decoding.
 """
 
 from __future__ import annotations
@@ -25,10 +26,8 @@ from typing import Any, overload
 import numpy as np
 
 __all__ = [
-    "BYTES_PER_NESTED",
     "MAX_DEPTH",
     "MAX_INT_DIGITS",
-    "NESTED_ALLOWANCE",
     "check_infos_json",
     "infos_from_json",
     "info_entries",
@@ -43,13 +42,6 @@ MAX_DEPTH = 64
 
 MAX_INT_DIGITS = 4300
 """The most digits an integer in infos may have (Python's default `int_max_str_digits`)."""
-
-NESTED_ALLOWANCE = 4096
-"""`{` and `[` bytes allowed in `infos.json` besides its rows and info dicts, on top of
-one per `BYTES_PER_NESTED` bytes."""
-
-BYTES_PER_NESTED = 16
-"""Bytes of `infos.json` per further `{` or `[` allowed (see `check_infos_json`)."""
 
 _INT_BOUND = 10**MAX_INT_DIGITS  # an int has more than MAX_INT_DIGITS digits iff |int| >= this
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")  # how a surrogate gets into JSON text
@@ -223,14 +215,12 @@ def _nesting_depth(data: bytes | bytearray) -> int:
 
 
 def check_infos_json(data: bytes | bytearray, num_steps: int, batch_size: int) -> None:
-    """The rules on the bytes of `infos.json` that the writer and the reader share.
+    """The rule on the bytes of `infos.json` that the writer and the reader share.
 
-    `infos.json` may hold at most `NESTED_ALLOWANCE` (4,096) plus one per `BYTES_PER_NESTED`
-    (16) bytes of `{` and `[` besides the T * B info objects and the T + 1 arrays around them
-    (brackets inside strings count too): decoded, each list or dict takes 50 to 200 bytes, so
-    densely nested infos would take memory far out of proportion to the file. This is checked
-    on the bytes, before anything is decoded. Lists and dicts are nested at most `MAX_DEPTH`
-    levels inside an info dict.
+    Lists and dicts are nested at most `MAX_DEPTH` levels inside an info dict. This is checked
+    on the bytes, before anything is decoded (and only where there are that many `{` and `[`
+    besides the T * B info objects and the T + 1 arrays around them). The memory that decoding
+    takes is bounded by the JSON budget (`jsonbudget`), not here.
 
     Args:
         data: The UTF-8 JSON text.
@@ -238,42 +228,24 @@ def check_infos_json(data: bytes | bytearray, num_steps: int, batch_size: int) -
         batch_size: B.
 
     Raises:
-        ValueError: If the text breaks either rule.
+        ValueError: If the text nests too deeply.
 
     Examples:
         >>> check_infos_json(b'[[{"a":[1,2]},{}]]', 1, 2)
-        >>> check_infos_json(b"[[{}]]" + b"[" * 5000, 1, 1)  # doctest: +ELLIPSIS
-        Traceback (most recent call last):
-        ...
-        ValueError: infos.json holds 5000 '{' and '[' bytes besides its 1 info dicts ...
         >>> check_infos_json(b'[[{"a":' + b"[" * 70 + b"]" * 70 + b"}]]", 1, 1)
         Traceback (most recent call last):
         ...
         ValueError: infos.json nests lists and dicts more than 64 levels deep
     """
-    _nested_brackets(data, num_steps, batch_size)
+    _check_depth(data, num_steps * batch_size + num_steps + 1, levels=2)
 
 
-def _nested_brackets(data: bytes | bytearray, num_steps: int, batch_size: int) -> int:
-    """Check the rules of `check_infos_json`; return the count of further `{` and `[`."""
-    besides = f"its {num_steps * batch_size} info dicts and {num_steps + 1} arrays of rows"
-    return _bracket_budget(data, num_steps * batch_size + num_steps + 1, besides, levels=2)
-
-
-def _bracket_budget(data: bytes | bytearray, structural: int, besides: str, levels: int) -> int:
-    """Refuse brackets beyond the budget, or info dicts (`levels` deep) nested too deeply.
+def _check_depth(data: bytes | bytearray, structural: int, levels: int) -> int:
+    """Refuse info dicts (`levels` deep) nested more than `MAX_DEPTH` levels.
 
     Returns the count of `{` and `[` besides the `structural` ones.
     """
     nested = data.count(b"{") + data.count(b"[") - structural
-    limit = NESTED_ALLOWANCE + len(data) // BYTES_PER_NESTED
-    if nested > limit:
-        raise ValueError(
-            f"infos.json holds {nested} '{{' and '[' bytes besides {besides}, more than the "
-            f"{limit} the format allows ({NESTED_ALLOWANCE} plus one per {BYTES_PER_NESTED} "
-            "bytes): lists and dicts nested this densely would take far more memory than the "
-            "file; store per-step arrays in model_outs"
-        )
     if nested >= MAX_DEPTH and _nesting_depth(data) > MAX_DEPTH + levels:
         raise ValueError(f"infos.json nests lists and dicts more than {MAX_DEPTH} levels deep")
     return nested
@@ -290,7 +262,7 @@ def infos_to_json(infos: Sequence[Sequence[Mapping[str, Any]]]) -> bytes:
 
     Raises:
         ValueError: For the first value that JSON cannot store exactly, naming it as
-            `infos[t][b]['key']...`, or infos that break `check_infos_json`.
+            `infos[t][b]['key']...`, or infos nested more deeply than `check_infos_json` allows.
 
     Examples:
         >>> import numpy as np
@@ -426,7 +398,7 @@ def infos_from_json(
         ...
         ValueError: infos.json holds 1 rows, expected T=2
     """
-    nested = _nested_brackets(data, num_steps, batch_size)
+    nested = _check_depth(data, num_steps * batch_size + num_steps + 1, levels=2)
     empty_size = 3 * num_steps * batch_size + 2 * num_steps + 1 if num_steps else 2
     if len(data) == empty_size and data == _all_empty(num_steps, batch_size):
         if none_if_empty:
@@ -554,13 +526,13 @@ def sparse_infos_to_json(infos: Sequence[Sequence[Mapping[str, Any]]] | None) ->
         raise  # pragma: no cover - infos_to_json refuses the same values
     if not _ints_bounded_by_python():
         infos_to_json(infos)  # names an int of more than MAX_INT_DIGITS digits
-    _sparse_budget(data, len(entries))  # the rule the reader applies, on the bytes
+    _sparse_depth(data, len(entries))  # the rule the reader applies, on the bytes
     return data
 
 
-def _sparse_budget(data: bytes | bytearray, entries: int) -> int:
-    """The bracket budget of the sparse form, for a given number of entries."""
-    return _bracket_budget(data, 2 + 2 * entries, "its entries", levels=3)
+def _sparse_depth(data: bytes | bytearray, entries: int) -> int:
+    """The nesting rule of the sparse form, for a given number of entries."""
+    return _check_depth(data, 2 + 2 * entries, levels=3)
 
 
 def sparse_infos_from_json(
@@ -569,7 +541,7 @@ def sparse_infos_from_json(
     """Decode a version 3 `infos.json`, refusing anything `sparse_infos_to_json` would not write.
 
     Entries are `[t, b, info]` with integers `0 <= t < T`, `0 <= b < B`, a non-empty object, in
-    strictly increasing (t, b) order. The bracket budget of `check_infos_json` holds for the
+    strictly increasing (t, b) order. The nesting rule of `check_infos_json` holds for the
     entries there are; before decoding it is checked counting at most one entry per 12 bytes.
 
     Args:
@@ -594,7 +566,7 @@ def sparse_infos_from_json(
         ValueError: infos.json entry 0 is for step 2 of env 0, outside T=2, B=2
     """
     # Before decoding, at most one entry per 12 bytes; after, the writer's exact rule.
-    _sparse_budget(data, min(num_steps * batch_size, len(data) // _MIN_ENTRY_BYTES))
+    _sparse_depth(data, min(num_steps * batch_size, len(data) // _MIN_ENTRY_BYTES))
     try:
         value = strict_json_loads(data)
     except RecursionError:
@@ -606,7 +578,7 @@ def sparse_infos_from_json(
     ):
         raise ValueError('infos.json must be an object {"entries": [[t, b, info], ...]}')
     entries = value["entries"]
-    _sparse_budget(data, len(entries))  # what save would refuse, load refuses
+    _sparse_depth(data, len(entries))  # what save would refuse, load refuses
     if not entries:
         return None
     rows: list[list[dict[str, Any]]] = [[{} for _ in range(batch_size)] for _ in range(num_steps)]

@@ -9,7 +9,6 @@ The specification is `docs/file-format.md`.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import io
 import itertools
 import os
@@ -18,7 +17,6 @@ import struct
 import zipfile
 import zlib
 from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, NoReturn
 
 import numpy as np
@@ -28,7 +26,7 @@ from trajkit._base.errors import RolloutFileError
 from trajkit._base.types import AnyArray
 from trajkit._core import tree as _tree
 from trajkit._io.atomic import PathLike, path_str
-from trajkit._io.crc import crc32, crc32_combine
+from trajkit._io.crc import crc32
 from trajkit._io.infos import _all_empty as all_empty_infos
 from trajkit._io.infos import (
     infos_from_json,
@@ -57,9 +55,6 @@ DEFAULT_MAX_BYTES = 4 << 30
 """The default limit on the declared size of a file's contents: 4 GiB."""
 
 _CHUNK = 16 << 20  # bytes per CRC step over a memory map
-_CRC_LATER_BYTES = 1 << 20  # stored members this large have their CRC-32 on a helper thread
-_CRC_CHUNK = 8 << 20  # bytes per read when the CRC-32 runs on the helper threads
-_CRC_THREADS = 2  # helper threads for CRC-32s: zlib's alone is slower than a cached read
 
 # Every exception reading a hostile file can raise inside the standard library and NumPy.
 _READ_ERRORS: tuple[type[BaseException], ...] = (
@@ -188,7 +183,6 @@ def load(
         reader.check_layout()
         members = metadata.arrays()
         arrays = {m.name: reader.read_array(m, mmap=mmap, verify=verify) for m in members}
-        reader.check_crcs()
         infos = reader.read_infos()
         # Building and validating the rollout is guarded too: a MemoryError while checking
         # the values of a huge (declared within max_bytes) array is a refusal like any other.
@@ -260,23 +254,6 @@ def _describe(exc: BaseException) -> str:
     return text if isinstance(exc, ValueError) else f"{type(exc).__name__}: {text}"
 
 
-@dataclasses.dataclass
-class _PendingCrc:
-    """A member whose CRC-32 is being computed on the helper threads, chunk by chunk."""
-
-    name: str
-    expected: int
-    value: int  # the CRC-32 of the `.npy` header, which the chunks follow
-    chunks: list[tuple[Future[int], int]] = dataclasses.field(default_factory=list)  # (CRC, length)
-
-    def result(self) -> int:
-        """The member's CRC-32: the chunks' CRC-32s joined in order."""
-        value = self.value
-        for future, length in self.chunks:
-            value = crc32_combine(value, future.result(), length)
-        return value
-
-
 class _Reader:
     """An open rollout file: its ZIP directory, checked metadata, and bounded member reads."""
 
@@ -293,10 +270,6 @@ class _Reader:
         self._file: io.BufferedReader | None = None
         self._whole: np.memmap[Any, np.dtype[np.uint8]] | None = None  # the file, mapped
         self._starts: dict[str, int] = {}
-        # CRC-32s of large stored members, computed chunk by chunk on helper threads while
-        # the next chunks and members are read (zlib releases the GIL).
-        self._crc_thread: ThreadPoolExecutor | None = None
-        self._pending_crcs: list[_PendingCrc] = []
         if opened is not None:
             self._file, self._size = opened
             self._read_directory()
@@ -347,46 +320,9 @@ class _Reader:
         self.close()
 
     def close(self) -> None:
-        if self._crc_thread is not None:
-            self._crc_thread.shutdown(wait=True, cancel_futures=True)
-            self._crc_thread = None
         if self._file is not None:
             self._file.close()
             self._file = None
-
-    def _crc_thread_pool(self) -> ThreadPoolExecutor:
-        if self._crc_thread is None:
-            self._crc_thread = ThreadPoolExecutor(_CRC_THREADS, thread_name_prefix="trajkit-crc")
-        return self._crc_thread
-
-    def _read_crc_later(
-        self, stream: MemberStream, name: str, expected: int, header: bytes, buffer: memoryview
-    ) -> None:
-        """Read a member's data; its CRC-32 runs on the helper threads, a chunk behind the reads.
-
-        Each chunk's CRC-32 is computed on its own as soon as the chunk is read, by one of the
-        helper threads, so that it overlaps the reads of the chunks and members that follow;
-        `check_crcs` joins them in order (`crc32_combine`) and compares the result. With two
-        threads even zlib's CRC-32, slower than a read from the page cache, keeps up.
-        """
-        pool = self._crc_thread_pool()
-        pending = _PendingCrc(name, expected, crc32(header))
-        pos = 0
-        while pos < len(buffer):
-            count = stream.readinto(buffer[pos : pos + _CRC_CHUNK])
-            if not count:
-                break
-            pending.chunks.append((pool.submit(crc32, buffer[pos : pos + count]), count))
-            pos += count
-        stream.finish()
-        self._pending_crcs.append(pending)
-
-    def check_crcs(self) -> None:
-        """Wait for the CRC-32s computed on the helper threads; refuse a damaged member."""
-        pending, self._pending_crcs = self._pending_crcs, []
-        for member in pending:
-            if member.result() != member.expected:
-                self.fail("CRC-32 mismatch: the data is damaged", member.name)
 
     @property
     def file(self) -> io.BufferedReader:
@@ -562,7 +498,7 @@ class _Reader:
 
         return MemberStream(self.file, info, self._data_start(info), fail, check_crc=check_crc)
 
-    def _read_json(self, info: zipfile.ZipInfo, *, empty: bytes | None = None) -> bytearray:
+    def _read_json(self, info: zipfile.ZipInfo, *, empty: bytes | None = None) -> bytes:
         """Read a whole JSON member, checking its CRC-32 and, as the bytes arrive, its budget.
 
         Memory grows with what arrives, and the bytes are refused as soon as decoding them
@@ -573,23 +509,25 @@ class _Reader:
         budget = json_budget(self.max_bytes)
         size = info.file_size
         exempt = empty is not None and size == len(empty)
-        cost = JsonCost()
         if budget is not None and not exempt and JsonCost.least(size) > budget:
             self._over_budget(info, budget, 0)
         stream = self._stream(info)
-        data = bytearray()
-        while len(data) < size:
-            piece = stream.read(min(IO_CHUNK, size - len(data)))
+        cost = JsonCost()
+        pieces: list[bytes | bytearray] = []
+        read = 0
+        while read < size:
+            piece = stream.read(min(IO_CHUNK, size - read))
             if not piece:
                 break
             cost.add(piece)
-            data += piece
-            if budget is not None and not exempt and cost.bound > budget:
-                self._over_budget(info, budget, len(data))
+            pieces.append(piece)
+            read += len(piece)
+            if budget is not None and not exempt and cost.over(budget):
+                self._over_budget(info, budget, read)
         stream.finish()
-        over = budget is not None and exempt and cost.bound > budget
-        if over and budget is not None and data != bytearray(empty or b""):
-            self._over_budget(info, budget, len(data))
+        data = b"".join(pieces)
+        if budget is not None and exempt and data != empty and cost.over(budget):
+            self._over_budget(info, budget, read)
         return data
 
     def _over_budget(self, info: zipfile.ZipInfo, budget: int, read: int) -> NoReturn:
@@ -616,11 +554,8 @@ class _Reader:
     def read_array(self, member: ArrayMember, *, mmap: bool, verify: bool) -> AnyArray:
         info = self._by_name[member.name]
         stored = info.compress_type == zipfile.ZIP_STORED
-        # A large stored member's CRC-32 is computed on the helper thread, overlapping the
-        # reads that follow; `load` waits for it (`check_crcs`) before using any array.
-        later = verify and stored and not mmap and member.nbytes >= _CRC_LATER_BYTES
         with self.refusing(member.name):
-            stream = self._stream(info, check_crc=(verify or not stored) and not later)
+            stream = self._stream(info, check_crc=verify or not stored)
             header = self._read_npy_header(member, info, stream)
             dtype = np.dtype(member.descr)
             if mmap and stored:
@@ -636,15 +571,12 @@ class _Reader:
                 array = np.empty(member.shape, dtype)
                 buffer = array.reshape(-1).view(np.uint8).data
                 pos = 0
-                if later:
-                    self._read_crc_later(stream, member.name, info.CRC, bytes(header), buffer)
-                else:
-                    while pos < len(buffer):
-                        count = stream.readinto(buffer[pos : pos + IO_CHUNK])
-                        if not count:
-                            break
-                        pos += count
-                    stream.finish()
+                while pos < len(buffer):
+                    count = stream.readinto(buffer[pos : pos + IO_CHUNK])
+                    if not count:
+                        break
+                    pos += count
+                stream.finish()
             if dtype == np.bool_ and array.size and array.view(np.uint8).max() > 1:
                 self.fail("a bool array holds bytes other than 0 and 1", member.name)
             return array

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import zipfile
 from collections.abc import Mapping
-from typing import IO, Any
+from typing import IO, Any, NoReturn
 
 import numpy as np
 
@@ -16,6 +16,7 @@ from trajkit._base.types import AnyArray
 from trajkit._core import tree as _tree
 from trajkit._io.atomic import PathLike, atomic_write, output_target
 from trajkit._io.infos import infos_to_json, sparse_infos_to_json
+from trajkit._io.jsonbudget import JSON_BUDGET_SHARE, MIN_JSON_BUDGET, JsonCost, json_budget
 from trajkit._io.metadata import (
     INFOS_MEMBER,
     MAX_METADATA_BYTES,
@@ -59,9 +60,10 @@ def save(
         rollout: The rollout to save.
         path: Where to write; an existing regular file is replaced.
         compress: Deflate the arrays and infos (`metadata.json` is always stored as is).
-        max_bytes: The same limit as `load`'s, on the contents uncompressed: a file over it
-            is not written, since `load` would refuse it with the same `max_bytes`. `None`
-            for no limit (then load it with `max_bytes=None` too).
+        max_bytes: The same limit as `load`'s, on the contents uncompressed and on the memory
+            that decoding the infos takes (its JSON budget): a file over either is not
+            written, since `load` would refuse it with the same `max_bytes`. `None` for no
+            limit (then load it with `max_bytes=None` too).
         recording: Where the rollout was recorded, for `trajkit lint --replay`: a
             [`Recording`][trajkit.lint.Recording] or its dict, such as
             [`RolloutRecorder.recording`][trajkit.gym.RolloutRecorder.recording]. Stored in the
@@ -73,7 +75,8 @@ def save(
             exactly (the message names it as `infos[t][b]['key']`), or an array has a dtype
             the format does not support (such as float128), or a model-output key is not valid
             Unicode, or `path` holds a NUL byte, or the file would be over `max_bytes`, or
-            `recording` is not a valid recording (a `pydantic.ValidationError`).
+            `recording` is not a valid recording (a `pydantic.ValidationError`), or the
+            infos would take more memory to decode than `load`'s JSON budget for `max_bytes`.
         OSError: If the file cannot be written; before anything is written, if `path` is a
             folder (`IsADirectoryError`), a FIFO, a device or a socket.
         pydantic.ValidationError: If the rollout no longer passes validation (in-place edits
@@ -125,14 +128,7 @@ def save(
             f"the metadata would take {len(meta_bytes)} bytes, over the format's limit of "
             f"{MAX_METADATA_BYTES} (too many or too long model-output keys)"
         )
-    total = len(meta_bytes) + len(infos)
-    total += sum(len(npy_header(array)) + array.nbytes for _, array in arrays)
-    if max_bytes is not None and total > max_bytes:
-        raise ValueError(
-            f"the file would hold {total} bytes uncompressed, over max_bytes={max_bytes}, so "
-            "load() would refuse it with the same limit; pass a larger max_bytes (or None) "
-            "here and to load()"
-        )
+    _check_limits(meta_bytes, infos, arrays, max_bytes)
 
     def write(file: IO[bytes]) -> None:
         with zipfile.ZipFile(file, "w", allowZip64=True) as archive:
@@ -144,21 +140,79 @@ def save(
     atomic_write(target, write)
 
 
+def _check_limits(
+    meta_bytes: bytes,
+    infos: bytes,
+    arrays: list[tuple[ArrayMember, AnyArray]],
+    max_bytes: int | None,
+) -> None:
+    """Refuse, before writing, what `load` would refuse with the same `max_bytes`."""
+    if max_bytes is None:
+        return
+    total = len(meta_bytes) + len(infos)
+    total += sum(len(npy_header(array)) + array.nbytes for _, array in arrays)
+    if total > max_bytes:
+        raise ValueError(
+            f"the file would hold {total} bytes uncompressed, over max_bytes={max_bytes}, so "
+            "load() would refuse it with the same limit; pass a larger max_bytes (or None) "
+            "here and to load()"
+        )
+    budget = json_budget(max_bytes)
+    for member, data in ((METADATA_MEMBER, meta_bytes), (INFOS_MEMBER, infos)):
+        cost = JsonCost.of(data)
+        if budget is not None and cost.over(budget):
+            _over_budget(member, cost.bound, budget, max_bytes)
+
+
+def _over_budget(member: str, bound: int, budget: int, max_bytes: int) -> NoReturn:
+    raise ValueError(
+        f"{member} would take {bound} bytes of memory to decode (as "
+        f"load() counts it), over the JSON budget of {budget} bytes for "
+        f"max_bytes={max_bytes} (max_bytes / {JSON_BUDGET_SHARE}, at least "
+        f"{MIN_JSON_BUDGET >> 20} MiB), so load() would refuse the file; pass a larger "
+        "max_bytes (or None) here and to load(), or keep per-step values in model_outs"
+    )
+
+
 def _prepare(
     rollout: Rollout, *, sparse_infos: bool, recording: Recording | None = None
 ) -> tuple[RolloutFileMetadata, list[tuple[ArrayMember, AnyArray]]]:
     """Check every array can be stored; return the metadata and the (member, array) pairs."""
-    sources: dict[str, AnyArray | None] = {
+    sources = _plain_fields(rollout)
+    outs = rollout.model_outs.arrays  # built once: each access walks every key
+    trees = _tree_fields(rollout)
+    _check_storable(_named_arrays(trees, sources, outs))
+    _check_keys(outs)
+    metadata = RolloutFileMetadata.from_rollout(
+        rollout, sparse_infos=sparse_infos, recording=recording
+    )
+    return metadata, _pair_members(metadata, trees, sources, outs)
+
+
+def _plain_fields(rollout: Rollout) -> dict[str, AnyArray | None]:
+    """The fields stored as one array each, `None` where unset."""
+    return {
         "rews": rollout.rews,
         "dones": rollout.dones,
         "truncated": rollout.truncated,
         "final_values": rollout.final_values,
     }
-    outs = rollout.model_outs.arrays  # built once: each access walks every key
+
+
+def _tree_fields(rollout: Rollout) -> dict[str, Any]:
+    """The fields stored as one array per leaf."""
     trees = {"states": rollout.states, "obses": rollout.obses}
     if rollout.final_obses is not None:
         trees["final_obses"] = rollout.final_obses
-    leaves = {name: [leaf for _, leaf in _tree.flatten(tree)] for name, tree in trees.items()}
+    return trees
+
+
+def _named_arrays(
+    trees: Mapping[str, Any],
+    sources: Mapping[str, AnyArray | None],
+    outs: Mapping[str, AnyArray],
+) -> list[tuple[str, AnyArray]]:
+    """Every array the file would hold, named as a message names it."""
     named = [
         (_tree.format_path(name, path), leaf)
         for name, tree in trees.items()
@@ -166,6 +220,11 @@ def _prepare(
     ]
     named += [(n, a) for n, a in sources.items() if a is not None]
     named += [(f"model_outs[{k!r}]", a) for k, a in outs.items()]
+    return named
+
+
+def _check_storable(named: list[tuple[str, AnyArray]]) -> None:
+    """Refuse a dtype the format cannot store, or a bool array holding other bytes."""
     for name, array in named:
         if dtype_name(array.dtype) not in SUPPORTED_DTYPES:
             raise ValueError(
@@ -177,15 +236,25 @@ def _prepare(
                 f"{name} is a bool array holding bytes other than 0 and 1 (made with "
                 ".view(bool)?), which the file format refuses; use .astype(bool)"
             )
+
+
+def _check_keys(outs: Mapping[str, AnyArray]) -> None:
+    """Refuse a model-output key that UTF-8 cannot encode (a lone surrogate)."""
     for key in outs:
         try:
             key.encode("utf-8")
         except UnicodeEncodeError:
             raise ValueError(f"model_outs key {key!r} is not valid Unicode") from None
-    metadata = RolloutFileMetadata.from_rollout(
-        rollout, sparse_infos=sparse_infos, recording=recording
-    )
-    pending = {name: iter(arrays) for name, arrays in leaves.items()}
+
+
+def _pair_members(
+    metadata: RolloutFileMetadata,
+    trees: Mapping[str, Any],
+    sources: Mapping[str, AnyArray | None],
+    outs: Mapping[str, AnyArray],
+) -> list[tuple[ArrayMember, AnyArray]]:
+    """Each member the metadata lists, with the array it holds."""
+    pending = {name: (leaf for _, leaf in _tree.flatten(tree)) for name, tree in trees.items()}
     pairs: list[tuple[ArrayMember, AnyArray]] = []
     for member in metadata.arrays():
         if member.key is not None:
@@ -198,7 +267,7 @@ def _prepare(
                 raise ValueError(f"{member.field} is missing")
             array = source
         pairs.append((member, array))
-    return metadata, pairs
+    return pairs
 
 
 def _write_bytes(archive: zipfile.ZipFile, name: str, data: bytes, *, compress: bool) -> None:

@@ -9,18 +9,17 @@ import numpy as np
 
 from trajkit._base.types import AnyArray
 from trajkit._core import tree as _tree
-from trajkit._io.infos import (
-    BYTES_PER_NESTED,
-    NESTED_ALLOWANCE,
-    infos_to_json,
-    sparse_infos_to_json,
-    strict_json_loads,
-)
+from trajkit._io.infos import infos_to_json, sparse_infos_to_json, strict_json_loads
 from trajkit._models.arrays import first_true
 from trajkit._models.rollout import Rollout
 from trajkit._models.rules import FIELD_RULES, conform_into, lossless
 from trajkit.arrow._export import new_episodes
 from trajkit.arrow._layout import check_columns, load_pyarrow, read_layout, reset_column
+
+# `{` and `[` allowed in the `info` column besides its info objects: this many, plus one per
+# 16 bytes (each text is decoded on its own, so the JSON budget of `load` does not apply).
+NESTED_ALLOWANCE = 4096
+BYTES_PER_NESTED = 16
 
 
 def read_table(table: Any, max_rows: int | None) -> tuple[Rollout, AnyArray]:
