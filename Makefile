@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint typecheck pytest docs docs-serve bench clean
+.PHONY: demo test lint typecheck pytest docs docs-serve bench clean api-snapshot
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -43,6 +43,11 @@ docs-serve: $(VENV)/.dev-installed
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve --dev-addr 127.0.0.1:8000
 
 test: lint typecheck pytest docs
+
+# Rewrite tests/public_api.txt from the source (after an intended API change; add its
+# CHANGELOG line in the same commit: tests/test_public_api.py fails until both agree).
+api-snapshot: $(VENV)/.dev-installed
+	$(PY) tests/api_snapshot.py --write
 
 bench: $(VENV)/.dev-installed
 	$(PY) benchmarks/run.py
