@@ -56,6 +56,18 @@ test: lint typecheck pytest docs wheel
 api-snapshot: $(VENV)/.dev-installed
 	$(PY) tests/api_snapshot.py --write
 
+# Mutation testing (mutmut; not part of `make test`, it takes long): mutants of the modules in
+# [tool.mutmut] of pyproject.toml against their tests, then the kill rate and the survivors.
+# `make mutate MUTANTS='trajkit._io.jsonbudget*'` runs some. The last rate: CONTRIBUTING.md.
+MUTANTS ?=
+mutate: $(VENV)/.dev-installed
+	rm -rf mutants
+	$(BIN)/mutmut run $(MUTANTS)
+	$(BIN)/mutmut export-cicd-stats
+	$(PY) -c "import json; s = json.load(open('mutants/mutmut-cicd-stats.json')); \
+	  print('killed', s['killed'], 'of', s['total'] - s['skipped'], 'run:', s)"
+	$(BIN)/mutmut results
+
 bench: $(VENV)/.dev-installed
 	$(PY) benchmarks/run.py
 

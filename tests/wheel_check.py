@@ -60,26 +60,39 @@ def _tracked_modules() -> list[str]:
     return [name.removeprefix("src/") for name in listed if name.endswith((".py", "py.typed"))]
 
 
+def missing_files(sdist: Path, wheel: Path, modules: list[str]) -> list[str]:
+    """What `sdist` and `wheel` lack of `modules` (paths under src/), LICENSE and the script."""
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+        infos = {name.split("/")[0] for name in names if ".dist-info/" in name}
+        if len(infos) != 1:
+            return [f"wheel: one .dist-info folder (found {sorted(infos)})"]
+        (info,) = infos
+        entry_points = (
+            archive.read(f"{info}/entry_points.txt").decode()
+            if f"{info}/entry_points.txt" in names
+            else ""
+        )
+    with tarfile.open(sdist) as archive:
+        listed = archive.getnames()
+        top = listed[0].split("/")[0] if listed else ""
+        in_sdist = {name.removeprefix(f"{top}/") for name in listed}
+    missing = [f"wheel: {name}" for name in modules if name not in names]
+    if f"{info}/licenses/LICENSE" not in names:
+        missing.append(f"wheel: {info}/licenses/LICENSE")
+    missing += [f"sdist: src/{name}" for name in modules if f"src/{name}" not in in_sdist]
+    missing += [f"sdist: {name}" for name in ("LICENSE", "pyproject.toml") if name not in in_sdist]
+    if "trajkit = trajkit._cli.main:console_main" not in entry_points:
+        missing.append(f"wheel: the `trajkit` console script in {info}/entry_points.txt")
+    return missing
+
+
 def check_contents(sdist: Path, wheel: Path) -> None:
     """Every tracked module, `py.typed`, LICENSE and the console script, in both files."""
     modules = _tracked_modules()
     if not modules:
         raise SystemExit("wheel-check: git lists no module under src/trajkit (not a checkout?)")
-    with zipfile.ZipFile(wheel) as archive:
-        names = set(archive.namelist())
-        (info,) = {name.split("/")[0] for name in names if ".dist-info/" in name}
-        entry_points = archive.read(f"{info}/entry_points.txt").decode()
-    with tarfile.open(sdist) as archive:
-        top = archive.getnames()[0].split("/")[0]
-        in_sdist = {name.removeprefix(f"{top}/") for name in archive.getnames()}
-    missing = [
-        *(f"wheel: {name}" for name in modules if name not in names),
-        *(f"wheel: {info}/licenses/LICENSE" for _ in [0] if f"{info}/licenses/LICENSE" not in names),
-        *(f"sdist: src/{name}" for name in modules if f"src/{name}" not in in_sdist),
-        *(f"sdist: {name}" for name in ("LICENSE", "pyproject.toml") if name not in in_sdist),
-    ]
-    if "trajkit = trajkit._cli.main:console_main" not in entry_points:
-        missing.append(f"wheel: the `trajkit` console script in {info}/entry_points.txt")
+    missing = missing_files(sdist, wheel, modules)
     if missing:
         raise SystemExit("wheel-check: missing from the built files:\n  " + "\n  ".join(missing))
     print(f"wheel-check: contents: {len(modules)} modules, py.typed, LICENSE, console script")
