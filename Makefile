@@ -63,10 +63,8 @@ MUTANTS ?=
 mutate: $(VENV)/.dev-installed
 	rm -rf mutants
 	$(BIN)/mutmut run $(MUTANTS)
-	$(BIN)/mutmut export-cicd-stats
-	$(PY) -c "import json; s = json.load(open('mutants/mutmut-cicd-stats.json')); \
-	  print('killed', s['killed'], 'of', s['total'] - s['skipped'], 'run:', s)"
 	$(BIN)/mutmut results
+	$(PY) tests/mutation_report.py
 
 bench: $(VENV)/.dev-installed
 	$(PY) benchmarks/run.py
