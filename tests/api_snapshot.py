@@ -177,11 +177,26 @@ def render() -> str:
     return header + "\n".join([*api_lines(), *cli_lines()]) + "\n"
 
 
+def breaking_changes(ref: str) -> list[str]:
+    """griffe's list of breaking changes of `src/trajkit` since the git `ref` (a tag: `v0.1.0`)."""
+    root = SNAPSHOT.parents[1]
+    old = griffe.load_git("trajkit", ref=ref, repo=root, search_paths=["src"])
+    new = griffe.load("trajkit", search_paths=[root / "src"])
+    return [breakage.explain() for breakage in griffe.find_breaking_changes(old, new)]
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Print the snapshot, or with `--write` write it to `tests/public_api.txt`."""
+    """Print the snapshot, or write it (`--write`), or list breaking changes (`--against`)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--write", action="store_true", help=f"write {SNAPSHOT.name}")
+    parser.add_argument(
+        "--against", metavar="REF", help="list breaking changes since a git tag (griffe check)"
+    )
     args = parser.parse_args(argv)
+    if args.against:
+        changes = breaking_changes(args.against)
+        print("\n".join(changes) or f"no breaking change since {args.against}")
+        return 1 if changes else 0
     text = render()
     if args.write:
         SNAPSHOT.write_text(text, encoding="utf-8")
