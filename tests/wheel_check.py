@@ -100,11 +100,13 @@ def check_contents(sdist: Path, wheel: Path) -> None:
 
 def _view_of_dev_packages(folder: Path) -> Path:
     """A folder of links to the dev site-packages' entries, leaving out trajkit's own."""
-    source = Path(sysconfig.get_paths()["purelib"])
+    paths = sysconfig.get_paths()
     folder.mkdir(parents=True)
-    for entry in source.iterdir():
-        if "trajkit" not in entry.name.lower():
-            (folder / entry.name).symlink_to(entry)
+    for source in dict.fromkeys(Path(paths[key]) for key in ("purelib", "platlib")):
+        for entry in source.iterdir():
+            link = folder / entry.name
+            if "trajkit" not in entry.name.lower() and not link.exists():
+                link.symlink_to(entry)
     return folder
 
 
