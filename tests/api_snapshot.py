@@ -137,7 +137,11 @@ def api_lines() -> Iterator[str]:
             raise ValueError(f"{module_path}: no literal __all__ for griffe to read")
         for name in exports:
             member = module[str(name)]
-            target = member.final_target if isinstance(member, griffe.Alias) else member
+            try:
+                target = member.final_target if isinstance(member, griffe.Alias) else member
+            except griffe.AliasResolutionError:  # a name re-exported from another library
+                yield f"{module_path}.{name}: alias of {member.target_path}"
+                continue
             yield from _object(f"{module_path}.{name}", target)
 
 
