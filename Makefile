@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint typecheck pytest docs docs-serve bench clean
+.PHONY: demo test lint typecheck pytest wheel docs docs-serve bench clean api-snapshot mutate
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -32,8 +32,15 @@ typecheck: $(VENV)/.dev-installed
 	$(BIN)/mypy --strict
 	PYTHONPATH=src $(BIN)/pyright --pythonpath $(PY) --verifytypes trajkit --ignoreexternal
 
+# In reverse order (conftest.py), so that CI catches a test that passes only after another;
+# the fresh-process tests run in `wheel`, against the installed wheel instead of the source.
 pytest: $(VENV)/.dev-installed
-	$(BIN)/pytest
+	$(BIN)/pytest --reverse-order --ignore=tests/test_fresh_process.py
+
+# Build the sdist and the wheel, `twine check --strict` them, install the wheel with its extras
+# into a fresh venv and run the fresh-process tests and examples/demo.py with it.
+wheel: $(VENV)/.dev-installed
+	$(PY) tests/wheel_check.py
 
 docs: $(VENV)/.dev-installed
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
@@ -42,10 +49,25 @@ docs: $(VENV)/.dev-installed
 docs-serve: $(VENV)/.dev-installed
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve --dev-addr 127.0.0.1:8000
 
-test: lint typecheck pytest docs
+test: lint typecheck pytest docs wheel
+
+# Rewrite tests/public_api.txt from the source (after an intended API change; add its
+# CHANGELOG line in the same commit: tests/test_public_api.py fails until both agree).
+api-snapshot: $(VENV)/.dev-installed
+	$(PY) tests/api_snapshot.py --write
+
+# Mutation testing (mutmut; not part of `make test`, it takes long): mutants of the modules in
+# [tool.mutmut] of pyproject.toml against their tests, then the kill rate and the survivors.
+# `make mutate MUTANTS='trajkit._io.jsonbudget*'` runs some. The last rate: CONTRIBUTING.md.
+MUTANTS ?=
+mutate: $(VENV)/.dev-installed
+	rm -rf mutants
+	$(BIN)/mutmut run $(MUTANTS)
+	$(BIN)/mutmut results
+	$(PY) tests/mutation_report.py
 
 bench: $(VENV)/.dev-installed
 	$(PY) benchmarks/run.py
 
 clean:
-	rm -rf site .mypy_cache .ruff_cache .pytest_cache .hypothesis
+	rm -rf site build .mypy_cache .ruff_cache .pytest_cache .hypothesis mutants

@@ -1,13 +1,19 @@
-"""Shared test configuration (tests and doctests in src): Hypothesis profiles.
+"""Shared test configuration (tests and doctests in src): Hypothesis profiles, test order.
 
 CI sets `CI`; its profile is derandomized and has no deadline, so shared, noisy machines cannot
 make a property test flake.
+
+`pytest --reverse-order` runs the tests in the reverse of their usual order (`make pytest`
+does, so CI checks that no test passes only because another ran before it; a run in the usual
+order is what everyone gets locally). Deterministic: an order problem fails every run, not one
+in a hundred.
 """
 
 from __future__ import annotations
 
 import os
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 settings.register_profile(
@@ -24,3 +30,19 @@ settings.load_profile("ci" if os.environ.get("CI") else "dev")
 # The typing snippets are checked by mypy in tests/test_typing.py; some are wrong on purpose,
 # so they must not be imported by pytest's doctest collection.
 collect_ignore_glob = ["tests/typing_cases/*"]
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """`--reverse-order`."""
+    parser.addoption(
+        "--reverse-order",
+        action="store_true",
+        help="run the tests in the reverse of their usual order (checks order independence)",
+    )
+
+
+@pytest.hookimpl(trylast=True)  # after pytest has grouped the tests by their fixtures
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Reverse the tests' order under `--reverse-order`."""
+    if config.getoption("--reverse-order"):
+        items.reverse()

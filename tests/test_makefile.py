@@ -33,3 +33,14 @@ def test_typecheck_runs_pyright_against_the_venvs_packages(tmp_path: Path) -> No
     pyright = [line for line in _dry_run("typecheck", venv) if f"{venv}/bin/pyright" in line]
     assert len(pyright) == 1, pyright
     assert f"{venv}/bin/pyright --pythonpath {venv}/bin/python " in pyright[0]
+
+
+def test_ci_tests_the_installed_wheel_and_another_order(tmp_path: Path) -> None:
+    # Issues 34 and 39: `make test` (CI) runs the suite in reverse order, and the fresh-process
+    # tests against the built wheel installed in a fresh environment, not the source tree.
+    venv = tmp_path / "venv"
+    commands = _dry_run("test", venv)
+    pytest_runs = [line for line in commands if line.startswith(f"{venv}/bin/pytest")]
+    expected = f"{venv}/bin/pytest --reverse-order --ignore=tests/test_fresh_process.py"
+    assert pytest_runs == [expected]
+    assert f"{venv}/bin/python tests/wheel_check.py" in commands

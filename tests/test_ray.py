@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,13 +28,25 @@ _ENV = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "disabled", "RAY_DEDUP_
 
 @pytest.fixture(scope="module")
 def local_ray() -> Iterator[Any]:
-    saved = {key: os.environ.get(key) for key in _ENV}
+    """A Ray of our own: `address="local"` never joins a cluster that Ray's temp folder or
+    `RAY_ADDRESS` names as current, and its own short temp folder (Ray's sockets live there)."""
+    saved = {key: os.environ.get(key) for key in (*_ENV, "RAY_ADDRESS")}
     os.environ.update(_ENV)
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+    os.environ.pop("RAY_ADDRESS", None)
+    temp_dir = tempfile.mkdtemp(prefix="tkray-")
+    ray.init(
+        address="local",
+        num_cpus=2,
+        include_dashboard=False,
+        log_to_driver=False,
+        logging_level="ERROR",
+        _temp_dir=temp_dir,
+    )
     try:
         yield ray
     finally:
         ray.shutdown()
+        shutil.rmtree(temp_dir, ignore_errors=True)
         for key, value in saved.items():
             if value is None:
                 os.environ.pop(key, None)

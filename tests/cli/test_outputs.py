@@ -334,9 +334,24 @@ def test_pool_workers_leave_ctrl_c_to_the_parent(
     monkeypatch.setattr(engine, "CHUNK_FILES", 1)
     monkeypatch.setattr(engine, "IN_PROCESS_FILES", 0)  # workers, however few the files
     items = [Found(str(tmp_path / f"{i}.npz"), 0) for i in range(4)]
-    handlers = list(run_ordered(partial(_sigint_handler), items, jobs=2))
+    # Python's own handler in the parent, whatever disposition pytest inherited (a job started
+    # with SIGINT ignored, as `nohup` or `trap '' INT` do, keeps SIG_IGN).
+    inherited = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        handlers = list(run_ordered(partial(_sigint_handler), items, jobs=2))
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the parent's own
+    finally:
+        signal.signal(signal.SIGINT, inherited)
     assert handlers == [signal.SIG_IGN] * 4
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the parent's own
+
+
+# `python -m trajkit` as a terminal starts it, whatever SIGINT disposition pytest inherited: a
+# process started with SIGINT ignored (`nohup`, `trap '' INT`) keeps SIG_IGN, and Python then
+# installs no KeyboardInterrupt handler. (No `preexec_fn`: it is unsafe with threads.)
+_AS_FROM_A_TERMINAL = (
+    "import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+    "sys.argv[0] = 'trajkit'; runpy.run_module('trajkit', run_name='__main__', alter_sys=True)"
+)
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="process groups and SIGINT are POSIX")
@@ -347,7 +362,7 @@ def test_ctrl_c_during_validate_is_quiet(tmp_path: Path) -> None:
     for i in range(300):
         trajkit.save(r, folder / f"{i:03d}.npz")
     child = subprocess.Popen(
-        [sys.executable, "-m", "trajkit", "validate", "--jobs", "2", *[str(folder)] * 10],
+        [sys.executable, "-c", _AS_FROM_A_TERMINAL, "validate", "--jobs", "2", *[str(folder)] * 10],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         start_new_session=True,  # its own process group, as a terminal's foreground job
