@@ -1,8 +1,6 @@
 """`python -m trajkit`: the same as the `trajkit` console script."""
 
-import sys
-
-from trajkit._cli.main import main
+from trajkit._cli.main import console_main
 
 if __name__ == "__main__":
-    sys.exit(main())
+    console_main()

@@ -377,3 +377,21 @@ def test_ctrl_c_during_validate_is_quiet(tmp_path: Path) -> None:
     assert first.endswith(b": ok\n")
     assert child.returncode == 130
     assert err == b"trajkit: interrupted\n"
+
+
+@pytest.mark.parametrize(
+    "entry", [["-m", "trajkit"], ["-c", "from trajkit.cli import console_main; console_main()"]]
+)
+def test_a_reader_that_stops_early_gets_no_traceback(entry: list[str]) -> None:
+    """`python -m trajkit schema | head -c 10`: the pipe closes before the write; no traceback."""
+    child = subprocess.Popen(
+        [sys.executable, *entry, "schema", "--metadata"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert child.stdout is not None and child.stderr is not None
+    child.stdout.close()  # long before the child has imported trajkit and written anything
+    err = child.stderr.read().decode()
+    child.stderr.close()
+    assert child.wait(timeout=60) == 1
+    assert "Traceback" not in err, err
