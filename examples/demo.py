@@ -17,14 +17,15 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
 from gymnasium.wrappers.vector import RecordEpisodeStatistics
+from numpy.typing import NDArray
 
 import trajkit
-from trajkit._base.types import AnyArray
-from trajkit._cli.main import main as trajkit_cli
+from trajkit.cli import main as trajkit_cli
 from trajkit.gym import RolloutRecorder
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -48,7 +49,7 @@ class SoftmaxPolicy:
     def __init__(self, seed: int) -> None:
         self.rng = np.random.default_rng(seed)
 
-    def __call__(self, obs: AnyArray) -> dict[str, AnyArray]:
+    def __call__(self, obs: NDArray[Any]) -> dict[str, NDArray[Any]]:
         logits = (obs @ ACTOR).astype(np.float32)
         shifted = logits - logits.max(axis=1, keepdims=True)
         log_probs = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
@@ -62,7 +63,7 @@ class SoftmaxPolicy:
         }
 
 
-def stats(values: AnyArray) -> str:
+def stats(values: NDArray[Any]) -> str:
     v = np.asarray(values, np.float64)
     return f"mean {v.mean():+8.3f}  std {v.std():7.3f}  min {v.min():+8.3f}  max {v.max():+8.3f}"
 

@@ -84,9 +84,10 @@ def test_ppo_policy_ratios_are_one_on_a_fresh_rollout(ppo: ModuleType, env: str)
     assert torch.equal(ratio, torch.ones_like(ratio)), ratio[ratio != 1]
 
 
-def test_the_ppo_example_uses_only_public_names() -> None:
+@pytest.mark.parametrize("example", ["ppo.py", "demo.py"])
+def test_the_examples_use_only_public_names(example: str) -> None:
     # Users copy the examples: a private import there is one in their code (issue 34).
-    tree = ast.parse((EXAMPLES / "ppo.py").read_text(encoding="utf-8"))
+    tree = ast.parse((EXAMPLES / example).read_text(encoding="utf-8"))
     modules = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
     modules |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     private = sorted(m for m in modules if m.startswith("trajkit") and "._" in m)
