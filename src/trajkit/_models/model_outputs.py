@@ -10,6 +10,7 @@ import numpy as np
 
 from trajkit._base.types import AnyArray
 from trajkit._models.arrays import arrays_equal, as_numeric, first_true, fmt_index, kind_name
+from trajkit._models.checked import CheckedArray, checked, positions_in
 from trajkit._models.rules import OUTPUT_RULES, conform, conform_into, output_rule
 
 __all__ = ["KNOWN_KEYS", "ModelOutputs", "StepOutputs", "coerce_model_outs", "discrete_actions"]
@@ -93,40 +94,38 @@ def _is_placeholder(value: Any) -> bool:
     return isinstance(value, list | tuple) and len(value) > 0 and all(v is None for v in value)
 
 
-class _CheckedRow(np.ndarray[Any, np.dtype[Any]]):
-    """A view of one timestep's output row whose item assignment is validated first.
+class _RowGuard:
+    """The guard of one timestep's row of one output: writes go through `ModelOutputs._write`.
 
-    `rollout.model_outs[t]['actions'][b] = 3` goes through `__setitem__`, so it is checked as
-    construction would check it. Arithmetic on the row gives plain arrays.
+    `rollout.model_outs[t]['actions'][b] = 3` and `model_outs[t]['critic'] += 1` are checked
+    as construction would check them; so are writes through views of the row.
     """
 
-    _outs: ModelOutputs | None
-    _key: str
-    _t: int
+    __slots__ = ("key", "outs", "row", "t", "view")
 
-    def __array_finalize__(self, obj: Any) -> None:
-        # Only the row handed out by `StepOutputs` checks writes; views derived from it (whose
-        # indices would not match the row's) write as plain arrays do.
-        self._outs = None
-        self._key = ""
-        self._t = 0
+    def __init__(self, outs: ModelOutputs, key: str, t: int, row: AnyArray) -> None:
+        self.outs, self.key, self.t, self.row = outs, key, t, row
+        self.view: CheckedArray | None = None
 
-    def __repr__(self) -> str:
-        return repr(np.asarray(self))
-
-    def __array_wrap__(self, array: Any, context: Any = None, return_scalar: bool = False) -> Any:
-        result: AnyArray = np.asarray(array)  # ufunc results are plain arrays, not checked views
-        return result[()] if return_scalar else result
-
-    def __setitem__(self, index: Any, value: Any) -> None:
-        outs = self._outs
-        if outs is None:
-            super().__setitem__(index, value)
+    def write(self, target: CheckedArray, index: Any, value: Any) -> None:
+        if target is self.view:
+            self.outs._write(self.key, self.t, index, value)
             return
-        outs._write(self._key, self._t, index, value)
-
-    def __reduce__(self) -> Any:  # pickles (and copies) as a plain array
-        return np.asarray(self).copy().__reduce__()
+        ids = positions_in(self.row, target, index)  # a view of the row: where it writes
+        if ids is None:
+            raise ValueError(
+                f"model_outs[{self.t}][{self.key!r}]: this view cannot be written; write "
+                f"model_outs[{self.t}][{self.key!r}][index] instead"
+            )
+        array = np.broadcast_to(np.asarray(value), ids.shape).reshape(-1)
+        if not self.row.ndim:
+            self.outs._write(self.key, self.t, ..., array.reshape(()))
+        elif ids.size == 1:  # one element: named by its index, `[1][2]`
+            where = tuple(int(i) for i in np.unravel_index(int(ids.reshape(-1)[0]), self.row.shape))
+            self.outs._write(self.key, self.t, where, array.reshape(()))
+        else:
+            where_all = np.unravel_index(ids.reshape(-1), self.row.shape)
+            self.outs._write(self.key, self.t, where_all, array)
 
 
 class StepOutputs(Mapping[str, AnyArray]):
@@ -158,9 +157,10 @@ class StepOutputs(Mapping[str, AnyArray]):
         self._t = t
 
     def __getitem__(self, key: str) -> AnyArray:
-        row: _CheckedRow = _row(self._outs._arrays[key], self._t).view(_CheckedRow)
-        row._outs, row._key, row._t = self._outs, key, self._t
-        return row
+        row = _row(self._outs._arrays[key], self._t)
+        guard = _RowGuard(self._outs, key, self._t, row)
+        guard.view = checked(row, guard)
+        return guard.view
 
     def __setitem__(self, key: str, value: Any) -> None:
         if key not in self._outs._arrays:

@@ -18,6 +18,7 @@ from pydantic import PlainValidator, ValidationInfo
 from trajkit._base.types import AnyArray
 from trajkit._core import tree as _tree
 from trajkit._models.arrays import first_true, fmt_index
+from trajkit._models.checked import guard_field
 from trajkit._models.dims import DimSpec, Shape, bind_dims, fmt_shape
 from trajkit._models.model_outputs import ModelOutputs, coerce_model_outs, discrete_actions
 from trajkit._models.rules import FIELD_RULES, OUTPUT_RULES, conform, output_rule
@@ -82,14 +83,15 @@ def _array_check(name: str) -> Callable[[Any, bool], Any]:
     def check(value: Any, copy: bool) -> Any:
         if value is None and rule.optional:
             return None
-        if type(value) is np.ndarray or not rule.nested:  # the common flat case
-            return conform(rule, value, name, copy=copy, axes=axes)
-        return _tree.map_with_path(
-            lambda path, leaf: conform(
-                rule, leaf, _tree.format_path(name, path), copy=copy, axes=axes
-            ),
-            _tree.normalize(value, name),
-        )
+        if isinstance(value, np.ndarray) or not rule.nested:  # the common flat case
+            return guard_field(conform(rule, value, name, copy=copy, axes=axes), rule, name, axes)
+
+        def leaf_check(path: tuple[Any, ...], leaf: Any) -> Any:
+            leaf_name = _tree.format_path(name, path)
+            stored = conform(rule, leaf, leaf_name, copy=copy, axes=axes)
+            return guard_field(stored, rule, leaf_name, axes)
+
+        return _tree.map_with_path(leaf_check, _tree.normalize(value, name))
 
     check.__name__ = f"_v_{name}"
     return check
@@ -172,7 +174,7 @@ class _Votes:
 
     def add_tree(self, name: str, tree: Any) -> None:
         """Every leaf of a nested field votes under its path."""
-        if type(tree) is np.ndarray:
+        if isinstance(tree, np.ndarray):
             self.add(name, tree.shape, _SPECS[name])
             return
         for path, leaf in _tree.flatten(tree):
