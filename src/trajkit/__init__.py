@@ -8,7 +8,7 @@ The public API, by layer (each layer imports only the ones above it):
   `minibatch_indices` + `gather` (and `sequence_minibatch_indices` + `gather_sequences` for
   recurrent policies). `index_stream` and `index_batches` are deprecated: use
   `Rollout.entries` and `Rollout.batches`.
-- **Models** (pydantic): `Rollout`, `ModelOutputs`, `StepOutputs`, `FIELD_DIMS`,
+- **Models** (pydantic): `Rollout`, `ModelOutputs`, `StepOutputs`, `CheckedArray`, `FIELD_DIMS`,
   `MODEL_OUTPUT_DIMS`, `RolloutFields`, `AdvantageNormalization`, `RolloutSpec`, `OutputSpec`,
   `RolloutValidationError`, `MissingModelOutputError`.
 - **Files**: `save`, `load`, `read_metadata`, `RolloutFileMetadata`, `DEFAULT_MAX_BYTES`,
@@ -50,6 +50,7 @@ from trajkit._core.indices import (
 )
 from trajkit._io.files import DEFAULT_MAX_BYTES, load, read_metadata, save
 from trajkit._io.metadata import FORMAT_NAME, FORMAT_VERSION, RolloutFileMetadata
+from trajkit._models.checked import CheckedArray
 from trajkit._models.errors import MissingModelOutputError, RolloutValidationError
 from trajkit._models.model_outputs import ModelOutputs, StepOutputs
 from trajkit._models.rollout import (
@@ -63,6 +64,7 @@ from trajkit._models.spec import OutputSpec, RolloutSpec
 
 __all__ = [
     "AdvantageNormalization",
+    "CheckedArray",
     "DEFAULT_MAX_BYTES",
     "EpisodeStats",
     "FIELD_DIMS",

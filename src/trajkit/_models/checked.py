@@ -222,6 +222,9 @@ class FieldGuard:
 
     def write(self, target: CheckedArray, index: Any, value: Any) -> None:
         """Check `value` for `target[index]` by the rule, then store it (nothing if refused)."""
+        if self.rule.passes(value, target.dtype):
+            np.ndarray.__setitem__(target, index, value)
+            return
         try:
             array = conform_into(self.rule, target.dtype, value, self.name, axes="")
         except ValueError:

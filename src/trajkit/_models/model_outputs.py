@@ -495,6 +495,16 @@ class ModelOutputs(Sequence[StepOutputs]):
         """Validate `value` for `outs[t][key][index]`, then store it (nothing on failure)."""
         storage = self._arrays[key]
         row = _row(storage, t)
+        rule = output_rule(key, storage.ndim)
+        if (  # the rule's fast test, for the usual write of a whole row
+            index is Ellipsis
+            and key != "actions"
+            and key not in self._unset
+            and np.shape(value) == row.shape
+            and rule.passes(value, storage.dtype)
+        ):
+            row[...] = value
+            return
         target = row[index]
         whole = index is Ellipsis or (isinstance(index, slice) and index == slice(None))
         suffix = "" if whole else _fmt_sub(index)
@@ -507,7 +517,6 @@ class ModelOutputs(Sequence[StepOutputs]):
                 f"{name} has shape {array.shape}, expected {np.shape(target)}"
                 + (f" (B={storage.shape[1]})" if storage.ndim > 1 and not suffix else "")
             ) from None
-        rule = output_rule(key, storage.ndim)
         array = conform_into(rule, storage.dtype, array, name, axes="" if suffix else "b")
         actor = self._arrays.get("actor")
         if key == "actions" and actor is not None and storage.ndim == 2 and actor.ndim == 3:

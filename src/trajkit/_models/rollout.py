@@ -118,8 +118,10 @@ class Rollout(TrainingMethods, BaseModel):
     with a `trajkit.RolloutValidationError` (a `pydantic.ValidationError` and a `ValueError`)
     naming the field, the key and the
     timestep or env where it applies, and the expected and actual values. A failed assignment
-    leaves the rollout as it was. Editing arrays in place (`r.rews[t] -= bonus`) is allowed and
-    not re-validated.
+    leaves the rollout as it was. Writes into the arrays in place (`r.rews[t] -= bonus`,
+    `r.obses[t, b] = x`, `r.model_outs[t]['critic'][b] = v`) are checked as they are made, by
+    the same rules, and a refused write changes nothing; the arrays read and compute as plain
+    NumPy arrays (`r.rews * 2` and `np.asarray(r.rews)` are plain `ndarray`s).
 
     Args:
         states: Env states `[T+1, B, ...]`, at least 2-D, stored as float32. Use shape
@@ -445,19 +447,21 @@ class Rollout(TrainingMethods, BaseModel):
     def revalidate(self) -> None:
         """Run every check of construction again, on the rollout as it is now.
 
-        In-place NumPy edits of field arrays (`r.rews[t] -= bonus`, as obs-tower2's GAIL and
-        Prierarchy do) are not checked when they happen; call this to check them.
-        [`trajkit.save`][trajkit.save] calls it before writing anything.
+        Writes into the rollout's arrays are checked as they are made (see the Validation
+        page); writes through a plain view (`np.asarray(r.rews)[t] = x`), `.flat` or compiled
+        code are not: call this to check them. [`trajkit.save`][trajkit.save] calls it before
+        writing anything.
 
         Raises:
             pydantic.ValidationError: If a field breaks a rule (the message names it).
             ValueError: If the model outputs are still being appended or filled in.
 
         Examples:
+            >>> import numpy as np
             >>> from trajkit.testing import example_rollout
             >>> r = example_rollout(num_steps=4, num_envs=2)
             >>> r.revalidate()
-            >>> r.rews[1, 0] = float("nan")  # in place: not checked until asked
+            >>> np.asarray(r.rews)[1, 0] = np.nan  # a plain view: not checked until asked
             >>> r.revalidate()  # doctest: +ELLIPSIS
             Traceback (most recent call last):
             ...

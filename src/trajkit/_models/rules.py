@@ -49,6 +49,11 @@ __all__ = [
 
 DType = Literal["float32", "real", "action"]
 
+_F32 = np.dtype(np.float32)
+_F32_MAX = float(np.finfo(np.float32).max)
+_F32_EXACT = 1 << 24  # the largest integer magnitude float32 holds with every integer below
+_F32_MAX_SQUARED = _F32_MAX * _F32_MAX  # a sum of squares below it: every value finite, in range
+
 
 @dataclass(frozen=True)
 class Rule:
@@ -72,6 +77,36 @@ class Rule:
     nested: bool = False
     optional: bool = False
     min_ndim: int = 1
+
+    def passes(self, value: Any, dtype: np.dtype[Any]) -> bool:
+        """The rule's fast test: whether `value` surely passes `conform_into(self, dtype, ...)`.
+
+        A constant number of cheap operations; `False` means "run the full check", which
+        names the problem (it may still pass). Covers the writes of a collection loop: a
+        Python number, or a C-contiguous float64/float32 array, into float32 storage; an
+        array of the storage's own dtype.
+
+        Examples:
+            >>> f32 = np.dtype(np.float32)
+            >>> FIELD_RULES["rews"].passes(0.5, f32), FIELD_RULES["rews"].passes(1e300, f32)
+            (True, False)
+            >>> FIELD_RULES["dones"].passes(1, f32), FIELD_RULES["dones"].passes(2, f32)
+            (True, False)
+        """
+        if type(value) is float or type(value) is int:
+            if self.flag:
+                return value == 0 or value == 1
+            limit = _F32_MAX if type(value) is float else _F32_EXACT  # ints: stored exactly
+            return dtype == _F32 and -limit <= value <= limit
+        if type(value) is not np.ndarray or self.flag or not value.flags.c_contiguous:
+            return False
+        if value.dtype == dtype and (dtype.kind in "iub" or not self.finite):
+            return True
+        if dtype != _F32 or value.dtype.char not in "fd":
+            return False
+        flat = value.reshape(-1)
+        with np.errstate(over="ignore", invalid="ignore"):  # an overflow only means "look closer"
+            return float(np.dot(flat, flat)) <= _F32_MAX_SQUARED  # (compared as a Python float)
 
     def describe(self) -> str:
         """The rule in words, as the Validation page lists it.
