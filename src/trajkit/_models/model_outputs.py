@@ -9,28 +9,19 @@ from typing import Any, ClassVar, SupportsIndex, overload
 import numpy as np
 
 from trajkit._base.types import AnyArray
-from trajkit._models.arrays import arrays_equal, as_numeric, first_true, fmt_index, kind_name
+from trajkit._models.arrays import arrays_equal, as_numeric, first_true, kind_name
 from trajkit._models.checked import CheckedArray, checked, positions_in
-from trajkit._models.rules import OUTPUT_RULES, conform, conform_into, output_rule
-
-__all__ = ["KNOWN_KEYS", "ModelOutputs", "StepOutputs", "coerce_model_outs", "discrete_actions"]
-
-KNOWN_KEYS: Mapping[str, str] = MappingProxyType(
-    {
-        "critic": "value predictions V(obs_t), float [B]",
-        "log_probs": "log-probability of the action taken, float [B]",
-        "actor": "policy logits, float [B, A]",
-        "actions": (
-            "actions of any Gymnasium space: integer [B] (Discrete, 0 <= action < A when "
-            "actor is present), integer [B, K] (MultiDiscrete, MultiBinary) or finite float "
-            "[B, ...] (Box)"
-        ),
-    }
+from trajkit._models.rules import (
+    FLOAT32_OUTPUTS,
+    OUTPUT_RULES,
+    check_action_range,
+    conform,
+    conform_into,
+    output_rule,
 )
-"""Model-output keys with a meaning (and validation rules) in trajkit."""
 
+__all__ = ["ModelOutputs", "StepOutputs", "coerce_model_outs", "discrete_actions"]
 
-_FLOAT_KEYS = ("critic", "log_probs", "actor")
 _PLACEHOLDER_DTYPES = {"actions": np.dtype(np.int32)}  # other keys' placeholders are float32
 
 
@@ -73,18 +64,6 @@ def _coerce_key(
 def _min_row_ndim(key: str) -> int:
     """The fewest dimensions of one step's row of `key`: 0 for a per-step scalar (`*scalar`)."""
     return 1 if key in OUTPUT_RULES else 0
-
-
-def _check_action_range(actions: AnyArray, actor: AnyArray, name: str, axes: str) -> None:
-    num_actions = actor.shape[-1]
-    bad = (actions < 0) | (actions >= num_actions)
-    if bad.any():
-        pos = first_true(bad)
-        where = f" at {fmt_index(pos, axes)}" if pos else ""
-        raise ValueError(
-            f"{name} must be in [0, A) with A={num_actions} from model_outs['actor'], "
-            f"got {actions[pos]}{where}"
-        )
 
 
 def _is_placeholder(value: Any) -> bool:
@@ -450,7 +429,7 @@ class ModelOutputs(Sequence[StepOutputs]):
         actor_row = None if actor is None else np.asarray(actor)
         row = _coerce_key(key, row, actor_row, name, lead=1)
         if key == "actions" and actor_row is not None and _is_discrete(row, actor_row, 1):
-            _check_action_range(row, actor_row, name, "b")
+            check_action_range(row, actor_row.shape[-1], name, "b")
         return row
 
     def _check_step(self, step: Mapping[str, Any], t: int) -> dict[str, AnyArray]:
@@ -469,7 +448,7 @@ class ModelOutputs(Sequence[StepOutputs]):
                     + (f" (B={storage.shape[1]})" if storage.ndim > 1 else "")
                 )
             if row.dtype.kind != storage.dtype.kind and not (
-                key in _FLOAT_KEYS
+                key in FLOAT32_OUTPUTS
                 or (key == "actions" and storage.dtype.kind == "i" and row.dtype.kind in "biuf")
             ):
                 raise ValueError(
@@ -488,7 +467,8 @@ class ModelOutputs(Sequence[StepOutputs]):
             and "actor" in rows
             and _is_discrete(rows["actions"], rows["actor"], 1)
         ):
-            _check_action_range(rows["actions"], rows["actor"], f"model_outs[{t}]['actions']", "b")
+            num_actions = rows["actor"].shape[-1]
+            check_action_range(rows["actions"], num_actions, f"model_outs[{t}]['actions']", "b")
         return rows
 
     def _write(self, key: str, t: int, index: Any, value: Any) -> None:
@@ -520,12 +500,7 @@ class ModelOutputs(Sequence[StepOutputs]):
         array = conform_into(rule, storage.dtype, array, name, axes="" if suffix else "b")
         actor = self._arrays.get("actor")
         if key == "actions" and actor is not None and storage.ndim == 2 and actor.ndim == 3:
-            bad = (array < 0) | (array >= actor.shape[-1])
-            if bad.any():
-                raise ValueError(
-                    f"{name} must be in [0, A) with A={actor.shape[-1]} from "
-                    f"model_outs['actor'], got {_first_value(array, bad)}"
-                )
+            check_action_range(array, actor.shape[-1], name, "" if suffix else "b")
         row[index] = array
         mask = self._unset.get(key)
         if mask is not None:
@@ -603,10 +578,6 @@ def _row(storage: AnyArray, t: int) -> AnyArray:
 def _fmt_sub(index: Any) -> str:
     parts = index if isinstance(index, tuple) else (index,)
     return "".join(f"[{p}]" if isinstance(p, int | np.integer) else "[...]" for p in parts)
-
-
-def _first_value(array: AnyArray, bad: AnyArray) -> Any:
-    return array[first_true(bad)].item() if array.ndim else array.item()
 
 
 def _stack_steps(steps: Sequence[Any]) -> tuple[dict[str, AnyArray], dict[str, AnyArray]]:

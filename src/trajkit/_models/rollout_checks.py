@@ -17,11 +17,17 @@ from pydantic import PlainValidator, ValidationInfo
 
 from trajkit._base.types import AnyArray
 from trajkit._core import tree as _tree
-from trajkit._models.arrays import first_true, fmt_index
+from trajkit._models.arrays import first_true
 from trajkit._models.checked import guard_field
 from trajkit._models.dims import DimSpec, Shape, bind_dims, fmt_shape
 from trajkit._models.model_outputs import ModelOutputs, coerce_model_outs, discrete_actions
-from trajkit._models.rules import FIELD_RULES, OUTPUT_RULES, conform, output_rule
+from trajkit._models.rules import (
+    FIELD_RULES,
+    OUTPUT_RULES,
+    check_action_range,
+    conform,
+    output_rule,
+)
 
 if TYPE_CHECKING:
     from trajkit._models.rollout import Rollout
@@ -303,15 +309,7 @@ def _check_values(rollout: Rollout, outs: Mapping[str, AnyArray]) -> None:
                 "must end its episode (set dones[t+1] = 1 where truncated[t] = 1)"
             )
     if discrete_actions(outs):
-        actions = outs["actions"]
-        num_actions = outs["actor"].shape[-1]
-        bad = (actions < 0) | (actions >= num_actions)
-        if bad.any():
-            pos = first_true(bad)
-            raise ValueError(
-                f"model_outs['actions'] must be in [0, A) with A={num_actions} from "
-                f"model_outs['actor'], got {actions[pos]} at {fmt_index(pos)}"
-            )
+        check_action_range(outs["actions"], outs["actor"].shape[-1], "model_outs['actions']")
 
 
 def _check_final_obses(final: Any, obses: Any, dones: AnyArray) -> None:

@@ -19,6 +19,7 @@ Both refuse with a `ValueError` whose message starts with the name given (`rews`
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -39,12 +40,17 @@ from trajkit._models.arrays import (
 
 __all__ = [
     "FIELD_RULES",
+    "FLOAT32_OUTPUTS",
     "OUTPUT_RULES",
+    "PER_ENV_SCALAR_OUTPUTS",
     "Rule",
+    "all_finite",
+    "check_action_range",
     "conform",
     "conform_into",
     "lossless",
     "output_rule",
+    "within_float32",
 ]
 
 DType = Literal["float32", "real", "action"]
@@ -52,7 +58,6 @@ DType = Literal["float32", "real", "action"]
 _F32 = np.dtype(np.float32)
 _F32_MAX = float(np.finfo(np.float32).max)
 _F32_EXACT = 1 << 24  # the largest integer magnitude float32 holds with every integer below
-_F32_MAX_SQUARED = _F32_MAX * _F32_MAX  # a sum of squares below it: every value finite, in range
 
 
 @dataclass(frozen=True)
@@ -78,6 +83,53 @@ class Rule:
     optional: bool = False
     min_ndim: int = 1
 
+    @property
+    def stored_dtypes(self) -> tuple[str, ...] | None:
+        """The dtypes it is stored (and saved) as, or `None` for any real dtype (kept).
+
+        Examples:
+            >>> OUTPUT_RULES["actions"].stored_dtypes, FIELD_RULES["obses"].stored_dtypes
+            (('int32', 'float32'), None)
+        """
+        return {"float32": ("float32",), "action": ("int32", "float32"), "real": None}[self.dtype]
+
+    @property
+    def file_dtype(self) -> str | None:
+        """The dtype of its `.npy` member in a saved file, or `None` where it is the array's own.
+
+        Examples:
+            >>> FIELD_RULES["rews"].file_dtype, FIELD_RULES["obses"].file_dtype
+            ('float32', None)
+        """
+        dtypes = self.stored_dtypes
+        return dtypes[0] if dtypes is not None and len(dtypes) == 1 else None
+
+    @property
+    def per_env(self) -> tuple[str, ...] | None:
+        """The symbols of its dims after `T+1 B` (or `T B`), or `None` when they are free (`...`).
+
+        Examples:
+            >>> OUTPUT_RULES["critic"].per_env, OUTPUT_RULES["actor"].per_env
+            ((), ('A',))
+            >>> OUTPUT_RULES["actions"].per_env is None
+            True
+        """
+        rest = self.dims.split()[2:]
+        return None if "..." in rest else tuple(rest)
+
+    def stored_description(self) -> str:
+        """How a `Rollout` stores it, in words, for messages (`float32 with trailing shape ()`).
+
+        Examples:
+            >>> OUTPUT_RULES["actor"].stored_description()
+            'float32 with trailing shape (A,)'
+        """
+        if self.dtype == "action":
+            return "int32 (integer spaces) or float32 (Box)"
+        per_env = self.per_env
+        shape = "(...)" if per_env is None else "(" + ", ".join(per_env) + ",)" if per_env else "()"
+        return f"{self.dtype} with trailing shape {shape}"
+
     def passes(self, value: Any, dtype: np.dtype[Any]) -> bool:
         """The rule's fast test: whether `value` surely passes `conform_into(self, dtype, ...)`.
 
@@ -98,15 +150,13 @@ class Rule:
                 return value == 0 or value == 1
             limit = _F32_MAX if type(value) is float else _F32_EXACT  # ints: stored exactly
             return dtype == _F32 and -limit <= value <= limit
-        if type(value) is not np.ndarray or self.flag or not value.flags.c_contiguous:
+        if type(value) is not np.ndarray or self.flag:
             return False
-        if value.dtype == dtype and (dtype.kind in "iub" or not self.finite):
-            return True
-        if dtype != _F32 or value.dtype.char not in "fd":
-            return False
-        flat = value.reshape(-1)
-        with np.errstate(over="ignore", invalid="ignore"):  # an overflow only means "look closer"
-            return float(np.dot(flat, flat)) <= _F32_MAX_SQUARED  # (compared as a Python float)
+        if value.dtype == dtype:
+            return dtype.kind in "iub" or not self.finite or all_finite(value)
+        if dtype == _F32 and value.dtype.char in "fd":
+            return within_float32(value)
+        return False
 
     def describe(self) -> str:
         """The rule in words, as the Validation page lists it.
@@ -172,6 +222,65 @@ def output_rule(key: str, ndim: int | None = None) -> Rule:
     if rule is not None:
         return rule
     return OUTPUT_RULES["*scalar" if ndim == 1 else "*"]
+
+
+FLOAT32_OUTPUTS: tuple[str, ...] = tuple(
+    key for key, rule in OUTPUT_RULES.items() if rule.dtype == "float32"
+)
+"""The model outputs stored as float32 (`critic`, `log_probs`, `actor`), from `OUTPUT_RULES`."""
+
+PER_ENV_SCALAR_OUTPUTS: tuple[str, ...] = tuple(
+    key for key, rule in OUTPUT_RULES.items() if rule.per_env == () and not key.startswith("*")
+)
+"""The model outputs with one value per env and step (`[T+1, B]`: `critic`, `log_probs`)."""
+
+
+def all_finite(array: AnyArray) -> bool:
+    """The `finite` rule's fast test: one sum, finite exactly when every value is (or overflow).
+
+    `False` also where finite values overflow the sum: the full check then decides. Cheaper
+    than `isfinite` on the small arrays of one step.
+
+    Examples:
+        >>> all_finite(np.array([1.0, 2.0])), all_finite(np.array([1.0, np.nan]))
+        (True, False)
+    """
+    with np.errstate(invalid="ignore", over="ignore"):  # inf - inf: NaN, a "no", not a warning
+        return math.isfinite(np.add.reduce(array, axis=None))
+
+
+def within_float32(array: AnyArray) -> bool:
+    """The fast test of a float32 rule for wider floats: every value finite and in range.
+
+    Examples:
+        >>> within_float32(np.array([1.0, -3e38])), within_float32(np.array([1e300]))
+        (True, False)
+    """
+    return bool(np.maximum.reduce(np.abs(array), axis=None, initial=0.0) <= _F32_MAX)  # NaN fails
+
+
+def check_action_range(actions: AnyArray, num_actions: int, name: str, axes: str = "tb") -> None:
+    """The rule of Discrete actions next to `actor` logits of width A: each in `[0, A)`.
+
+    The one home of this rule: the constructor, model-output writes and the recorder call it.
+
+    Raises:
+        ValueError: Naming `name`, the first action out of range and its position.
+
+    Examples:
+        >>> check_action_range(np.array([[0, 2], [1, 3]]), 3, "model_outs['actions']")
+        Traceback (most recent call last):
+        ...
+        ValueError: model_outs['actions'] must be in [0, A) with A=3 from model_outs['actor'], \
+got 3 at (t=1, b=1)
+    """
+    bad = (actions < 0) | (actions >= num_actions)
+    if np.logical_or.reduce(bad, axis=None):
+        pos = first_true(bad) if bad.ndim else ()
+        raise ValueError(
+            f"{name} must be in [0, A) with A={num_actions} from model_outs['actor'], "
+            f"got {actions[pos].item()}{_at(pos, axes)}"
+        )
 
 
 def conform(

@@ -9,7 +9,6 @@ step and the space.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
@@ -20,7 +19,17 @@ from gymnasium.vector import VectorEnv
 
 from trajkit._base.types import AnyArray, ArrayTree, BoolArray, Float64Array
 from trajkit._core import tree as _tree
-from trajkit._models.rules import FIELD_RULES, Rule, conform, conform_into, output_rule
+from trajkit._models.rules import (
+    FIELD_RULES,
+    PER_ENV_SCALAR_OUTPUTS,
+    Rule,
+    all_finite,
+    check_action_range,
+    conform,
+    conform_into,
+    output_rule,
+    within_float32,
+)
 
 if TYPE_CHECKING:
     from trajkit.gym.recorder import Policy, StateFn
@@ -28,7 +37,6 @@ if TYPE_CHECKING:
 __all__ = ["Gate", "within_float32"]
 
 _ARRAY_SPACES: Final = (spaces.Box, spaces.Discrete, spaces.MultiBinary, spaces.MultiDiscrete)
-_ONE_D_KEYS: Final = ("critic", "log_probs")
 _F32_MAX: Final = float(np.finfo(np.float32).max)
 _I32: Final = np.iinfo(np.int32)
 _OBS_RULE: Final = FIELD_RULES["obses"]
@@ -95,22 +103,6 @@ class _Output:
     fits: Callable[[AnyArray], bool] | None
 
 
-def _all_finite(array: AnyArray) -> bool:
-    """Whether every value of a float `array` is finite: one sum (NaN and inf carry over).
-
-    A sum that overflows says False for finite values; the caller's slow path, the rule
-    table, then decides. Cheaper than `isfinite` on the small arrays of one step.
-    """
-    return math.isfinite(np.add.reduce(array, axis=None))
-
-
-def within_float32(array: AnyArray) -> bool:
-    """Whether every value of a float `array` is finite and within float32's range."""
-    return bool(
-        np.maximum.reduce(np.abs(array), axis=None, initial=0.0) <= _F32_MAX
-    )  # NaN fails too
-
-
 def _fits_test(
     rule: Rule, dtype: np.dtype[Any], bounds: tuple[int, int] | None
 ) -> Callable[[AnyArray], bool] | None:
@@ -118,7 +110,7 @@ def _fits_test(
     if dtype.kind == "f":
         if rule.dtype != "real" and dtype.itemsize > 4:
             return within_float32  # the rollout stores float32: no overflow to inf
-        return _all_finite if rule.finite else None
+        return all_finite if rule.finite else None
     if bounds is None:
         return None
     lo, hi = bounds
@@ -277,7 +269,7 @@ class Gate:
             type(value) is np.ndarray
             and value.dtype == leaf.dtype
             and value.shape == leaf.shape
-            and (value.dtype.kind != "f" or _all_finite(value))
+            and (value.dtype.kind != "f" or all_finite(value))
         ):
             return value  # the common case: nothing to convert, nothing to refuse
         dtype, name = leaf.dtype, leaf.name
@@ -387,7 +379,7 @@ class Gate:
                 f"the policy's output {key!r} has shape {array.shape}, expected leading "
                 f"dimension B={B} (one row per env, for a batch of {B} observations)"
             )
-        if key in _ONE_D_KEYS and array.ndim != 1:
+        if key in PER_ENV_SCALAR_OUTPUTS and array.ndim != 1:
             raise ValueError(
                 f"the policy's output {key!r} has shape {array.shape}, expected ({B},)"
             )
@@ -441,13 +433,7 @@ class Gate:
             if rule.dtype != "real":
                 conform(rule, logged, name, copy=False, axes="b", min_ndim=1)
             if num_actions is not None and logged.size:
-                bad = (logged < 0) | (logged >= num_actions)
-                if bad.any():
-                    b = int(np.flatnonzero(bad)[0])
-                    raise ValueError(
-                        f"{name} must be in [0, A) with A={num_actions} from "
-                        f"model_outs['actor'], got {logged[b]} at (b={b})"
-                    )
+                check_action_range(logged, num_actions, name, "b")
             return logged
 
         space = self._env.single_action_space if key == "actions" else None
