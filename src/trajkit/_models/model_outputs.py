@@ -321,6 +321,8 @@ class ModelOutputs(Sequence[StepOutputs]):
     def __getitem__(self, index: slice) -> list[StepOutputs]: ...
 
     def __getitem__(self, index: SupportsIndex | slice) -> StepOutputs | list[StepOutputs]:
+        if isinstance(index, str):
+            raise TypeError(_by_key_hint(index, self.keys()))
         if isinstance(index, slice):
             return [StepOutputs(self, t) for t in range(self._num_rows)[index]]
         t = range(self._num_rows)[index]  # IndexError for out-of-range, handles negatives
@@ -568,6 +570,16 @@ class ModelOutputs(Sequence[StepOutputs]):
         parts = [f"{k}={a.dtype}{list(a.shape)}" for k, a in self.arrays.items()]
         state = f", {self._num_rows} steps appended" if self._building else ""
         return f"ModelOutputs({', '.join(parts)}{state})"
+
+
+def _by_key_hint(key: str, keys: Sequence[str]) -> str:
+    """What to write instead of `model_outs[key]`: the outputs are indexed by step first."""
+    known = f"keys: {list(keys)}" if key in keys else f"no key {key!r}; keys: {list(keys)}"
+    return (
+        f"model_outs[{key!r}]: model_outs is a sequence of T+1 steps, indexed by step ({known}); "
+        f"use model_outs[t][{key!r}] for step t's [B, ...] row, or "
+        f"model_outs.arrays[{key!r}] for the stacked [T+1, B, ...] array"
+    )
 
 
 def _row(storage: AnyArray, t: int) -> AnyArray:
