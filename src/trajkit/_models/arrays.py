@@ -160,7 +160,7 @@ def as_float32(
     binary: bool = False,
     axes: str = "tb",
 ) -> Float32Array:
-    """Like `as_numeric`, then cast to float32 (as the seed does for rewards, dones and states).
+    """Like `as_numeric`, then cast to float32 (as obs-tower2 does for rewards, dones, states).
 
     The copy and the cast are one pass (float64 input is not copied and then cast). With
     `finite`, NaN and ±inf are refused as by `check_finite`; with `binary`, values other than

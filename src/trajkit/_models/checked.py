@@ -95,15 +95,39 @@ class CheckedArray(np.ndarray[Any, np.dtype[Any]]):
         return super().__array_function__(func, types, args, kwargs)
 
     def fill(self, value: Any) -> None:
-        """Set every element to `value`, checked as an assignment."""
+        """Set every element to `value`, checked as an assignment.
+
+        Examples:
+            >>> from trajkit.testing import example_rollout
+            >>> r = example_rollout(num_steps=2, num_envs=1)
+            >>> r.rews.fill(0.5)
+            >>> r.rews.tolist()
+            [[0.5], [0.5]]
+        """
         self[...] = value
 
     def put(self, indices: Any, values: Any, mode: Any = "raise") -> None:
-        """`numpy.ndarray.put`, checked as an assignment."""
+        """`numpy.ndarray.put` (flat indices), checked as an assignment.
+
+        Examples:
+            >>> from trajkit.testing import example_rollout
+            >>> r = example_rollout(num_steps=2, num_envs=2)
+            >>> r.dones.put([3], 1)
+            >>> r.dones.put([3], 2)
+            Traceback (most recent call last):
+            ...
+            ValueError: dones must hold only 0 and 1, got 2.0 at (t=1, b=1)
+        """
         np.put(self, indices, values, mode=mode)
 
     def copy(self, order: Any = "C") -> AnyArray:  # type: ignore[override]
-        """A plain copy (`numpy.ndarray.copy`): the caller's own array, unchecked."""
+        """A plain copy (`numpy.ndarray.copy`): the caller's own array, unchecked.
+
+        Examples:
+            >>> from trajkit.testing import example_rollout
+            >>> type(example_rollout().rews.copy()).__name__
+            'ndarray'
+        """
         return np.array(self, order=order, copy=True)
 
     def __repr__(self) -> str:

@@ -1,4 +1,4 @@
-"""Model outputs stored as one stacked array per key, seen as the seed's list of T+1 dicts."""
+"""Model outputs stored as one stacked array per key, seen as obs-tower2's list of T+1 dicts."""
 
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ def _coerce_key(
 
     `critic`, `log_probs` and `actor` become finite float32; integer and bool `actions` int32,
     float ones finite float32 (Box) unless they sit next to `actor` logits of one more
-    dimension (Discrete actions written as floats, as the seed accepted: integer-valued, int32);
+    dimension (Discrete actions written as floats, as obs-tower2 accepted: integer-valued, int32);
     other keys are kept as given (any real dtype). A value of another key with one dimension
     fewer than `lead` is a per-step scalar (`*scalar`).
     """
@@ -67,7 +67,7 @@ def _min_row_ndim(key: str) -> int:
 
 
 def _is_placeholder(value: Any) -> bool:
-    """Whether `value` is a row of `None`s: the seed's way to allocate outputs filled later."""
+    """Whether `value` is a row of `None`s: obs-tower2's way to allocate outputs filled later."""
     if isinstance(value, np.ndarray):
         return value.dtype.kind == "O" and value.size > 0 and all(v is None for v in value.flat)
     return isinstance(value, list | tuple) and len(value) > 0 and all(v is None for v in value)
@@ -108,7 +108,7 @@ class _RowGuard:
 
 
 class StepOutputs(Mapping[str, AnyArray]):
-    """The model outputs of one timestep: `key -> [B, ...]` array, as in the seed's dicts.
+    """The model outputs of one timestep: `key -> [B, ...]` array, as in obs-tower2's dicts.
 
     Values are views into the stacked storage, so reading is free. Writes are checked as
     construction checks them, whether they replace a key's whole row (`step['critic'] = ...`)
@@ -162,7 +162,7 @@ class StepOutputs(Mapping[str, AnyArray]):
 class ModelOutputs(Sequence[StepOutputs]):
     """Model outputs of a rollout: T+1 timesteps, stored as one `[T+1, B, ...]` array per key.
 
-    It behaves as the seed's list of T+1 dicts (`outs[t][key]`, `len(outs)`, iteration,
+    It behaves as obs-tower2's list of T+1 dicts (`outs[t][key]`, `len(outs)`, iteration,
     `append`), while [`arrays`][trajkit.ModelOutputs.arrays] gives the stacked arrays without
     restacking. Every write is validated as construction is: a whole step (`outs[t] = {...}`),
     one key's row (`outs[t][key] = ...`) or some elements (`outs[t][key][b] = ...`).
@@ -171,7 +171,7 @@ class ModelOutputs(Sequence[StepOutputs]):
     assign an empty list to `Rollout.model_outs`, then `append` T+1 steps. Each appended step
     is checked at once against B and the keys and dtype kinds of the earlier steps, and a
     rollout refuses to compute anything from its outputs until all T+1 steps are there.
-    Rows of `None` (the seed's recordings allocate `{'actions': [None] * B}`) are accepted as
+    Rows of `None` (obs-tower2's recordings allocate `{'actions': [None] * B}`) are accepted as
     entries to fill in later, element by element; they too must be filled before use.
 
     Args:
@@ -593,7 +593,7 @@ def _fmt_sub(index: Any) -> str:
 
 
 def _stack_steps(steps: Sequence[Any]) -> tuple[dict[str, AnyArray], dict[str, AnyArray]]:
-    """Stack the seed's list of T+1 dicts into one array per key, checking every step.
+    """Stack obs-tower2's list of T+1 dicts into one array per key, checking every step.
 
     Returns the arrays and, for keys with rows of `None`, masks of the entries still unset.
     """
@@ -719,7 +719,7 @@ def _coerce_known(raw: dict[str, AnyArray], *, copy: bool = False) -> dict[str, 
 def coerce_model_outs(value: Any, *, copy: bool) -> ModelOutputs:
     """Turn either accepted form of model outputs into `ModelOutputs`, checking dtypes.
 
-    Accepts the seed's list of T+1 mappings (key -> array with leading dim B, or a row of
+    Accepts obs-tower2's list of T+1 mappings (key -> array with leading dim B, or a row of
     `None` to fill in later), an empty list (outputs to be appended step by step), a mapping of
     key -> stacked `[T+1, B, ...]` array, or a `ModelOutputs`. Known keys are converted and
     checked: `critic`, `log_probs` and `actor` to finite float32; `actions` to int32 (integer

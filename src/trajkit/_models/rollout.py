@@ -43,6 +43,7 @@ from trajkit._models.rollout_training import (
     normalized_minibatch,
     ppo_arrays,
 )
+from trajkit._models.rules import FIELD_RULES
 
 __all__ = [
     "FIELD_DIMS",
@@ -542,15 +543,7 @@ class Rollout(TrainingMethods, BaseModel):
         """
         if not isinstance(other, Rollout):
             return NotImplemented
-        for name in (
-            "states",
-            "obses",
-            "rews",
-            "dones",
-            "truncated",
-            "final_values",
-            "final_obses",
-        ):
+        for name in FIELD_RULES:  # every array field
             a, b = getattr(self, name), getattr(other, name)
             if (a is None) != (b is None):
                 return False

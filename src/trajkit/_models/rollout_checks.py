@@ -60,6 +60,11 @@ MODEL_OUTPUT_DIMS: Mapping[str, str] = MappingProxyType(
 _SPECS = {name: DimSpec.parse(text) for name, text in FIELD_DIMS.items()}
 _OUT_SPECS = {text: DimSpec.parse(text) for text in MODEL_OUTPUT_DIMS.values()}
 _ROWS_ONLY = DimSpec.parse("T+1")
+_OPTIONAL_FLAT = tuple(
+    name
+    for name, rule in FIELD_RULES.items()
+    if rule.optional and not rule.nested and rule.dims.split()[0].startswith("T")
+)
 _AGREED_SHAPES: dict[tuple[tuple[str, Shape], ...], tuple[int, int]] = {}
 """T and B of shapes that agreed before: a training loop builds rollouts of the same shapes."""
 _AGREED_SHAPES_MAX = 64
@@ -205,7 +210,7 @@ def _votes(
         widths = {len(row) for row in infos}
         votes.shapes["infos"] = (len(infos), widths.pop() if len(widths) == 1 else None)
         votes.specs["infos"] = _SPECS["infos"]
-    for name in ("truncated", "final_values"):
+    for name in _OPTIONAL_FLAT:  # `truncated`, `final_values`: T B when given
         array = getattr(rollout, name)
         if array is not None:
             votes.add(name, array.shape, _SPECS[name])
