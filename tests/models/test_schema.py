@@ -172,3 +172,39 @@ def test_one_deprecation_helper() -> None:
         warnings.simplefilter("error")
         with pytest.raises(DeprecationWarning):
             deprecated("a", "b", removal="9.9")
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        (
+            [[1, 2**40]],
+            "must fit in int32 [-2147483648, 2147483647], got 1099511627776 at (t=0, b=1)",
+        ),
+        ([[1.5]], "must be integer-valued, got 1.5 at (t=0, b=0)"),
+        ([[np.nan]], "must be finite, got nan at (t=0, b=0)"),
+    ],
+)
+def test_one_integer_conversion_for_the_constructor_and_lossless(
+    value: list[list[float]], message: str
+) -> None:
+    from trajkit._models.arrays import as_int32
+
+    for convert in (
+        lambda: as_int32(np.array(value), "a", copy=True),
+        lambda: lossless(np.array(value), np.dtype(np.int32), "a"),
+    ):
+        with pytest.raises(ValueError, match=re.escape(f"a {message}") + "$"):
+            convert()
+
+
+def test_one_overflow_check_for_every_float_dtype() -> None:
+    expected = "x holds 1e+300 at (t=1), beyond float32's range (+-3.403e+38): stored as float32"
+    with pytest.raises(ValueError, match=re.escape(expected)):
+        lossless(np.array([0.0, 1e300]), np.dtype(np.float32), "x")
+    with pytest.raises(ValueError, match=re.escape("x holds 1e+300 at (t=1), beyond float16's")):
+        lossless(np.array([0.0, 1e300]), np.dtype(np.float16), "x")
+    from trajkit._models.arrays import as_float32
+
+    with pytest.raises(ValueError, match=re.escape(expected)):
+        as_float32(np.array([0.0, 1e300]), "x", copy=True, axes="t")

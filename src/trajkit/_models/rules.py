@@ -32,10 +32,12 @@ from trajkit._models.arrays import (
     as_float32,
     as_int32,
     as_numeric,
+    at,
     check_binary,
     check_finite,
+    check_overflow,
     first_true,
-    fmt_index,
+    into_int,
 )
 
 __all__ = [
@@ -279,7 +281,7 @@ got 3 at (t=1, b=1)
         pos = first_true(bad) if bad.ndim else ()
         raise ValueError(
             f"{name} must be in [0, A) with A={num_actions} from model_outs['actor'], "
-            f"got {actions[pos].item()}{_at(pos, axes)}"
+            f"got {actions[pos].item()}{at(pos, axes)}"
         )
 
 
@@ -373,7 +375,7 @@ def lossless(value: Any, dtype: np.dtype[Any], name: str, *, axes: str = "tb") -
     if kind == "f":
         return _into_float(array, dtype, name, axes)
     if kind in "iu":
-        return _into_int(array, dtype, name, axes)
+        return into_int(array, dtype, name, axes)
     raise ValueError(f"{name} cannot be stored as {dtype}: not a real numeric dtype")
 
 
@@ -382,14 +384,7 @@ def _into_float(array: AnyArray, dtype: np.dtype[Any], name: str, axes: str) -> 
     if array.dtype.kind == "f" and array.dtype.itemsize > dtype.itemsize:
         with np.errstate(over="ignore"):
             cast = array.astype(dtype)
-        over = np.isinf(cast) & np.isfinite(array)
-        if over.any():
-            pos = first_true(over) if over.ndim else ()
-            raise ValueError(
-                f"{name} holds {array[pos].item()!r}{_at(pos, axes)}, beyond {dtype}'s "
-                f"range (+-{float(np.finfo(dtype).max):.4g}): stored as {dtype} it would "
-                "become inf"
-            )
+        check_overflow(array, cast, name, axes)
         return cast
     cast = array.astype(dtype)
     if array.dtype.kind in "iu" and array.dtype.itemsize * 8 > np.finfo(dtype).nmant + 1:
@@ -399,34 +394,9 @@ def _into_float(array: AnyArray, dtype: np.dtype[Any], name: str, axes: str) -> 
             pos = first_true(inexact) if inexact.ndim else ()
             raise ValueError(
                 f"{name} must be exactly representable in {dtype}, got "
-                f"{array[pos].item()!r}{_at(pos, axes)} (it would be rounded)"
+                f"{array[pos].item()!r}{at(pos, axes)} (it would be rounded)"
             )
     return cast
-
-
-def _into_int(array: AnyArray, dtype: np.dtype[Any], name: str, axes: str) -> AnyArray:
-    """`lossless` into an integer dtype: floats finite and integer-valued, all in range."""
-    if array.dtype.kind == "f":
-        bad = ~np.isfinite(array)
-        if bad.any():
-            pos = first_true(bad) if bad.ndim else ()
-            raise ValueError(f"{name} must be finite, got {array[pos].item()}{_at(pos, axes)}")
-        bad = array != np.round(array)
-        if bad.any():
-            pos = first_true(bad) if bad.ndim else ()
-            raise ValueError(
-                f"{name} must be integer-valued, got {array[pos].item()!r}{_at(pos, axes)}"
-            )
-    info = np.iinfo(dtype)
-    if array.size:
-        bad = (array < info.min) | (array > info.max)
-        if bad.any():
-            pos = first_true(bad) if bad.ndim else ()
-            raise ValueError(
-                f"{name} must fit in {dtype} [{info.min}, {info.max}], got "
-                f"{array[pos].item()!r}{_at(pos, axes)}"
-            )
-    return array.astype(dtype)
 
 
 def conform_into(
@@ -447,28 +417,8 @@ def conform_into(
     """
     array = as_numeric(value, name, copy=False, min_ndim=0)
     if rule.finite:
-        if array.ndim:
-            check_finite(array, name, axes)
-        else:
-            _check_finite_scalar(array, name)
+        check_finite(array, name, axes)
     converted = lossless(array, dtype, name, axes=axes)
     if rule.flag:
-        if converted.ndim:
-            check_binary(converted, name, axes)
-        else:
-            _check_flag_scalar(converted, name)
+        check_binary(converted, name, axes)
     return converted
-
-
-def _at(pos: tuple[int, ...], axes: str) -> str:
-    return f" at {fmt_index(pos, axes)}" if pos else ""
-
-
-def _check_finite_scalar(array: AnyArray, name: str) -> None:
-    if array.dtype.kind == "f" and not np.isfinite(array):
-        raise ValueError(f"{name} must be finite, got {array.item()}")
-
-
-def _check_flag_scalar(array: AnyArray, name: str) -> None:
-    if array.item() not in (0, 1):
-        raise ValueError(f"{name} must hold only 0 and 1, got {array.item()}")
