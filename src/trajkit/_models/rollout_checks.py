@@ -91,7 +91,7 @@ def _array_check(name: str) -> Callable[[Any, bool], Any]:
     rule = FIELD_RULES[name]
     axes = "".join(dim.symbol.lower() for dim in DimSpec.parse(rule.dims).dims)  # `(t=3, b=1)`
 
-    def check(value: Any, copy: bool) -> Any:
+    def validate_field(value: Any, copy: bool) -> Any:
         if value is None and rule.optional:
             return None
         if isinstance(value, np.ndarray) or not rule.nested:  # the common flat case
@@ -104,8 +104,8 @@ def _array_check(name: str) -> Callable[[Any, bool], Any]:
 
         return _tree.map_with_path(leaf_check, _tree.normalize(value, name))
 
-    check.__name__ = f"_v_{name}"
-    return check
+    validate_field.__name__ = f"_v_{name}"
+    return validate_field
 
 
 def _v_model_outs(value: Any, copy: bool) -> ModelOutputs:

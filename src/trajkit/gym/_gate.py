@@ -125,15 +125,15 @@ def _fits_test(
     )
 
 
-def _first_bad_env(check: Callable[[Any], object], value: Any) -> int | None:
-    """The first env (row of `value`) that `check` refuses on its own, or None."""
+def _first_bad_env(conformed: Callable[[Any], object], value: Any) -> int | None:
+    """The first env (row of `value`) that `conformed` refuses on its own, or None."""
     try:
         rows = len(value)
     except TypeError:
         return None
     for b in range(rows):
         try:
-            check(value[b : b + 1])
+            conformed(value[b : b + 1])
         except (ValueError, TypeError, IndexError):
             return b
     return None
@@ -213,17 +213,17 @@ class Gate:
         return where if space is None else f"{where}; space {space}"
 
     def located(
-        self, check: Callable[[Any], AnyArray], value: Any, space: object = None
+        self, conformed: Callable[[Any], AnyArray], value: Any, space: object = None
     ) -> AnyArray:
-        """`check(value)`; a refusal's message gets the env, the step and the space appended.
+        """`conformed(value)`; a refusal's message gets the env, the step and the space appended.
 
         The rule table's message comes first, unchanged (`obses must be finite, ...`), so
         that every door's messages start alike.
         """
         try:
-            return check(value)
+            return conformed(value)
         except ValueError as exc:
-            env = _first_bad_env(check, value)
+            env = _first_bad_env(conformed, value)
             raise ValueError(f"{exc} ({self.where(env, space)})") from None
 
     def obs_batch(self, obs: Any) -> ArrayTree:
@@ -274,10 +274,10 @@ class Gate:
             return value  # the common case: nothing to convert, nothing to refuse
         dtype, name = leaf.dtype, leaf.name
 
-        def check(v: Any) -> AnyArray:
+        def conformed(v: Any) -> AnyArray:
             return conform_into(_OBS_RULE, dtype, v, name, axes="b")
 
-        array = self.located(check, value, leaf.space)
+        array = self.located(conformed, value, leaf.space)
         if array.shape != leaf.shape:
             raise ValueError(
                 f"{name} must have shape {leaf.shape}: B={self.num_envs} observations of the "
@@ -289,10 +289,10 @@ class Gate:
     def flags(self, value: Any, name: str) -> AnyArray:
         """The env's `terminated` or `truncated` flags as a bool array `[B]`, checked (0/1)."""
 
-        def check(v: Any) -> AnyArray:
+        def conformed(v: Any) -> AnyArray:
             return conform_into(_FLAG_RULE, np.dtype(np.bool_), v, name, axes="b")
 
-        array = self.located(check, value)
+        array = self.located(conformed, value)
         if array.shape != (self.num_envs,):
             raise ValueError(
                 f"{name} must hold one flag per env, shape ({self.num_envs},), got shape "
@@ -307,10 +307,10 @@ class Gate:
         float64 for the episode sums.
         """
 
-        def check(v: Any) -> AnyArray:
+        def conformed(v: Any) -> AnyArray:
             return conform(_REWS_RULE, v, "rews", copy=False, axes="b", min_ndim=0)
 
-        checked = self.located(check, value)
+        checked = self.located(conformed, value)
         if checked.shape != (self.num_envs,):
             raise ValueError(
                 f"rews must hold one reward per env, shape ({self.num_envs},), got shape "
@@ -428,7 +428,7 @@ class Gate:
         if key == "actions" and array.ndim == 1 and actor is not None and actor.ndim == 2:
             num_actions = int(actor.shape[-1])
 
-        def check(v: Any) -> AnyArray:
+        def conformed(v: Any) -> AnyArray:
             logged = conform_into(rule, dtype, v, name, axes="b")
             if rule.dtype != "real":
                 conform(rule, logged, name, copy=False, axes="b", min_ndim=1)
@@ -437,7 +437,7 @@ class Gate:
             return logged
 
         space = self._env.single_action_space if key == "actions" else None
-        return self.located(check, array, space)
+        return self.located(conformed, array, space)
 
     def critic(self, obs: ArrayTree) -> Float64Array:
         return np.asarray(self.call_policy(obs)["critic"], dtype=np.float64)
@@ -489,10 +489,10 @@ class Gate:
         if self._state_fn is None:
             return None
 
-        def check(v: Any) -> AnyArray:
+        def conformed(v: Any) -> AnyArray:
             return conform(_STATES_RULE, v, "states", copy=False, axes="b", min_ndim=0)
 
-        states = self.located(check, self._state_fn(self._env))
+        states = self.located(conformed, self._state_fn(self._env))
         if states.ndim < 1 or states.shape[0] != B:
             raise ValueError(f"state_fn returned shape {states.shape}, expected ({B}, ...)")
         if self._state_shape is None:
