@@ -44,6 +44,18 @@ def test_derived_tables_follow_the_rules() -> None:
     }
 
 
+def test_arrow_types_follow_the_rules() -> None:
+    assert {name: rule.arrow_type for name, rule in FIELD_RULES.items()} == {
+        "states": "float32",
+        "obses": None,
+        "rews": "float32",
+        "dones": "bool",
+        "truncated": "bool",
+        "final_values": "float32",
+        "final_obses": None,
+    }
+
+
 def test_file_members_take_their_dtype_from_the_rules() -> None:
     r = example_rollout(num_steps=3, num_envs=2, truncation=True)
     members = {m.name: m.dtype for m in RolloutFileMetadata.from_rollout(r).arrays()}

@@ -107,6 +107,16 @@ class Rule:
         return dtypes[0] if dtypes is not None and len(dtypes) == 1 else None
 
     @property
+    def arrow_type(self) -> str | None:
+        """Its Arrow/Parquet column type (flags are `bool`), or `None` where it is the array's own.
+
+        Examples:
+            >>> FIELD_RULES["rews"].arrow_type, FIELD_RULES["dones"].arrow_type
+            ('float32', 'bool')
+        """
+        return "bool" if self.flag else self.file_dtype
+
+    @property
     def per_env(self) -> tuple[str, ...] | None:
         """The symbols of its dims after `T+1 B` (or `T B`), or `None` when they are free (`...`).
 
