@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import trajkit
-from trajkit import CheckedArray, Rollout
+from trajkit import CheckedArray, ModelOutputs, Rollout
 from trajkit.testing import example_rollout
 
 T, B = 4, 2
@@ -278,3 +278,52 @@ def test_copies_stay_checked(duplicate: Callable[[Rollout], Rollout]) -> None:
         other.rews[1, 1] = np.nan
     with pytest.raises(ValueError, match="obses must be finite"):
         other.obses[0, 0, 0] = np.inf
+
+
+@pytest.mark.parametrize(
+    ("key", "pos", "value", "message"),
+    [
+        ("critic", (1, 0), np.nan, "model_outs['critic'] must be finite, got nan at (t=1, b=0)"),
+        (
+            "actions",
+            (2, 1),
+            7,
+            "model_outs['actions'] must be in [0, A) with A=3 from model_outs['actor'], "
+            "got 7 at (t=2, b=1)",
+        ),
+        (
+            "actor",
+            (0, 1, 2),
+            np.inf,
+            "model_outs['actor'] must be finite, got inf at (t=0, b=1, a=2)",
+        ),
+        ("log_probs", (3, 0), 1e300, "model_outs['log_probs'] holds 1e+300 at (t=3, b=0)"),
+    ],
+)
+def test_writes_through_model_outs_arrays_are_checked_as_construction(
+    key: str, pos: tuple[int, ...], value: float, message: str
+) -> None:
+    r = _rollout()
+    arrays = {k: np.array(a) for k, a in r.model_outs.arrays.items()}
+    bad = {k: a.astype(np.float64) if k == key else a for k, a in arrays.items()}
+    bad[key][pos] = value
+    with pytest.raises(ValueError, match=re.escape(message)):
+        r.replace(model_outs=bad)  # the constructor
+    for write in (
+        lambda: r.model_outs.arrays[key].__setitem__(pos, value),
+        lambda: r.model_outs.arrays[key][pos[0]].__setitem__(pos[1:], value),
+    ):
+        with pytest.raises(ValueError, match=re.escape(message)):
+            write()
+    for k, a in arrays.items():
+        np.testing.assert_array_equal(np.asarray(r.model_outs.arrays[k]), a)
+    r.model_outs.arrays[key][pos] = 1  # valid: stored, in the storage's dtype
+    assert r.model_outs[pos[0]][key][pos[1:]] == 1
+    assert r.model_outs.arrays[key].dtype == arrays[key].dtype
+    r.revalidate()
+
+
+def test_writes_through_arrays_fill_placeholders() -> None:
+    outs = ModelOutputs([{"actions": [None, None]}] * 3)
+    outs.arrays["actions"][...] = 1
+    assert outs.incomplete() is None

@@ -17,6 +17,7 @@ from trajkit._models.rules import (
     check_action_range,
     conform,
     conform_into,
+    lossless,
     output_rule,
 )
 
@@ -105,6 +106,55 @@ class _RowGuard:
         else:
             where_all = np.unravel_index(ids.reshape(-1), self.row.shape)
             self.outs._write(self.key, self.t, where_all, array)
+
+
+class _StorageGuard:
+    """The guard of one key's stacked array, as `ModelOutputs.arrays` hands it out.
+
+    A write is tried on a copy of the whole array, which must then pass the constructor's
+    check of the key (and the action range); only then is it stored. That costs a copy of
+    the array per write: per-step writes (`outs[t][key] = ...`) are the cheap way.
+    """
+
+    __slots__ = ("key", "outs", "storage")
+
+    def __init__(self, outs: ModelOutputs, key: str, storage: AnyArray) -> None:
+        self.outs, self.key, self.storage = outs, key, storage
+
+    def write(self, target: CheckedArray, index: Any, value: Any) -> None:
+        key, storage, outs = self.key, self.storage, self.outs
+        name = f"model_outs[{key!r}]"
+        array = as_numeric(value, name, copy=False, min_ndim=0)
+        ids = positions_in(storage, target, index)
+        if ids is None:
+            raise ValueError(
+                f"model_outs.arrays[{key!r}]: this view cannot be written; write "
+                f"model_outs[t][{key!r}] instead"
+            )
+        try:
+            values = np.broadcast_to(array, ids.shape).reshape(-1)
+        except ValueError:
+            raise ValueError(
+                f"{name} write has shape {array.shape}, expected {ids.shape}"
+            ) from None
+        flat_ids = ids.reshape(-1)
+        scratch = storage.astype(np.result_type(storage.dtype, array.dtype))
+        scratch.reshape(-1)[flat_ids] = values
+        actor = outs._arrays.get("actor")
+        rows = len(storage)
+        with_actor = None if actor is None or key != "actions" else actor[:rows]
+        converted = _coerce_key(key, scratch, with_actor, name)
+        stored = lossless(converted, storage.dtype, name)
+        if key == "actions" and with_actor is not None and _is_discrete(stored, with_actor):
+            check_action_range(stored, with_actor.shape[-1], name)
+        storage.reshape(-1)[flat_ids] = stored.reshape(-1)[flat_ids]
+        mask = outs._unset.get(key)
+        if (
+            mask is not None
+            and mask.shape == storage.shape[: mask.ndim]
+            and mask.size == storage.size
+        ):
+            mask.reshape(-1)[flat_ids] = False
 
 
 class StepOutputs(Mapping[str, AnyArray]):
@@ -200,7 +250,7 @@ class ModelOutputs(Sequence[StepOutputs]):
         (1, dtype('float32'))
     """
 
-    __slots__ = ("_arrays", "_batch", "_building", "_expected", "_num_rows", "_unset")
+    __slots__ = ("_arrays", "_batch", "_building", "_expected", "_num_rows", "_unset", "_views")
 
     def __init__(
         self,
@@ -222,6 +272,7 @@ class ModelOutputs(Sequence[StepOutputs]):
         batch: int | None = None,
     ) -> None:
         self._arrays = arrays
+        self._views: tuple[dict[str, AnyArray], int, Mapping[str, AnyArray]] | None = None
         if num_rows is None:
             num_rows = len(next(iter(arrays.values()))) if arrays else 0
         self._num_rows = num_rows
@@ -249,9 +300,12 @@ class ModelOutputs(Sequence[StepOutputs]):
 
     @property
     def arrays(self) -> Mapping[str, AnyArray]:
-        """Read-only mapping of key to stacked `[T+1, B, ...]` array (the storage itself).
+        """Read-only mapping of key to stacked `[T+1, B, ...]` array (views of the storage).
 
-        While outputs are being appended, the arrays hold the steps appended so far.
+        While outputs are being appended, the arrays hold the steps appended so far. The
+        arrays are [`CheckedArray`][trajkit.CheckedArray]s: a write into one
+        (`outs.arrays['critic'][t, b] = v`) is checked as construction checks the whole
+        array, and refused with the constructor's message.
 
         Examples:
             >>> import numpy as np
@@ -260,11 +314,26 @@ class ModelOutputs(Sequence[StepOutputs]):
             (3, 2)
             >>> outs.arrays["critic"] is outs.arrays["critic"]  # no restacking
             True
+            >>> outs.arrays["critic"][2, 1] = np.inf
+            Traceback (most recent call last):
+            ...
+            ValueError: model_outs['critic'] must be finite, got inf at (t=2, b=1)
         """
+        cached = self._views
+        if cached is not None and cached[0] is self._arrays and cached[1] == self._num_rows:
+            return cached[2]
+        views = MappingProxyType(
+            {k: checked(a, _StorageGuard(self, k, a)) for k, a in self._plain().items()}
+        )
+        self._views = (self._arrays, self._num_rows, views)
+        return views
+
+    def _plain(self) -> Mapping[str, AnyArray]:
+        """The stacked arrays as plain arrays, for trajkit's own reading (no views made)."""
         n = self._num_rows
         if any(len(a) != n for a in self._arrays.values()):
-            return MappingProxyType({k: a[:n] for k, a in self._arrays.items()})
-        return MappingProxyType(self._arrays)
+            return {k: a[:n] for k, a in self._arrays.items()}
+        return self._arrays
 
     def keys(self) -> tuple[str, ...]:
         """The output keys, in the order given.
@@ -555,7 +624,7 @@ class ModelOutputs(Sequence[StepOutputs]):
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, ModelOutputs):
             return NotImplemented
-        mine, theirs = self.arrays, other.arrays
+        mine, theirs = self._plain(), other._plain()
         return (
             len(self) == len(other)
             and self._building == other._building
@@ -567,7 +636,7 @@ class ModelOutputs(Sequence[StepOutputs]):
     __hash__: ClassVar[None] = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
-        parts = [f"{k}={a.dtype}{list(a.shape)}" for k, a in self.arrays.items()]
+        parts = [f"{k}={a.dtype}{list(a.shape)}" for k, a in self._plain().items()]
         state = f", {self._num_rows} steps appended" if self._building else ""
         return f"ModelOutputs({', '.join(parts)}{state})"
 

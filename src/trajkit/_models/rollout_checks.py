@@ -220,12 +220,12 @@ def _votes(
 def cross_check(rollout: Rollout) -> None:
     """The rules across fields: shapes agree on T and B, and the values that need them."""
     building = rollout.model_outs.building  # steps still being appended: rows don't vote
-    outs = {} if building else rollout.model_outs.arrays
+    outs = {} if building else rollout.model_outs._plain()
     infos: InfoRows | None = rollout.__dict__.get("infos")  # None: no infos were given
     votes = _votes(rollout, outs, building, infos)
     T, B = _agreed_dims(rollout, votes, infos)
     _settle(rollout, votes.empty_rows, T, B, infos, keep_outs=bool(outs) or building)
-    _check_values(rollout, rollout.model_outs.arrays if building else outs)
+    _check_values(rollout, rollout.model_outs._plain() if building else outs)
     if rollout.final_obses is not None:
         _check_final_obses(rollout.final_obses, rollout.obses, rollout.dones)
 
