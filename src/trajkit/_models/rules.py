@@ -15,6 +15,12 @@ Both refuse with a `ValueError` whose message starts with the name given (`rews`
 `model_outs[3]['critic'][1]`, `obses['image']`), then says the rule: `... must be finite`,
 `... must hold only 0 and 1`, `... must be integer-valued`, `... must fit in uint8`,
 `... beyond float32's range`.
+
+A `Rule` is the schema of its field: the tables other modules need are derived from it
+(`Rule.stored_dtypes`, `Rule.file_dtype`, `Rule.arrow_type`, `Rule.per_env`,
+`FLOAT32_OUTPUTS`, `PER_ENV_SCALAR_OUTPUTS`), and it owns its fast test beside its full check
+(`Rule.passes`, `all_finite`, `within_float32`), as the `[0, A)` rule of Discrete actions
+owns `check_action_range`.
 """
 
 from __future__ import annotations
