@@ -327,3 +327,23 @@ def test_writes_through_arrays_fill_placeholders() -> None:
     outs = ModelOutputs([{"actions": [None, None]}] * 3)
     outs.arrays["actions"][...] = 1
     assert outs.incomplete() is None
+
+
+def test_arrays_kept_as_given_are_checked_too() -> None:
+    # copy=False keeps a Fortran-ordered array: positions cannot be told from its memory
+    # layout, so the message names none, but the write is refused all the same.
+    r = _rollout()
+    rews = np.asfortranarray(np.zeros((T, B), np.float32))
+    kept = r.replace(rews=rews)
+    shared = Rollout(
+        **{name: getattr(kept, name) for name in ("states", "obses", "dones", "model_outs")},
+        rews=rews,
+        infos=None,
+        copy=False,
+    )
+    assert np.shares_memory(shared.rews, rews)
+    with pytest.raises(ValueError, match=r"^rews must be finite, got nan$"):
+        shared.rews[1, 1] = np.nan
+    assert not np.isnan(rews).any()
+    shared.rews[1, 1] = 2.0
+    assert rews[1, 1] == 2.0
