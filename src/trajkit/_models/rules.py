@@ -170,8 +170,10 @@ class Rule:
             return dtype == _F32 and -limit <= value <= limit
         if type(value) is not np.ndarray or self.flag:
             return False
-        if value.dtype == dtype:
-            return dtype.kind in "iub" or not self.finite or all_finite(value)
+        if value.dtype == dtype:  # (a float of the stored dtype: finite is the whole test)
+            if dtype.kind in "iub" or not self.finite:
+                return True
+            return dtype.kind == "f" and _within(value, float(np.finfo(dtype).max))
         if dtype == _F32 and value.dtype.char in "fd":
             return within_float32(value)
         return False
@@ -257,14 +259,15 @@ def all_finite(array: AnyArray) -> bool:
     """The `finite` rule's fast test: one sum, finite exactly when every value is (or overflow).
 
     `False` also where finite values overflow the sum: the full check then decides. Cheaper
-    than `isfinite` on the small arrays of one step.
+    than `isfinite` on the small arrays of one step (the recorder's gate runs it per leaf).
 
     Examples:
         >>> all_finite(np.array([1.0, 2.0])), all_finite(np.array([1.0, np.nan]))
         (True, False)
     """
-    with np.errstate(invalid="ignore", over="ignore"):  # inf - inf: NaN, a "no", not a warning
-        return math.isfinite(np.add.reduce(array, axis=None))
+    # No `np.errstate` here: it costs more than the sum (this runs per leaf per recorded
+    # step). A sum of +inf and -inf warns (invalid value) before the full check refuses it.
+    return math.isfinite(np.add.reduce(array, axis=None))
 
 
 def within_float32(array: AnyArray) -> bool:
@@ -274,7 +277,12 @@ def within_float32(array: AnyArray) -> bool:
         >>> within_float32(np.array([1.0, -3e38])), within_float32(np.array([1e300]))
         (True, False)
     """
-    return bool(np.maximum.reduce(np.abs(array), axis=None, initial=0.0) <= _F32_MAX)  # NaN fails
+    return _within(array, _F32_MAX)
+
+
+def _within(array: AnyArray, limit: float) -> bool:
+    """Whether every value's magnitude is at most `limit` (NaN fails); never warns."""
+    return bool(np.maximum.reduce(np.abs(array), axis=None, initial=0.0) <= limit)
 
 
 def check_action_range(actions: AnyArray, num_actions: int, name: str, axes: str = "tb") -> None:
