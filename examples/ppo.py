@@ -27,11 +27,11 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import torch
+from numpy.typing import NDArray
 from torch import nn
 from torch.distributions import Categorical, Distribution, Normal
 
 import trajkit.torch
-from trajkit._base.types import AnyArray
 from trajkit.gym import RolloutRecorder
 
 
@@ -105,7 +105,7 @@ class Agent(nn.Module):
         logp = dist.log_prob(actions)
         return logp if self.discrete else logp.sum(-1)
 
-    def policy(self, obs: AnyArray) -> dict[str, AnyArray]:
+    def policy(self, obs: NDArray[Any]) -> dict[str, NDArray[Any]]:
         """The recorder's policy: NumPy observations in, NumPy model outputs out.
 
         Continuous actions are returned as sampled, not clipped to the action bounds: the

@@ -37,6 +37,7 @@ import trajkit.gym
 import trajkit.lint
 import trajkit.plot
 import trajkit.ray
+import trajkit.sb3
 import trajkit.testing
 import trajkit.torch
 
@@ -100,7 +101,9 @@ def test_every_gym_name_is_on_the_gym_page() -> None:
     assert not missing, f"add `::: trajkit.gym.<name>` to docs/reference/gym.md: {missing}"
 
 
-@pytest.mark.parametrize("name", ["torch", "plot", "arrow", "minari", "dataset", "ray", "lint"])
+@pytest.mark.parametrize(
+    "name", ["torch", "plot", "arrow", "minari", "dataset", "ray", "lint", "sb3"]
+)
 def test_every_integration_name_is_on_its_page(name: str) -> None:
     module = importlib.import_module(f"trajkit.{name}")
     entries = reference_entries()[f"{name}.md"]
@@ -150,6 +153,7 @@ def _public_callables() -> Iterator[tuple[str, Any]]:
         trajkit.dataset,
         trajkit.ray,
         trajkit.lint,
+        trajkit.sb3,
     )
     for module in modules:
         for name in module.__all__:

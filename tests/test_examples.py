@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import math
 import sys
@@ -81,3 +82,12 @@ def test_ppo_policy_ratios_are_one_on_a_fresh_rollout(ppo: ModuleType, env: str)
     ratio = torch.cat(ratios)
     assert ratio.numel() == 4 * 64
     assert torch.equal(ratio, torch.ones_like(ratio)), ratio[ratio != 1]
+
+
+def test_the_ppo_example_uses_only_public_names() -> None:
+    # Users copy the examples: a private import there is one in their code (issue 34).
+    tree = ast.parse((EXAMPLES / "ppo.py").read_text(encoding="utf-8"))
+    modules = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+    modules |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    private = sorted(m for m in modules if m.startswith("trajkit") and "._" in m)
+    assert private == []

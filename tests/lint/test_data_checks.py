@@ -97,7 +97,7 @@ def test_tk103_finds_actions_on_the_next_row(log_probs: bool) -> None:
     assert found.code == "TK103"
     assert (found.env, found.step) == (0, 1)
     assert found.message.endswith("each action is stored one row late")
-    assert "but actions[t+1] in 100%" in found.message
+    assert "0% fit their own policy outputs and 100% those of actions[t+1]" in found.message
 
 
 def test_tk103_finds_actions_one_row_early() -> None:
@@ -115,23 +115,32 @@ def test_tk103_passes_aligned_actions(log_probs: bool) -> None:
 # ------------------------------------------------------------------------------------- TK104
 
 
-def test_tk104_finds_the_reset_observation_twice() -> None:
-    dones = dones_for([5, 1, 5], 12)  # the 1-step "episode" is the phantom step
-    obses = np.random.default_rng(0).normal(size=(13, 1, 3)).astype(np.float32)
-    obses[6] = obses[5]  # the reset observation again
-    rews = np.ones(12)
-    rews[5] = 0.0
+def _twice(ends: list[int], T: int) -> tuple[np.ndarray, np.ndarray]:
+    """Observations and rewards where each ending step repeats its observation, reward 0."""
+    obses = np.random.default_rng(0).normal(size=(T + 1, 1, 3)).astype(np.float32)
+    rews = np.ones(T)
+    for t in ends:
+        obses[t + 1] = obses[t]
+        rews[t] = 0.0
+    return obses, rews
+
+
+def test_tk104_finds_the_reset_observation_twice_at_every_end() -> None:
+    dones = dones_for([5, 5, 1], 12)  # ends at steps 4, 9, 10
+    obses, rews = _twice([4, 9, 10], 12)
     [found] = codes(rollout(dones, obses=obses, rews=rews), "TK104")
-    assert (found.env, found.step) == (0, 5)
-    assert found.message.startswith("obses[6] repeats obses[5] across an episode end")
+    assert (found.env, found.step) == (0, 4)
+    assert found.message.startswith("obses[5] repeats obses[4] across an episode end")
 
 
-def test_tk104_passes_a_clean_boundary_and_a_rewarded_repeat() -> None:
-    dones = dones_for([5, 1, 5], 12)
-    obses = np.random.default_rng(0).normal(size=(13, 1, 3)).astype(np.float32)
-    assert codes(rollout(dones, obses=obses, rews=np.zeros(12)), "TK104") == []
-    obses[6] = obses[5]
+def test_tk104_passes_a_chance_repeat_a_rewarded_repeat_and_a_single_end() -> None:
+    dones = dones_for([5, 5, 1], 12)
+    obses, rews = _twice([4, 9], 12)  # not step 10: a chance repeat in a discrete space
+    assert codes(rollout(dones, obses=obses, rews=rews), "TK104") == []
+    obses, rews = _twice([4, 9, 10], 12)
     assert codes(rollout(dones, obses=obses, rews=np.ones(12)), "TK104") == []
+    obses, rews = _twice([4], 12)
+    assert codes(rollout(dones_for([5], 12), obses=obses, rews=rews), "TK104") == []
 
 
 # ------------------------------------------------------------------------------------- TK105

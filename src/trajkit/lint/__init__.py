@@ -2,9 +2,11 @@
 
 Schema validation (`trajkit validate`) catches malformed arrays; lint catches well-formed
 data that is wrong: truncations recorded as terminations, rewards one step late, actions on
-the wrong row, a phantom autoreset step kept, episodes past the time limit, actions outside
-the space, features that never change, reward scales that jump between files, rollouts
-saved twice, and (with `replay=True`) recordings that the environment does not reproduce.
+the wrong row, NEXT_STEP's phantom autoreset step kept, `dones` one row off, episodes past
+the time limit, actions outside the space, `log_probs` that the stored policy outputs
+contradict, clipped rewards, env columns that copy each other, features that never change,
+reward scales that jump between files, rollouts saved twice, and (with `replay=True`)
+recordings that the environment does not reproduce.
 Each finding has a stable code (`TK101`), a one-line message, where it was found (file,
 env, step) and a severity. The checks are listed in `CHECKS` and on the [Lint](../lint.md)
 page.

@@ -28,15 +28,26 @@ from trajkit._base.types import AnyArray, BoolArray
 from trajkit._core import tree as _tree
 from trajkit._models.model_outputs import discrete_actions
 from trajkit._models.rollout import Rollout
+from trajkit.lint.boundaries import misplaced_starts, phantom_finding, phantom_steps
 from trajkit.lint.config import LintOptions
+from trajkit.lint.consistency import (
+    LOGP_TOL,
+    copied_columns,
+    log_probs_mismatch,
+    log_softmax,
+)
 from trajkit.lint.registry import Finding
+from trajkit.lint.rewards import clipped_rewards
 
 __all__ = [
+    "MIN_CUTS_RECORDED",
     "MIN_REPEATS",
     "MIN_ROWS_COMPARED",
     "Episode",
     "EpisodeEdges",
+    "box_bound",
     "check_rollout",
+    "cuts_needed",
     "episode_edges",
     "episodes",
     "over_limit_finding",
@@ -49,7 +60,11 @@ MIN_REPEATS = 3
 MIN_ROWS_COMPARED = 8
 """TK103: the fewest rows compared before alignment is judged."""
 
-_LOGP_TOL = 1e-3  # a recorded log-probability matches a recomputed one within this
+MIN_CUTS_RECORDED = 2
+"""TK101 with a time limit, in a file with a recording: the fewest unflagged ends at the limit.
+
+Gymnasium sets both flags when an env terminates on the very step its time limit cuts, and
+the recorder rightly stores a termination: one such end is not evidence."""
 
 
 @dataclass(frozen=True)
@@ -145,19 +160,54 @@ def check_rollout(
     found: list[Finding | None] = []
     codes = options.codes
     listed = list(episodes(rollout)) if codes & {"TK101", "TK105"} else []
+    phantom = phantom_steps(rollout, recording) if codes & {"TK102", "TK108", "TK109"} else None
     if "TK101" in codes and not (joined and limit):
-        found.append(_truncation_as_termination(rollout, listed, limit, path))
-    if "TK102" in codes:
+        needed = cuts_needed(rollout, recording)
+        found.append(_truncation_as_termination(rollout, listed, limit, path, needed))
+    if "TK102" in codes and phantom is None:  # the phantom step's reward 0 is TK108's
         found.append(_reward_after_end(rollout, path))
+    misaligned = _misaligned_actions(rollout, path) if codes & {"TK103", "TK110"} else None
     if "TK103" in codes:
-        found.append(_misaligned_actions(rollout, path))
+        found.append(misaligned)
     if "TK104" in codes:
         found.append(_reset_twice(rollout, path))
     if "TK105" in codes and limit and not joined:
         found.append(_over_time_limit(rollout, listed, int(limit), path))
     if codes & {"TK106", "TK107"}:
         found.extend(_outside_space(rollout, space, codes, path))
+    if "TK108" in codes and phantom is not None:
+        found.append(phantom_finding(phantom, path))
+    if "TK109" in codes and phantom is None:
+        found.append(misplaced_starts(rollout, path))
+    if "TK110" in codes and misaligned is None:  # actions on the wrong row: TK103's
+        found.append(log_probs_mismatch(rollout, space, path))
+    if "TK111" in codes:
+        found.append(clipped_rewards(rollout, recording, path))
+    if "TK112" in codes:
+        found.append(copied_columns(rollout, path))
     return [f for f in found if f is not None]
+
+
+def cuts_needed(rollout: Rollout, recording: Mapping[str, Any] | None) -> int:
+    """TK101 with a time limit: how many unflagged ends at the limit make a finding in a file.
+
+    0 (never) when the file flags any truncation: its loop records truncations, so an end it
+    does not flag is a termination, even at the limit (both flags set); `MIN_CUTS_RECORDED`
+    in a file with a recording; else 1.
+
+    Examples:
+        >>> import numpy as np
+        >>> from trajkit.testing import example_rollout
+        >>> r = example_rollout(num_steps=4, num_envs=1)
+        >>> cuts_needed(r, None), cuts_needed(r, {"id": "a"})
+        (1, 2)
+        >>> cuts_needed(r.replace(truncated=np.array([[0], [1], [0], [0]]),
+        ...                       final_values=np.zeros((4, 1))), None)
+        0
+    """
+    if rollout.truncated is not None and bool((rollout.truncated == 1).any()):
+        return 0
+    return MIN_CUTS_RECORDED if recording else 1
 
 
 def _count(mask: BoolArray) -> str:
@@ -176,12 +226,16 @@ def _first(mask: BoolArray) -> tuple[int, int]:
 
 
 def _truncation_as_termination(
-    rollout: Rollout, listed: list[Episode], limit: int | None, path: str | None
+    rollout: Rollout, listed: list[Episode], limit: int | None, path: str | None, needed: int
 ) -> Finding | None:
     complete = [e for e in listed if e.end is not None]
     if limit:
         cut = _cut_at_limit(listed, limit)
-        return truncation_finding(len(cut), 0, limit, path, cut[0]) if cut else None
+        if not needed or len(cut) < needed:
+            return None
+        return truncation_finding(len(cut), 0, limit, path, cut[0])
+    if needed != 1:  # a recording states the time limit, or that there is none
+        return None
     lengths = Counter(e.length for e in complete)
     if not lengths:
         return None
@@ -254,8 +308,9 @@ def _reward_after_end(rollout: Rollout, path: str | None) -> Finding | None:
         return None
     low, high = float(rews[middle].min()), float(rews[middle].max())
     # First steps right after a termination inside the file.
+    # A one-step episode's step is first and last: its reward is its own, not a late one.
     after = np.zeros_like(first)
-    after[1:] = first[1:] & ends[:-1] & ~trunc[:-1]
+    after[1:] = first[1:] & ends[:-1] & ~trunc[:-1] & ~ends[1:]
     if not after.any():
         return None
     odd = after & ((rews < low) | (rews > high))
@@ -276,14 +331,13 @@ def _reward_after_end(rollout: Rollout, path: str | None) -> Finding | None:
 # --------------------------------------------------------------------------------- TK103
 
 
-def _log_softmax(logits: AnyArray) -> AnyArray:
-    x = logits.astype(np.float64)
-    x = x - x.max(axis=-1, keepdims=True)
-    out: AnyArray = x - np.log(np.exp(x).sum(axis=-1, keepdims=True))
-    return out
-
-
 def _misaligned_actions(rollout: Rollout, path: str | None) -> Finding | None:
+    """TK103, judged on the rows where the two readings disagree.
+
+    Only a row whose action differs from its neighbour's (`actions[t] != actions[t+shift]`)
+    tells which row the action belongs to: elsewhere both fit or neither does, and a sharp
+    policy repeats its action on most rows.
+    """
     outs = rollout.model_outs.arrays
     if not discrete_actions(outs):
         return None
@@ -293,37 +347,57 @@ def _misaligned_actions(rollout: Rollout, path: str | None) -> Finding | None:
     if R - 1 < MIN_ROWS_COMPARED:
         return None
     logp = outs.get("log_probs")
-    table = _log_softmax(actor)
+    table = log_softmax(actor)
+    rows = np.arange(1, R - 1)
 
     def fits(shift: int) -> BoolArray:
         """[R-2, B]: whether actions[t + shift] fits the policy outputs of row t (t = 1..R-2)."""
-        rows = np.arange(1, R - 1)
         a = np.clip(actions[rows + shift], 0, A - 1)
         if logp is not None:
             chosen = np.take_along_axis(table[rows], a[..., None], axis=-1)[..., 0]
-            ok: BoolArray = np.abs(chosen - logp[rows]) <= _LOGP_TOL * (1 + np.abs(logp[rows]))
+            ok: BoolArray = np.abs(chosen - logp[rows]) <= LOGP_TOL * (1 + np.abs(logp[rows]))
             return ok
         greedy: BoolArray = a == table[rows].argmax(axis=-1)
         return greedy
 
     aligned = fits(0)
-    rate = float(aligned.mean())
     for shift in (1, -1):
-        shifted = fits(shift)
-        if rate < 0.5 and float(shifted.mean()) >= 0.9:
-            t, b = _first(shifted & ~aligned)
-            by = "log_probs" if logp is not None else "the greedy action of actor"
-            which = "late" if shift == 1 else "early"
-            return Finding(
-                "TK103",
-                f"actions[t] fit the policy outputs of row t in {rate:.0%} of rows, but "
-                f"actions[t{shift:+d}] in {float(shifted.mean()):.0%} (by {by}): each action "
-                f"is stored one row {which}",
-                path,
-                b,
-                t + 1,
-            )
+        telling = actions[rows] != actions[rows + shift]
+        if telling.sum() < MIN_ROWS_COMPARED:
+            continue
+        moved = fits(shift)
+        own, shifted = aligned[telling], moved[telling]
+        if not _shift_wins(int(own.sum()), int(shifted.sum()), int(telling.sum())):
+            continue
+        t, b = _first(telling & moved & ~aligned)
+        by = "log_probs" if logp is not None else "the greedy action of actor"
+        which, other = ("late", "next") if shift == 1 else ("early", "previous")
+        return Finding(
+            "TK103",
+            f"of the {int(telling.sum())} rows whose action differs from the {other} row's, "
+            f"{float(own.mean()):.0%} fit their own policy outputs and "
+            f"{float(shifted.mean()):.0%} those of actions[t{shift:+d}] (by {by}): each "
+            f"action is stored one row {which}",
+            path,
+            b,
+            t + 1,
+        )
     return None
+
+
+def _shift_wins(own: int, shifted: int, telling: int) -> bool:
+    """TK103's rule on the telling rows: the shifted reading wins.
+
+    At least half of them fit the shifted row, fewer than half their own, and the shifted
+    reading fits at least twice as many.
+
+    Examples:
+        >>> _shift_wins(own=3, shifted=5, telling=10), _shift_wins(own=2, shifted=5, telling=10)
+        (False, True)
+        >>> _shift_wins(own=2, shifted=4, telling=9)
+        False
+    """
+    return 2 * shifted >= telling and 2 * own < telling and shifted >= 2 * own
 
 
 # --------------------------------------------------------------------------------- TK104
@@ -340,14 +414,17 @@ def _equal_rows(rollout: Rollout) -> BoolArray:
 
 
 def _reset_twice(rollout: Rollout, path: str | None) -> Finding | None:
-    if rollout.num_steps == 0:
+    # Float observations only: in a discrete space the last state can be the reset state.
+    if rollout.num_steps == 0 or not any(
+        leaf.dtype.kind == "f" for _, leaf in _tree.flatten(rollout.obses)
+    ):
         return None
     ends = rollout.dones[1:] == 1
-    candidates = ends & (rollout.rews == 0)
-    if not candidates.any():
+    if ends.sum() < MIN_REPEATS - 1:
         return None
-    twice = candidates & _equal_rows(rollout)
-    if not twice.any():
+    twice = ends & (rollout.rews == 0) & _equal_rows(rollout)
+    # Every end, not some: in a discrete space the reset state can equal the last by chance.
+    if twice.sum() < ends.sum():
         return None
     t, b = _first(twice)
     return Finding(
@@ -421,7 +498,8 @@ class EpisodeEdges:
     (T when there is none). `head` and `tail` hash row 0 and row T (observations and
     dones): a file continues another when its row 0 repeats the other's row T. `cut` and
     `over` are the file's own TK101 (with a time limit) and TK105 places, as (step, env)
-    and (step, env, start row), sorted.
+    and (step, env, start row), sorted; `cuts_needed` is `cuts_needed` of the file (how
+    many unflagged ends at the limit, joined ones counted, make its TK101 finding).
 
     Examples:
         >>> import numpy as np
@@ -446,6 +524,7 @@ class EpisodeEdges:
     limit: int | None
     cut: tuple[tuple[int, int], ...]
     over: tuple[tuple[int, int, int], ...]
+    cuts_needed: int = 1
 
 
 def _row_digest(rollout: Rollout, row: int) -> str:
@@ -499,14 +578,20 @@ def episode_edges(
         limit=int(limit) if limit else None,
         cut=tuple(_cut_at_limit(listed, int(limit))) if limit else (),
         over=tuple(_over_places(rollout, listed, int(limit))) if limit else (),
+        cuts_needed=cuts_needed(rollout, recording),
     )
 
 
 # ---------------------------------------------------------------------------- TK106/107
 
 
-def _bound(value: Any, shape: tuple[int, ...], infinite: float) -> AnyArray:
-    """A Box bound from its JSON description: a number or nested list, `null` for inf."""
+def box_bound(value: Any, shape: tuple[int, ...], infinite: float) -> AnyArray:
+    """A Box bound from its JSON description: a number or nested list, `null` for inf.
+
+    Examples:
+        >>> box_bound([1.0, None], (2,), float("inf")).tolist()
+        [1.0, inf]
+    """
     if value is None:
         return np.full(shape, infinite)
     array = np.array(value, dtype=object)
@@ -558,8 +643,8 @@ def _outside_space(
         elif kind == "Box":
             code = "TK107"
             shape = tuple(actions.shape[2:])
-            low = _bound(space.get("low"), shape, -np.inf).reshape(-1)
-            high = _bound(space.get("high"), shape, np.inf).reshape(-1)
+            low = box_bound(space.get("low"), shape, -np.inf).reshape(-1)
+            high = box_bound(space.get("high"), shape, np.inf).reshape(-1)
             bad = (per_step < low) | (per_step > high)
         else:
             return

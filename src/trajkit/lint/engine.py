@@ -83,7 +83,7 @@ def lint_file(path: str, *, options: LintOptions, max_bytes: int | None) -> File
     recording = None if recorded is None else recorded.model_dump(mode="json")
     joined = bool(options.codes & {"TK101", "TK105"})
     findings = check_rollout(rollout, options, path=path, recording=recording, joined=joined)
-    summary = summarize(rollout, path) if options.runs("TK2") else None
+    summary = summarize(rollout, path, recording) if options.runs("TK2") else None
     edges = episode_edges(rollout, path, recording, options.max_episode_steps) if joined else None
     return FileResult(path, tuple(findings), summary, recording, edges)
 

@@ -140,7 +140,8 @@ class EpisodeJoiner:
     def _judge(self, chain: _Chain, edges: EpisodeEdges) -> list[Finding]:
         """Extend the chain's open episodes by this file; the file's TK101 and TK105."""
         limit, T = edges.limit, edges.num_steps
-        chain.limited = chain.limited or bool(limit)
+        # A recording states the time limit, or that there is none: no heuristic then.
+        chain.limited = chain.limited or bool(limit) or edges.recording is not None
         cut, over = list(edges.cut), list(edges.over)
         joined_cut, begun = 0, ""
         for b, before in enumerate(chain.running.tolist()):
@@ -155,7 +156,8 @@ class EpisodeJoiner:
             if limit and before <= limit < length:
                 over.append((limit - before, b, -before))
         found = []
-        if limit and cut and "TK101" in self.options.codes:
+        needed = edges.cuts_needed  # 0: the file flags truncations; its ends at L terminate
+        if limit and needed and len(cut) >= needed and "TK101" in self.options.codes:
             first = min(cut)
             found.append(truncation_finding(len(cut), joined_cut, limit, edges.path, first))
         if limit and over and "TK105" in self.options.codes:

@@ -74,7 +74,7 @@ _ALL = (
         "TK104",
         "reset-observation-twice",
         "warning",
-        "an episode boundary repeats the observation with a zero-reward phantom step",
+        "every episode end repeats the observation with reward 0 (the reset recorded twice)",
     ),
     Check(
         "TK105",
@@ -88,6 +88,36 @@ _ALL = (
         "action-outside-bounds",
         "warning",
         "a continuous action is outside the Box bounds (the env clips what it executes)",
+    ),
+    Check(
+        "TK108",
+        "phantom-autoreset-step",
+        "warning",
+        "NEXT_STEP's autoreset step (final to reset observation, reward 0) is kept as a step",
+    ),
+    Check(
+        "TK109",
+        "episode-start-misplaced",
+        "warning",
+        "dones flags the row before or after the one where the observations jump to a reset",
+    ),
+    Check(
+        "TK110",
+        "log-probs-mismatch",
+        "error",
+        "stored log_probs differ from what the stored policy outputs give the stored action",
+    ),
+    Check(
+        "TK111",
+        "rewards-clipped",
+        "warning",
+        "rewards are clipped although the recording names no reward wrapper",
+    ),
+    Check(
+        "TK112",
+        "env-columns-copied",
+        "warning",
+        "two env columns start episodes from the same observations (envs seeded alike)",
     ),
     Check(
         "TK201",
@@ -253,8 +283,8 @@ def selected_codes(
         ValueError: For a selector that matches no code.
 
     Examples:
-        >>> sorted(selected_codes(["TK1"], ["TK101", "TK107"]))
-        ['TK102', 'TK103', 'TK104', 'TK105', 'TK106']
+        >>> sorted(selected_codes(["TK10"], ["TK101", "TK107"]))
+        ['TK102', 'TK103', 'TK104', 'TK105', 'TK106', 'TK108', 'TK109']
         >>> sorted(selected_codes(["TK203"], ["TK2"]))
         ['TK203']
     """

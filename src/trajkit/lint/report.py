@@ -51,10 +51,10 @@ def options_from(
         ValueError: For an unknown code, a bad setting or an unreadable `pyproject.toml`.
 
     Examples:
-        >>> options, _ = options_from(select=["TK1"], ignore=["TK107"], max_episode_steps=None,
+        >>> options, _ = options_from(select=["TK10"], ignore=["TK107"], max_episode_steps=None,
         ...                           use_config=False)
         >>> sorted(options.codes)
-        ['TK101', 'TK102', 'TK103', 'TK104', 'TK105', 'TK106']
+        ['TK101', 'TK102', 'TK103', 'TK104', 'TK105', 'TK106', 'TK108', 'TK109']
     """
     config: LintConfig | None = None
     if use_config:
