@@ -330,8 +330,7 @@ def test_writes_through_arrays_fill_placeholders() -> None:
 
 
 def test_arrays_kept_as_given_are_checked_too() -> None:
-    # copy=False keeps a Fortran-ordered array: positions cannot be told from its memory
-    # layout, so the message names none, but the write is refused all the same.
+    # copy=False keeps a Fortran-ordered array: positions are told from its own layout.
     r = _rollout()
     rews = np.asfortranarray(np.zeros((T, B), np.float32))
     kept = r.replace(rews=rews)
@@ -342,8 +341,28 @@ def test_arrays_kept_as_given_are_checked_too() -> None:
         copy=False,
     )
     assert np.shares_memory(shared.rews, rews)
-    with pytest.raises(ValueError, match=r"^rews must be finite, got nan$"):
+    with pytest.raises(ValueError, match=r"^rews must be finite, got nan at \(t=1, b=1\)$"):
         shared.rews[1, 1] = np.nan
-    assert not np.isnan(rews).any()
+    with pytest.raises(ValueError, match=r"^rews must be finite, got inf at \(t=0, b=0\)$"):
+        shared.rews.T[0, ::-1] += np.array([0, 0, 0, np.inf])
+    assert np.isfinite(rews).all()
     shared.rews[1, 1] = 2.0
     assert rews[1, 1] == 2.0
+
+
+def test_model_outputs_kept_as_given_write_into_their_own_memory() -> None:
+    critic = np.asfortranarray(np.zeros((T + 1, B), np.float32))
+    r = _rollout()
+    shared = Rollout(
+        **{name: getattr(r, name) for name in ("states", "obses", "rews", "dones")},
+        infos=None,
+        model_outs={"critic": critic},
+        copy=False,
+    )
+    shared.model_outs.arrays["critic"][2, 1] = 4.0
+    assert critic[2, 1] == 4.0
+    with pytest.raises(
+        ValueError, match=re.escape("model_outs['critic'] must be finite, got nan at (t=3, b=0)")
+    ):
+        shared.model_outs.arrays["critic"].T[0, 3] = np.nan
+    assert np.isfinite(critic).all()

@@ -180,34 +180,55 @@ def checked(array: AnyArray, guard: Guard) -> CheckedArray:
 def positions_in(owner: AnyArray, target: AnyArray, index: Any) -> IntArray | None:
     """The flat (C-order) positions in `owner` of the elements `target[index]` writes.
 
-    `target` is `owner` or a view of its memory. Returns `None` where the positions cannot be
-    told from the memory layout (an `owner` that is not C-contiguous, or memory that is not
-    `owner`'s); callers then name no position.
+    `target` is `owner` or a view of its memory, of any layout (C or Fortran order, slices,
+    transposes, negative strides). Returns `None` where the positions cannot be told from
+    the memory layout (memory that is not `owner`'s, strides that are not whole elements);
+    callers then name no position.
 
     Examples:
         >>> import numpy as np
         >>> owner = np.zeros((3, 4))
         >>> positions_in(owner, owner[1:], (1, slice(0, 2))).tolist()
         [8, 9]
+        >>> fortran = np.asfortranarray(owner)
+        >>> positions_in(fortran, fortran.T, (1, 2)).tolist()
+        9
     """
-    if not owner.flags.c_contiguous or owner.size == 0 or target.size == 0:
+    if owner.size == 0 or target.size == 0 or target.itemsize != owner.itemsize:
         return None
-    itemsize = owner.itemsize
-    start = owner.__array_interface__["data"][0]
-    delta = target.__array_interface__["data"][0] - start
-    if target.itemsize != itemsize or delta % itemsize or any(s % itemsize for s in target.strides):
+    size = owner.itemsize
+    own = _element_strides(owner.strides, size)
+    steps = _element_strides(target.strides, size)
+    delta = target.__array_interface__["data"][0] - owner.__array_interface__["data"][0]
+    if own is None or steps is None or delta % size:
         return None
-    first = delta // itemsize
-    steps = [s // itemsize for s in target.strides]
-    last = first + sum((n - 1) * s for n, s in zip(target.shape, steps, strict=True) if s > 0)
-    lowest = first + sum((n - 1) * s for n, s in zip(target.shape, steps, strict=True) if s < 0)
-    if first < 0 or lowest < 0 or last >= owner.size:
+    own_low, own_high = _span(owner.shape, own)
+    low, high = _span(target.shape, steps)
+    first = delta // size - own_low  # the target's first element, in the buffer below
+    if first + low < 0 or first + high > own_high - own_low:
         return None
-    ids = np.arange(owner.size, dtype=np.intp)
+    buffer = np.empty(own_high - own_low + 1, np.intp)  # owner's memory, element by element
+    width = buffer.itemsize
+    ids = np.lib.stride_tricks.as_strided(
+        buffer[-own_low:], shape=owner.shape, strides=[s * width for s in own]
+    )
+    ids[...] = np.arange(owner.size, dtype=np.intp).reshape(owner.shape)
     view = np.lib.stride_tricks.as_strided(
-        ids[first:], shape=target.shape, strides=[s * ids.itemsize for s in steps]
+        buffer[first:], shape=target.shape, strides=[s * width for s in steps]
     )
     return np.asarray(view[index], dtype=np.intp)
+
+
+def _element_strides(strides: tuple[int, ...], size: int) -> list[int] | None:
+    """Byte strides in elements, or `None` where one is not a whole number of elements."""
+    return None if any(s % size for s in strides) else [s // size for s in strides]
+
+
+def _span(shape: tuple[int, ...], steps: list[int]) -> tuple[int, int]:
+    """The lowest and highest element offsets an array of `shape` and `steps` reaches."""
+    low = sum((n - 1) * s for n, s in zip(shape, steps, strict=True) if s < 0)
+    high = sum((n - 1) * s for n, s in zip(shape, steps, strict=True) if s > 0)
+    return low, high
 
 
 class FieldGuard:

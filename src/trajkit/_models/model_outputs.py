@@ -138,7 +138,7 @@ class _StorageGuard:
                 f"{name} write has shape {array.shape}, expected {ids.shape}"
             ) from None
         flat_ids = ids.reshape(-1)
-        scratch = storage.astype(np.result_type(storage.dtype, array.dtype))
+        scratch = storage.astype(np.result_type(storage.dtype, array.dtype), order="C")
         scratch.reshape(-1)[flat_ids] = values
         actor = outs._arrays.get("actor")
         rows = len(storage)
@@ -147,7 +147,7 @@ class _StorageGuard:
         stored = lossless(converted, storage.dtype, name)
         if key == "actions" and with_actor is not None and _is_discrete(stored, with_actor):
             check_action_range(stored, with_actor.shape[-1], name)
-        storage.reshape(-1)[flat_ids] = stored.reshape(-1)[flat_ids]
+        np.ndarray.__setitem__(target, index, stored.reshape(-1)[ids])
         mask = outs._unset.get(key)
         if (
             mask is not None
