@@ -9,7 +9,7 @@ The public API, by layer (each layer imports only the ones above it):
   recurrent policies); for offline RL, `episode_ids` and `n_step_returns`.
   `index_stream` and `index_batches` are deprecated: use
   `Rollout.entries` and `Rollout.batches`.
-- **Models** (pydantic): `Rollout`, `ModelOutputs`, `StepOutputs`, `FIELD_DIMS`,
+- **Models** (pydantic): `Rollout`, `ModelOutputs`, `StepOutputs`, `CheckedArray`, `FIELD_DIMS`,
   `MODEL_OUTPUT_DIMS`, `RolloutFields`, `AdvantageNormalization`, `RolloutSpec`, `OutputSpec`,
   `RolloutValidationError`, `MissingModelOutputError`; transitions for offline RL and
   imitation learning, no critic needed: `transitions`, `transition_minibatches`,
@@ -56,6 +56,7 @@ from trajkit._core.indices import (
 from trajkit._core.transitions import episode_ids, n_step_returns
 from trajkit._io.files import DEFAULT_MAX_BYTES, load, read_metadata, save
 from trajkit._io.metadata import FORMAT_NAME, FORMAT_VERSION, RolloutFileMetadata
+from trajkit._models.checked import CheckedArray
 from trajkit._models.errors import MissingModelOutputError, RolloutValidationError
 from trajkit._models.model_outputs import ModelOutputs, StepOutputs
 from trajkit._models.rollout import (
@@ -70,6 +71,7 @@ from trajkit._models.transitions import TRANSITION_KEYS, transition_minibatches,
 
 __all__ = [
     "AdvantageNormalization",
+    "CheckedArray",
     "DEFAULT_MAX_BYTES",
     "EpisodeStats",
     "FIELD_DIMS",

@@ -49,8 +49,6 @@ __all__ = [
     "normalize",
     "parse_path",
     "paths",
-    "same_structure",
-    "structure_of",
     "unflatten",
     "unflatten_paths",
 ]
@@ -253,30 +251,6 @@ def _map_with_path(fn: Callable[[TreePath, Any], Any], tree: Tree, path: TreePat
     if isinstance(tree, tuple):
         return tuple([_map_with_path(fn, item, (*path, i)) for i, item in enumerate(tree)])
     return fn(path, tree)
-
-
-def structure_of(tree: Tree) -> Tree:
-    """The structure alone: every leaf replaced by `None`.
-
-    Two trees have the same structure exactly when their `structure_of` are equal.
-
-    Examples:
-        >>> structure_of({"a": np.zeros(2), "b": (np.zeros(1),)})
-        {'a': None, 'b': (None,)}
-    """
-    return map_leaves(lambda _: None, tree)
-
-
-def same_structure(a: Tree, b: Tree) -> bool:
-    """Whether `a` and `b` have the same keys in the same order and the same tuple lengths.
-
-    Examples:
-        >>> same_structure({"a": 1, "b": 2}, {"a": 3, "b": 4})
-        True
-        >>> same_structure({"a": 1, "b": 2}, {"b": 4, "a": 3})
-        False
-    """
-    return paths(a) == paths(b) and (is_leaf(a) == is_leaf(b))
 
 
 def get_leaf(tree: Tree, path: TreePath) -> Any:

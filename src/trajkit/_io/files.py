@@ -10,15 +10,7 @@ is `docs/file-format.md`.
 
 from __future__ import annotations
 
-from trajkit._io.atomic import atomic_write as _atomic_write
-from trajkit._io.atomic import output_target as _save_target
-from trajkit._io.atomic import refuse_to_replace as _refuse_to_replace
-from trajkit._io.npy import _parse_npy_cached
-from trajkit._io.npy import parse_npy_dict as _parse_npy_dict
 from trajkit._io.reader import DEFAULT_MAX_BYTES, load, read_metadata, read_metadata_from
 from trajkit._io.writer import save
 
 __all__ = ["DEFAULT_MAX_BYTES", "load", "read_metadata", "read_metadata_from", "save"]
-
-# Private names other modules and tests imported from here before the split.
-_COMPAT = (_atomic_write, _parse_npy_cached, _parse_npy_dict, _refuse_to_replace, _save_target)

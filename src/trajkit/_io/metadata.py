@@ -18,6 +18,7 @@ from typing_extensions import Self
 from trajkit._base.version import __version__
 from trajkit._core import tree as _tree
 from trajkit._models.rollout import Rollout
+from trajkit._models.rules import FIELD_RULES
 from trajkit._models.spec import RolloutSpec
 
 __all__ = [
@@ -351,12 +352,12 @@ class RolloutFileMetadata(BaseModel):
         members = [
             *_field_members(spec, "states", T, B),
             *_field_members(spec, "obses", T, B),
-            ArrayMember("rews.npy", "rews", None, "float32", (T, B)),
-            ArrayMember("dones.npy", "dones", None, "float32", (T + 1, B)),
+            _fixed_member("rews", (T, B)),
+            _fixed_member("dones", (T + 1, B)),
         ]
         if spec.has_truncation:
-            members.append(ArrayMember("truncated.npy", "truncated", None, "float32", (T, B)))
-            members.append(ArrayMember("final_values.npy", "final_values", None, "float32", (T, B)))
+            members.append(_fixed_member("truncated", (T, B)))
+            members.append(_fixed_member("final_values", (T, B)))
         for i, key in enumerate(self.model_output_keys):
             out = spec.model_outputs[key]
             members.append(
@@ -422,3 +423,11 @@ def _field_members(
         ArrayMember(f"{field}/{i}.npy", field, None, leaf.dtype, (*lead, *leaf.shape), path)
         for i, (path, leaf) in enumerate(leaves)
     ]
+
+
+def _fixed_member(field: str, shape: tuple[int, ...]) -> ArrayMember:
+    """The member of a field saved in the one dtype its rule declares (`rews`: float32)."""
+    dtype = FIELD_RULES[field].file_dtype
+    if dtype is None:  # pragma: no cover - only fields of a fixed dtype are passed
+        raise ValueError(f"{field} has no fixed file dtype")
+    return ArrayMember(f"{field}.npy", field, None, dtype, shape)

@@ -19,10 +19,13 @@ __all__ = [
     "as_float32",
     "as_int32",
     "as_numeric",
+    "at",
     "check_binary",
     "check_finite",
+    "check_overflow",
     "first_true",
     "fmt_index",
+    "into_int",
 ]
 
 _KIND_NAMES = {
@@ -54,6 +57,11 @@ def fmt_index(index: tuple[Any, ...], names: str = "tb") -> str:
     """Format a position as `(t=3, b=1)`, naming as many axes as `names` has letters."""
     parts = [f"{names[i]}={int(v)}" if i < len(names) else str(int(v)) for i, v in enumerate(index)]
     return "(" + ", ".join(parts) + ")"
+
+
+def at(pos: tuple[int, ...], axes: str = "tb") -> str:
+    """` at (t=3, b=1)` for a message, or nothing for the position `()` of a 0-d array."""
+    return f" at {fmt_index(pos, axes)}" if pos else ""
 
 
 def as_numeric(
@@ -145,7 +153,6 @@ def _from_tensor(value: Any, name: str) -> AnyArray:
         ) from None
 
 
-_INT32 = np.iinfo(np.int32)
 _FUSED_BYTES = 1 << 20  # from this size, copy block by block and check each block in cache
 _BLOCK_BYTES = 1 << 18  # bytes per block: well inside the L2 cache
 
@@ -160,7 +167,7 @@ def as_float32(
     binary: bool = False,
     axes: str = "tb",
 ) -> Float32Array:
-    """Like `as_numeric`, then cast to float32 (as the seed does for rewards, dones and states).
+    """Like `as_numeric`, then cast to float32 (as obs-tower2 does for rewards, dones, states).
 
     The copy and the cast are one pass (float64 input is not copied and then cast). With
     `finite`, NaN and ±inf are refused as by `check_finite`; with `binary`, values other than
@@ -204,7 +211,7 @@ def _converted(
         if wide:
             with np.errstate(over="ignore"):  # overflow is detected, not warned
                 converted: Float32Array = array.astype(np.float32)
-            _check_overflow(array, converted, name, axes)
+            check_overflow(array, converted, name, axes)
         else:
             converted = array.astype(np.float32)
         if finite:
@@ -219,7 +226,7 @@ def _converted(
             if not _surely_finite(block) and not np.isfinite(block).all():
                 done = start + len(block)  # names the first position, overflow first
                 if wide:
-                    _check_overflow(array[:done], out[:done], name, axes)
+                    check_overflow(array[:done], out[:done], name, axes)
                 check_finite(out[:done], name, axes)
     return out
 
@@ -229,17 +236,21 @@ def _may_overflow(array: AnyArray) -> bool:
     return array.dtype.kind == "f" and array.dtype.itemsize > 4
 
 
-def _check_overflow(source: AnyArray, cast: Float32Array, name: str, axes: str = "tb") -> None:
-    """Refuse finite values of `source` that became ±inf in its float32 `cast`."""
+def check_overflow(source: AnyArray, cast: AnyArray, name: str, axes: str = "tb") -> None:
+    """Refuse finite values of `source` that became ±inf in `cast`, a narrower float array.
+
+    Raises:
+        ValueError: Naming the first such value, its position and the range of `cast`'s dtype.
+    """
     overflow = np.isinf(cast)
     if np.logical_or.reduce(overflow, axis=None):  # `.any()` without its Python wrapper
         overflow &= np.isfinite(source)
         if overflow.any():
             pos = first_true(overflow)
+            dtype = cast.dtype
             raise ValueError(
-                f"{name} holds {source[pos].item()!r} at {fmt_index(pos, axes)}, beyond "
-                f"float32's range (+-{float(np.finfo(np.float32).max):.4g}): stored as float32 "
-                "it would become inf"
+                f"{name} holds {source[pos].item()!r}{at(pos, axes)}, beyond {dtype}'s range "
+                f"(+-{float(np.finfo(dtype).max):.4g}): stored as {dtype} it would become inf"
             )
 
 
@@ -286,25 +297,37 @@ def as_int32(
             names the first offending position.
     """
     array = as_numeric(value, name, copy=False, allow_bool=False, min_ndim=min_ndim)
+    return into_int(array, np.dtype(np.int32), name, axes, copy=copy)
+
+
+def into_int(
+    array: AnyArray, dtype: np.dtype[Any], name: str, axes: str = "tb", *, copy: bool = True
+) -> AnyArray:
+    """`array` as the integer `dtype`: floats finite and integer-valued, every value in range.
+
+    Raises:
+        ValueError: Naming the first value that is not finite, not an integer, or out of
+            `dtype`'s range (it would wrap).
+    """
     if array.dtype.kind == "f":
         check_finite(array, name, axes)
         bad = array != np.round(array)
         if bad.any():
             pos = first_true(bad)
             raise ValueError(
-                f"{name} must be integer-valued, got {array[pos].item()!r} "
-                f"at {fmt_index(pos, axes)}"
+                f"{name} must be integer-valued, got {array[pos].item()!r}{at(pos, axes)}"
             )
-    info = _INT32
-    if array.size and array.dtype != np.int32:
+    info = np.iinfo(dtype)
+    if array.size and array.dtype != dtype:
         low, high = array.min().item(), array.max().item()  # exact: no cast of the bounds
         if low < info.min or high > info.max:
             bad = (array < info.min) | (array > info.max)
             pos = first_true(bad)
             raise ValueError(
-                f"{name} must fit in int32, got {array[pos].item()!r} at {fmt_index(pos, axes)}"
+                f"{name} must fit in {dtype} [{info.min}, {info.max}], got "
+                f"{array[pos].item()!r}{at(pos, axes)}"
             )
-    return array.astype(np.int32, copy=copy)  # the copy and the cast in one pass
+    return array.astype(dtype, copy=copy)  # the copy and the cast in one pass
 
 
 def check_finite(array: AnyArray, name: str, axes: str = "tb") -> None:
@@ -327,9 +350,7 @@ def check_finite(array: AnyArray, name: str, axes: str = "tb") -> None:
     finite = np.isfinite(array)
     if not np.logical_and.reduce(finite, axis=None):  # `.all()` without its Python wrapper
         pos = first_true(~finite)
-        raise ValueError(
-            f"{name} must be finite, got {array[pos].item()} at {fmt_index(pos, axes)}"
-        )
+        raise ValueError(f"{name} must be finite, got {array[pos].item()}{at(pos, axes)}")
 
 
 def check_binary(array: AnyArray, name: str, axes: str = "tb") -> None:
@@ -347,6 +368,4 @@ def check_binary(array: AnyArray, name: str, axes: str = "tb") -> None:
     ok = (array == 0) | (array == 1)
     if not np.logical_and.reduce(ok, axis=None):
         pos = first_true(~ok)
-        raise ValueError(
-            f"{name} must hold only 0 and 1, got {array[pos].item()} at {fmt_index(pos, axes)}"
-        )
+        raise ValueError(f"{name} must hold only 0 and 1, got {array[pos].item()}{at(pos, axes)}")

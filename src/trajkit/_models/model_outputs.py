@@ -1,4 +1,4 @@
-"""Model outputs stored as one stacked array per key, seen as the seed's list of T+1 dicts."""
+"""Model outputs stored as one stacked array per key, seen as obs-tower2's list of T+1 dicts."""
 
 from __future__ import annotations
 
@@ -9,27 +9,20 @@ from typing import Any, ClassVar, SupportsIndex, overload
 import numpy as np
 
 from trajkit._base.types import AnyArray
-from trajkit._models.arrays import arrays_equal, as_numeric, first_true, fmt_index, kind_name
-from trajkit._models.rules import OUTPUT_RULES, conform, conform_into, output_rule
-
-__all__ = ["KNOWN_KEYS", "ModelOutputs", "StepOutputs", "coerce_model_outs", "discrete_actions"]
-
-KNOWN_KEYS: Mapping[str, str] = MappingProxyType(
-    {
-        "critic": "value predictions V(obs_t), float [B]",
-        "log_probs": "log-probability of the action taken, float [B]",
-        "actor": "policy logits, float [B, A]",
-        "actions": (
-            "actions of any Gymnasium space: integer [B] (Discrete, 0 <= action < A when "
-            "actor is present), integer [B, K] (MultiDiscrete, MultiBinary) or finite float "
-            "[B, ...] (Box)"
-        ),
-    }
+from trajkit._models.arrays import arrays_equal, as_numeric, first_true, kind_name
+from trajkit._models.checked import CheckedArray, checked, positions_in
+from trajkit._models.rules import (
+    FLOAT32_OUTPUTS,
+    OUTPUT_RULES,
+    check_action_range,
+    conform,
+    conform_into,
+    lossless,
+    output_rule,
 )
-"""Model-output keys with a meaning (and validation rules) in trajkit."""
 
+__all__ = ["ModelOutputs", "StepOutputs", "coerce_model_outs", "discrete_actions"]
 
-_FLOAT_KEYS = ("critic", "log_probs", "actor")
 _PLACEHOLDER_DTYPES = {"actions": np.dtype(np.int32)}  # other keys' placeholders are float32
 
 
@@ -59,7 +52,7 @@ def _coerce_key(
 
     `critic`, `log_probs` and `actor` become finite float32; integer and bool `actions` int32,
     float ones finite float32 (Box) unless they sit next to `actor` logits of one more
-    dimension (Discrete actions written as floats, as the seed accepted: integer-valued, int32);
+    dimension (Discrete actions written as floats, as obs-tower2 accepted: integer-valued, int32);
     other keys are kept as given (any real dtype). A value of another key with one dimension
     fewer than `lead` is a per-step scalar (`*scalar`).
     """
@@ -74,63 +67,98 @@ def _min_row_ndim(key: str) -> int:
     return 1 if key in OUTPUT_RULES else 0
 
 
-def _check_action_range(actions: AnyArray, actor: AnyArray, name: str, axes: str) -> None:
-    num_actions = actor.shape[-1]
-    bad = (actions < 0) | (actions >= num_actions)
-    if bad.any():
-        pos = first_true(bad)
-        where = f" at {fmt_index(pos, axes)}" if pos else ""
-        raise ValueError(
-            f"{name} must be in [0, A) with A={num_actions} from model_outs['actor'], "
-            f"got {actions[pos]}{where}"
-        )
-
-
 def _is_placeholder(value: Any) -> bool:
-    """Whether `value` is a row of `None`s: the seed's way to allocate outputs filled later."""
+    """Whether `value` is a row of `None`s: obs-tower2's way to allocate outputs filled later."""
     if isinstance(value, np.ndarray):
         return value.dtype.kind == "O" and value.size > 0 and all(v is None for v in value.flat)
     return isinstance(value, list | tuple) and len(value) > 0 and all(v is None for v in value)
 
 
-class _CheckedRow(np.ndarray[Any, np.dtype[Any]]):
-    """A view of one timestep's output row whose item assignment is validated first.
+class _RowGuard:
+    """The guard of one timestep's row of one output: writes go through `ModelOutputs._write`.
 
-    `rollout.model_outs[t]['actions'][b] = 3` goes through `__setitem__`, so it is checked as
-    construction would check it. Arithmetic on the row gives plain arrays.
+    `rollout.model_outs[t]['actions'][b] = 3` and `model_outs[t]['critic'] += 1` are checked
+    as construction would check them; so are writes through views of the row.
     """
 
-    _outs: ModelOutputs | None
-    _key: str
-    _t: int
+    __slots__ = ("key", "outs", "row", "t", "view")
 
-    def __array_finalize__(self, obj: Any) -> None:
-        # Only the row handed out by `StepOutputs` checks writes; views derived from it (whose
-        # indices would not match the row's) write as plain arrays do.
-        self._outs = None
-        self._key = ""
-        self._t = 0
+    def __init__(self, outs: ModelOutputs, key: str, t: int, row: AnyArray) -> None:
+        self.outs, self.key, self.t, self.row = outs, key, t, row
+        self.view: CheckedArray | None = None
 
-    def __repr__(self) -> str:
-        return repr(np.asarray(self))
-
-    def __array_wrap__(self, array: Any, context: Any = None, return_scalar: bool = False) -> Any:
-        result: AnyArray = np.asarray(array)  # ufunc results are plain arrays, not checked views
-        return result[()] if return_scalar else result
-
-    def __setitem__(self, index: Any, value: Any) -> None:
-        outs = self._outs
-        if outs is None:
-            super().__setitem__(index, value)
+    def write(self, target: CheckedArray, index: Any, value: Any) -> None:
+        if target is self.view:
+            self.outs._write(self.key, self.t, index, value)
             return
-        outs._write(self._key, self._t, index, value)
+        ids = positions_in(self.row, target, index)  # a view of the row: where it writes
+        if ids is None:
+            raise ValueError(
+                f"model_outs[{self.t}][{self.key!r}]: this view cannot be written; write "
+                f"model_outs[{self.t}][{self.key!r}][index] instead"
+            )
+        array = np.broadcast_to(np.asarray(value), ids.shape).reshape(-1)
+        if not self.row.ndim:
+            self.outs._write(self.key, self.t, ..., array.reshape(()))
+        elif ids.size == 1:  # one element: named by its index, `[1][2]`
+            where = tuple(int(i) for i in np.unravel_index(int(ids.reshape(-1)[0]), self.row.shape))
+            self.outs._write(self.key, self.t, where, array.reshape(()))
+        else:
+            where_all = np.unravel_index(ids.reshape(-1), self.row.shape)
+            self.outs._write(self.key, self.t, where_all, array)
 
-    def __reduce__(self) -> Any:  # pickles (and copies) as a plain array
-        return np.asarray(self).copy().__reduce__()
+
+class _StorageGuard:
+    """The guard of one key's stacked array, as `ModelOutputs.arrays` hands it out.
+
+    A write is tried on a copy of the whole array, which must then pass the constructor's
+    check of the key (and the action range); only then is it stored. That costs a copy of
+    the array per write: per-step writes (`outs[t][key] = ...`) are the cheap way.
+    """
+
+    __slots__ = ("key", "outs", "storage")
+
+    def __init__(self, outs: ModelOutputs, key: str, storage: AnyArray) -> None:
+        self.outs, self.key, self.storage = outs, key, storage
+
+    def write(self, target: CheckedArray, index: Any, value: Any) -> None:
+        key, storage, outs = self.key, self.storage, self.outs
+        name = f"model_outs[{key!r}]"
+        array = as_numeric(value, name, copy=False, min_ndim=0)
+        ids = positions_in(storage, target, index)
+        if ids is None:
+            raise ValueError(
+                f"model_outs.arrays[{key!r}]: this view cannot be written; write "
+                f"model_outs[t][{key!r}] instead"
+            )
+        try:
+            values = np.broadcast_to(array, ids.shape).reshape(-1)
+        except ValueError:
+            raise ValueError(
+                f"{name} write has shape {array.shape}, expected {ids.shape}"
+            ) from None
+        flat_ids = ids.reshape(-1)
+        scratch = storage.astype(np.result_type(storage.dtype, array.dtype), order="C")
+        scratch.reshape(-1)[flat_ids] = values
+        actor = outs._arrays.get("actor")
+        rows = len(storage)
+        with_actor = None if actor is None or key != "actions" else actor[:rows]
+        converted = _coerce_key(key, scratch, with_actor, name)
+        stored = lossless(converted, storage.dtype, name)
+        if key == "actions" and with_actor is not None and _is_discrete(stored, with_actor):
+            check_action_range(stored, with_actor.shape[-1], name)
+        np.ndarray.__setitem__(target, index, stored.reshape(-1)[ids])
+        mask = outs._unset.get(key)
+        if (
+            mask is not None
+            and mask.shape == storage.shape[: mask.ndim]
+            and mask.size == storage.size
+        ):
+            mask.reshape(-1)[flat_ids] = False
 
 
 class StepOutputs(Mapping[str, AnyArray]):
-    """The model outputs of one timestep: `key -> [B, ...]` array, as in the seed's dicts.
+    """The model outputs of one timestep: `key -> [B, ...]` array, as in obs-tower2's dicts.
 
     Values are views into the stacked storage, so reading is free. Writes are checked as
     construction checks them, whether they replace a key's whole row (`step['critic'] = ...`)
@@ -158,9 +186,10 @@ class StepOutputs(Mapping[str, AnyArray]):
         self._t = t
 
     def __getitem__(self, key: str) -> AnyArray:
-        row: _CheckedRow = _row(self._outs._arrays[key], self._t).view(_CheckedRow)
-        row._outs, row._key, row._t = self._outs, key, self._t
-        return row
+        row = _row(self._outs._arrays[key], self._t)
+        guard = _RowGuard(self._outs, key, self._t, row)
+        guard.view = checked(row, guard)
+        return guard.view
 
     def __setitem__(self, key: str, value: Any) -> None:
         if key not in self._outs._arrays:
@@ -183,7 +212,7 @@ class StepOutputs(Mapping[str, AnyArray]):
 class ModelOutputs(Sequence[StepOutputs]):
     """Model outputs of a rollout: T+1 timesteps, stored as one `[T+1, B, ...]` array per key.
 
-    It behaves as the seed's list of T+1 dicts (`outs[t][key]`, `len(outs)`, iteration,
+    It behaves as obs-tower2's list of T+1 dicts (`outs[t][key]`, `len(outs)`, iteration,
     `append`), while [`arrays`][trajkit.ModelOutputs.arrays] gives the stacked arrays without
     restacking. Every write is validated as construction is: a whole step (`outs[t] = {...}`),
     one key's row (`outs[t][key] = ...`) or some elements (`outs[t][key][b] = ...`).
@@ -192,7 +221,7 @@ class ModelOutputs(Sequence[StepOutputs]):
     assign an empty list to `Rollout.model_outs`, then `append` T+1 steps. Each appended step
     is checked at once against B and the keys and dtype kinds of the earlier steps, and a
     rollout refuses to compute anything from its outputs until all T+1 steps are there.
-    Rows of `None` (the seed's recordings allocate `{'actions': [None] * B}`) are accepted as
+    Rows of `None` (obs-tower2's recordings allocate `{'actions': [None] * B}`) are accepted as
     entries to fill in later, element by element; they too must be filled before use.
 
     Args:
@@ -221,7 +250,7 @@ class ModelOutputs(Sequence[StepOutputs]):
         (1, dtype('float32'))
     """
 
-    __slots__ = ("_arrays", "_batch", "_building", "_expected", "_num_rows", "_unset")
+    __slots__ = ("_arrays", "_batch", "_building", "_expected", "_num_rows", "_unset", "_views")
 
     def __init__(
         self,
@@ -243,6 +272,7 @@ class ModelOutputs(Sequence[StepOutputs]):
         batch: int | None = None,
     ) -> None:
         self._arrays = arrays
+        self._views: tuple[dict[str, AnyArray], int, Mapping[str, AnyArray]] | None = None
         if num_rows is None:
             num_rows = len(next(iter(arrays.values()))) if arrays else 0
         self._num_rows = num_rows
@@ -270,9 +300,12 @@ class ModelOutputs(Sequence[StepOutputs]):
 
     @property
     def arrays(self) -> Mapping[str, AnyArray]:
-        """Read-only mapping of key to stacked `[T+1, B, ...]` array (the storage itself).
+        """Read-only mapping of key to stacked `[T+1, B, ...]` array (views of the storage).
 
-        While outputs are being appended, the arrays hold the steps appended so far.
+        While outputs are being appended, the arrays hold the steps appended so far. The
+        arrays are [`CheckedArray`][trajkit.CheckedArray]s: a write into one
+        (`outs.arrays['critic'][t, b] = v`) is checked as construction checks the whole
+        array, and refused with the constructor's message.
 
         Examples:
             >>> import numpy as np
@@ -281,11 +314,26 @@ class ModelOutputs(Sequence[StepOutputs]):
             (3, 2)
             >>> outs.arrays["critic"] is outs.arrays["critic"]  # no restacking
             True
+            >>> outs.arrays["critic"][2, 1] = np.inf
+            Traceback (most recent call last):
+            ...
+            ValueError: model_outs['critic'] must be finite, got inf at (t=2, b=1)
         """
+        cached = self._views
+        if cached is not None and cached[0] is self._arrays and cached[1] == self._num_rows:
+            return cached[2]
+        views = MappingProxyType(
+            {k: checked(a, _StorageGuard(self, k, a)) for k, a in self._plain().items()}
+        )
+        self._views = (self._arrays, self._num_rows, views)
+        return views
+
+    def _plain(self) -> Mapping[str, AnyArray]:
+        """The stacked arrays as plain arrays, for trajkit's own reading (no views made)."""
         n = self._num_rows
         if any(len(a) != n for a in self._arrays.values()):
-            return MappingProxyType({k: a[:n] for k, a in self._arrays.items()})
-        return MappingProxyType(self._arrays)
+            return {k: a[:n] for k, a in self._arrays.items()}
+        return self._arrays
 
     def keys(self) -> tuple[str, ...]:
         """The output keys, in the order given.
@@ -342,6 +390,8 @@ class ModelOutputs(Sequence[StepOutputs]):
     def __getitem__(self, index: slice) -> list[StepOutputs]: ...
 
     def __getitem__(self, index: SupportsIndex | slice) -> StepOutputs | list[StepOutputs]:
+        if isinstance(index, str):
+            raise TypeError(_by_key_hint(index, self.keys()))
         if isinstance(index, slice):
             return [StepOutputs(self, t) for t in range(self._num_rows)[index]]
         t = range(self._num_rows)[index]  # IndexError for out-of-range, handles negatives
@@ -450,7 +500,7 @@ class ModelOutputs(Sequence[StepOutputs]):
         actor_row = None if actor is None else np.asarray(actor)
         row = _coerce_key(key, row, actor_row, name, lead=1)
         if key == "actions" and actor_row is not None and _is_discrete(row, actor_row, 1):
-            _check_action_range(row, actor_row, name, "b")
+            check_action_range(row, actor_row.shape[-1], name, "b")
         return row
 
     def _check_step(self, step: Mapping[str, Any], t: int) -> dict[str, AnyArray]:
@@ -469,7 +519,7 @@ class ModelOutputs(Sequence[StepOutputs]):
                     + (f" (B={storage.shape[1]})" if storage.ndim > 1 else "")
                 )
             if row.dtype.kind != storage.dtype.kind and not (
-                key in _FLOAT_KEYS
+                key in FLOAT32_OUTPUTS
                 or (key == "actions" and storage.dtype.kind == "i" and row.dtype.kind in "biuf")
             ):
                 raise ValueError(
@@ -488,13 +538,24 @@ class ModelOutputs(Sequence[StepOutputs]):
             and "actor" in rows
             and _is_discrete(rows["actions"], rows["actor"], 1)
         ):
-            _check_action_range(rows["actions"], rows["actor"], f"model_outs[{t}]['actions']", "b")
+            num_actions = rows["actor"].shape[-1]
+            check_action_range(rows["actions"], num_actions, f"model_outs[{t}]['actions']", "b")
         return rows
 
     def _write(self, key: str, t: int, index: Any, value: Any) -> None:
         """Validate `value` for `outs[t][key][index]`, then store it (nothing on failure)."""
         storage = self._arrays[key]
         row = _row(storage, t)
+        rule = output_rule(key, storage.ndim)
+        if (  # the rule's fast test, for the usual write of a whole row
+            index is Ellipsis
+            and key != "actions"
+            and key not in self._unset
+            and np.shape(value) == row.shape
+            and rule.passes(value, storage.dtype)
+        ):
+            row[...] = value
+            return
         target = row[index]
         whole = index is Ellipsis or (isinstance(index, slice) and index == slice(None))
         suffix = "" if whole else _fmt_sub(index)
@@ -507,16 +568,10 @@ class ModelOutputs(Sequence[StepOutputs]):
                 f"{name} has shape {array.shape}, expected {np.shape(target)}"
                 + (f" (B={storage.shape[1]})" if storage.ndim > 1 and not suffix else "")
             ) from None
-        rule = output_rule(key, storage.ndim)
         array = conform_into(rule, storage.dtype, array, name, axes="" if suffix else "b")
         actor = self._arrays.get("actor")
         if key == "actions" and actor is not None and storage.ndim == 2 and actor.ndim == 3:
-            bad = (array < 0) | (array >= actor.shape[-1])
-            if bad.any():
-                raise ValueError(
-                    f"{name} must be in [0, A) with A={actor.shape[-1]} from "
-                    f"model_outs['actor'], got {_first_value(array, bad)}"
-                )
+            check_action_range(array, actor.shape[-1], name, "" if suffix else "b")
         row[index] = array
         mask = self._unset.get(key)
         if mask is not None:
@@ -569,7 +624,7 @@ class ModelOutputs(Sequence[StepOutputs]):
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, ModelOutputs):
             return NotImplemented
-        mine, theirs = self.arrays, other.arrays
+        mine, theirs = self._plain(), other._plain()
         return (
             len(self) == len(other)
             and self._building == other._building
@@ -581,9 +636,19 @@ class ModelOutputs(Sequence[StepOutputs]):
     __hash__: ClassVar[None] = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
-        parts = [f"{k}={a.dtype}{list(a.shape)}" for k, a in self.arrays.items()]
+        parts = [f"{k}={a.dtype}{list(a.shape)}" for k, a in self._plain().items()]
         state = f", {self._num_rows} steps appended" if self._building else ""
         return f"ModelOutputs({', '.join(parts)}{state})"
+
+
+def _by_key_hint(key: str, keys: Sequence[str]) -> str:
+    """What to write instead of `model_outs[key]`: the outputs are indexed by step first."""
+    known = f"keys: {list(keys)}" if key in keys else f"no key {key!r}; keys: {list(keys)}"
+    return (
+        f"model_outs[{key!r}]: model_outs is a sequence of T+1 steps, indexed by step ({known}); "
+        f"use model_outs[t][{key!r}] for step t's [B, ...] row, or "
+        f"model_outs.arrays[{key!r}] for the stacked [T+1, B, ...] array"
+    )
 
 
 def _row(storage: AnyArray, t: int) -> AnyArray:
@@ -596,12 +661,8 @@ def _fmt_sub(index: Any) -> str:
     return "".join(f"[{p}]" if isinstance(p, int | np.integer) else "[...]" for p in parts)
 
 
-def _first_value(array: AnyArray, bad: AnyArray) -> Any:
-    return array[first_true(bad)].item() if array.ndim else array.item()
-
-
 def _stack_steps(steps: Sequence[Any]) -> tuple[dict[str, AnyArray], dict[str, AnyArray]]:
-    """Stack the seed's list of T+1 dicts into one array per key, checking every step.
+    """Stack obs-tower2's list of T+1 dicts into one array per key, checking every step.
 
     Returns the arrays and, for keys with rows of `None`, masks of the entries still unset.
     """
@@ -727,7 +788,7 @@ def _coerce_known(raw: dict[str, AnyArray], *, copy: bool = False) -> dict[str, 
 def coerce_model_outs(value: Any, *, copy: bool) -> ModelOutputs:
     """Turn either accepted form of model outputs into `ModelOutputs`, checking dtypes.
 
-    Accepts the seed's list of T+1 mappings (key -> array with leading dim B, or a row of
+    Accepts obs-tower2's list of T+1 mappings (key -> array with leading dim B, or a row of
     `None` to fill in later), an empty list (outputs to be appended step by step), a mapping of
     key -> stacked `[T+1, B, ...]` array, or a `ModelOutputs`. Known keys are converted and
     checked: `critic`, `log_probs` and `actor` to finite float32; `actions` to int32 (integer

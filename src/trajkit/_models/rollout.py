@@ -23,6 +23,7 @@ from trajkit._base.types import AnyArray, ArrayLike, ArrayTree, Float32Array
 from trajkit._core import fused
 from trajkit._core import tree as _tree
 from trajkit._models.arrays import arrays_equal
+from trajkit._models.checked import CheckedArray
 from trajkit._models.errors import clean_validation_error
 from trajkit._models.model_outputs import ModelOutputs
 from trajkit._models.rollout_checks import (
@@ -42,6 +43,7 @@ from trajkit._models.rollout_training import (
     normalized_minibatch,
     ppo_arrays,
 )
+from trajkit._models.rules import FIELD_RULES
 
 __all__ = [
     "FIELD_DIMS",
@@ -117,8 +119,10 @@ class Rollout(TrainingMethods, BaseModel):
     with a `trajkit.RolloutValidationError` (a `pydantic.ValidationError` and a `ValueError`)
     naming the field, the key and the
     timestep or env where it applies, and the expected and actual values. A failed assignment
-    leaves the rollout as it was. Editing arrays in place (`r.rews[t] -= bonus`) is allowed and
-    not re-validated.
+    leaves the rollout as it was. Writes into the arrays in place (`r.rews[t] -= bonus`,
+    `r.obses[t, b] = x`, `r.model_outs[t]['critic'][b] = v`) are checked as they are made, by
+    the same rules, and a refused write changes nothing; the arrays read and compute as plain
+    NumPy arrays (`r.rews * 2` and `np.asarray(r.rews)` are plain `ndarray`s).
 
     Args:
         states: Env states `[T+1, B, ...]`, at least 2-D, stored as float32. Use shape
@@ -303,6 +307,8 @@ class Rollout(TrainingMethods, BaseModel):
             return
         __tracebackhide__ = True
         previous = self.__dict__.get(name)
+        if value is previous and isinstance(value, CheckedArray):
+            return  # `r.rews -= x` assigns the array its checked writes already changed
         try:
             super().__setattr__(name, value)
         except ValidationError as exc:
@@ -367,22 +373,96 @@ class Rollout(TrainingMethods, BaseModel):
             values["infos"] = _copy.deepcopy(self.__dict__.get("infos"))
         return Rollout(**values)
 
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
+        """A copy with some fields replaced, validated as the constructor validates.
+
+        pydantic's `model_copy` skips validation; here `update` goes through every check of
+        construction, so a copy can never hold what the constructor refuses. Prefer
+        [`replace`][trajkit.Rollout.replace], which is typed.
+
+        Args:
+            update: New values of some fields, as the constructor accepts them.
+            deep: Copy the arrays (and infos); a shallow copy shares them with `self`.
+
+        Returns:
+            A new, validated `Rollout`.
+
+        Raises:
+            TypeError: For an unknown field name.
+            trajkit.RolloutValidationError: If the copy would be invalid.
+
+        Examples:
+            >>> import numpy as np
+            >>> from trajkit.testing import example_rollout
+            >>> r = example_rollout(num_steps=4, num_envs=2)
+            >>> r.model_copy(update={"obses": r.obses[:-1]})  # doctest: +ELLIPSIS
+            Traceback (most recent call last):
+            ...
+            trajkit.RolloutValidationError: obses has shape (4, 2, 4), expected (T+1, B, ...) ...
+        """
+        update = dict(update or {})
+        unknown = set(update) - set(self._FIELDS)
+        if unknown:
+            raise TypeError(
+                f"model_copy() got unknown field(s) {sorted(unknown)}; fields are "
+                f"{list(self._FIELDS)}"
+            )
+        values: dict[str, Any] = {name: self.__dict__.get(name) for name in self._FIELDS}
+        if deep:
+            values["infos"] = _copy.deepcopy(values["infos"])
+        values.update(update)
+        return type(self)(**values, copy=deep)
+
+    @classmethod
+    def model_construct(  # type: ignore[override]
+        cls, _fields_set: set[str] | None = None, **values: Any
+    ) -> Self:
+        """Build a rollout from `values`, validated: the same as `Rollout(**values, copy=False)`.
+
+        pydantic's `model_construct` trusts its input; a `Rollout` never does, so this is the
+        constructor (without copying arrays of the right dtype).
+
+        Examples:
+            >>> import numpy as np
+            >>> Rollout.model_construct(  # doctest: +ELLIPSIS
+            ...     states=np.zeros((3, 1, 0)), obses=np.zeros((3, 1)), infos=None,
+            ...     rews=[[np.nan], [0.0]], dones=np.zeros((3, 1)), model_outs={},
+            ... )
+            Traceback (most recent call last):
+            ...
+            trajkit.RolloutValidationError: rews must be finite, got nan at (t=0, b=0)...
+        """
+        values.setdefault("copy", False)
+        return cls(**values)
+
+    def __copy__(self) -> Self:
+        return self.model_copy()
+
+    def __deepcopy__(self, memo: dict[int, Any] | None = None) -> Self:
+        return self.model_copy(deep=True)
+
+    def __setstate__(self, state: dict[Any, Any]) -> None:
+        super().__setstate__(state)  # arrays come back plain: check and guard them again
+        self._validate({name: self.__dict__.get(name) for name in self._FIELDS}, copy=False)
+
     def revalidate(self) -> None:
         """Run every check of construction again, on the rollout as it is now.
 
-        In-place NumPy edits of field arrays (`r.rews[t] -= bonus`, as obs-tower2's GAIL and
-        Prierarchy do) are not checked when they happen; call this to check them.
-        [`trajkit.save`][trajkit.save] calls it before writing anything.
+        Writes into the rollout's arrays are checked as they are made (see the Validation
+        page); writes through a plain view (`np.asarray(r.rews)[t] = x`), `.flat` or compiled
+        code are not: call this to check them. [`trajkit.save`][trajkit.save] calls it before
+        writing anything.
 
         Raises:
             pydantic.ValidationError: If a field breaks a rule (the message names it).
             ValueError: If the model outputs are still being appended or filled in.
 
         Examples:
+            >>> import numpy as np
             >>> from trajkit.testing import example_rollout
             >>> r = example_rollout(num_steps=4, num_envs=2)
             >>> r.revalidate()
-            >>> r.rews[1, 0] = float("nan")  # in place: not checked until asked
+            >>> np.asarray(r.rews)[1, 0] = np.nan  # a plain view: not checked until asked
             >>> r.revalidate()  # doctest: +ELLIPSIS
             Traceback (most recent call last):
             ...
@@ -463,15 +543,7 @@ class Rollout(TrainingMethods, BaseModel):
         """
         if not isinstance(other, Rollout):
             return NotImplemented
-        for name in (
-            "states",
-            "obses",
-            "rews",
-            "dones",
-            "truncated",
-            "final_values",
-            "final_obses",
-        ):
+        for name in FIELD_RULES:  # every array field
             a, b = getattr(self, name), getattr(other, name)
             if (a is None) != (b is None):
                 return False

@@ -17,10 +17,17 @@ from pydantic import PlainValidator, ValidationInfo
 
 from trajkit._base.types import AnyArray
 from trajkit._core import tree as _tree
-from trajkit._models.arrays import first_true, fmt_index
+from trajkit._models.arrays import first_true
+from trajkit._models.checked import guard_field
 from trajkit._models.dims import DimSpec, Shape, bind_dims, fmt_shape
 from trajkit._models.model_outputs import ModelOutputs, coerce_model_outs, discrete_actions
-from trajkit._models.rules import FIELD_RULES, OUTPUT_RULES, conform, output_rule
+from trajkit._models.rules import (
+    FIELD_RULES,
+    OUTPUT_RULES,
+    check_action_range,
+    conform,
+    output_rule,
+)
 
 if TYPE_CHECKING:
     from trajkit._models.rollout import Rollout
@@ -53,6 +60,11 @@ MODEL_OUTPUT_DIMS: Mapping[str, str] = MappingProxyType(
 _SPECS = {name: DimSpec.parse(text) for name, text in FIELD_DIMS.items()}
 _OUT_SPECS = {text: DimSpec.parse(text) for text in MODEL_OUTPUT_DIMS.values()}
 _ROWS_ONLY = DimSpec.parse("T+1")
+_OPTIONAL_FLAT = tuple(
+    name
+    for name, rule in FIELD_RULES.items()
+    if rule.optional and not rule.nested and rule.dims.split()[0].startswith("T")
+)
 _AGREED_SHAPES: dict[tuple[tuple[str, Shape], ...], tuple[int, int]] = {}
 """T and B of shapes that agreed before: a training loop builds rollouts of the same shapes."""
 _AGREED_SHAPES_MAX = 64
@@ -79,20 +91,21 @@ def _array_check(name: str) -> Callable[[Any, bool], Any]:
     rule = FIELD_RULES[name]
     axes = "".join(dim.symbol.lower() for dim in DimSpec.parse(rule.dims).dims)  # `(t=3, b=1)`
 
-    def check(value: Any, copy: bool) -> Any:
+    def validate_field(value: Any, copy: bool) -> Any:
         if value is None and rule.optional:
             return None
-        if type(value) is np.ndarray or not rule.nested:  # the common flat case
-            return conform(rule, value, name, copy=copy, axes=axes)
-        return _tree.map_with_path(
-            lambda path, leaf: conform(
-                rule, leaf, _tree.format_path(name, path), copy=copy, axes=axes
-            ),
-            _tree.normalize(value, name),
-        )
+        if isinstance(value, np.ndarray) or not rule.nested:  # the common flat case
+            return guard_field(conform(rule, value, name, copy=copy, axes=axes), rule, name, axes)
 
-    check.__name__ = f"_v_{name}"
-    return check
+        def leaf_check(path: tuple[Any, ...], leaf: Any) -> Any:
+            leaf_name = _tree.format_path(name, path)
+            stored = conform(rule, leaf, leaf_name, copy=copy, axes=axes)
+            return guard_field(stored, rule, leaf_name, axes)
+
+        return _tree.map_with_path(leaf_check, _tree.normalize(value, name))
+
+    validate_field.__name__ = f"_v_{name}"
+    return validate_field
 
 
 def _v_model_outs(value: Any, copy: bool) -> ModelOutputs:
@@ -172,7 +185,7 @@ class _Votes:
 
     def add_tree(self, name: str, tree: Any) -> None:
         """Every leaf of a nested field votes under its path."""
-        if type(tree) is np.ndarray:
+        if isinstance(tree, np.ndarray):
             self.add(name, tree.shape, _SPECS[name])
             return
         for path, leaf in _tree.flatten(tree):
@@ -197,7 +210,7 @@ def _votes(
         widths = {len(row) for row in infos}
         votes.shapes["infos"] = (len(infos), widths.pop() if len(widths) == 1 else None)
         votes.specs["infos"] = _SPECS["infos"]
-    for name in ("truncated", "final_values"):
+    for name in _OPTIONAL_FLAT:  # `truncated`, `final_values`: T B when given
         array = getattr(rollout, name)
         if array is not None:
             votes.add(name, array.shape, _SPECS[name])
@@ -207,12 +220,12 @@ def _votes(
 def cross_check(rollout: Rollout) -> None:
     """The rules across fields: shapes agree on T and B, and the values that need them."""
     building = rollout.model_outs.building  # steps still being appended: rows don't vote
-    outs = {} if building else rollout.model_outs.arrays
+    outs = {} if building else rollout.model_outs._plain()
     infos: InfoRows | None = rollout.__dict__.get("infos")  # None: no infos were given
     votes = _votes(rollout, outs, building, infos)
     T, B = _agreed_dims(rollout, votes, infos)
     _settle(rollout, votes.empty_rows, T, B, infos, keep_outs=bool(outs) or building)
-    _check_values(rollout, rollout.model_outs.arrays if building else outs)
+    _check_values(rollout, rollout.model_outs._plain() if building else outs)
     if rollout.final_obses is not None:
         _check_final_obses(rollout.final_obses, rollout.obses, rollout.dones)
 
@@ -301,15 +314,7 @@ def _check_values(rollout: Rollout, outs: Mapping[str, AnyArray]) -> None:
                 "must end its episode (set dones[t+1] = 1 where truncated[t] = 1)"
             )
     if discrete_actions(outs):
-        actions = outs["actions"]
-        num_actions = outs["actor"].shape[-1]
-        bad = (actions < 0) | (actions >= num_actions)
-        if bad.any():
-            pos = first_true(bad)
-            raise ValueError(
-                f"model_outs['actions'] must be in [0, A) with A={num_actions} from "
-                f"model_outs['actor'], got {actions[pos]} at {fmt_index(pos)}"
-            )
+        check_action_range(outs["actions"], outs["actor"].shape[-1], "model_outs['actions']")
 
 
 def _check_final_obses(final: Any, obses: Any, dones: AnyArray) -> None:

@@ -15,10 +15,17 @@ Both refuse with a `ValueError` whose message starts with the name given (`rews`
 `model_outs[3]['critic'][1]`, `obses['image']`), then says the rule: `... must be finite`,
 `... must hold only 0 and 1`, `... must be integer-valued`, `... must fit in uint8`,
 `... beyond float32's range`.
+
+A `Rule` is the schema of its field: the tables other modules need are derived from it
+(`Rule.stored_dtypes`, `Rule.file_dtype`, `Rule.arrow_type`, `Rule.per_env`,
+`FLOAT32_OUTPUTS`, `PER_ENV_SCALAR_OUTPUTS`), and it owns its fast test beside its full check
+(`Rule.passes`, `all_finite`, `within_float32`), as the `[0, A)` rule of Discrete actions
+owns `check_action_range`.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -31,23 +38,34 @@ from trajkit._models.arrays import (
     as_float32,
     as_int32,
     as_numeric,
+    at,
     check_binary,
     check_finite,
+    check_overflow,
     first_true,
-    fmt_index,
+    into_int,
 )
 
 __all__ = [
     "FIELD_RULES",
+    "FLOAT32_OUTPUTS",
     "OUTPUT_RULES",
+    "PER_ENV_SCALAR_OUTPUTS",
     "Rule",
+    "all_finite",
+    "check_action_range",
     "conform",
     "conform_into",
     "lossless",
     "output_rule",
+    "within_float32",
 ]
 
 DType = Literal["float32", "real", "action"]
+
+_F32 = np.dtype(np.float32)
+_F32_MAX = float(np.finfo(np.float32).max)
+_F32_EXACT = 1 << 24  # the largest integer magnitude float32 holds with every integer below
 
 
 @dataclass(frozen=True)
@@ -72,6 +90,93 @@ class Rule:
     nested: bool = False
     optional: bool = False
     min_ndim: int = 1
+
+    @property
+    def stored_dtypes(self) -> tuple[str, ...] | None:
+        """The dtypes it is stored (and saved) as, or `None` for any real dtype (kept).
+
+        Examples:
+            >>> OUTPUT_RULES["actions"].stored_dtypes, FIELD_RULES["obses"].stored_dtypes
+            (('int32', 'float32'), None)
+        """
+        return {"float32": ("float32",), "action": ("int32", "float32"), "real": None}[self.dtype]
+
+    @property
+    def file_dtype(self) -> str | None:
+        """The dtype of its `.npy` member in a saved file, or `None` where it is the array's own.
+
+        Examples:
+            >>> FIELD_RULES["rews"].file_dtype, FIELD_RULES["obses"].file_dtype
+            ('float32', None)
+        """
+        dtypes = self.stored_dtypes
+        return dtypes[0] if dtypes is not None and len(dtypes) == 1 else None
+
+    @property
+    def arrow_type(self) -> str | None:
+        """Its Arrow/Parquet column type (flags are `bool`), or `None` where it is the array's own.
+
+        Examples:
+            >>> FIELD_RULES["rews"].arrow_type, FIELD_RULES["dones"].arrow_type
+            ('float32', 'bool')
+        """
+        return "bool" if self.flag else self.file_dtype
+
+    @property
+    def per_env(self) -> tuple[str, ...] | None:
+        """The symbols of its dims after `T+1 B` (or `T B`), or `None` when they are free (`...`).
+
+        Examples:
+            >>> OUTPUT_RULES["critic"].per_env, OUTPUT_RULES["actor"].per_env
+            ((), ('A',))
+            >>> OUTPUT_RULES["actions"].per_env is None
+            True
+        """
+        rest = self.dims.split()[2:]
+        return None if "..." in rest else tuple(rest)
+
+    def stored_description(self) -> str:
+        """How a `Rollout` stores it, in words, for messages (`float32 with trailing shape ()`).
+
+        Examples:
+            >>> OUTPUT_RULES["actor"].stored_description()
+            'float32 with trailing shape (A,)'
+        """
+        if self.dtype == "action":
+            return "int32 (integer spaces) or float32 (Box)"
+        per_env = self.per_env
+        shape = "(...)" if per_env is None else "(" + ", ".join(per_env) + ",)" if per_env else "()"
+        return f"{self.dtype} with trailing shape {shape}"
+
+    def passes(self, value: Any, dtype: np.dtype[Any]) -> bool:
+        """The rule's fast test: whether `value` surely passes `conform_into(self, dtype, ...)`.
+
+        A constant number of cheap operations; `False` means "run the full check", which
+        names the problem (it may still pass). Covers the writes of a collection loop: a
+        Python number, or a C-contiguous float64/float32 array, into float32 storage; an
+        array of the storage's own dtype.
+
+        Examples:
+            >>> f32 = np.dtype(np.float32)
+            >>> FIELD_RULES["rews"].passes(0.5, f32), FIELD_RULES["rews"].passes(1e300, f32)
+            (True, False)
+            >>> FIELD_RULES["dones"].passes(1, f32), FIELD_RULES["dones"].passes(2, f32)
+            (True, False)
+        """
+        if type(value) is float or type(value) is int:
+            if self.flag:
+                return value == 0 or value == 1
+            limit = _F32_MAX if type(value) is float else _F32_EXACT  # ints: stored exactly
+            return dtype == _F32 and -limit <= value <= limit
+        if type(value) is not np.ndarray or self.flag:
+            return False
+        if value.dtype == dtype:  # (a float of the stored dtype: finite is the whole test)
+            if dtype.kind in "iub" or not self.finite:
+                return True
+            return dtype.kind == "f" and _within(value, float(np.finfo(dtype).max))
+        if dtype == _F32 and value.dtype.char in "fd":
+            return within_float32(value)
+        return False
 
     def describe(self) -> str:
         """The rule in words, as the Validation page lists it.
@@ -137,6 +242,71 @@ def output_rule(key: str, ndim: int | None = None) -> Rule:
     if rule is not None:
         return rule
     return OUTPUT_RULES["*scalar" if ndim == 1 else "*"]
+
+
+FLOAT32_OUTPUTS: tuple[str, ...] = tuple(
+    key for key, rule in OUTPUT_RULES.items() if rule.dtype == "float32"
+)
+"""The model outputs stored as float32 (`critic`, `log_probs`, `actor`), from `OUTPUT_RULES`."""
+
+PER_ENV_SCALAR_OUTPUTS: tuple[str, ...] = tuple(
+    key for key, rule in OUTPUT_RULES.items() if rule.per_env == () and not key.startswith("*")
+)
+"""The model outputs with one value per env and step (`[T+1, B]`: `critic`, `log_probs`)."""
+
+
+def all_finite(array: AnyArray) -> bool:
+    """The `finite` rule's fast test: one sum, finite exactly when every value is (or overflow).
+
+    `False` also where finite values overflow the sum: the full check then decides. Cheaper
+    than `isfinite` on the small arrays of one step (the recorder's gate runs it per leaf).
+
+    Examples:
+        >>> all_finite(np.array([1.0, 2.0])), all_finite(np.array([1.0, np.nan]))
+        (True, False)
+    """
+    # No `np.errstate` here: it costs more than the sum (this runs per leaf per recorded
+    # step). A sum of +inf and -inf warns (invalid value) before the full check refuses it.
+    return math.isfinite(np.add.reduce(array, axis=None))
+
+
+def within_float32(array: AnyArray) -> bool:
+    """The fast test of a float32 rule for wider floats: every value finite and in range.
+
+    Examples:
+        >>> within_float32(np.array([1.0, -3e38])), within_float32(np.array([1e300]))
+        (True, False)
+    """
+    return _within(array, _F32_MAX)
+
+
+def _within(array: AnyArray, limit: float) -> bool:
+    """Whether every value's magnitude is at most `limit` (NaN fails); never warns."""
+    return bool(np.maximum.reduce(np.abs(array), axis=None, initial=0.0) <= limit)
+
+
+def check_action_range(actions: AnyArray, num_actions: int, name: str, axes: str = "tb") -> None:
+    """The rule of Discrete actions next to `actor` logits of width A: each in `[0, A)`.
+
+    The one home of this rule: the constructor, model-output writes and the recorder call it.
+
+    Raises:
+        ValueError: Naming `name`, the first action out of range and its position.
+
+    Examples:
+        >>> check_action_range(np.array([[0, 2], [1, 3]]), 3, "model_outs['actions']")
+        Traceback (most recent call last):
+        ...
+        ValueError: model_outs['actions'] must be in [0, A) with A=3 from model_outs['actor'], \
+got 3 at (t=1, b=1)
+    """
+    bad = (actions < 0) | (actions >= num_actions)
+    if np.logical_or.reduce(bad, axis=None):
+        pos = first_true(bad) if bad.ndim else ()
+        raise ValueError(
+            f"{name} must be in [0, A) with A={num_actions} from model_outs['actor'], "
+            f"got {actions[pos].item()}{at(pos, axes)}"
+        )
 
 
 def conform(
@@ -229,7 +399,7 @@ def lossless(value: Any, dtype: np.dtype[Any], name: str, *, axes: str = "tb") -
     if kind == "f":
         return _into_float(array, dtype, name, axes)
     if kind in "iu":
-        return _into_int(array, dtype, name, axes)
+        return into_int(array, dtype, name, axes)
     raise ValueError(f"{name} cannot be stored as {dtype}: not a real numeric dtype")
 
 
@@ -238,14 +408,7 @@ def _into_float(array: AnyArray, dtype: np.dtype[Any], name: str, axes: str) -> 
     if array.dtype.kind == "f" and array.dtype.itemsize > dtype.itemsize:
         with np.errstate(over="ignore"):
             cast = array.astype(dtype)
-        over = np.isinf(cast) & np.isfinite(array)
-        if over.any():
-            pos = first_true(over) if over.ndim else ()
-            raise ValueError(
-                f"{name} holds {array[pos].item()!r}{_at(pos, axes)}, beyond {dtype}'s "
-                f"range (+-{float(np.finfo(dtype).max):.4g}): stored as {dtype} it would "
-                "become inf"
-            )
+        check_overflow(array, cast, name, axes)
         return cast
     cast = array.astype(dtype)
     if array.dtype.kind in "iu" and array.dtype.itemsize * 8 > np.finfo(dtype).nmant + 1:
@@ -255,34 +418,9 @@ def _into_float(array: AnyArray, dtype: np.dtype[Any], name: str, axes: str) -> 
             pos = first_true(inexact) if inexact.ndim else ()
             raise ValueError(
                 f"{name} must be exactly representable in {dtype}, got "
-                f"{array[pos].item()!r}{_at(pos, axes)} (it would be rounded)"
+                f"{array[pos].item()!r}{at(pos, axes)} (it would be rounded)"
             )
     return cast
-
-
-def _into_int(array: AnyArray, dtype: np.dtype[Any], name: str, axes: str) -> AnyArray:
-    """`lossless` into an integer dtype: floats finite and integer-valued, all in range."""
-    if array.dtype.kind == "f":
-        bad = ~np.isfinite(array)
-        if bad.any():
-            pos = first_true(bad) if bad.ndim else ()
-            raise ValueError(f"{name} must be finite, got {array[pos].item()}{_at(pos, axes)}")
-        bad = array != np.round(array)
-        if bad.any():
-            pos = first_true(bad) if bad.ndim else ()
-            raise ValueError(
-                f"{name} must be integer-valued, got {array[pos].item()!r}{_at(pos, axes)}"
-            )
-    info = np.iinfo(dtype)
-    if array.size:
-        bad = (array < info.min) | (array > info.max)
-        if bad.any():
-            pos = first_true(bad) if bad.ndim else ()
-            raise ValueError(
-                f"{name} must fit in {dtype} [{info.min}, {info.max}], got "
-                f"{array[pos].item()!r}{_at(pos, axes)}"
-            )
-    return array.astype(dtype)
 
 
 def conform_into(
@@ -303,28 +441,8 @@ def conform_into(
     """
     array = as_numeric(value, name, copy=False, min_ndim=0)
     if rule.finite:
-        if array.ndim:
-            check_finite(array, name, axes)
-        else:
-            _check_finite_scalar(array, name)
+        check_finite(array, name, axes)
     converted = lossless(array, dtype, name, axes=axes)
     if rule.flag:
-        if converted.ndim:
-            check_binary(converted, name, axes)
-        else:
-            _check_flag_scalar(converted, name)
+        check_binary(converted, name, axes)
     return converted
-
-
-def _at(pos: tuple[int, ...], axes: str) -> str:
-    return f" at {fmt_index(pos, axes)}" if pos else ""
-
-
-def _check_finite_scalar(array: AnyArray, name: str) -> None:
-    if array.dtype.kind == "f" and not np.isfinite(array):
-        raise ValueError(f"{name} must be finite, got {array.item()}")
-
-
-def _check_flag_scalar(array: AnyArray, name: str) -> None:
-    if array.item() not in (0, 1):
-        raise ValueError(f"{name} must hold only 0 and 1, got {array.item()}")

@@ -27,6 +27,7 @@ from typing_extensions import Self
 
 from trajkit._core import tree as _tree
 from trajkit._models.dims import fmt_shape
+from trajkit._models.rules import OUTPUT_RULES
 
 if TYPE_CHECKING:
     from trajkit._models.rollout import Rollout
@@ -60,14 +61,16 @@ Shape = Annotated[
     Field(max_length=MAX_TRAILING_DIMS),
 ]
 
-# Known model-output keys: the dtypes and number of trailing dimensions `Rollout` gives them
-# (`None`: any number), and how to say so.
 _KNOWN_OUTPUTS: Mapping[str, tuple[tuple[str, ...], int | None, str]] = {
-    "critic": (("float32",), 0, "float32 with trailing shape ()"),
-    "log_probs": (("float32",), 0, "float32 with trailing shape ()"),
-    "actor": (("float32",), 1, "float32 with trailing shape (A,)"),
-    "actions": (("int32", "float32"), None, "int32 (integer spaces) or float32 (Box)"),
+    key: (
+        rule.stored_dtypes,
+        None if rule.per_env is None else len(rule.per_env),
+        rule.stored_description(),
+    )
+    for key, rule in OUTPUT_RULES.items()
+    if rule.stored_dtypes is not None
 }
+"""Model outputs stored in fixed dtypes: (dtypes, per-env ndim, in words), from `OUTPUT_RULES`."""
 
 # The two fields that may be nested, with the names of their flat and per-leaf spec fields.
 _NESTED_FIELDS: Mapping[str, str] = {"obses": "obs", "states": "state"}

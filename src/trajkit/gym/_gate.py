@@ -9,7 +9,6 @@ step and the space.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
@@ -20,7 +19,17 @@ from gymnasium.vector import VectorEnv
 
 from trajkit._base.types import AnyArray, ArrayTree, BoolArray, Float64Array
 from trajkit._core import tree as _tree
-from trajkit._models.rules import FIELD_RULES, Rule, conform, conform_into, output_rule
+from trajkit._models.rules import (
+    FIELD_RULES,
+    PER_ENV_SCALAR_OUTPUTS,
+    Rule,
+    all_finite,
+    check_action_range,
+    conform,
+    conform_into,
+    output_rule,
+    within_float32,
+)
 
 if TYPE_CHECKING:
     from trajkit.gym.recorder import Policy, StateFn
@@ -28,7 +37,6 @@ if TYPE_CHECKING:
 __all__ = ["Gate", "within_float32"]
 
 _ARRAY_SPACES: Final = (spaces.Box, spaces.Discrete, spaces.MultiBinary, spaces.MultiDiscrete)
-_ONE_D_KEYS: Final = ("critic", "log_probs")
 _F32_MAX: Final = float(np.finfo(np.float32).max)
 _I32: Final = np.iinfo(np.int32)
 _OBS_RULE: Final = FIELD_RULES["obses"]
@@ -95,22 +103,6 @@ class _Output:
     fits: Callable[[AnyArray], bool] | None
 
 
-def _all_finite(array: AnyArray) -> bool:
-    """Whether every value of a float `array` is finite: one sum (NaN and inf carry over).
-
-    A sum that overflows says False for finite values; the caller's slow path, the rule
-    table, then decides. Cheaper than `isfinite` on the small arrays of one step.
-    """
-    return math.isfinite(np.add.reduce(array, axis=None))
-
-
-def within_float32(array: AnyArray) -> bool:
-    """Whether every value of a float `array` is finite and within float32's range."""
-    return bool(
-        np.maximum.reduce(np.abs(array), axis=None, initial=0.0) <= _F32_MAX
-    )  # NaN fails too
-
-
 def _fits_test(
     rule: Rule, dtype: np.dtype[Any], bounds: tuple[int, int] | None
 ) -> Callable[[AnyArray], bool] | None:
@@ -118,7 +110,7 @@ def _fits_test(
     if dtype.kind == "f":
         if rule.dtype != "real" and dtype.itemsize > 4:
             return within_float32  # the rollout stores float32: no overflow to inf
-        return _all_finite if rule.finite else None
+        return all_finite if rule.finite else None
     if bounds is None:
         return None
     lo, hi = bounds
@@ -133,15 +125,15 @@ def _fits_test(
     )
 
 
-def _first_bad_env(check: Callable[[Any], object], value: Any) -> int | None:
-    """The first env (row of `value`) that `check` refuses on its own, or None."""
+def _first_bad_env(conformed: Callable[[Any], object], value: Any) -> int | None:
+    """The first env (row of `value`) that `conformed` refuses on its own, or None."""
     try:
         rows = len(value)
     except TypeError:
         return None
     for b in range(rows):
         try:
-            check(value[b : b + 1])
+            conformed(value[b : b + 1])
         except (ValueError, TypeError, IndexError):
             return b
     return None
@@ -221,17 +213,17 @@ class Gate:
         return where if space is None else f"{where}; space {space}"
 
     def located(
-        self, check: Callable[[Any], AnyArray], value: Any, space: object = None
+        self, conformed: Callable[[Any], AnyArray], value: Any, space: object = None
     ) -> AnyArray:
-        """`check(value)`; a refusal's message gets the env, the step and the space appended.
+        """`conformed(value)`; a refusal's message gets the env, the step and the space appended.
 
         The rule table's message comes first, unchanged (`obses must be finite, ...`), so
         that every door's messages start alike.
         """
         try:
-            return check(value)
+            return conformed(value)
         except ValueError as exc:
-            env = _first_bad_env(check, value)
+            env = _first_bad_env(conformed, value)
             raise ValueError(f"{exc} ({self.where(env, space)})") from None
 
     def obs_batch(self, obs: Any) -> ArrayTree:
@@ -277,15 +269,15 @@ class Gate:
             type(value) is np.ndarray
             and value.dtype == leaf.dtype
             and value.shape == leaf.shape
-            and (value.dtype.kind != "f" or _all_finite(value))
+            and (value.dtype.kind != "f" or all_finite(value))
         ):
             return value  # the common case: nothing to convert, nothing to refuse
         dtype, name = leaf.dtype, leaf.name
 
-        def check(v: Any) -> AnyArray:
+        def conformed(v: Any) -> AnyArray:
             return conform_into(_OBS_RULE, dtype, v, name, axes="b")
 
-        array = self.located(check, value, leaf.space)
+        array = self.located(conformed, value, leaf.space)
         if array.shape != leaf.shape:
             raise ValueError(
                 f"{name} must have shape {leaf.shape}: B={self.num_envs} observations of the "
@@ -297,10 +289,10 @@ class Gate:
     def flags(self, value: Any, name: str) -> AnyArray:
         """The env's `terminated` or `truncated` flags as a bool array `[B]`, checked (0/1)."""
 
-        def check(v: Any) -> AnyArray:
+        def conformed(v: Any) -> AnyArray:
             return conform_into(_FLAG_RULE, np.dtype(np.bool_), v, name, axes="b")
 
-        array = self.located(check, value)
+        array = self.located(conformed, value)
         if array.shape != (self.num_envs,):
             raise ValueError(
                 f"{name} must hold one flag per env, shape ({self.num_envs},), got shape "
@@ -315,10 +307,10 @@ class Gate:
         float64 for the episode sums.
         """
 
-        def check(v: Any) -> AnyArray:
+        def conformed(v: Any) -> AnyArray:
             return conform(_REWS_RULE, v, "rews", copy=False, axes="b", min_ndim=0)
 
-        checked = self.located(check, value)
+        checked = self.located(conformed, value)
         if checked.shape != (self.num_envs,):
             raise ValueError(
                 f"rews must hold one reward per env, shape ({self.num_envs},), got shape "
@@ -387,7 +379,7 @@ class Gate:
                 f"the policy's output {key!r} has shape {array.shape}, expected leading "
                 f"dimension B={B} (one row per env, for a batch of {B} observations)"
             )
-        if key in _ONE_D_KEYS and array.ndim != 1:
+        if key in PER_ENV_SCALAR_OUTPUTS and array.ndim != 1:
             raise ValueError(
                 f"the policy's output {key!r} has shape {array.shape}, expected ({B},)"
             )
@@ -436,22 +428,16 @@ class Gate:
         if key == "actions" and array.ndim == 1 and actor is not None and actor.ndim == 2:
             num_actions = int(actor.shape[-1])
 
-        def check(v: Any) -> AnyArray:
+        def conformed(v: Any) -> AnyArray:
             logged = conform_into(rule, dtype, v, name, axes="b")
             if rule.dtype != "real":
                 conform(rule, logged, name, copy=False, axes="b", min_ndim=1)
             if num_actions is not None and logged.size:
-                bad = (logged < 0) | (logged >= num_actions)
-                if bad.any():
-                    b = int(np.flatnonzero(bad)[0])
-                    raise ValueError(
-                        f"{name} must be in [0, A) with A={num_actions} from "
-                        f"model_outs['actor'], got {logged[b]} at (b={b})"
-                    )
+                check_action_range(logged, num_actions, name, "b")
             return logged
 
         space = self._env.single_action_space if key == "actions" else None
-        return self.located(check, array, space)
+        return self.located(conformed, array, space)
 
     def critic(self, obs: ArrayTree) -> Float64Array:
         return np.asarray(self.call_policy(obs)["critic"], dtype=np.float64)
@@ -503,10 +489,10 @@ class Gate:
         if self._state_fn is None:
             return None
 
-        def check(v: Any) -> AnyArray:
+        def conformed(v: Any) -> AnyArray:
             return conform(_STATES_RULE, v, "states", copy=False, axes="b", min_ndim=0)
 
-        states = self.located(check, self._state_fn(self._env))
+        states = self.located(conformed, self._state_fn(self._env))
         if states.ndim < 1 or states.shape[0] != B:
             raise ValueError(f"state_fn returned shape {states.shape}, expected ({B}, ...)")
         if self._state_shape is None:
