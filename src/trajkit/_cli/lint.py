@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from concurrent.futures.process import BrokenProcessPool
@@ -32,6 +33,10 @@ def lint_command(args: argparse.Namespace) -> int:
         )
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+    if args.replay_trust_env_args:
+        if not args.replay:
+            raise UsageError("--replay-trust-env-args needs --replay")
+        options = dataclasses.replace(options, trust_env_args=True)
     run = engine.LintRun(
         args.paths, options, replay=args.replay, jobs=args.jobs, max_bytes=args.max_bytes
     )

@@ -40,6 +40,7 @@ from trajkit.lint.config import (
     DEFAULT_REWARD_SCALE_RATIO,
     LintConfig,
     LintOptions,
+    checked_action_space,
     checked_limit,
     checked_ratio,
     find_config,
@@ -70,6 +71,7 @@ def lint(
     action_space: Mapping[str, Any] | None = None,
     reward_scale_ratio: float = DEFAULT_REWARD_SCALE_RATIO,
     replay: bool = False,
+    trust_env_args: bool = False,
     jobs: int | None = None,
     max_bytes: int | None = DEFAULT_MAX_BYTES,
 ) -> list[Finding]:
@@ -87,6 +89,8 @@ def lint(
             "n": 4}`), for files whose recording has none.
         reward_scale_ratio: TK202's factor.
         replay: Also replay recordings in their environment (TK3xx; needs `trajkit[gym]`).
+        trust_env_args: Let replay pass a recording's env arguments as they are; by
+            default it passes only those trajkit's recorder writes (see the Lint page).
         jobs: Worker processes; `None` for every core, 1 to lint in this process.
         max_bytes: The size limit, as for `trajkit.load`; `None` for none.
 
@@ -116,8 +120,9 @@ def lint(
         None
         if max_episode_steps is None
         else checked_limit(max_episode_steps, "max_episode_steps"),
-        action_space,
+        None if action_space is None else checked_action_space(action_space, "action_space"),
         checked_ratio(reward_scale_ratio, "reward_scale_ratio"),
+        trust_env_args=trust_env_args,
     )
     run = LintRun(
         [os.fspath(p) for p in paths], options, replay=replay, jobs=jobs, max_bytes=max_bytes
