@@ -22,6 +22,9 @@ def lint_command(args: argparse.Namespace) -> int:
         return 0
     if not args.paths:
         raise UsageError("name the files or folders to lint (or --list)")
+    for option, value in (("--select", args.select), ("--ignore", args.ignore)):
+        if value is not None and not report.split_codes(value):
+            raise UsageError(f"{option} needs at least one code or prefix, got {value!r}")
     if args.max_episode_steps is not None and args.max_episode_steps < 1:
         raise UsageError(f"--max-episode-steps must be >= 1, got {args.max_episode_steps}")
     try:

@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from trajkit.lint.registry import check_selectors
 
 __all__ = [
@@ -147,8 +149,12 @@ def _table(path: Path, text: str) -> Mapping[str, Any] | None:
         data = toml.loads(text)
     except ValueError as exc:  # tomllib.TOMLDecodeError is a ValueError
         raise ValueError(f"{path}: not valid TOML: {exc}") from None
-    table = data.get("tool", {}).get("trajkit", {}).get("lint")
-    return table if isinstance(table, dict) else None
+    tool = data.get("tool", {})
+    trajkit = tool.get("trajkit", {}) if isinstance(tool, dict) else {}
+    table = trajkit.get("lint") if isinstance(trajkit, dict) else None
+    if table is not None and not isinstance(table, dict):
+        raise ValueError(f"{path}: tool.trajkit.lint must be a table, got {table!r}")
+    return table
 
 
 def read_config(path: str | os.PathLike[str]) -> LintConfig:
@@ -232,7 +238,7 @@ _SPACE_KEYS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {  # type: (re
     "Box": ((), ("low", "high", "shape", "dtype")),
     "Discrete": (("n",), ("start",)),
     "MultiBinary": (("n",), ()),
-    "MultiDiscrete": (("nvec",), ("start", "dtype")),
+    "MultiDiscrete": (("nvec",), ("start",)),
 }
 
 
@@ -298,9 +304,18 @@ def _box_problem(space: Mapping[str, Any]) -> str | None:
     if isinstance(low, int | float) and isinstance(high, int | float) and low > high:
         return f"Box low must be <= high, got low={low!r}, high={high!r}"
     dtype = space.get("dtype")
-    if dtype is not None and not isinstance(dtype, str):
-        return f"Box dtype must be a string such as 'float32', got {dtype!r}"
+    if dtype is not None and not _numeric_dtype(dtype):
+        return f"Box dtype must name a NumPy number type such as 'float32', got {dtype!r}"
     return None
+
+
+def _numeric_dtype(name: object) -> bool:
+    if not isinstance(name, str):
+        return False
+    try:
+        return np.dtype(name).kind in "fiu"
+    except TypeError:
+        return False
 
 
 def _broadcasts(dims: tuple[int, ...], shape: tuple[int, ...]) -> bool:
