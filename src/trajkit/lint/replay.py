@@ -174,26 +174,36 @@ def env_arguments(
     if given.pop("wrappers", None):
         raise _RefusedError("env_kwargs holds wrappers, which are not re-created")
     kwargs = {k: v for k, v in given.items() if k not in _NOT_PASSED}
-    if trust:
-        return kwargs
+    if not trust:
+        _check_make_arguments(kwargs)
+        _check_named(kwargs, spec)
+    return kwargs
+
+
+def _check_make_arguments(kwargs: Mapping[str, Any]) -> None:
+    """`gymnasium.make`'s own arguments: a time limit >= 1 and a bool (or null)."""
     limit = kwargs.get("max_episode_steps")
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise _RefusedError(f"env_kwargs max_episode_steps must be an integer >= 1, got {limit!r}")
     checker = kwargs.get("disable_env_checker")
     if checker is not None and not isinstance(checker, bool):
         raise _RefusedError(f"env_kwargs disable_env_checker must be a bool, got {checker!r}")
+
+
+def _check_named(kwargs: Mapping[str, Any], spec: Any) -> None:
+    """Every other argument is named by the registration or by the env's constructor."""
     known = {*_MAKE_OWN, *(spec.kwargs or {})}
     others = [key for key in kwargs if key not in known]
-    if others:
-        named = _constructor_arguments(spec)
-        refused = sorted(key for key in others if key not in named)
-        if refused:
-            raise _RefusedError(
-                f"env_kwargs {', '.join(refused)} are not arguments of {spec.id}'s "
-                "registration or constructor (replay them with --replay-trust-env-args, "
-                "or trust_env_args=True, if you trust this file)"
-            )
-    return kwargs
+    if not others:
+        return
+    named = _constructor_arguments(spec)
+    refused = sorted(key for key in others if key not in named)
+    if refused:
+        raise _RefusedError(
+            f"env_kwargs {', '.join(refused)} are not arguments of {spec.id}'s "
+            "registration or constructor (replay them with --replay-trust-env-args, "
+            "or trust_env_args=True, if you trust this file)"
+        )
 
 
 def _notes(
