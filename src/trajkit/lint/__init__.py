@@ -91,7 +91,8 @@ def lint(
         replay: Also replay recordings in their environment (TK3xx; needs `trajkit[gym]`).
         trust_env_args: Let replay pass a recording's env arguments as they are; by
             default it passes only those trajkit's recorder writes (see the Lint page).
-        jobs: Worker processes; `None` for every core, 1 to lint in this process.
+        jobs: Processes, this one included; `None` for every core, 1 to lint in this
+            process only.
         max_bytes: The size limit, as for `trajkit.load`; `None` for none.
 
     Returns:
