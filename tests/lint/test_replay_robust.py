@@ -239,3 +239,33 @@ def test_trust_needs_replay(tmp_path: Path) -> None:
     )
     assert done.returncode == 2
     assert "--replay-trust-env-args needs --replay" in done.stderr
+
+
+_BROKEN = """
+import gymnasium
+from gymnasium.envs.classic_control.cartpole import CartPoleEnv
+
+class Broken(CartPoleEnv):
+    def reset(self, *, seed=None, options=None):
+        raise RuntimeError("no reset today")
+
+gymnasium.register("Broken-v0", entry_point=Broken)
+"""
+
+
+def test_an_env_that_cannot_be_reset_is_a_note_per_env(tmp_path: Path) -> None:
+    path = _recorded(tmp_path / "data")
+    r, recording = trajkit.load(path), trajkit.read_metadata(path).recording
+    assert recording is not None
+    update = {"env_id": "Broken-v0", "env_kwargs": {}}
+    trajkit.save(r, path, recording=recording.model_copy(update=update))
+    _, findings, _ = _lint(tmp_path / "data", script=_BROKEN)
+    assert [(f["env"], f["step"], f["message"]) for f in _notes(findings)] == [
+        (
+            b,
+            None,
+            f"cannot replay env {b} past its reset: the env raised RuntimeError: no reset today",
+        )
+        for b in (0, 1)
+    ]
+    _kept(findings)

@@ -329,7 +329,9 @@ class _Replay:
                 self._column(path, r, b, self.envs[b], actions, found)
             except Exception as exc:  # the env raised: that env cannot be replayed further
                 self.done[b] = True
-                what = "its reset" if self.at is None else f"step {self.at}"
+                what = (
+                    f"step {self.at}" if self.at is not None else "its reset" if first else "row 0"
+                )
                 found.append(
                     Finding(
                         "TK300",
