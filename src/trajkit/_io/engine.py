@@ -23,10 +23,13 @@ without a third waiting on them.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import multiprocessing
+import multiprocessing.forkserver
 import os
 import signal
+import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -177,9 +180,12 @@ def run_ordered(
             yield from work(group)
         return
     context = _mp_context(work)
+    _start_server(context)
     pool = ProcessPoolExecutor(jobs - 1, mp_context=context, initializer=_ignore_interrupts)
     try:
-        yield from _shared(work, chain(head, groups), pool, window or _WINDOW_PER_JOB * jobs)
+        yield from _shared(
+            work, chain(head, groups), pool, jobs - 1, window or _WINDOW_PER_JOB * jobs
+        )
     except BaseException:  # Ctrl-C, or the results no longer wanted: stop the work in flight
         for process in list((pool._processes or {}).values()):
             process.terminate()
@@ -212,17 +218,30 @@ class _Chunk(Generic[R]):
 
 
 def _shared(
-    work: Work[R], groups: Iterable[list[Item]], pool: ProcessPoolExecutor, window: int
+    work: Work[R],
+    groups: Iterable[list[Item]],
+    pool: ProcessPoolExecutor,
+    workers: int,
+    window: int,
 ) -> Iterator[R]:
     """Chunks to `pool` (at most `window` in it) and to this process; results in order.
 
-    While the next results are not ready, this process takes back the oldest chunk no
-    worker has started, else works through the next chunk of the stream (up to `window`
-    more chunks held here), else waits.
+    The workers are started by a thread (starting one blocks until the fork server has
+    imported trajkit); meanwhile this process works through the stream alone. Then, while
+    the next results are not ready, it takes back the oldest chunk no worker has started,
+    else works through the next chunk of the stream (up to `window` more chunks held
+    here), else waits.
     """
     stream = iter(groups)
     pending: deque[_Chunk[R]] = deque()
     more = True
+    starting = threading.Thread(target=_start_workers, args=(pool, workers), daemon=True)
+    starting.start()
+    while more and starting.is_alive():
+        more = _add(pending, next(stream, None), work, None)
+        while pending:
+            yield from pending.popleft().get()
+    starting.join()
     while True:
         while more and sum(c.future is not None for c in pending) < window:
             more = _add(pending, next(stream, None), work, pool)
@@ -235,6 +254,35 @@ def _shared(
                 more = _add(pending, next(stream, None), work, None)
                 continue
         yield from pending.popleft().get()  # waits for a worker if need be
+
+
+def _start_workers(pool: ProcessPoolExecutor, count: int) -> None:
+    """Start the `count` workers of `pool` (each submission starts one while none is idle).
+
+    A pool that breaks meanwhile (Ctrl-C, a worker killed) is reported by the next
+    submission or result in the calling thread, not here.
+    """
+    with contextlib.suppress(Exception):
+        for _ in range(count):
+            pool.submit(int)
+
+
+def _start_server(context: multiprocessing.context.BaseContext) -> None:
+    """Start the fork server now, ignoring Ctrl-C, which is for this process.
+
+    The server inherits the ignored SIGINT (Python keeps a signal ignored at start-up), so a
+    Ctrl-C while it imports trajkit prints no traceback of its own. Only the main thread may
+    change a signal's handler; elsewhere the server starts with the first worker.
+    """
+    if context.get_start_method() != "forkserver":
+        return
+    if threading.current_thread() is not threading.main_thread():
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        multiprocessing.forkserver.ensure_running()
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _add(
