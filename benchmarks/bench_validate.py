@@ -1,4 +1,4 @@
-"""Validation throughput: `trajkit validate` on one process against several.
+"""Validation and lint throughput: `trajkit validate` and `trajkit lint` on one process and two.
 
 Two folders, written once into a temporary folder (removed afterwards) and so in the page
 cache for every run:
@@ -14,10 +14,17 @@ the command: their start-up is part of the time), and with every core when there
 two. The job counts run in turn, three times over (so that each sees the same load on a shared
 machine), and each keeps its best time; the ratio is the speed-up over `--jobs 1`.
 
-With `--ray`, the same checks also run with `--engine ray` on a local Ray of every core, started
+Then **as users run them**: `python -m trajkit validate` and `python -m trajkit lint` in a
+fresh interpreter each time (its start-up, imports and workers' start-up all timed), with
+`-j 1` and `-j 2`, on a folder of 1,000 small files (T=64, B=4, each its own random rollout;
+~12 kB each), three rounds in turn, best of each.
+
+With `--small`, only the small folders (no 2 GB folder of large files). With `--ray`, the same
+checks also run with `--engine ray` on a local Ray of every core, started
 once before the timings (row "Ray").
 
-Run: `python benchmarks/bench_validate.py [--ray]` (or `python benchmarks/run.py validate`).
+Run: `python benchmarks/bench_validate.py [--small] [--ray]` (or `python benchmarks/run.py
+validate`).
 """
 
 from __future__ import annotations
@@ -27,8 +34,10 @@ import io
 import logging
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from _timing import best_of
@@ -39,6 +48,7 @@ from trajkit.cli import main as cli_main
 from trajkit.testing import example_rollout
 
 SMALL, LARGE = 2000, 20
+COLD = 1000  # small files for the fresh-interpreter runs
 REPEATS = 3
 
 
@@ -61,6 +71,46 @@ def validate(folder: Path, jobs: int, quick: bool) -> None:
         raise RuntimeError(f"validate {argv} failed")
 
 
+def command(args: list[str]) -> float:
+    """Seconds for `python -m trajkit ARGS` in a fresh interpreter (exit 0 or 1 expected)."""
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "trajkit", *args], capture_output=True)
+    seconds = time.perf_counter() - start
+    if done.returncode not in (0, 1):
+        raise RuntimeError(f"trajkit {args} failed: {done.stderr.decode()[-2000:]}")
+    return seconds
+
+
+def cold(tmp: Path) -> None:
+    """Both commands in fresh interpreters on 1,000 distinct small files, -j 1 against -j 2."""
+    folder = tmp / "cold"
+    folder.mkdir()
+    for i in range(COLD):
+        rollout = example_rollout(num_steps=64, num_envs=4, truncation=True, seed=i)
+        trajkit.save(rollout, folder / f"r{i:04d}.npz")
+    nbytes = sum(p.stat().st_size for p in folder.iterdir())
+    commands = {
+        "`trajkit validate`": ["validate", str(folder)],
+        "`trajkit lint --no-config`": ["lint", "--no-config", str(folder)],
+    }
+    print(
+        f"\n{COLD:,} small files ({nbytes / 1e6:,.0f} MB), each command in a fresh interpreter:\n"
+    )
+    print("| command | `-j 1` | `-j 2` | speed-up |")
+    print("|---|---|---|---|")
+    for label, args in commands.items():
+        command([*args, "-j", "1"])  # warm-up: page cache
+        best = {1: float("inf"), 2: float("inf")}
+        for _ in range(REPEATS):
+            for jobs in best:
+                best[jobs] = min(best[jobs], command([*args, "-j", str(jobs)]))
+        print(
+            f"| {label} | {best[1] * 1e3:,.0f} ms | {best[2] * 1e3:,.0f} ms | "
+            f"{best[1] / best[2]:.2f}x |",
+            flush=True,
+        )
+
+
 def main() -> None:
     cores = cpu_count()
     job_counts = [1, 2] + ([cores] if cores > 2 else [])
@@ -77,10 +127,9 @@ def main() -> None:
         tmp = Path(name)
         small = example_rollout(num_steps=128, num_envs=8, truncation=True)
         large = example_rollout(num_steps=256, num_envs=16, obs_shape=(48, 48, 3))
-        folders = [
-            (f"{SMALL:,} small files", tmp / "small", small, SMALL),
-            (f"{LARGE} large files", tmp / "large", large, LARGE),
-        ]
+        folders = [(f"{SMALL:,} small files", tmp / "small", small, SMALL)]
+        if "--small" not in sys.argv:
+            folders.append((f"{LARGE} large files", tmp / "large", large, LARGE))
         for label, folder, rollout, count in folders:
             nbytes = make_folder(folder, rollout, count)
             for quick in (False, True):
@@ -98,6 +147,7 @@ def main() -> None:
                         f"{nbytes / 1e6 / seconds:,.0f} | {best[1] / seconds:.2f}x |",
                         flush=True,
                     )
+        cold(tmp)
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import shutil
 from pathlib import Path
 from typing import Any
@@ -166,3 +167,85 @@ def test_files_without_a_recording_join_only_when_listed_one_after_the_other(run
     stranger = rollout(np.zeros(T + 1), seed=3)  # no episode end, B = 1
     trajkit.save(stranger, run / "run-1x.npz")  # listed between run-1 and run-2
     assert lint(run, select=["TK105"], max_episode_steps=300, jobs=1) == []
+
+
+@pytest.mark.parametrize("index", [1, 2, 0], ids=["next", "skips-one", "repeats"])
+def test_only_the_next_index_joins(run: Path, index: int) -> None:
+    """run-1 follows run-0 row for row; it joins only as index 1, not across a missing one."""
+    pair = [run / "run-0.npz", run / "run-1.npz"]
+    _edit(pair[0], max_episode_steps=None)
+    _edit(pair[1], max_episode_steps=None, index=index)
+    found = lint(pair, select=["TK105"], max_episode_steps=200, jobs=1)
+    if index == 1:  # 128 + 72 steps: the joined episodes pass 200 at run-1's step 72
+        assert [(f.path, f.step) for f in found] == [(str(pair[1]), 72)]
+    else:
+        assert found == []
+
+
+# ------------------------------------------------------------- boundaries, one env, L = 10
+
+L = 10
+
+
+def _files(tmp_path: Path, length: int | None, cuts: list[int]) -> list[Path]:
+    """One episode from row 0 of `length` steps (None: no end, 20 rows), then one of L steps
+    (cut by the end of the rows), cut into files at `cuts`."""
+    rows = 20 if length is None else length + L
+    dones = np.zeros(rows + 1)
+    dones[0] = 1
+    if length is not None:
+        dones[length] = 1
+    obses = np.random.default_rng(0).normal(size=(rows + 1, 1, 3)).astype(np.float32)
+    edges = [0, *cuts, rows]
+    paths = []
+    for i, (a, b) in enumerate(itertools.pairwise(edges)):
+        part = rollout(dones[a : b + 1], obses=obses[a : b + 1], truncated=np.zeros(b - a), seed=i)
+        paths.append(tmp_path / f"p{i}.npz")
+        trajkit.save(part, paths[-1])
+    return paths
+
+
+def _where(tmp_path: Path) -> list[tuple[str, str, int | None]]:
+    found = lint(tmp_path, select=["TK101", "TK105"], max_episode_steps=L, jobs=1)
+    return [(f.code, Path(f.path or "").name, f.step) for f in found]
+
+
+@pytest.mark.parametrize(
+    ("length", "cuts", "expected"),
+    [
+        (L, [4], [("TK101", "p1.npz", 5)]),  # ends at row 10 = p1's step 5
+        (L, [9], [("TK101", "p1.npz", 0)]),  # ends at p1's first step
+        (L, [1], [("TK101", "p1.npz", 8)]),
+        (L, [10], [("TK101", "p0.npz", 9)]),  # ends at p0's last step: not joined
+        (L, [11], [("TK101", "p0.npz", 9)]),
+        (L, [3, 7], [("TK101", "p2.npz", 2)]),  # through a whole middle file
+        (L - 1, [4], []),  # one step short of the limit
+        (L + 1, [4], [("TK105", "p1.npz", 6)]),  # passes the limit at p1's step 6
+        (L + 1, [10], [("TK105", "p1.npz", 0)]),  # L steps in p0, the limit passed at once
+        (L + 1, [11], [("TK105", "p0.npz", 10)]),  # passed in p0 itself
+        (L + 1, [3, 7], [("TK105", "p2.npz", 3)]),
+        (None, [12], [("TK105", "p0.npz", 10)]),  # passed in p0, not reported again in p1
+        (None, [5], [("TK105", "p1.npz", 5)]),
+    ],
+)
+def test_join_boundaries(
+    tmp_path: Path, length: int | None, cuts: list[int], expected: list[Any]
+) -> None:
+    _files(tmp_path, length, cuts)
+    assert _where(tmp_path) == expected
+
+
+def test_a_joined_episode_says_where_it_began(tmp_path: Path) -> None:
+    _files(tmp_path, L, [4])
+    [cut] = lint(tmp_path, select=["TK101"], max_episode_steps=L, jobs=1)
+    assert "(1 begun in an earlier file)" in cut.message
+    for path in tmp_path.iterdir():
+        path.unlink()
+    _files(tmp_path, L + 1, [4])
+    [over] = lint(tmp_path, select=["TK105"], max_episode_steps=L, jobs=1)
+    assert over.message.endswith("(this one began 4 steps before row 0 of this file)")
+    for path in tmp_path.iterdir():
+        path.unlink()
+    _files(tmp_path, L, [10])
+    [own] = lint(tmp_path, select=["TK101"], max_episode_steps=L, jobs=1)
+    assert "begun" not in own.message

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from concurrent.futures.process import BrokenProcessPool
@@ -21,6 +22,9 @@ def lint_command(args: argparse.Namespace) -> int:
         return 0
     if not args.paths:
         raise UsageError("name the files or folders to lint (or --list)")
+    for option, value in (("--select", args.select), ("--ignore", args.ignore)):
+        if value is not None and not report.split_codes(value):
+            raise UsageError(f"{option} needs at least one code or prefix, got {value!r}")
     if args.max_episode_steps is not None and args.max_episode_steps < 1:
         raise UsageError(f"--max-episode-steps must be >= 1, got {args.max_episode_steps}")
     try:
@@ -32,6 +36,10 @@ def lint_command(args: argparse.Namespace) -> int:
         )
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+    if args.replay_trust_env_args:
+        if not args.replay:
+            raise UsageError("--replay-trust-env-args needs --replay")
+        options = dataclasses.replace(options, trust_env_args=True)
     run = engine.LintRun(
         args.paths, options, replay=args.replay, jobs=args.jobs, max_bytes=args.max_bytes
     )

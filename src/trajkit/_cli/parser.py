@@ -206,6 +206,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="also replay recordings in their Gymnasium env (TK3xx; needs trajkit[gym])",
     )
     lint.add_argument(
+        "--replay-trust-env-args",
+        action="store_true",
+        help=(
+            "let replay pass a recording's env arguments as the file holds them (by default "
+            "only those trajkit's recorder writes reach the env's constructor)"
+        ),
+    )
+    lint.add_argument(
         "--max-episode-steps",
         type=int,
         metavar="N",

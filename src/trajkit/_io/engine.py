@@ -13,20 +13,29 @@ Small work stays in this process: a process pool costs a few hundred millisecond
 ends within `IN_PROCESS_FILES` files and `IN_PROCESS_BYTES` bytes is worked through here
 whatever `jobs` says. More jobs is then never slower, and large folders still spread over
 `jobs` processes (or Ray tasks, through `submit`).
+
+This process is one of the `jobs`: it starts `jobs - 1` workers and, whenever the next
+results in order are not ready, works through a chunk itself (one the workers have not
+started, else the next one from the stream), so that it is busy while the workers start
+(each imports trajkit, a few hundred milliseconds) and `jobs` processes share `jobs` cores
+without a third waiting on them.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import multiprocessing
+import multiprocessing.forkserver
 import os
 import signal
+import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
 from functools import partial
 from itertools import chain
-from typing import TypeAlias, TypeVar
+from typing import Generic, TypeAlias, TypeVar
 
 from trajkit._io.discovery import Found
 from trajkit._io.filecheck import FileCheck
@@ -46,7 +55,7 @@ __all__ = [
     "run_ordered",
 ]
 
-CHUNK_FILES = 64
+CHUNK_FILES = 16
 """The most files handed to a worker at once."""
 
 CHUNK_BYTES = 16 << 20
@@ -171,19 +180,130 @@ def run_ordered(
             yield from work(group)
         return
     context = _mp_context(work)
-    pool = ProcessPoolExecutor(jobs, mp_context=context, initializer=_ignore_interrupts)
+    _start_server(context)
+    pool = ProcessPoolExecutor(jobs - 1, mp_context=context, initializer=_ignore_interrupts)
     try:
-
-        def to_pool(fn: Work[R], group: list[Item]) -> Callable[[], list[R]]:
-            return pool.submit(fn, group).result
-
-        yield from _pipeline(work, chain(head, groups), to_pool, window or _WINDOW_PER_JOB * jobs)
+        yield from _shared(
+            work, chain(head, groups), pool, jobs - 1, window or _WINDOW_PER_JOB * jobs
+        )
     except BaseException:  # Ctrl-C, or the results no longer wanted: stop the work in flight
         for process in list((pool._processes or {}).values()):
             process.terminate()
         raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+class _Chunk(Generic[R]):
+    """A chunk on its way: in the pool (`future`) or worked through here (`results`)."""
+
+    def __init__(self, group: list[Item], future: Future[list[R]] | None, results: list[R]):
+        self.group = group
+        self.future = future
+        self.results = results
+
+    def ready(self) -> bool:
+        return self.future is None or self.future.done()
+
+    def take_back(self, work: Work[R]) -> bool:
+        """Work through this chunk here if no worker has started it; whether it was."""
+        if self.future is None or not self.future.cancel():
+            return False
+        self.future = None
+        self.results = work(self.group)
+        return True
+
+    def get(self) -> list[R]:
+        return self.results if self.future is None else self.future.result()
+
+
+def _shared(
+    work: Work[R],
+    groups: Iterable[list[Item]],
+    pool: ProcessPoolExecutor,
+    workers: int,
+    window: int,
+) -> Iterator[R]:
+    """Chunks to `pool` (at most `window` in it) and to this process; results in order.
+
+    The workers are started by a thread (starting one blocks until the fork server has
+    imported trajkit); meanwhile this process works through the stream alone. Then, while
+    the next results are not ready, it takes back the oldest chunk no worker has started,
+    else works through the next chunk of the stream (up to `window` more chunks held
+    here), else waits.
+    """
+    stream = iter(groups)
+    pending: deque[_Chunk[R]] = deque()
+    more = True
+    starting = threading.Thread(target=_start_workers, args=(pool, workers), daemon=True)
+    starting.start()
+    while more and starting.is_alive():
+        more = _add(pending, next(stream, None), work, None)
+        while pending:
+            yield from pending.popleft().get()
+    starting.join()
+    while True:
+        while more and sum(c.future is not None for c in pending) < window:
+            more = _add(pending, next(stream, None), work, pool)
+        if not pending:
+            return
+        if not pending[0].ready():
+            if any(c.take_back(work) for c in pending):
+                continue
+            if more and len(pending) < 2 * window:
+                more = _add(pending, next(stream, None), work, None)
+                continue
+        yield from pending.popleft().get()  # waits for a worker if need be
+
+
+def _start_workers(pool: ProcessPoolExecutor, count: int) -> None:
+    """Start the `count` workers of `pool` (each submission starts one while none is idle).
+
+    A pool that breaks meanwhile (Ctrl-C, a worker killed) is reported by the next
+    submission or result in the calling thread, not here.
+    """
+    with contextlib.suppress(Exception):
+        for _ in range(count):
+            pool.submit(int)
+
+
+def _start_server(context: multiprocessing.context.BaseContext) -> None:
+    """Start the fork server now, ignoring Ctrl-C, which is for this process.
+
+    The server inherits the ignored SIGINT (Python keeps a signal ignored at start-up), so a
+    Ctrl-C while it imports trajkit prints no traceback of its own. Only the main thread may
+    change a signal's handler; elsewhere the server starts with the first worker.
+    """
+    if context.get_start_method() != "forkserver":
+        return
+    if threading.current_thread() is not threading.main_thread():
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        multiprocessing.forkserver.ensure_running()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _add(
+    pending: deque[_Chunk[R]],
+    group: list[Item] | None,
+    work: Work[R],
+    pool: ProcessPoolExecutor | None,
+) -> bool:
+    """Queue `group` for `pool`, or work through it here; False at the end of the stream.
+
+    A chunk with a `memory://` URL is always worked through here, the only process that
+    sees that file system.
+    """
+    if group is None:
+        return False
+    paths = [item.path for item in group if isinstance(item, Found)]
+    if pool is not None and all(runs_in_any_process(path) for path in paths):
+        pending.append(_Chunk(group, pool.submit(work, group), []))
+    else:
+        pending.append(_Chunk(group, None, work(group)))
+    return True
 
 
 def _ignore_interrupts() -> None:

@@ -42,12 +42,12 @@ def validate_files(
 
     Engines:
 
-    * `"local"`: `jobs` processes on this machine (every core by default). A few hundred
-      small files are checked in this process whatever `jobs` says, since starting workers
-      would cost more than it saves. The workers are started with multiprocessing's
-      `forkserver` method (`spawn` where there is none), which imports the main module in
-      each worker: a script that checks many files with `jobs > 1` must do so under
-      `if __name__ == "__main__":`.
+    * `"local"`: `jobs` processes on this machine (every core by default): this one and
+      `jobs - 1` workers. A few hundred small files are checked in this process whatever
+      `jobs` says, since starting workers would cost more than it saves. The workers are
+      started with multiprocessing's `forkserver` method (`spawn` where there is none),
+      which imports the main module in each worker: a script that checks many files with
+      `jobs > 1` must do so under `if __name__ == "__main__":`.
     * `"ray"` (`trajkit[ray]`): chunks go to one-CPU Ray tasks, at most four chunks per CPU
       of the cluster in flight, or `jobs` tasks. Ray is connected to (`ray.init(address=)`)
       when this is called, unless it runs already; every worker must be able to read the
@@ -58,7 +58,8 @@ def validate_files(
         spec: Also require conformance to this spec.
         quick: Check only the ZIP directory and the metadata.
         max_bytes: The size limit, as for `trajkit.load`; `None` for none.
-        jobs: Local: worker processes, `None` for every core, 1 to check in this process.
+        jobs: Local: processes, this one included, `None` for every core, 1 to check in
+            this process only.
             Ray: the most tasks at once, `None` for four chunks in flight per cluster CPU.
         engine: `"local"` or `"ray"`.
         address: With `engine="ray"`, the cluster to connect to if Ray is not initialized

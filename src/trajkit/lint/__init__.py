@@ -42,6 +42,7 @@ from trajkit.lint.config import (
     DEFAULT_REWARD_SCALE_RATIO,
     LintConfig,
     LintOptions,
+    checked_action_space,
     checked_limit,
     checked_ratio,
     find_config,
@@ -72,6 +73,7 @@ def lint(
     action_space: Mapping[str, Any] | None = None,
     reward_scale_ratio: float = DEFAULT_REWARD_SCALE_RATIO,
     replay: bool = False,
+    trust_env_args: bool = False,
     jobs: int | None = None,
     max_bytes: int | None = DEFAULT_MAX_BYTES,
 ) -> list[Finding]:
@@ -89,7 +91,10 @@ def lint(
             "n": 4}`), for files whose recording has none.
         reward_scale_ratio: TK202's factor.
         replay: Also replay recordings in their environment (TK3xx; needs `trajkit[gym]`).
-        jobs: Worker processes; `None` for every core, 1 to lint in this process.
+        trust_env_args: Let replay pass a recording's env arguments as they are; by
+            default it passes only those trajkit's recorder writes (see the Lint page).
+        jobs: Processes, this one included; `None` for every core, 1 to lint in this
+            process only.
         max_bytes: The size limit, as for `trajkit.load`; `None` for none.
 
     Returns:
@@ -118,8 +123,9 @@ def lint(
         None
         if max_episode_steps is None
         else checked_limit(max_episode_steps, "max_episode_steps"),
-        action_space,
+        None if action_space is None else checked_action_space(action_space, "action_space"),
         checked_ratio(reward_scale_ratio, "reward_scale_ratio"),
+        trust_env_args=trust_env_args,
     )
     run = LintRun(
         [os.fspath(p) for p in paths], options, replay=replay, jobs=jobs, max_bytes=max_bytes

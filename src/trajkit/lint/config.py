@@ -20,10 +20,12 @@ import importlib
 import math
 import os
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from trajkit.lint.registry import check_selectors
 
@@ -31,6 +33,7 @@ __all__ = [
     "DEFAULT_REWARD_SCALE_RATIO",
     "LintConfig",
     "LintOptions",
+    "checked_action_space",
     "find_config",
     "read_config",
 ]
@@ -50,6 +53,8 @@ class LintOptions:
         max_episode_steps: The env's time limit, where the recording names none.
         action_space: The action space as a JSON description, where the recording has none.
         reward_scale_ratio: TK202's factor.
+        trust_env_args: Replay passes a recording's env arguments as they are, not only
+            those trajkit's recorder writes (see `trajkit.lint.replay`).
 
     Examples:
         >>> LintOptions(frozenset({"TK101"})).runs("TK1")
@@ -60,6 +65,7 @@ class LintOptions:
     max_episode_steps: int | None = None
     action_space: Mapping[str, Any] | None = None
     reward_scale_ratio: float = DEFAULT_REWARD_SCALE_RATIO
+    trust_env_args: bool = False
 
     def runs(self, prefix: str) -> bool:
         """Whether any check whose code starts with `prefix` runs.
@@ -143,8 +149,12 @@ def _table(path: Path, text: str) -> Mapping[str, Any] | None:
         data = toml.loads(text)
     except ValueError as exc:  # tomllib.TOMLDecodeError is a ValueError
         raise ValueError(f"{path}: not valid TOML: {exc}") from None
-    table = data.get("tool", {}).get("trajkit", {}).get("lint")
-    return table if isinstance(table, dict) else None
+    tool = data.get("tool", {})
+    trajkit = tool.get("trajkit", {}) if isinstance(tool, dict) else {}
+    table = trajkit.get("lint") if isinstance(trajkit, dict) else None
+    if table is not None and not isinstance(table, dict):
+        raise ValueError(f"{path}: tool.trajkit.lint must be a table, got {table!r}")
+    return table
 
 
 def read_config(path: str | os.PathLike[str]) -> LintConfig:
@@ -186,8 +196,8 @@ def read_config(path: str | os.PathLike[str]) -> LintConfig:
     if ratio is not None:
         ratio = checked_ratio(ratio, f"{where}: reward-scale-ratio")
     space = table.get("action-space")
-    if space is not None and not (isinstance(space, dict) and isinstance(space.get("type"), str)):
-        raise ValueError(f"{where}: action-space must be a table with a type, got {space!r}")
+    if space is not None:
+        space = checked_action_space(space, f"{where}: action-space")
     return LintConfig(codes("select"), codes("ignore"), limit, ratio, space, path)
 
 
@@ -222,3 +232,134 @@ def checked_ratio(value: object, name: str) -> float:
     ):
         raise ValueError(f"{name} must be a finite number > 1, got {value!r}")
     return float(value)
+
+
+_SPACE_KEYS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {  # type: (required, optional)
+    "Box": ((), ("low", "high", "shape", "dtype")),
+    "Discrete": (("n",), ("start",)),
+    "MultiBinary": (("n",), ()),
+    "MultiDiscrete": (("nvec",), ("start",)),
+}
+
+
+def _integer(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _count(value: object) -> bool:
+    return _integer(value) and value >= 1  # type: ignore[operator]
+
+
+def _number_or_none(value: object) -> bool:
+    return value is None or (
+        isinstance(value, int | float) and not isinstance(value, bool) and not math.isnan(value)
+    )
+
+
+def _rectangular(value: object, leaf: Callable[[object], bool]) -> tuple[int, ...] | None:
+    """The shape of `value`, a leaf or a nested list of equal-length lists of leaves; else None."""
+    if not isinstance(value, list):
+        return () if leaf(value) else None
+    shapes = {_rectangular(item, leaf) for item in value}
+    if len(shapes) > 1 or None in shapes:
+        return None
+    inner = shapes.pop() if shapes else ()
+    return None if inner is None else (len(value), *inner)
+
+
+def _space_problem(space: Mapping[str, Any]) -> str | None:
+    """What is wrong with an action-space description, or `None` (its keys are known)."""
+    kind = space["type"]
+    if kind == "Discrete":
+        n, start = space["n"], space.get("start", 0)
+        if not _integer(n) or n < 1 or not _integer(start):
+            return f"Discrete needs an integer n >= 1 and an integer start, got {dict(space)!r}"
+    elif kind == "MultiBinary":
+        if _rectangular(space["n"], _count) is None:
+            return f"MultiBinary n must be an integer >= 1 or lists of them, got {space['n']!r}"
+    elif kind == "MultiDiscrete":
+        if _rectangular(space["nvec"], _count) is None:
+            return f"MultiDiscrete nvec must be integers >= 1 (nested lists), got {space['nvec']!r}"
+        if _rectangular(space.get("start", 0), _integer) is None:
+            return f"MultiDiscrete start must be integers, got {space['start']!r}"
+    else:
+        return _box_problem(space)
+    return None
+
+
+def _box_problem(space: Mapping[str, Any]) -> str | None:
+    shape = space.get("shape")
+    if shape is not None and (
+        not isinstance(shape, list) or not all(_integer(d) and d >= 0 for d in shape)
+    ):
+        return f"Box shape must be a list of integers >= 0, got {shape!r}"
+    for key in ("low", "high"):
+        value = space.get(key)
+        dims = _rectangular(value, _number_or_none)
+        if dims is None:
+            return f"Box {key} must be a number, null (unbounded) or nested lists, got {value!r}"
+        if shape is not None and dims and _broadcasts(dims, tuple(shape)) is False:
+            return f"Box {key} has shape {dims}, which does not fit shape {tuple(shape)}"
+    low, high = space.get("low"), space.get("high")
+    if isinstance(low, int | float) and isinstance(high, int | float) and low > high:
+        return f"Box low must be <= high, got low={low!r}, high={high!r}"
+    dtype = space.get("dtype")
+    if dtype is not None and not _numeric_dtype(dtype):
+        return f"Box dtype must name a NumPy number type such as 'float32', got {dtype!r}"
+    return None
+
+
+def _numeric_dtype(name: object) -> bool:
+    if not isinstance(name, str):
+        return False
+    try:
+        return np.dtype(name).kind in "fiu"
+    except TypeError:
+        return False
+
+
+def _broadcasts(dims: tuple[int, ...], shape: tuple[int, ...]) -> bool:
+    """Whether an array of `dims` broadcasts to `shape` (NumPy's rule, trailing dims)."""
+    if len(dims) > len(shape):
+        return False
+    return all(d in (1, s) for d, s in zip(dims[::-1], shape[::-1], strict=False))
+
+
+def checked_action_space(value: object, name: str) -> dict[str, Any]:
+    """`value` as an action-space description that TK106 and TK107 can read, checked.
+
+    The description is the recording's JSON form (`trajkit.gym.describe_space`): a table
+    with a `type` of `Box` (`low`, `high`: a number, `null` for unbounded, or nested lists;
+    `shape`; `dtype`), `Discrete` (`n`, `start`), `MultiBinary` (`n`) or `MultiDiscrete`
+    (`nvec`, `start`), and no other keys.
+
+    Raises:
+        ValueError: Naming `name`, what is wrong and what is allowed.
+
+    Examples:
+        >>> checked_action_space({"type": "Discrete", "n": 4}, "action-space")
+        {'type': 'Discrete', 'n': 4}
+        >>> checked_action_space({"type": "Weird"}, "action-space")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        ValueError: action-space: type must be one of Box, Discrete, MultiBinary, ...
+    """
+    if not isinstance(value, Mapping) or not isinstance(value.get("type"), str):
+        raise ValueError(f"{name} must be a table with a type, got {value!r}")
+    kind = value["type"]
+    if kind not in _SPACE_KEYS:
+        raise ValueError(f"{name}: type must be one of {', '.join(_SPACE_KEYS)}, got {kind!r}")
+    required, optional = _SPACE_KEYS[kind]
+    missing = [key for key in required if key not in value]
+    if missing:
+        raise ValueError(f"{name}: {kind} needs {', '.join(missing)}, got {dict(value)!r}")
+    unknown = sorted(set(value) - {"type", *required, *optional})
+    if unknown:
+        allowed = ", ".join(("type", *required, *optional))
+        raise ValueError(
+            f"{name}: unknown key(s) {', '.join(unknown)} for {kind}; known: {allowed}"
+        )
+    problem = _space_problem(value)
+    if problem is not None:
+        raise ValueError(f"{name}: {problem}")
+    return dict(value)

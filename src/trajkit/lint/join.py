@@ -139,11 +139,25 @@ class EpisodeJoiner:
 
     def _judge(self, chain: _Chain, edges: EpisodeEdges) -> list[Finding]:
         """Extend the chain's open episodes by this file; the file's TK101 and TK105."""
-        limit, T = edges.limit, edges.num_steps
         # A recording states the time limit, or that there is none: no heuristic then.
-        chain.limited = chain.limited or bool(limit) or edges.recording is not None
-        cut, over = list(edges.cut), list(edges.over)
-        joined_cut, begun = 0, ""
+        chain.limited = chain.limited or bool(edges.limit) or edges.recording is not None
+        cut, joined_cut, over = self._join(chain, edges)
+        found = self._findings(edges, [*edges.cut, *cut], joined_cut, [*edges.over, *over])
+        _advance(chain, edges)
+        return found
+
+    def _join(
+        self, chain: _Chain, edges: EpisodeEdges
+    ) -> tuple[list[tuple[int, int]], int, list[tuple[int, int, int]]]:
+        """The episodes this file ends or passes the limit of that began in earlier files.
+
+        Returns the joined episodes of exactly L steps that end untruncated here, as
+        `(step, env)`; how many they are; and those that pass L steps here, as
+        `(step, env, start)` with `start` < 0 the row, before row 0, where they began.
+        """
+        limit = edges.limit
+        cut: list[tuple[int, int]] = []
+        over: list[tuple[int, int, int]] = []
         for b, before in enumerate(chain.running.tolist()):
             if before < 0 or not edges.continues[b]:
                 continue
@@ -152,15 +166,26 @@ class EpisodeJoiner:
                 self._count(chain, length, edges, b)
                 if limit and length == limit and not edges.lead_truncated[b]:
                     cut.append((edges.lead[b] - 1, b))
-                    joined_cut += 1
             if limit and before <= limit < length:
                 over.append((limit - before, b, -before))
+        return cut, len(cut), over
+
+    def _findings(
+        self,
+        edges: EpisodeEdges,
+        cut: list[tuple[int, int]],
+        joined_cut: int,
+        over: list[tuple[int, int, int]],
+    ) -> list[Finding]:
+        """The file's TK101 (episodes cut at the limit) and TK105 (past it), once each."""
+        limit = edges.limit
+        if not limit:
+            return []
         found = []
         needed = edges.cuts_needed  # 0: the file flags truncations; its ends at L terminate
-        if limit and needed and len(cut) >= needed and "TK101" in self.options.codes:
-            first = min(cut)
-            found.append(truncation_finding(len(cut), joined_cut, limit, edges.path, first))
-        if limit and over and "TK105" in self.options.codes:
+        if needed and len(cut) >= needed and "TK101" in self.options.codes:
+            found.append(truncation_finding(len(cut), joined_cut, limit, edges.path, min(cut)))
+        if over and "TK105" in self.options.codes:
             step, env, start = min(over)
             begun = (
                 f"starts at row {start}"
@@ -168,11 +193,6 @@ class EpisodeJoiner:
                 else f"began {-start} steps before row 0 of this file"
             )
             found.append(over_limit_finding(len(over), limit, edges.path, (step, env), begun))
-        for b in range(len(edges.lead)):
-            if edges.has_end[b] or not edges.continues[b]:
-                chain.running[b] = edges.trail[b]
-            elif chain.running[b] >= 0:
-                chain.running[b] += T
         return found
 
     @staticmethod
@@ -209,3 +229,12 @@ class EpisodeJoiner:
             )
         )
         chain.lengths.clear()
+
+
+def _advance(chain: _Chain, edges: EpisodeEdges) -> None:
+    """The chain's open episode per env after this file: its trail, or T steps longer."""
+    for b in range(len(edges.lead)):
+        if edges.has_end[b] or not edges.continues[b]:
+            chain.running[b] = edges.trail[b]
+        elif chain.running[b] >= 0:
+            chain.running[b] += edges.num_steps

@@ -1,13 +1,14 @@
 """Replay (TK3xx): re-run a recording's actions in its environment and compare, step by step.
 
 A recording is the files whose metadata's `recording` has the same `id`, in `index` order
-(`RolloutRecorder.recording`, saved with `trajkit.save(..., recording=...)`). Its envs are
-re-created with `gymnasium.make_vec(env_id, num_envs=B, vectorization_mode="sync",
-**env_kwargs)`, and each env b is replayed on its own: reset with `seed + b` (as a vector env
-seeds its envs), stepped with the recorded `actions[t, b]`, and reset again, unseeded, where
-an episode ends (as every autoreset mode resets it). That is exactly the sequence of real
-transitions the recorder kept, whatever the autoreset mode: NEXT_STEP's phantom steps are
-neither recorded nor replayed.
+(`RolloutRecorder.recording`, saved with `trajkit.save(..., recording=...)`). Its B envs are
+re-created with `gymnasium.make(spec, **env_kwargs)` from the registered spec of `env_id` (as
+`make_vec(..., vectorization_mode="sync")` makes each of its envs), and each env b is
+replayed on its own: reset with `seed + b` (as a vector env seeds its envs), stepped with the
+recorded `actions[t, b]`, and reset again, unseeded, where an episode ends (as every
+autoreset mode resets it). That is exactly the sequence of real transitions the recorder
+kept, whatever the autoreset mode: NEXT_STEP's phantom steps are neither recorded nor
+replayed.
 
 Compared, exactly: every observation (in the recorded dtype; the reset ones too), every
 reward (as float32), and where episodes end (and whether as truncations). The first
@@ -16,14 +17,27 @@ reward and TK303 episode end, at their step). The env itself depends only on the
 the actions, so its replay goes on after a difference in what the file holds, except where
 an episode ends in one and not in the other: there that env's replay stops.
 
-A recording that cannot be replayed gives one TK300 note per file, saying why: no env id
-or seed, an env id that is not registered, `make_vec` arguments or vector wrappers that were
-not recorded, another vectorization mode than sync or async, no `actions`, or a file whose
-predecessors in the recording are not among the files linted.
+**A file is not trusted.** Its env arguments reach the constructor of a registered env, so
+replay passes only what trajkit's recorder writes: arguments named by the registration or
+by the env's constructor, `max_episode_steps` (an integer >= 1) and `disable_env_checker` (a
+bool); it never passes `render_mode` (replay does not render) or `vector_kwargs` (it steps
+each env on its own), and refuses `num_envs` and `vectorization_mode` (the recorder keeps
+them apart). Other arguments are passed only with `trust_env_args`. Env ids are looked up in
+Gymnasium's registry, never imported from a `module:` prefix.
+
+A recording that cannot be replayed gives one TK300 note per file, saying why, and the other
+findings stand: no env id or seed, an env id that is not registered, env arguments refused
+as above, `make_vec` arguments or vector wrappers that were not recorded, another
+vectorization mode than sync or async, an env that cannot be made (arguments it refuses, a
+missing optional dependency) or reset, no `actions`, or a file whose predecessors in the
+recording are not among the files linted. An env that raises while it is stepped gives a
+TK300 note at that env and step, and its replay stops there.
 """
 
 from __future__ import annotations
 
+import contextlib
+import inspect
 from collections import defaultdict
 from collections.abc import Iterator, Mapping, Sequence
 from types import ModuleType
@@ -43,9 +57,13 @@ from trajkit.lint.registry import Finding
 
 gym: ModuleType = require("gymnasium", "gym", "trajkit lint --replay")
 
-__all__ = ["replay_recordings"]
+__all__ = ["env_arguments", "replay_recordings"]
 
 _REPLAYED_MODES = (None, "sync", "async")  # make_vec modes whose envs are the registered env
+_RESERVED = ("num_envs", "vectorization_mode")  # make_vec's own: recorded apart, never here
+_NOT_PASSED = ("render_mode", "vector_kwargs")  # replay does not render, nor step a vector env
+_MAKE_OWN = ("max_episode_steps", "disable_env_checker")  # gymnasium.make's own arguments
+_REASON_CHARS = 300
 
 
 def replay_recordings(
@@ -73,13 +91,26 @@ def replay_recordings(
         yield from _replay_group([group[i] for i in sorted(group)], options, max_bytes)
 
 
+class _RefusedError(ValueError):
+    """Env arguments that replay does not pass (the message says which and why)."""
+
+
+def _reason(exc: BaseException) -> str:
+    """An exception as one line: `TypeError: ...`, cut at a few hundred characters."""
+    text = " ".join(f"{type(exc).__name__}: {exc}".split())
+    return text if len(text) <= _REASON_CHARS else text[: _REASON_CHARS - 3] + "..."
+
+
 def _why_not(recording: Mapping[str, Any]) -> str | None:
-    """Why this recording cannot be replayed, or `None`."""
+    """Why this recording cannot be replayed (before any env is made), or `None`."""
     env_id = recording.get("env_id")
     if not env_id:
         return "the recording names no env id"
-    if recording.get("seed") is None:
+    seed = recording.get("seed")
+    if seed is None:
         return "the first reset was not seeded (RolloutRecorder(seed=...))"
+    if seed < 0:
+        return f"the seed {seed} is negative (Gymnasium seeds are integers >= 0)"
     if recording.get("unrecorded_kwargs"):
         return (
             f"make_vec's arguments {', '.join(recording['unrecorded_kwargs'])} were not "
@@ -94,6 +125,85 @@ def _why_not(recording: Mapping[str, Any]) -> str | None:
     except Exception as exc:  # gymnasium.error.Error subclasses: not registered, ...
         return f"env id {env_id!r} is not registered ({type(exc).__name__})"
     return None
+
+
+def _constructor_arguments(spec: Any) -> set[str]:
+    """The keyword arguments the registered env's constructor names (its module is imported)."""
+    creator = spec.entry_point
+    if isinstance(creator, str):
+        creator = gym.envs.registration.load_env_creator(creator)
+    try:
+        parameters = inspect.signature(creator).parameters.values()
+    except (TypeError, ValueError):  # a builtin or a C extension: no signature to read
+        return set()
+    named = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    return {p.name for p in parameters if p.kind in named}
+
+
+def env_arguments(
+    recording: Mapping[str, Any], spec: Any, *, trust: bool = False
+) -> dict[str, Any]:
+    """The keyword arguments replay passes to `gymnasium.make(spec, ...)` for `recording`.
+
+    Without `trust`, only what trajkit's recorder writes: arguments the registration (its
+    `kwargs`) or the env's constructor names, `max_episode_steps` (an integer >= 1 or
+    null) and `disable_env_checker` (a bool or null). `render_mode` and `vector_kwargs`
+    are never passed; `num_envs`, `vectorization_mode` and a non-empty `wrappers` are
+    always refused.
+
+    Raises:
+        ValueError: Saying which arguments are refused and why.
+
+    Examples:
+        >>> import gymnasium as gym
+        >>> rec = {"env_kwargs": {"max_episode_steps": 9, "render_mode": "human"}}
+        >>> env_arguments(rec, gym.spec("CartPole-v1"))
+        {'max_episode_steps': 9}
+        >>> try:
+        ...     env_arguments({"env_kwargs": {"num_envs": 3}}, gym.spec("CartPole-v1"))
+        ... except ValueError as exc:
+        ...     print(exc)
+        env_kwargs holds num_envs, which trajkit's recorder keeps apart
+    """
+    given = dict(recording.get("env_kwargs") or {})
+    reserved = [key for key in _RESERVED if key in given]
+    if reserved:
+        raise _RefusedError(
+            f"env_kwargs holds {', '.join(reserved)}, which trajkit's recorder keeps apart"
+        )
+    if given.pop("wrappers", None):
+        raise _RefusedError("env_kwargs holds wrappers, which are not re-created")
+    kwargs = {k: v for k, v in given.items() if k not in _NOT_PASSED}
+    if not trust:
+        _check_make_arguments(kwargs)
+        _check_named(kwargs, spec)
+    return kwargs
+
+
+def _check_make_arguments(kwargs: Mapping[str, Any]) -> None:
+    """`gymnasium.make`'s own arguments: a time limit >= 1 and a bool (or null)."""
+    limit = kwargs.get("max_episode_steps")
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise _RefusedError(f"env_kwargs max_episode_steps must be an integer >= 1, got {limit!r}")
+    checker = kwargs.get("disable_env_checker")
+    if checker is not None and not isinstance(checker, bool):
+        raise _RefusedError(f"env_kwargs disable_env_checker must be a bool, got {checker!r}")
+
+
+def _check_named(kwargs: Mapping[str, Any], spec: Any) -> None:
+    """Every other argument is named by the registration or by the env's constructor."""
+    known = {*_MAKE_OWN, *(spec.kwargs or {})}
+    others = [key for key in kwargs if key not in known]
+    if not others:
+        return
+    named = _constructor_arguments(spec)
+    refused = sorted(key for key in others if key not in named)
+    if refused:
+        raise _RefusedError(
+            f"env_kwargs {', '.join(refused)} are not arguments of {spec.id}'s "
+            "registration or constructor (replay them with --replay-trust-env-args, "
+            "or trust_env_args=True, if you trust this file)"
+        )
 
 
 def _notes(
@@ -124,7 +234,7 @@ def _replay_group(
     if reason is not None:
         yield from _notes(files, reason, options.codes)
     else:
-        yield from _Replay(first, options.codes).run(files, max_bytes)
+        yield from _Replay(first, options).run(files, max_bytes)
     yield from _notes(
         missing,
         f"index {consecutive} of the recording is not among the files, so what follows it "
@@ -145,54 +255,92 @@ def _shown(value: AnyArray) -> str:
 class _Replay:
     """One recording, replayed env by env."""
 
-    def __init__(self, recording: Mapping[str, Any], codes: frozenset[str]) -> None:
+    def __init__(self, recording: Mapping[str, Any], options: LintOptions) -> None:
         self.recording = recording
-        self.codes = codes
+        self.codes = options.codes
+        self.trust = options.trust_env_args
         self.num_envs = int(recording["num_envs"])
         self.seed = int(recording["seed"])
-        self.vector: Any = None
-        self.current: list[Any] = []  # env b's current observation
+        self.envs: list[Any] = []
+        self.at: int | None = None  # the step of env b being replayed (None: its reset)
+        self.current: list[Any] = [None] * self.num_envs  # env b's current observation
         self.done = [False] * self.num_envs  # env b's episodes no longer match the file's
         self.reported: list[set[str]] = [set() for _ in range(self.num_envs)]
 
     def run(
         self, files: Sequence[tuple[str, Mapping[str, Any]]], max_bytes: int | None
     ) -> Iterator[Finding]:
-        self.vector = gym.make_vec(
-            self.recording["env_id"],
-            num_envs=self.num_envs,
-            vectorization_mode="sync",
-            **dict(self.recording.get("env_kwargs") or {}),
-        )
         try:
             for k, (path, _) in enumerate(files):
-                try:
-                    rollout = load(path, mmap=True, max_bytes=max_bytes)
-                except RolloutFileError as exc:
-                    yield from _notes(
-                        files[k:], f"cannot load {path}: {file_error(exc)}", self.codes
-                    )
-                    return
-                if "actions" not in rollout.model_outs.arrays:
-                    yield from _notes(files[k:], f"{path} has no actions", self.codes)
+                rollout, problem = self._load(path, max_bytes)
+                if problem is None and not self.envs:
+                    problem = self._make()
+                if problem is not None or rollout is None:
+                    yield from _notes(files[k:], problem or "", self.codes)
                     return
                 yield from self._file(path, rollout, first=k == 0)
                 if all(self.done):
                     return
         finally:
-            self.vector.close()
+            for env in self.envs:
+                with contextlib.suppress(Exception):  # a failing close changes no finding
+                    env.close()
+
+    def _load(self, path: str, max_bytes: int | None) -> tuple[Rollout | None, str | None]:
+        """The file's rollout, or why it cannot be replayed."""
+        try:
+            rollout = load(path, mmap=True, max_bytes=max_bytes)
+        except RolloutFileError as exc:
+            return None, f"cannot load {path}: {file_error(exc)}"
+        if "actions" not in rollout.model_outs.arrays:
+            return None, f"{path} has no actions"
+        return rollout, None
+
+    def _make(self) -> str | None:
+        """Make the recording's B envs; why they cannot be made, or `None`."""
+        env_id = self.recording["env_id"]
+        spec = gym.spec(env_id)
+        try:
+            kwargs = env_arguments(self.recording, spec, trust=self.trust)
+        except _RefusedError as exc:
+            return str(exc)
+        except Exception as exc:  # the env's module cannot be imported: a missing dependency
+            return f"cannot make env {env_id!r}: {_reason(exc)}"
+        try:
+            for _ in range(self.num_envs):
+                self.envs.append(gym.make(spec, **kwargs))
+        except Exception as exc:  # arguments the env refuses, a missing dependency, ...
+            shown = ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
+            called = f"{env_id!r}({shown})" if shown else repr(env_id)
+            return f"cannot make env {called}: {_reason(exc)}"
+        return None
 
     def _file(self, path: str, r: Rollout, *, first: bool) -> Iterator[Finding]:
-        envs = self.vector.envs
         actions = r.model_outs.arrays["actions"]
         for b in range(self.num_envs):
             if self.done[b]:
                 continue
-            if first:
-                obs, _ = envs[b].reset(seed=self.seed + b)
-                self.current.append(obs)
-            found = [self._compare_obs(path, r, 0, b)]
-            found += self._column(path, r, b, envs[b], actions)
+            found: list[Finding | None] = []
+            self.at = None
+            try:
+                if first:
+                    self.current[b], _ = self.envs[b].reset(seed=self.seed + b)
+                found.append(self._compare_obs(path, r, 0, b))
+                self._column(path, r, b, self.envs[b], actions, found)
+            except Exception as exc:  # the env raised: that env cannot be replayed further
+                self.done[b] = True
+                what = (
+                    f"step {self.at}" if self.at is not None else "its reset" if first else "row 0"
+                )
+                found.append(
+                    Finding(
+                        "TK300",
+                        f"cannot replay env {b} past {what}: the env raised {_reason(exc)}",
+                        path,
+                        b,
+                        self.at,
+                    )
+                )
             for finding in found:
                 if finding is not None and finding.code not in self.reported[b]:
                     self.reported[b].add(finding.code)
@@ -200,17 +348,23 @@ class _Replay:
                         yield finding
 
     def _column(
-        self, path: str, r: Rollout, b: int, env: Any, actions: AnyArray
-    ) -> list[Finding | None]:
-        """Replay env b through `r`: its differences, the first of each kind.
+        self,
+        path: str,
+        r: Rollout,
+        b: int,
+        env: Any,
+        actions: AnyArray,
+        found: list[Finding | None],
+    ) -> None:
+        """Replay env b through `r`; its differences, the first of each kind, go to `found`.
 
         An episode that ends in the env and not in the file, or the other way, stops the
         replay of env b (the env and the file no longer start episodes together).
         """
         space = env.action_space
         trunc = r.truncated
-        found: list[Finding | None] = []
         for t in range(r.num_steps):
+            self.at = t
             action = actions[t, b]
             if isinstance(space, gym.spaces.Discrete):
                 sent: Any = int(action)
@@ -247,13 +401,12 @@ class _Replay:
                 )
                 if ended != says_end:
                     self.done[b] = True
-                    return found
+                    return
             if ended:
                 obs, _ = env.reset()
             self.current[b] = obs
             if "TK301" not in self.reported[b]:
                 found.append(self._compare_obs(path, r, t + 1, b))
-        return found
 
     def _compare_obs(self, path: str, r: Rollout, row: int, b: int) -> Finding | None:
         replayed = _leaves(self.current[b])
