@@ -296,6 +296,19 @@ def test_tk112_envs_seeded_alike_start_from_the_same_observation() -> None:
     assert found(rollout(dones, obses=np.zeros((17, 2), dtype=np.int64)), "TK112") == []
 
 
+def test_tk112_leaves_a_fixed_or_few_state_reset_alone() -> None:
+    # A custom env whose reset is fixed: every env starts every episode alike by design (each
+    # env starts more than once, so the file shows it).
+    dones = np.stack([dones_for([5, 7], 16), dones_for([7, 5], 16)], axis=1)
+    obses = np.random.default_rng(0).normal(size=(17, 2, 3)).astype(np.float32)
+    for t, b in np.argwhere(dones == 1):
+        obses[t, b] = [0.5, 0.0, -0.5]
+    assert found(rollout(dones, obses=obses), "TK112") == []
+    # A reset drawn from a few states: env 0 starts twice alike, so a shared start is chance.
+    obses[5, 0], obses[7, 1] = obses[0, 1] + 1, obses[0, 1] + 1
+    assert found(rollout(dones, obses=obses), "TK112") == []
+
+
 # ------------------------------------------------------------------------------------ TK2xx
 
 

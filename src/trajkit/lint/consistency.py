@@ -10,7 +10,8 @@
   space (the log-probability of the unclipped sample stored beside the clipped action).
 - TK112: two env columns whose episodes start from the same float observation, bit for bit
   (every env seeded alike: each of its resets repeats another env's), or whose observations
-  are equal on every row. Integer observations (a fixed start state) are not compared.
+  are equal on every row. Integer observations (a fixed start state) are not compared, nor
+  starts where one env starts twice alike (a fixed reset, or one of a few states).
 """
 
 from __future__ import annotations
@@ -184,11 +185,9 @@ def copied_columns(rollout: Rollout, path: str | None) -> Finding | None:
         [np.ascontiguousarray(leaf).reshape(T + 1, B, -1).view(np.uint8) for leaf in leaves],
         axis=-1,
     )
-    starts: dict[bytes, tuple[int, int]] = {}
-    for t, b in np.argwhere(rollout.dones == 1).tolist():
-        first = starts.setdefault(raw[t, b].tobytes(), (b, t))
-        if first[0] != b:
-            return _copied(first, (b, t), "start an episode from the same observation", path)
+    shared = _shared_start(raw, rollout.dones)
+    if shared is not None:
+        return _copied(*shared, "start an episode from the same observation", path)
     columns: dict[bytes, int] = {}
     for b in range(B):
         column = np.ascontiguousarray(raw[:, b])
@@ -199,6 +198,25 @@ def copied_columns(rollout: Rollout, path: str | None) -> Finding | None:
             same = "have the same observations on every row"
             return _copied((first_b, 0), (b, 0), same, path)
     return None
+
+
+def _shared_start(raw: AnyArray, dones: AnyArray) -> tuple[tuple[int, int], tuple[int, int]] | None:
+    """Two envs' episode starts that are the same observation, bit for bit, as `(b, t)` each.
+
+    Not where one env starts twice from one observation: its reset is fixed or draws from a
+    few states, so every column starts alike by design, however the envs were seeded. (A file
+    in which each env starts once cannot tell a fixed reset from envs seeded alike.)
+    """
+    starts: dict[bytes, tuple[int, int]] = {}
+    shared = None
+    for t, b in np.argwhere(dones == 1).tolist():
+        first = starts.setdefault(raw[t, b].tobytes(), (b, t))
+        if first == (b, t):
+            continue
+        if first[0] == b:  # a start this env had before: few start states
+            return None
+        shared = shared or (first, (b, t))
+    return shared
 
 
 def _copied(
