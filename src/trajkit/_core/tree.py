@@ -49,6 +49,7 @@ __all__ = [
     "normalize",
     "parse_path",
     "paths",
+    "structure_of",
     "unflatten",
     "unflatten_paths",
 ]
@@ -271,6 +272,16 @@ def get_leaf(tree: Tree, path: TreePath) -> Any:
             raise KeyError(path)
         node = node[key]
     return node
+
+
+def structure_of(tree: Tree) -> Tree:
+    """The structure alone, every leaf replaced by `None`: what `unflatten` needs, no arrays.
+
+    Examples:
+        >>> structure_of({"a": np.zeros(2), "b": (np.zeros(1),)})
+        {'a': None, 'b': (None,)}
+    """
+    return map_leaves(lambda _: None, tree)
 
 
 def unflatten_paths(pairs: Iterable[tuple[TreePath, Any]]) -> Tree:
