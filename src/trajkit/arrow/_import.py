@@ -20,7 +20,13 @@ from trajkit._models.arrays import first_true
 from trajkit._models.rollout import Rollout
 from trajkit._models.rules import FIELD_RULES, conform_into, lossless
 from trajkit.arrow._export import new_episodes
-from trajkit.arrow._layout import check_columns, load_pyarrow, read_layout, reset_column
+from trajkit.arrow._layout import (
+    check_columns,
+    load_compute,
+    load_pyarrow,
+    read_layout,
+    reset_column,
+)
 
 
 def read_table(table: Any, max_rows: int | None) -> tuple[Rollout, AnyArray]:
@@ -268,7 +274,7 @@ class _Grid:
             if level and column.null_count:
                 self._inner_null(name, column, per_row, at)
             if not pa.types.is_fixed_size_list(column.type):
-                lengths = pa.compute.list_value_length(column).to_numpy(zero_copy_only=False)
+                lengths = load_compute().list_value_length(column).to_numpy(zero_copy_only=False)
                 if (lengths != size).any():
                     i = int(np.argmax(lengths != size))
                     raise ValueError(

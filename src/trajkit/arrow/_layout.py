@@ -40,6 +40,11 @@ def load_pyarrow() -> Any:
     return require("pyarrow", "arrow", "trajkit.arrow")
 
 
+def load_compute() -> Any:
+    """`pyarrow.compute`, imported by name: `pa.compute` exists only once something has."""
+    return require("pyarrow.compute", "arrow", "trajkit.arrow")
+
+
 def reset_column(column: str) -> str:
     """The column of the observation an env reset to after an episode end (`final_obs`)."""
     return "reset_" + column
@@ -131,7 +136,7 @@ def read_layout(pa: Any, table: Any) -> dict[str, Any]:
     if LAYOUT_COLUMN in table.column_names:
         column = table.column(LAYOUT_COLUMN)
         check_type(pa, LAYOUT_COLUMN, column.type, "text")
-        texts = pa.compute.unique(column.drop_null()).to_pylist()
+        texts = load_compute().unique(column.drop_null()).to_pylist()
         if len(texts) > 1:
             raise ValueError(
                 f"column {LAYOUT_COLUMN!r} holds {len(texts)} different layouts; a table (or a "
