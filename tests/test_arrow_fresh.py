@@ -25,13 +25,14 @@ def _python(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_write_and_read_parquet_in_fresh_interpreters(tmp_path: Path) -> None:
+@pytest.mark.parametrize("layout", ["readable", "compact"])
+def test_write_and_read_parquet_in_fresh_interpreters(tmp_path: Path, layout: str) -> None:
     path = tmp_path / "run.parquet"
     write = (
         "import trajkit.arrow\n"
         "from trajkit.testing import example_rollout\n"
         "r = example_rollout(num_steps=5, num_envs=3, nested=True, truncation=True)\n"
-        f"trajkit.arrow.write_parquet(r, {str(path)!r})\n"
+        f"trajkit.arrow.write_parquet(r, {str(path)!r}, layout={layout!r})\n"
     )
     done = _python("-c", write, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
@@ -47,11 +48,12 @@ def test_write_and_read_parquet_in_fresh_interpreters(tmp_path: Path) -> None:
     assert done.stdout.strip() == "True"
 
 
-def test_export_then_import_commands_in_fresh_interpreters(tmp_path: Path) -> None:
+@pytest.mark.parametrize("layout", ["readable", "compact"])
+def test_export_then_import_commands_in_fresh_interpreters(tmp_path: Path, layout: str) -> None:
     rollout = example_rollout(num_steps=4, num_envs=2, nested=True)
     trajkit.save(rollout, tmp_path / "in.npz")
     out = tmp_path / "run.parquet"
-    export = ("-m", "trajkit", "export", "in.npz", "--out", str(out))
+    export = ("-m", "trajkit", "export", "in.npz", "--out", str(out), "--layout", layout)
     done = _python(*export, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     done = _python("-m", "trajkit", "import", str(out), "--out", "back", cwd=tmp_path)

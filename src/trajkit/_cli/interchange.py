@@ -31,7 +31,7 @@ def export_command(args: argparse.Namespace) -> int:
         return 1
     compression = None if args.compression == "none" else args.compression
     try:
-        arrow.write_parquet(rollouts, args.out, compression=compression)
+        arrow.write_parquet(rollouts, args.out, compression=compression, layout=args.layout)
     except (ValueError, OSError) as exc:
         fail(f"trajkit export: error: {one_line(str(exc))}")
     steps = sum(r.num_steps * r.batch_size for r in rollouts)  # one row per transition

@@ -50,7 +50,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Iterator
-from typing import IO, TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -62,11 +62,19 @@ from trajkit._io.mapped import mapped_files
 from trajkit._io.remote import is_url
 from trajkit._models.arrays import first_true
 from trajkit._models.rollout import Rollout
-from trajkit.arrow._export import episode_ids, rollout_table
+from trajkit.arrow._export import (
+    ROW_GROUP_BYTES,
+    episode_ids,
+    resolve_style,
+    rollout_table,
+    rollout_tables,
+)
 from trajkit.arrow._import import index_column, read_table
 from trajkit.arrow._layout import (
+    BINARY_MIN_BYTES,
     LAYOUT_COLUMN,
     LAYOUT_VERSION,
+    LayoutChoice,
     TensorType,
     check_type,
     load_pyarrow,
@@ -77,9 +85,11 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 __all__ = [
+    "BINARY_MIN_BYTES",
     "LAYOUT_COLUMN",
     "LAYOUT_VERSION",
     "MAX_ROWS",
+    "ROW_GROUP_BYTES",
     "from_arrow",
     "read_parquet",
     "to_arrow",
@@ -93,7 +103,13 @@ Parquet file of constant rows compresses to almost nothing, so its declared row 
 checked against this budget before anything is read."""
 
 
-def to_arrow(rollout: Rollout, *, index: int = 0, tensor_type: TensorType = "list") -> pa.Table:
+def to_arrow(
+    rollout: Rollout,
+    *,
+    index: int = 0,
+    tensor_type: TensorType = "list",
+    layout: LayoutChoice = "auto",
+) -> pa.Table:
     """Return a rollout as an Arrow table in the documented layout (see the module).
 
     Args:
@@ -102,6 +118,9 @@ def to_arrow(rollout: Rollout, *, index: int = 0, tensor_type: TensorType = "lis
         tensor_type: How leaves with a trailing shape are stored: `"list"` (nested
             fixed-size lists, which every tool reads) or `"extension"` (Arrow's canonical
             `arrow.fixed_shape_tensor`, which HF `datasets` cannot read).
+        layout: `"readable"`, `"compact"` (large leaves as bytes, `next_` values stored
+            once; see the module), or `"auto"`: compact when a leaf's cell holds at least
+            `BINARY_MIN_BYTES` bytes (an image), readable otherwise.
 
     Returns:
         A `pyarrow.Table` of `T * B` rows, with trajkit's layout in its schema metadata and
@@ -110,8 +129,8 @@ def to_arrow(rollout: Rollout, *, index: int = 0, tensor_type: TensorType = "lis
     Raises:
         ImportError: If pyarrow is not installed.
         ValueError: If the rollout has no steps, its model outputs are still being built,
-            two leaves would share a column name, or an info value cannot be stored as JSON
-            exactly (as for `trajkit.save`).
+            two leaves would share a column name, an info value cannot be stored as JSON
+            exactly (as for `trajkit.save`), or `layout` is none of the three.
 
     Examples:
         >>> import trajkit.arrow
@@ -119,8 +138,11 @@ def to_arrow(rollout: Rollout, *, index: int = 0, tensor_type: TensorType = "lis
         >>> table = trajkit.arrow.to_arrow(example_rollout(num_steps=3, num_envs=2))
         >>> table.column_names[:7]
         ['rollout', 'step', 'env', 'episode_id', 'obs', 'action', 'reward']
+        >>> images = example_rollout(num_steps=3, num_envs=2, obs_shape=(84, 84))
+        >>> images.obses.dtype, trajkit.arrow.to_arrow(images).column("obs").type
+        (dtype('float32'), FixedSizeBinaryType(fixed_size_binary[28224]))
     """
-    return rollout_table(rollout, index, None, tensor_type)
+    return rollout_table(rollout, index, None, tensor_type, resolve_style(rollout, layout))
 
 
 def from_arrow(table: pa.Table, *, max_rows: int | None = MAX_ROWS) -> Rollout:
@@ -185,6 +207,8 @@ def write_parquet(
     path: str | os.PathLike[str],
     *,
     tensor_type: TensorType = "list",
+    layout: LayoutChoice = "auto",
+    row_group_bytes: int = ROW_GROUP_BYTES,
     **options: Any,
 ) -> None:
     """Write one rollout or several to a Parquet file, in the layout of `to_arrow`.
@@ -193,6 +217,12 @@ def write_parquet(
     structure (fields, leaves, dtypes and model-output keys); T and B may differ. Episode
     ids run across the rollouts: consecutive rollouts of one recorder (an env's episode
     going on from one into the next) give that episode one id.
+
+    The file is written as it is built, one row group at a time: whole steps of one rollout,
+    about `row_group_bytes` of leaf values each, made from views of the rollout's arrays
+    (zero-copy for the compact layout's bytes) and freed once written. So the memory it takes
+    is about two row groups besides the rollouts, whatever their size (memory-mapped rollouts,
+    as `trajkit.load(..., mmap=True)` gives, are read from disk as they are written).
 
     The file is written atomically: into a temporary file next to `path`
     (`.trajkit-XXXXXXXX.tmp`), fsynced, then renamed over `path`, so that an existing file
@@ -205,12 +235,19 @@ def write_parquet(
         rollouts: A rollout, or an iterable of rollouts.
         path: The Parquet file to write; an existing regular file is replaced.
         tensor_type: How leaves with a trailing shape are stored (see `to_arrow`).
-        **options: Passed to `pyarrow.parquet.write_table` (e.g. `compression="zstd"`).
+        layout: `"readable"`, `"compact"` or `"auto"` (see `to_arrow`; `"auto"` decides
+            by the first rollout, and the file has one layout).
+        row_group_bytes: About how many bytes of leaf values go in one row group (at least
+            one step of one rollout per row group).
+        **options: Passed to `pyarrow.parquet.ParquetWriter` (e.g. `compression="zstd"`).
+            Unless given, `use_dictionary` and `write_statistics` leave out the compact
+            layout's bytes (a dictionary or min/max of images is all cost, no use).
 
     Raises:
         ImportError: If pyarrow is not installed.
         ValueError: If no rollout is given, the rollouts differ in structure, one has no
-            steps, or `path` is a file the rollouts are read from.
+            steps, `layout` is none of the three, or `path` is a file the rollouts are read
+            from.
         OSError: If `path` is a folder, a FIFO, a device or a socket, or cannot be written.
 
     Examples:
@@ -220,35 +257,58 @@ def write_parquet(
         >>> rs = [example_rollout(num_steps=4, num_envs=2, seed=s) for s in range(3)]
         >>> with tempfile.TemporaryDirectory() as tmp:
         ...     path = os.path.join(tmp, "runs.parquet")
-        ...     trajkit.arrow.write_parquet(rs, path)
+        ...     trajkit.arrow.write_parquet(rs, path, layout="compact")
         ...     trajkit.arrow.read_parquet(path) == rs
         True
     """
-    pa = load_pyarrow()
+    load_pyarrow()
     parquet = require("pyarrow.parquet", "arrow", "trajkit.arrow")
     items = [rollouts] if isinstance(rollouts, Rollout) else list(rollouts)
     if not items:
         raise ValueError("write_parquet needs at least one rollout")
+    if type(row_group_bytes) is not int or row_group_bytes < 1:
+        raise ValueError(f"row_group_bytes must be a positive int, got {row_group_bytes!r}")
+    style = resolve_style(items[0], layout)
     ids = episode_ids(items)
-    tables = [rollout_table(r, i, ids[i], tensor_type) for i, r in enumerate(items)]
-    first = tables[0].schema
-    for i, table in enumerate(tables[1:], start=1):
-        if not table.schema.equals(first, check_metadata=True):
-            raise ValueError(
-                f"rollout {i} differs in structure from rollout 0 (fields, leaves, dtypes or "
-                "model outputs); write such rollouts to separate files"
-            )
-    table = pa.concat_tables(tables)
+
+    def write(file: Any, filesystem: Any = None) -> None:
+        writer = None
+        try:
+            for i, r in enumerate(items):
+                for table in rollout_tables(r, i, ids[i], tensor_type, style, row_group_bytes):
+                    if writer is None:
+                        settings = _writer_options(table.schema, options)
+                        writer = parquet.ParquetWriter(
+                            file, table.schema, filesystem=filesystem, **settings
+                        )
+                    elif not table.schema.equals(writer.schema, check_metadata=True):
+                        raise ValueError(
+                            f"rollout {i} differs in structure from rollout 0 (fields, leaves, "
+                            "dtypes or model outputs); write such rollouts to separate files"
+                        )
+                    writer.write_table(table, row_group_size=table.num_rows)
+        finally:
+            if writer is not None:
+                writer.close()
+
     where = os.fspath(path)
     if is_url(where):
-        parquet.write_table(table, where, **options)
+        filesystem, inside = require("pyarrow.fs", "arrow", "trajkit.arrow").FileSystem.from_uri(
+            where
+        )
+        write(inside, filesystem)
         return
-
-    def write(file: IO[bytes]) -> None:
-        parquet.write_table(table, file, **options)
-
     sources = mapped_files(leaf for r in items for leaf in _rollout_arrays(r))
     atomic_write(where, write, inputs=sources, verb="write", by="write_parquet()")
+
+
+def _writer_options(schema: Any, options: dict[str, Any]) -> dict[str, Any]:
+    """`options`, with dictionaries and statistics off for binary columns unless given."""
+    pa = load_pyarrow()
+    plain = [f.name for f in schema if not pa.types.is_fixed_size_binary(f.type)]
+    if len(plain) == len(schema):
+        return options
+    return {"use_dictionary": plain, "write_statistics": plain, **options}
 
 
 def _rollout_arrays(rollout: Rollout) -> Iterator[AnyArray]:
@@ -265,10 +325,12 @@ def _rollout_arrays(rollout: Rollout) -> Iterator[AnyArray]:
 def read_parquet(path: str | os.PathLike[str], *, max_rows: int | None = MAX_ROWS) -> list[Rollout]:
     """Read the rollouts of a Parquet file in trajkit's layout (see `write_parquet`).
 
-    The file's row count, as its footer declares it, is checked against `max_rows` before
-    any row is read; each rollout is then checked as [`from_arrow`][trajkit.arrow.from_arrow]
-    checks a table, and the `episode_id` column against the numbering `write_parquet`
-    gives the rollouts. A file that polars, DuckDB or HF `datasets` rewrote (without the
+    The file is read a batch of rows at a time (`ParquetFile.iter_batches`), and the rows
+    read are counted against `max_rows` as they come: a file is refused as soon as it has
+    given more, whatever its footer declares (its declared count is checked first, too).
+    Each rollout is then checked as [`from_arrow`][trajkit.arrow.from_arrow] checks a
+    table, and the `episode_id` column against the numbering `write_parquet` gives the
+    rollouts. A file that polars, DuckDB or HF `datasets` rewrote (without the
     schema metadata) reads back the same, through its `trajkit_layout` column.
 
     Args:
@@ -295,25 +357,7 @@ def read_parquet(path: str | os.PathLike[str], *, max_rows: int | None = MAX_ROW
         [4]
     """
     pa = load_pyarrow()
-    parquet = require("pyarrow.parquet", "arrow", "trajkit.arrow")
-    where, filesystem = os.fspath(path), None
-    if is_url(where):
-        filesystem, where = require("pyarrow.fs", "arrow", "trajkit.arrow").FileSystem.from_uri(
-            where
-        )
-    try:
-        with parquet.ParquetFile(where, filesystem=filesystem) as file:
-            declared = file.metadata.num_rows
-            if max_rows is not None and declared > max_rows:
-                raise ValueError(
-                    f"the file declares {declared} rows, more than max_rows={max_rows}; "
-                    "pass a larger max_rows (or None) to read it"
-                )
-            table = file.read()
-    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
-        raise ValueError(f"not a readable Parquet file: {exc}") from None
-    if table.num_rows != declared:  # pragma: no cover - pyarrow reads what the footer says
-        raise ValueError(f"the file declares {declared} rows but holds {table.num_rows}")
+    table = _read_rows(pa, path, max_rows)
     read_layout(pa, table)
     if "rollout" not in table.column_names:
         raise ValueError("the table has no column 'rollout', which trajkit's layout needs")
@@ -333,6 +377,42 @@ def read_parquet(path: str | os.PathLike[str], *, max_rows: int | None = MAX_ROW
                 "its id)"
             )
     return rollouts
+
+
+_BATCH_ROWS = 1 << 14
+
+
+def _read_rows(pa: Any, path: str | os.PathLike[str], max_rows: int | None) -> Any:
+    """The file's rows as one table, read batch by batch, refused past `max_rows` rows."""
+    parquet = require("pyarrow.parquet", "arrow", "trajkit.arrow")
+    where, filesystem = os.fspath(path), None
+    if is_url(where):
+        filesystem, where = require("pyarrow.fs", "arrow", "trajkit.arrow").FileSystem.from_uri(
+            where
+        )
+    try:
+        with parquet.ParquetFile(where, filesystem=filesystem) as file:
+            declared = file.metadata.num_rows
+            if max_rows is not None and declared > max_rows:
+                raise ValueError(
+                    f"the file declares {declared} rows, more than max_rows={max_rows}; "
+                    "pass a larger max_rows (or None) to read it"
+                )
+            batches, count = [], 0
+            for batch in file.iter_batches(batch_size=_BATCH_ROWS, use_threads=False):
+                count += batch.num_rows
+                if max_rows is not None and count > max_rows:
+                    raise ValueError(
+                        f"the file holds more than max_rows={max_rows} rows (its footer "
+                        f"declares {declared}); pass a larger max_rows (or None) to read it"
+                    )
+                batches.append(batch)
+            table = pa.Table.from_batches(batches, schema=file.schema_arrow)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
+        raise ValueError(f"not a readable Parquet file: {exc}") from None
+    if table.num_rows != declared:
+        raise ValueError(f"the file declares {declared} rows but holds {table.num_rows}")
+    return table
 
 
 def _rows_of(table: Any, rows: AnyArray) -> Any:

@@ -16,12 +16,13 @@ from trajkit._io.infos import (
     sparse_infos_to_json,
     strict_json_loads,
 )
-from trajkit._models.arrays import first_true
+from trajkit._models.arrays import first_true, fmt_index
 from trajkit._models.rollout import Rollout
 from trajkit._models.rules import FIELD_RULES, conform_into, lossless
 from trajkit.arrow._export import new_episodes
 from trajkit.arrow._layout import (
     check_columns,
+    is_compact,
     load_compute,
     load_pyarrow,
     read_layout,
@@ -49,6 +50,7 @@ def read_table(table: Any, max_rows: int | None) -> tuple[Rollout, AnyArray]:
             "'rollout' column (read_parquet does) before from_arrow"
         )
     grid = _Grid.of(pa, table)
+    grid.compact = is_compact(layout)
     float32 = np.dtype(np.float32)
     flag = FIELD_RULES["truncated"]
     starts = conform_into(FIELD_RULES["dones"], float32, grid.cells("is_first"), "is_first")
@@ -112,12 +114,40 @@ def _field(
         label = _tree.format_path("final_obses" if finals else field, path)
         name = f"{label} (column {(leaf['next'] if finals else leaf['column'])!r})"
         if field == "obses" and ends is not None:
-            values, final = grid.with_finals(leaf, shape, ends)
+            values, final = grid.with_finals(leaf, ends)
             values = final if finals else values
         else:
-            values = grid.both(leaf, shape)
-        pairs.append((path, conform_into(rule, dtype, values, name, axes="e" if finals else "tb")))
+            values = grid.both(leaf)
+        axes = "e" if finals else "tb"
+        pairs.append(
+            (path, exactly(conform_into(rule, dtype, values, name, axes=axes), values, name))
+        )
     return _tree.unflatten_paths(pairs) if entry["nested"] else pairs[0][1]
+
+
+def exactly(converted: AnyArray, values: AnyArray, name: str) -> AnyArray:
+    """`converted`, refused where it rounded a float of `values` to a narrower float dtype.
+
+    `lossless` lets a wider float round to a narrower one (a rollout's float64 into float32
+    storage); a table's column is converted to the dtype its layout declares, and a layout
+    that declares less precision than the values have would change them without a word.
+    """
+    if not (
+        values.dtype.kind == "f"
+        and converted.dtype.kind == "f"
+        and converted.dtype.itemsize < values.dtype.itemsize
+    ):
+        return converted
+    back = converted.astype(values.dtype)
+    changed = (back != values) & ~(np.isnan(back) & np.isnan(values))
+    if changed.any():
+        pos = first_true(changed)
+        raise ValueError(
+            f"{name} holds {values[pos].item()!r} at {fmt_index(pos)}, which the layout's "
+            f"dtype {converted.dtype} cannot hold exactly (it would become "
+            f"{back[pos].item()!r}); the layout must declare a dtype that holds every value"
+        )
+    return converted
 
 
 def _ends(starts: AnyArray, terminated: AnyArray, cut: AnyArray) -> AnyArray:
@@ -174,11 +204,32 @@ def _check_episodes(ids: AnyArray, dones: AnyArray) -> None:
         )
 
 
+_LEGACY_RESET = (
+    "the layout's 'final_obs': true puts a value there at every step, or, as earlier trajkit "
+    "versions wrote it, exactly at episode ends"
+)
+_COMPACT_NEXT = "the compact layout stores a 'next_' value on the last step only"
+_FINALS = (
+    "the compact layout stores 'next_obs' values at episode ends and on the last step, "
+    "'reset_obs' values at episode ends on the last step"
+)
+
+
+def binary_values(column: Any, dtype: np.dtype[Any], shape: Sequence[int]) -> AnyArray:
+    """A fixed-size binary array's values (no nulls) as `[len, *shape]` of `dtype`, zero-copy."""
+    width = column.type.byte_width
+    data = column.buffers()[1]
+    raw = np.frombuffer(data, np.uint8, count=len(column) * width, offset=column.offset * width)
+    values: AnyArray = raw.view(dtype).reshape(len(column), *shape)
+    return values
+
+
 class _Grid:
     """The rows of a one-rollout table as a (step, env) grid, read column by column."""
 
     def __init__(self, pa: Any, table: Any, T: int, B: int, order: AnyArray | None) -> None:
         self.pa, self.table, self.T, self.B, self.order = pa, table, T, B, order
+        self.compact = False
 
     @classmethod
     def of(cls, pa: Any, table: Any) -> _Grid:
@@ -220,19 +271,58 @@ class _Grid:
             column = column.take(self.pa.array(self.order))
         return column
 
-    def cells(self, name: str, shape: Sequence[int] = ()) -> AnyArray:
-        """A column as `[T, B, *shape]`: a value in every cell, no null anywhere."""
+    def cells(
+        self, name: str, shape: Sequence[int] = (), item: dict[str, Any] | None = None
+    ) -> AnyArray:
+        """A column as `[T, B, *shape]`: a value in every cell, no null anywhere.
+
+        `item` (a leaf or output of the layout) says the dtype of a column of bytes.
+        """
+        return self._filled(name, shape, item, 0)[: self.T]
+
+    def _filled(
+        self, name: str, shape: Sequence[int], item: dict[str, Any] | None, extra: int
+    ) -> AnyArray:
+        """`cells`, as the first T rows of an array of `T + extra` (the rest left to fill)."""
+        if item is not None and item.get("binary") and self.order is None:
+            return self._binary_rows(name, item, extra)
         column = self._column(name)
+        self._no_nulls(name, column)
+        values = self._values(name, column, shape, None, item).reshape(self.T, self.B, *shape)
+        if extra:
+            return np.concatenate([values, np.empty((extra, *values.shape[1:]), values.dtype)])
+        return np.ascontiguousarray(values)
+
+    def _no_nulls(self, name: str, column: Any) -> None:
         if column.null_count:
             nulls = column.is_null().to_numpy(zero_copy_only=False)
             raise ValueError(
                 f"column {name!r} is null at {self._where(int(np.argmax(nulls)))}; a "
                 "rollout has a value at every step"
             )
-        values = self._values(name, column, shape, None)
-        return np.ascontiguousarray(values.reshape(self.T, self.B, *shape))
 
-    def cells_at(self, name: str, shape: Sequence[int], where: AnyArray, what: str) -> AnyArray:
+    def _binary_rows(self, name: str, item: dict[str, Any], extra: int) -> AnyArray:
+        """A column of bytes in row order, copied chunk by chunk into `[T + extra, B, ...]`."""
+        dtype, shape = np.dtype(item["dtype"]), item["shape"]
+        out = np.empty(((self.T + extra) * self.B, *shape), dtype)
+        flat = out.reshape(len(out), -1).view(np.uint8).reshape(len(out), -1)
+        start = 0
+        for chunk in self.table.column(name).chunks:
+            if chunk.null_count:
+                self._no_nulls(name, self.table.column(name))
+            flat[start : start + len(chunk)] = binary_values(chunk, np.dtype(np.uint8), (-1,))
+            start += len(chunk)
+        return out.reshape(self.T + extra, self.B, *shape)
+
+    def cells_at(
+        self,
+        name: str,
+        shape: Sequence[int],
+        where: AnyArray,
+        what: str,
+        item: dict[str, Any] | None = None,
+        why: str = "the layout's 'final_obs': true puts a value there exactly at episode ends",
+    ) -> AnyArray:
         """A column's values at the cells `where` (`[T, B]`), `[count, *shape]` in (t, b) order.
 
         The column holds a value in each of those cells (`what` they are), null in the others.
@@ -244,22 +334,26 @@ class _Grid:
             i = int(np.argmax(nulls == wanted))
             said = "is null" if nulls[i] else "holds a value"
             want = f"an {what}" if wanted[i] else f"which is no {what}"
-            raise ValueError(
-                f"column {name!r} {said} at {self._where(i)}, {want} (the layout's "
-                "'final_obs': true puts a value there exactly at episode ends)"
-            )
+            raise ValueError(f"column {name!r} {said} at {self._where(i)}, {want} ({why})")
         picked = np.flatnonzero(wanted)
-        values = self._values(name, column.filter(self.pa.array(wanted)), shape, picked)
+        values = self._values(name, column.filter(self.pa.array(wanted)), shape, picked, item)
         return np.ascontiguousarray(values.reshape(len(picked), *shape))
 
     def _values(
-        self, name: str, column: Any, shape: Sequence[int], rows: AnyArray | None
+        self,
+        name: str,
+        column: Any,
+        shape: Sequence[int],
+        rows: AnyArray | None,
+        item: dict[str, Any] | None = None,
     ) -> AnyArray:
         """The flat values of a column without nulls at its top level.
 
         Its row i is the grid's cell `rows[i]` (or i, without `rows`), for messages.
         """
         pa = self.pa
+        if item is not None and item.get("binary"):
+            return binary_values(column, np.dtype(item["dtype"]), shape)
 
         def at(i: int) -> str:
             return self._where(i if rows is None else int(rows[i]))
@@ -297,31 +391,76 @@ class _Grid:
             f"{at(int(np.argmax(nulls)) // per_row)}; a rollout has a value at every step"
         )
 
-    def both(self, item: dict[str, Any], shape: Sequence[int]) -> AnyArray:
-        """A leaf or output's column and its `next_` column as `[T+1, B, ...]`, checked to agree."""
-        values = self.cells(item["column"], shape)
-        after = self.cells(item["next"], shape)
-        _check_next(item["next"], item["column"], after[:-1], values[1:], None)
-        return np.concatenate([values, after[-1:]])
+    def last_step(self) -> AnyArray:
+        """`[T, B]`: true on the last step."""
+        last = np.zeros((self.T, self.B), bool)
+        last[-1] = True
+        return last
 
-    def with_finals(
-        self, leaf: dict[str, Any], shape: Sequence[int], ends: AnyArray
-    ) -> tuple[AnyArray, AnyArray]:
+    def both(self, item: dict[str, Any]) -> AnyArray:
+        """A leaf or output's column and its `next_` column as `[T+1, B, ...]`, checked to agree.
+
+        In the compact layout, the `next_` column holds a value on the last step only.
+        """
+        shape = item["shape"]
+        full = self._filled(item["column"], shape, item, 1)
+        if self.compact:
+            full[-1] = self.cells_at(
+                item["next"], shape, self.last_step(), "last step", item, _COMPACT_NEXT
+            )
+            return full
+        after = self.cells(item["next"], shape, item)
+        _check_next(item["next"], item["column"], after[:-1], full[1:-1], None)
+        full[-1] = after[-1]
+        return full
+
+    def with_finals(self, leaf: dict[str, Any], ends: AnyArray) -> tuple[AnyArray, AnyArray]:
         """An observation leaf `[T+1, B, ...]` and its final observations `[E, ...]`.
 
         Under the layout's `final_obs`, `next_obs...` holds the final observation where a step
         ends its episode (`ends`, `[T, B]`) and `reset_obs...` the observation after it there:
         each agrees with the next row's `obs` where there is one.
         """
-        values = self.cells(leaf["column"], shape)
-        after = self.cells(leaf["next"], shape)
+        shape = leaf["shape"]
+        full = self._filled(leaf["column"], shape, leaf, 1)
+        if self.compact:
+            return self._compact_finals(leaf, ends, full)
+        after = self.cells(leaf["next"], shape, leaf)
         reset_name = reset_column(leaf["column"])
-        reset = self.cells_at(reset_name, shape, ends, "episode end")
-        full = np.concatenate([values, after[-1:]])
-        full[-1][ends[-1]] = reset[len(reset) - int(ends[-1].sum()) :]  # (t, b) order: last
-        _check_next(leaf["next"], leaf["column"], after[:-1], values[1:], ends[:-1])
-        _check_next(reset_name, leaf["column"], reset, full[1:][ends], None, at=ends)
+        if self._column(reset_name).null_count:  # as trajkit wrote it before: at ends only
+            reset = self.cells_at(reset_name, shape, ends, "episode end", leaf, _LEGACY_RESET)
+            full[-1] = after[-1]
+            full[-1][ends[-1]] = reset[len(reset) - int(ends[-1].sum()) :]  # (t, b) order: last
+            _check_next(reset_name, leaf["column"], reset, full[1:][ends], None, at=ends)
+        else:
+            reset = self.cells(reset_name, shape, leaf)
+            full[-1] = reset[-1]
+            _check_next(reset_name, leaf["column"], reset[:-1], full[1:-1], None)
+        _check_next(leaf["next"], leaf["column"], after[:-1], full[1:-1], ends[:-1])
+        _check_next(leaf["next"], reset_name, after[-1:], full[-1:], ends[-1:], t0=self.T - 1)
         return full, after[ends]
+
+    def _compact_finals(
+        self, leaf: dict[str, Any], ends: AnyArray, full: AnyArray
+    ) -> tuple[AnyArray, AnyArray]:
+        """`with_finals` in the compact layout.
+
+        There `next_obs...` holds values at episode ends and on the last step, `reset_obs...`
+        at episode ends on the last step.
+        """
+        shape, last = leaf["shape"], self.last_step()
+        where = ends | last
+        after = self.cells_at(leaf["next"], shape, where, "episode end or last step", leaf, _FINALS)
+        at_ends = ends[where]  # which of them are ends, in (t, b) order
+        full[-1] = after[-self.B :]
+        ended = ends[-1]
+        if ended.any():
+            reset = self.cells_at(
+                reset_column(leaf["column"]), shape, ends & last, "episode end on the last step",
+                leaf, _FINALS,
+            )  # fmt: skip
+            full[-1][ended] = reset
+        return full, after[at_ends]
 
     def texts(self, name: str) -> list[str | None]:
         """A string column's values in grid order (nulls as `None`)."""
@@ -339,6 +478,7 @@ def _check_next(
     following: AnyArray,
     skip: AnyArray | None,
     at: AnyArray | None = None,
+    t0: int = 0,
 ) -> None:
     """`after` (column `name`) equals `following` (`column` a step later), but where `skip`.
 
@@ -356,6 +496,7 @@ def _check_next(
         return
     if at is None:
         t, b = (int(i) for i in np.argwhere(~same)[0])
+        t += t0
     else:
         t, b = (int(i) for i in np.argwhere(at)[int(np.argmin(same))])
     raise ValueError(
@@ -383,7 +524,8 @@ def index_column(table: Any, name: str) -> AnyArray:
 def _output(grid: _Grid, item: dict[str, Any]) -> AnyArray:
     """A model output `[T+1, B, ...]`; a per-step scalar's `[T+1]`, equal on every env."""
     name = f"model_outs[{item['key']!r}] (column {item['column']!r})"
-    values = lossless(grid.both(item, item["shape"]), np.dtype(item["dtype"]), name)
+    stored = grid.both(item)
+    values = exactly(lossless(stored, np.dtype(item["dtype"]), name), stored, name)
     if not item.get("per_step"):
         return values
     first = values[:, :1]

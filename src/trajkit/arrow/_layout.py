@@ -15,6 +15,7 @@ import numpy as np
 from trajkit._base.optional import require
 from trajkit._core import tree as _tree
 from trajkit._io.infos import strict_json_loads
+from trajkit._models.spec import SUPPORTED_DTYPES
 
 LAYOUT_VERSION = 2
 """The version of the columnar layout, recorded in each table's layout JSON.
@@ -27,6 +28,18 @@ LAYOUT_COLUMN = "trajkit_layout"
 by a tool that drops schema metadata (polars, DuckDB, HF `datasets`) still reads back."""
 
 TensorType = Literal["list", "extension"]
+
+Style = Literal["readable", "compact"]
+"""How a table stores its leaves: `"readable"` (every value as a number, `next_` columns in
+full) or `"compact"` (large leaves as bytes, `next_` columns only where they say something)."""
+
+LayoutChoice = Literal["auto", "readable", "compact"]
+"""The `layout` argument: a style, or `"auto"` (compact where a leaf is large)."""
+
+BINARY_MIN_BYTES = 1024
+"""In the compact layout, a leaf (or model output) whose cell, one step of one env, holds at
+least this many bytes (an 84x84 uint8 image: 7,056) is one fixed-size binary value per row;
+`"auto"` picks the compact layout for a rollout with such a leaf."""
 
 META_KEY = b"trajkit"
 FORMAT = "trajkit-arrow"
@@ -50,23 +63,42 @@ def reset_column(column: str) -> str:
     return "reset_" + column
 
 
-def _needed(layout: dict[str, Any]) -> dict[str, tuple[str, list[int]]]:
-    """Every column the layout names: its kind (`index`, `number`, `text`) and cell shape."""
-    needed: dict[str, tuple[str, list[int]]] = {name: ("index", []) for name in _INDEX}
-    needed.update({name: ("number", []) for name in _FLAGS})
+def is_compact(layout: dict[str, Any]) -> bool:
+    """Whether a (checked) layout is the compact one."""
+    return bool(layout.get("style") == "compact")
+
+
+def cell_bytes(item: dict[str, Any]) -> int:
+    """The bytes of one cell of a leaf or output of the layout (its dtype times its shape)."""
+    return int(np.dtype(item["dtype"]).itemsize * np.prod(item["shape"], dtype=np.int64))
+
+
+def _kind(item: dict[str, Any]) -> str:
+    return "binary" if item.get("binary") else "number"
+
+
+def _needed(layout: dict[str, Any]) -> dict[str, tuple[str, dict[str, Any]]]:
+    """Every column the layout names: its kind, and the leaf or output it holds.
+
+    Kinds: `index`, `number`, `binary`, `text`; the leaf or output gives the dtype and cell
+    shape (empty for the layout's own columns).
+    """
+    none: dict[str, Any] = {"shape": []}
+    needed = dict.fromkeys(_INDEX, ("index", none))
+    needed.update(dict.fromkeys(_FLAGS, ("number", none)))
     if not layout["truncation"]:
         del needed["final_value"]
-    needed["info"] = ("text", [])
+    needed["info"] = ("text", none)
     for field in ("obses", "states"):
         for leaf in layout["fields"][field]["leaves"]:
             if leaf["column"] is not None:
-                needed[leaf["column"]] = needed[leaf["next"]] = ("number", leaf["shape"])
+                needed[leaf["column"]] = needed[leaf["next"]] = (_kind(leaf), leaf)
     if layout.get("final_obs"):
         for leaf in layout["fields"]["obses"]["leaves"]:
             if leaf["column"] is not None:
-                needed[reset_column(leaf["column"])] = ("number", leaf["shape"])
+                needed[reset_column(leaf["column"])] = (_kind(leaf), leaf)
     for item in layout["model_outs"]:
-        needed[item["column"]] = needed[item["next"]] = ("number", item["shape"])
+        needed[item["column"]] = needed[item["next"]] = (_kind(item), item)
     return needed
 
 
@@ -91,11 +123,25 @@ def check_columns(pa: Any, table: Any, layout: dict[str, Any]) -> None:
                 f"the table has a column {name!r}, but {why}; drop it or fix the layout "
                 "(trajkit does not drop data it cannot place)"
             )
-    for name, (kind, shape) in needed.items():
-        check_type(pa, name, table.schema.field(name).type, kind, shape)
+    for name, (kind, item) in needed.items():
+        type_ = table.schema.field(name).type
+        if kind == "binary":
+            _check_binary(pa, name, type_, item)
+        else:
+            check_type(pa, name, type_, kind, item["shape"])
+
+
+def _check_binary(pa: Any, name: str, type_: Any, item: dict[str, Any]) -> None:
+    size = cell_bytes(item)
+    if not (pa.types.is_fixed_size_binary(type_) and type_.byte_width == size):
+        raise ValueError(
+            f"column {name!r} has type {type_}; the layout stores it as bytes, "
+            f"fixed_size_binary[{size}] ({item['dtype']} of shape {item['shape']})"
+        )
 
 
 def check_type(pa: Any, name: str, type_: Any, kind: str, shape: Sequence[int] = ()) -> None:
+    """A column of type `type_` can hold `kind` (`text`, `index`, `number`) of cell `shape`."""
     types = pa.types
     if kind == "text":
         if types.is_string(type_) or types.is_large_string(type_) or types.is_null(type_):
@@ -179,32 +225,20 @@ def _check_layout(layout: dict[str, Any]) -> dict[str, Any]:
     fields = layout.get("fields")
     if not isinstance(fields, dict) or set(fields) != {"obses", "states"}:
         raise _bad_layout("'fields' must name 'obses' and 'states'")
+    style = layout.get("style", "readable")
+    if style not in ("readable", "compact"):
+        raise _bad_layout(f"'style' must be 'readable' or 'compact' (or absent), got {style!r}")
     columns: set[str] = {*_INDEX, *_FLAGS, "info", LAYOUT_COLUMN}
     for field in ("obses", "states"):
-        _check_field(field, fields[field], columns)
+        _check_field(field, fields[field], columns, style)
     outs = layout.get("model_outs")
     if not isinstance(outs, list):
         raise _bad_layout("'model_outs' must be a list")
     keys: set[str] = set()
     for item in outs:
-        if not (
-            isinstance(item, dict)
-            and set(item) - {"per_step"} == {"key", "column", "next", "dtype", "shape"}
-            and all(isinstance(item[k], str) for k in ("key", "column", "next"))
-            and item.get("per_step", True) is True
-        ):
-            raise _bad_layout(
-                "each of 'model_outs' must be {'key': str, 'column': str, 'next': str, "
-                "'dtype': str, 'shape': [int, ...]}, with 'per_step': true for a per-step "
-                "scalar output"
-            )
-        name = f"model output {item['key']!r}"
-        _check_dtype(item["dtype"], name)
-        _check_shape(item["shape"], name)
-        if item.get("per_step") and item["shape"]:
-            raise _bad_layout(f"{name} is a per-step scalar ('per_step': true) with a shape")
+        _check_output(item, style)
         if item["key"] in keys:
-            raise _bad_layout(f"{name} is listed twice")
+            raise _bad_layout(f"model output {item['key']!r} is listed twice")
         keys.add(item["key"])
         _claim(item["column"], columns)
         _claim(item["next"], columns)
@@ -212,6 +246,37 @@ def _check_layout(layout: dict[str, Any]) -> dict[str, Any]:
         raise _bad_layout("'truncation' must be true or false")
     _check_final_obs(layout, columns)
     return layout
+
+
+def _check_output(item: Any, style: str) -> None:
+    """One of `model_outs`: key, columns, dtype, shape; `per_step` and `binary` if any."""
+    if not (
+        isinstance(item, dict)
+        and set(item) - {"per_step", "binary"} == {"key", "column", "next", "dtype", "shape"}
+        and all(isinstance(item[k], str) for k in ("key", "column", "next"))
+        and item.get("per_step", True) is True
+    ):
+        raise _bad_layout(
+            "each of 'model_outs' must be {'key': str, 'column': str, 'next': str, "
+            "'dtype': str, 'shape': [int, ...]}, with 'per_step': true for a per-step "
+            "scalar output"
+        )
+    name = f"model output {item['key']!r}"
+    _check_cell(item, name, style)
+    if item.get("per_step") and item["shape"]:
+        raise _bad_layout(f"{name} is a per-step scalar ('per_step': true) with a shape")
+
+
+def _check_cell(item: dict[str, Any], name: str, style: str) -> None:
+    """A leaf's or output's `dtype` and `shape`, and `binary` (only in the compact layout)."""
+    _check_dtype(item["dtype"], name)
+    _check_shape(item["shape"], name)
+    binary = item.get("binary", False)
+    if binary is not False and not (binary is True and style == "compact" and item["shape"]):
+        raise _bad_layout(
+            f"{name} has 'binary': {binary!r}; only a leaf with a shape, in the compact "
+            "layout ('style': 'compact'), is stored as bytes ('binary': true)"
+        )
 
 
 def _check_final_obs(layout: dict[str, Any], columns: set[str]) -> None:
@@ -238,12 +303,15 @@ def _claim(column: str, columns: set[str]) -> None:
 
 
 def _check_dtype(dtype_text: Any, name: str) -> None:
+    """A dtype trajkit files store (`SUPPORTED_DTYPES`: no float128, no complex, no object)."""
     try:
         dtype = np.dtype(dtype_text) if isinstance(dtype_text, str) else None
     except TypeError:
         dtype = None
-    if dtype is None or dtype.kind not in "biuf" or dtype.shape:
-        raise _bad_layout(f"{name} has dtype {dtype_text!r}, not a real numeric or bool dtype")
+    if dtype is None or dtype.shape or dtype.name not in SUPPORTED_DTYPES:
+        raise _bad_layout(
+            f"{name} has dtype {dtype_text!r}; trajkit stores {', '.join(SUPPORTED_DTYPES)}"
+        )
 
 
 def _check_shape(shape: Any, name: str) -> None:
@@ -258,7 +326,7 @@ def _check_shape(shape: Any, name: str) -> None:
         )
 
 
-def _check_field(field: str, entry: Any, columns: set[str]) -> None:
+def _check_field(field: str, entry: Any, columns: set[str], style: str) -> None:
     """One field's entry: `nested`, and leaves with a path, a dtype, a shape and columns."""
     if not (
         isinstance(entry, dict)
@@ -268,38 +336,7 @@ def _check_field(field: str, entry: Any, columns: set[str]) -> None:
     ):
         raise _bad_layout(f"{field!r} must have 'nested' (true/false) and a list of leaves")
     for leaf in entry["leaves"]:
-        if not (
-            isinstance(leaf, dict) and set(leaf) == {"column", "next", "path", "dtype", "shape"}
-        ):
-            raise _bad_layout(
-                f"each leaf of {field!r} must have 'column', 'next', 'path', 'dtype' and 'shape'"
-            )
-        path = leaf["path"]
-        if not (
-            isinstance(path, list)
-            and len(path) <= _MAX_PATH
-            and all(type(key) is str or (type(key) is int and key >= 0) for key in path)
-        ):
-            raise _bad_layout(
-                f"a leaf path of {field!r} must be a list of at most {_MAX_PATH} keys (str) "
-                "and indices (int)"
-            )
-        name = f"leaf {_tree.format_path(field, path)}"
-        _check_dtype(leaf["dtype"], name)
-        _check_shape(leaf["shape"], name)
-        column, after = leaf["column"], leaf["next"]
-        if column is None and after is None:
-            if 0 not in leaf["shape"]:
-                raise _bad_layout(
-                    f"{name} has no column, so its 'shape' must have a 0 in it (no values per row)"
-                )
-        elif isinstance(column, str) and isinstance(after, str):
-            _claim(column, columns)
-            _claim(after, columns)
-        else:
-            raise _bad_layout(
-                f"{name} must have a 'column' and a 'next' column (strings), or neither"
-            )
+        _check_leaf(field, leaf, columns, style)
     if not entry["nested"]:
         (first, *rest) = entry["leaves"]
         if rest or first["path"]:
@@ -310,3 +347,40 @@ def _check_field(field: str, entry: Any, columns: set[str]) -> None:
             )
     elif any(not leaf["path"] for leaf in entry["leaves"]):
         raise _bad_layout(f"{field!r} is nested but has a leaf with an empty path")
+
+
+def _check_leaf(field: str, leaf: Any, columns: set[str], style: str) -> None:
+    """One leaf: its keys, its tree path, its cell, and its columns (claimed once each)."""
+    keys = {"column", "next", "path", "dtype", "shape"}
+    if not (isinstance(leaf, dict) and set(leaf) - {"binary"} == keys):
+        raise _bad_layout(
+            f"each leaf of {field!r} must have 'column', 'next', 'path', 'dtype' and 'shape'"
+        )
+    path = leaf["path"]
+    if not (
+        isinstance(path, list)
+        and len(path) <= _MAX_PATH
+        and all(type(key) is str or (type(key) is int and key >= 0) for key in path)
+    ):
+        raise _bad_layout(
+            f"a leaf path of {field!r} must be a list of at most {_MAX_PATH} keys (str) "
+            "and indices (int)"
+        )
+    name = f"leaf {_tree.format_path(field, path)}"
+    _check_cell(leaf, name, style)
+    _check_leaf_columns(leaf, name, columns)
+
+
+def _check_leaf_columns(leaf: dict[str, Any], name: str, columns: set[str]) -> None:
+    """A leaf has a column and a `next` column, or (no values per row) neither."""
+    column, after = leaf["column"], leaf["next"]
+    if column is None and after is None:
+        if 0 not in leaf["shape"]:
+            raise _bad_layout(
+                f"{name} has no column, so its 'shape' must have a 0 in it (no values per row)"
+            )
+    elif isinstance(column, str) and isinstance(after, str):
+        _claim(column, columns)
+        _claim(after, columns)
+    else:
+        raise _bad_layout(f"{name} must have a 'column' and a 'next' column (strings), or neither")
