@@ -89,7 +89,9 @@ def _legacy(table: Any, r: trajkit.Rollout) -> Any:
     """`table` with `reset_obs` null but at episode ends, as trajkit wrote it before."""
     ends = (r.dones[1:] == 1).reshape(-1)
     reset = table.column("reset_obs").to_pylist()
-    return with_column(table, "reset_obs", [v if e else None for v, e in zip(reset, ends)])
+    return with_column(
+        table, "reset_obs", [v if e else None for v, e in zip(reset, ends, strict=True)]
+    )
 
 
 def test_without_final_obses_the_layout_is_as_before() -> None:
