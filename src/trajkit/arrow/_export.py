@@ -385,19 +385,19 @@ def _next_obs_columns(columns: _Columns, context: _Context, steps: tuple[int, in
 
     With `final_obses`, `reset_obs...` holds `obses[t + 1]` too: at an episode end, the
     observation the env reset to (the next row's `obs`, or the bootstrap row's at the last
-    step). The compact layout stores `next_obs...` only at the last step and at episode ends,
-    `reset_obs...` only at episode ends on the last step: elsewhere they are the next row's
-    `obs`, and null.
+    step). For a leaf stored as bytes (compact layout), `next_obs...` holds values only on
+    the last step and at episode ends, `reset_obs...` only at episode ends on the last step:
+    elsewhere they are the next row's `obs`, and null.
     """
-    (t0, t1), compact = steps, context.style == "compact"
+    (t0, t1), binary = steps, context.binary
     ends, last = context.ends[t0:t1], context.last_step(t0, t1)
     for name, leaf in context.obses:
         after = leaf[t0 + 1 : t1 + 1]
         if name not in context.finals:
-            _next(columns, "next_" + name, after, last, compact)
+            _next(columns, "next_" + name, after, last)
             continue
         finals = context.finals[name][context.ends_before[t0] : context.ends_before[t1]]
-        if compact:
+        if name in binary:
             values = np.zeros(after.shape, after.dtype)
             values[last] = after[last]
             values[ends] = finals
@@ -409,19 +409,14 @@ def _next_obs_columns(columns: _Columns, context: _Context, steps: tuple[int, in
     for name, leaf in context.obses:
         if name in context.finals:
             after = leaf[t0 + 1 : t1 + 1]
-            _next(columns, reset_column(name), after, ends & last, compact)
+            _next(columns, reset_column(name), after, ends & last)
 
 
 def _next(
-    columns: _Columns,
-    name: str,
-    after: AnyArray,
-    last: AnyArray,
-    compact: bool,
-    later: bool = False,
+    columns: _Columns, name: str, after: AnyArray, last: AnyArray, later: bool = False
 ) -> None:
-    """A `next_` column: every value (readable), or only those at `last` (compact)."""
-    if compact:
+    """A `next_` column: every value, or of a binary leaf only those at `last` (compact)."""
+    if name in columns.binary:
         columns.sparse(name, after, last, later=later)
     else:
         columns.leaf(name, after, later=later)
@@ -429,7 +424,7 @@ def _next(
 
 def _output_and_state_columns(columns: _Columns, context: _Context, steps: tuple[int, int]) -> None:
     """The other outputs and the states at t, then every output and state at t + 1."""
-    (t0, t1), B, compact = steps, context.B, context.style == "compact"
+    (t0, t1), B = steps, context.B
     last = context.last_step(t0, t1)
     outs = context.rollout.model_outs.arrays
     for key, array in outs.items():
@@ -437,11 +432,11 @@ def _output_and_state_columns(columns: _Columns, context: _Context, steps: tuple
             columns.leaf(_output_columns(key)[0], _per_env(array, B)[t0:t1])
     for key in sorted(outs, key=lambda key: key != "actions"):  # next_action first
         after = _per_env(outs[key], B)[t0 + 1 : t1 + 1]
-        _next(columns, _output_columns(key)[1], after, last, compact, later=True)
+        _next(columns, _output_columns(key)[1], after, last, later=True)
     for name, leaf in context.states:
         columns.leaf(name, leaf[t0:t1])
     for name, leaf in context.states:
-        _next(columns, "next_" + name, leaf[t0 + 1 : t1 + 1], last, compact, later=True)
+        _next(columns, "next_" + name, leaf[t0 + 1 : t1 + 1], last, later=True)
 
 
 def _per_env(array: AnyArray, B: int) -> AnyArray:

@@ -22,7 +22,6 @@ from trajkit._models.rules import FIELD_RULES, conform_into, lossless
 from trajkit.arrow._export import new_episodes
 from trajkit.arrow._layout import (
     check_columns,
-    is_compact,
     load_compute,
     load_pyarrow,
     read_layout,
@@ -50,7 +49,6 @@ def read_table(table: Any, max_rows: int | None) -> tuple[Rollout, AnyArray]:
             "'rollout' column (read_parquet does) before from_arrow"
         )
     grid = _Grid.of(pa, table)
-    grid.compact = is_compact(layout)
     float32 = np.dtype(np.float32)
     flag = FIELD_RULES["truncated"]
     starts = conform_into(FIELD_RULES["dones"], float32, grid.cells("is_first"), "is_first")
@@ -208,10 +206,10 @@ _LEGACY_RESET = (
     "the layout's 'final_obs': true puts a value there at every step, or, as earlier trajkit "
     "versions wrote it, exactly at episode ends"
 )
-_COMPACT_NEXT = "the compact layout stores a 'next_' value on the last step only"
+_COMPACT_NEXT = "the compact layout stores the 'next_' bytes of a leaf on the last step only"
 _FINALS = (
-    "the compact layout stores 'next_obs' values at episode ends and on the last step, "
-    "'reset_obs' values at episode ends on the last step"
+    "the compact layout stores the 'next_obs' bytes of a leaf at episode ends and on the last "
+    "step, its 'reset_obs' bytes at episode ends on the last step"
 )
 
 
@@ -229,7 +227,6 @@ class _Grid:
 
     def __init__(self, pa: Any, table: Any, T: int, B: int, order: AnyArray | None) -> None:
         self.pa, self.table, self.T, self.B, self.order = pa, table, T, B, order
-        self.compact = False
 
     @classmethod
     def of(cls, pa: Any, table: Any) -> _Grid:
@@ -400,11 +397,11 @@ class _Grid:
     def both(self, item: dict[str, Any]) -> AnyArray:
         """A leaf or output's column and its `next_` column as `[T+1, B, ...]`, checked to agree.
 
-        In the compact layout, the `next_` column holds a value on the last step only.
+        For bytes (compact layout), the `next_` column holds a value on the last step only.
         """
         shape = item["shape"]
         full = self._filled(item["column"], shape, item, 1)
-        if self.compact:
+        if item.get("binary"):
             full[-1] = self.cells_at(
                 item["next"], shape, self.last_step(), "last step", item, _COMPACT_NEXT
             )
@@ -423,7 +420,7 @@ class _Grid:
         """
         shape = leaf["shape"]
         full = self._filled(leaf["column"], shape, leaf, 1)
-        if self.compact:
+        if leaf.get("binary"):
             return self._compact_finals(leaf, ends, full)
         after = self.cells(leaf["next"], shape, leaf)
         reset_name = reset_column(leaf["column"])
@@ -443,10 +440,10 @@ class _Grid:
     def _compact_finals(
         self, leaf: dict[str, Any], ends: AnyArray, full: AnyArray
     ) -> tuple[AnyArray, AnyArray]:
-        """`with_finals` in the compact layout.
+        """`with_finals` of a leaf stored as bytes (compact layout).
 
-        There `next_obs...` holds values at episode ends and on the last step, `reset_obs...`
-        at episode ends on the last step.
+        Its `next_obs...` holds values at episode ends and on the last step, its
+        `reset_obs...` at episode ends on the last step.
         """
         shape, last = leaf["shape"], self.last_step()
         where = ends | last

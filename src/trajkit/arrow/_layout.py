@@ -63,11 +63,6 @@ def reset_column(column: str) -> str:
     return "reset_" + column
 
 
-def is_compact(layout: dict[str, Any]) -> bool:
-    """Whether a (checked) layout is the compact one."""
-    return bool(layout.get("style") == "compact")
-
-
 def cell_bytes(item: dict[str, Any]) -> int:
     """The bytes of one cell of a leaf or output of the layout (its dtype times its shape)."""
     return int(np.dtype(item["dtype"]).itemsize * np.prod(item["shape"], dtype=np.int64))
