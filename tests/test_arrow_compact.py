@@ -283,3 +283,47 @@ def test_compact_next_values_where_the_layout_has_none_are_refused() -> None:
         ),
     ):
         ta.from_arrow(table.set_column(table.column_names.index("obs.image"), "obs.image", wrong))
+
+
+def test_export_of_a_folder_streams_its_files_in_order(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from trajkit.cli import main
+
+    rs = [example_rollout(num_steps=3, num_envs=2, seed=s) for s in range(11)]
+    (tmp_path / "runs" / "later").mkdir(parents=True)
+    for i, r in enumerate(rs[:10]):
+        trajkit.save(r, tmp_path / "runs" / f"r{i}.npz")  # r10 after r9: numbers as numbers
+    trajkit.save(rs[10], tmp_path / "runs" / "later" / "r0.npz")  # subfolders after files
+    out = tmp_path / "runs.parquet"
+    assert main(["export", str(tmp_path / "runs"), "--out", str(out), "--layout", "compact"]) == 0
+    assert capsys.readouterr().out == f"{out}: 11 rollout(s), 66 rows\n"
+    assert ta.read_parquet(out) == rs
+    (tmp_path / "runs" / "r5.npz").write_bytes(b"not a zip")
+    out.unlink()
+    assert main(["export", str(tmp_path / "runs"), "--out", str(out)]) == 1
+    assert "r5.npz: invalid:" in capsys.readouterr().err
+    assert not out.exists()
+    assert main(["export", str(tmp_path / "missing"), "--out", str(out)]) == 1
+    assert "missing: invalid: no such file or directory" in capsys.readouterr().err
+
+
+def test_rollouts_from_a_generator_are_written_as_they_come(tmp_path: Path) -> None:
+    rs = [example_rollout(num_steps=3, num_envs=2, seed=s) for s in range(3)]
+    taken: list[int] = []
+
+    def lazily() -> Any:
+        for i, r in enumerate(rs):
+            taken.append(i)
+            yield r
+
+    ta.write_parquet(lazily(), tmp_path / "runs.parquet")
+    assert taken == [0, 1, 2]
+    assert ta.read_parquet(tmp_path / "runs.parquet") == rs
+    with pytest.raises(ValueError, match="^write_parquet needs at least one rollout$"):
+        ta.write_parquet(iter([]), tmp_path / "none.parquet")
+    assert not (tmp_path / "none.parquet").exists()
+    trajkit.save(rs[0], tmp_path / "r.npz")
+    mapped = trajkit.load(tmp_path / "r.npz", mmap=True)
+    with pytest.raises(ValueError, match="^cannot write to .*r.npz: it is also an input"):
+        ta.write_parquet(iter([mapped]), tmp_path / "r.npz")

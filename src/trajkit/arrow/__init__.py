@@ -49,7 +49,7 @@ Examples:
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -57,13 +57,14 @@ import numpy as np
 from trajkit._base.optional import require
 from trajkit._base.types import AnyArray
 from trajkit._core import tree as _tree
-from trajkit._io.atomic import atomic_write
+from trajkit._io.atomic import atomic_write, same_file
 from trajkit._io.mapped import mapped_files
 from trajkit._io.remote import is_url
 from trajkit._models.arrays import first_true
 from trajkit._models.rollout import Rollout
 from trajkit.arrow._export import (
     ROW_GROUP_BYTES,
+    EpisodeIds,
     episode_ids,
     resolve_style,
     rollout_table,
@@ -218,7 +219,10 @@ def write_parquet(
     ids run across the rollouts: consecutive rollouts of one recorder (an env's episode
     going on from one into the next) give that episode one id.
 
-    The file is written as it is built, one row group at a time: whole steps of one rollout,
+    The rollouts are taken one at a time: an iterable that is not a sequence (a generator
+    loading files) is read as the file is written, and a rollout read from `path` (by
+    identity, as below) is refused when it comes. The file is written as it is built, one row
+    group at a time: whole steps of one rollout,
     about `row_group_bytes` of leaf values each, made from views of the rollout's arrays
     (zero-copy for the compact layout's bytes) and freed once written. So the memory it takes
     is about two row groups besides the rollouts, whatever their size (memory-mapped rollouts,
@@ -263,43 +267,75 @@ def write_parquet(
     """
     load_pyarrow()
     parquet = require("pyarrow.parquet", "arrow", "trajkit.arrow")
-    items = [rollouts] if isinstance(rollouts, Rollout) else list(rollouts)
-    if not items:
-        raise ValueError("write_parquet needs at least one rollout")
+    items: Iterable[Rollout] = [rollouts] if isinstance(rollouts, Rollout) else rollouts
     if type(row_group_bytes) is not int or row_group_bytes < 1:
         raise ValueError(f"row_group_bytes must be a positive int, got {row_group_bytes!r}")
-    style = resolve_style(items[0], layout)
-    ids = episode_ids(items)
+    if layout not in ("auto", "readable", "compact"):
+        raise ValueError(f"layout must be 'auto', 'readable' or 'compact', got {layout!r}")
+    where = os.fspath(path)
+    lazy = not isinstance(items, Sequence)
+    if not lazy and not items:
+        raise ValueError("write_parquet needs at least one rollout")
 
     def write(file: Any, filesystem: Any = None) -> None:
-        writer = None
+        writer = _Writer(parquet, file, filesystem, options)
         try:
+            numbering, style = EpisodeIds(), None
             for i, r in enumerate(items):
-                for table in rollout_tables(r, i, ids[i], tensor_type, style, row_group_bytes):
-                    if writer is None:
-                        settings = _writer_options(table.schema, options)
-                        writer = parquet.ParquetWriter(
-                            file, table.schema, filesystem=filesystem, **settings
-                        )
-                    elif not table.schema.equals(writer.schema, check_metadata=True):
-                        raise ValueError(
-                            f"rollout {i} differs in structure from rollout 0 (fields, leaves, "
-                            "dtypes or model outputs); write such rollouts to separate files"
-                        )
-                    writer.write_table(table, row_group_size=table.num_rows)
+                if lazy and not is_url(where):
+                    _refuse_target(where, r)
+                style = style or resolve_style(r, layout)
+                ids = numbering.next(r)
+                for table in rollout_tables(r, i, ids, tensor_type, style, row_group_bytes):
+                    writer.write(table, i)
         finally:
-            if writer is not None:
-                writer.close()
+            writer.close()
+        if writer.writer is None:
+            raise ValueError("write_parquet needs at least one rollout")
 
-    where = os.fspath(path)
     if is_url(where):
         filesystem, inside = require("pyarrow.fs", "arrow", "trajkit.arrow").FileSystem.from_uri(
             where
         )
         write(inside, filesystem)
         return
-    sources = mapped_files(leaf for r in items for leaf in _rollout_arrays(r))
+    sources = [] if lazy else mapped_files(leaf for r in items for leaf in _rollout_arrays(r))
     atomic_write(where, write, inputs=sources, verb="write", by="write_parquet()")
+
+
+class _Writer:
+    """A `ParquetWriter` made on the first table, that checks each next table's schema."""
+
+    def __init__(self, parquet: Any, file: Any, filesystem: Any, options: dict[str, Any]):
+        self.parquet, self.file, self.filesystem, self.options = parquet, file, filesystem, options
+        self.writer: Any = None
+
+    def write(self, table: Any, index: int) -> None:
+        """Write `table` (of rollout `index`) as one row group."""
+        if self.writer is None:
+            settings = _writer_options(table.schema, self.options)
+            self.writer = self.parquet.ParquetWriter(
+                self.file, table.schema, filesystem=self.filesystem, **settings
+            )
+        elif not table.schema.equals(self.writer.schema, check_metadata=True):
+            raise ValueError(
+                f"rollout {index} differs in structure from rollout 0 (fields, leaves, "
+                "dtypes or model outputs); write such rollouts to separate files"
+            )
+        self.writer.write_table(table, row_group_size=table.num_rows)
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+
+
+def _refuse_target(where: str, rollout: Rollout) -> None:
+    """Refuse to write over a file `rollout` is memory-mapped from (as `atomic_write` does)."""
+    for source in mapped_files(_rollout_arrays(rollout)):
+        if same_file(where, source):
+            raise ValueError(
+                f"cannot write to {where}: it is also an input ({source}); write to another path"
+            )
 
 
 def _writer_options(schema: Any, options: dict[str, Any]) -> dict[str, Any]:

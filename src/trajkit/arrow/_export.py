@@ -114,18 +114,27 @@ def new_episodes(dones: AnyArray, carried: AnyArray) -> AnyArray:
 
 
 def episode_ids(rollouts: Sequence[Rollout]) -> list[AnyArray]:
-    """Each rollout's `[T, B]` episode ids, numbered across the sequence.
+    """Each rollout's `[T, B]` episode ids, numbered across the sequence (see `EpisodeIds`)."""
+    numbering = EpisodeIds()
+    return [numbering.next(r) for r in rollouts]
+
+
+class EpisodeIds:
+    """Episode ids numbered across rollouts given one after the other.
 
     Within a rollout, new ids go env by env (env b's episodes after env b-1's). An env's
     first row keeps the id of its episode in the previous rollout when that rollout has the
     same number of envs, did not end the episode there (`dones[T]` is 0) and this one does
     not start one (`dones[0]` is 0): consecutive rollouts of one recorder.
     """
-    ids: list[AnyArray] = []
-    next_id = 0
-    running: AnyArray | None = None  # per env, the id going on past the previous rollout, or -1
-    for r in rollouts:
-        B = r.batch_size
+
+    def __init__(self) -> None:
+        self.next_id = 0
+        self.running: AnyArray | None = None  # per env, the id going on, or -1
+
+    def next(self, r: Rollout) -> AnyArray:
+        """The `[T, B]` episode ids of `r`, the rollout after the previous ones."""
+        B, running = r.batch_size, self.running
         carried = np.zeros(B, bool)
         if running is not None and len(running) == B:
             carried = (running >= 0) & (r.dones[0] != 1)
@@ -133,11 +142,11 @@ def episode_ids(rollouts: Sequence[Rollout]) -> list[AnyArray]:
         count = np.cumsum(new.T.reshape(-1)).reshape(B, -1).T  # env-major numbering
         seen = np.cumsum(new, axis=0) > 0
         previous = running if running is not None and len(running) == B else np.zeros(B, int)
-        local: AnyArray = np.where(seen, next_id + count - 1, previous[None, :]).astype(np.int64)
-        ids.append(local)
-        next_id += int(new.sum())
-        running = np.where(r.dones[-1] == 1, -1, local[-1])
-    return ids
+        ids: AnyArray = np.where(seen, self.next_id + count - 1, previous[None, :])
+        ids = ids.astype(np.int64)
+        self.next_id += int(new.sum())
+        self.running = np.where(r.dones[-1] == 1, -1, ids[-1])
+        return ids
 
 
 def rollout_table(
