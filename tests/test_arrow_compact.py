@@ -69,6 +69,7 @@ def test_images_are_bytes_and_next_values_are_stored_once(final: bool) -> None:
     T, B = r.num_steps, r.batch_size
     ends = (r.dones[1:] == 1).reshape(-1)
     last = np.arange(T * B) >= (T - 1) * B
+    assert table.column("next_obs.image").type == pa.large_binary()  # nulls take no memory
     stored = ~np.array(table.column("next_obs.image").is_null().to_pylist())
     assert stored.tolist() == ((ends & final) | last).tolist()
     assert table.column("next_obs.vector").null_count == 0  # small leaves: as readable
@@ -257,8 +258,20 @@ def test_compact_next_values_where_the_layout_has_none_are_refused() -> None:
     r = image_rollout(final=False)
     table = ta.to_arrow(r, layout="compact")
     values = table.column("next_obs.image").to_pylist()
-    values[0] = b"\0" * 1024
     i = table.column_names.index("next_obs.image")
+    values[-1] = b"\0" * 1000
+    short = table.set_column(i, "next_obs.image", pa.array(values, pa.large_binary()))
+    T, B = r.num_steps, r.batch_size
+    with pytest.raises(
+        ValueError,
+        match=re.escape(
+            f"column 'next_obs.image' holds 1000 bytes at step {T - 1}, env {B - 1} (row "
+            f"{T * B - 1}), where the layout's cell (|u1 of shape [16, 16, 4]) has 1024"
+        ),
+    ):
+        ta.from_arrow(short)
+    values[-1] = b"\0" * 1024
+    values[0] = b"\0" * 1024
     bad = table.set_column(i, "next_obs.image", pa.array(values, pa.binary(1024)))
     with pytest.raises(
         ValueError,

@@ -13,6 +13,7 @@ from trajkit._base.types import AnyArray
 from trajkit._core import tree as _tree
 from trajkit._io.infos import info_entries, sparse_infos_to_json
 from trajkit._models.rollout import Rollout, given_infos
+from trajkit.arrow._buffers import from_numpy, strings, validity
 from trajkit.arrow._layout import (
     BINARY_MIN_BYTES,
     FORMAT,
@@ -44,10 +45,10 @@ def _leaf_column(
     values = np.ascontiguousarray(array).reshape(-1)
     if nulls is None:
         mask = None
-        flat = pa.array(values)
+        flat = from_numpy(pa, values)
     else:
-        mask = pa.array(nulls.reshape(-1))
-        flat = pa.array(values, mask=None if cell else nulls.reshape(-1))
+        mask = from_numpy(pa, nulls)
+        flat = from_numpy(pa, values, None if cell else ~nulls)
     if not cell:
         return flat
     if tensor_type == "extension":
@@ -61,18 +62,25 @@ def _leaf_column(
 
 
 def _binary_column(pa: Any, array: AnyArray, nulls: AnyArray | None = None) -> Any:
-    """A `[T, B, ...]` array as T*B fixed-size binary values (each cell's bytes), zero-copy.
+    """A `[T, B, ...]` array as T*B binary values (each cell's bytes), null where `nulls` is.
 
     The values are the cells' bytes in C order and the array's byte order, as the layout's
-    dtype says: `numpy.frombuffer(value, dtype).reshape(shape)` gives a cell back.
+    dtype says: `numpy.frombuffer(value, dtype).reshape(shape)` gives a cell back. Without
+    nulls, `fixed_size_binary` and zero-copy; with nulls (the `next_` columns of the compact
+    layout), `large_binary` holding only the values there are: a fixed-size null takes its
+    full width in every reader's memory.
     """
     rows = array.shape[0] * array.shape[1]
     width = array.dtype.itemsize * int(np.prod(array.shape[2:], dtype=np.int64))
-    data = pa.py_buffer(np.ascontiguousarray(array).reshape(-1).view(np.uint8))
-    validity = None
-    if nulls is not None:
-        validity = pa.array(~nulls.reshape(-1)).buffers()[1]
-    return pa.FixedSizeBinaryArray.from_buffers(pa.binary(width), rows, [validity, data])
+    if nulls is None:
+        data = pa.py_buffer(np.ascontiguousarray(array).reshape(-1).view(np.uint8))
+        return pa.FixedSizeBinaryArray.from_buffers(pa.binary(width), rows, [None, data])
+    valid = ~nulls.reshape(-1)
+    values = np.ascontiguousarray(array.reshape(rows, -1)[valid])
+    offsets = np.zeros(rows + 1, np.int64)
+    np.cumsum(valid * width, out=offsets[1:])
+    buffers = [validity(pa, valid), pa.py_buffer(offsets), pa.py_buffer(values.view(np.uint8))]
+    return pa.Array.from_buffers(pa.large_binary(), rows, buffers)
 
 
 def is_binary(style: Style, dtype: np.dtype[Any], shape: tuple[int, ...]) -> bool:
@@ -197,7 +205,7 @@ def rollout_tables(
         rows = (t1 - t0) * B
         table["info"] = _info_column(pa, texts, t0 * B, rows)
         first = [layout_text] if t0 == 0 else [None]
-        table[LAYOUT_COLUMN] = pa.array(first + [None] * (rows - 1), pa.string())
+        table[LAYOUT_COLUMN] = strings(pa, first + [None] * (rows - 1))
         yield pa.table(table).replace_schema_metadata(metadata)
 
 
@@ -333,7 +341,7 @@ class _Columns:
 
     def flat(self, name: str, values: AnyArray) -> None:
         """One of the layout's own columns, from a flat array."""
-        self.now[name] = self.pa.array(values)
+        self.now[name] = from_numpy(self.pa, values)
 
     def leaf(
         self, name: str, array: AnyArray, *, later: bool = False, nulls: AnyArray | None = None
@@ -481,4 +489,4 @@ def _info_column(pa: Any, texts: list[tuple[int, str]] | None, start: int, rows:
     rows_of = [row for row, _ in texts]  # ascending
     for row, text in texts[bisect_left(rows_of, start) : bisect_left(rows_of, start + rows)]:
         column[row - start] = text
-    return pa.array(column, pa.string())
+    return strings(pa, column)

@@ -19,6 +19,7 @@ from trajkit._io.infos import (
 from trajkit._models.arrays import first_true, fmt_index
 from trajkit._models.rollout import Rollout
 from trajkit._models.rules import FIELD_RULES, conform_into, lossless
+from trajkit.arrow._buffers import from_numpy, to_numpy
 from trajkit.arrow._export import new_episodes
 from trajkit.arrow._layout import (
     check_columns,
@@ -214,12 +215,39 @@ _FINALS = (
 
 
 def binary_values(column: Any, dtype: np.dtype[Any], shape: Sequence[int]) -> AnyArray:
-    """A fixed-size binary array's values (no nulls) as `[len, *shape]` of `dtype`, zero-copy."""
-    width = column.type.byte_width
-    data = column.buffers()[1]
-    raw = np.frombuffer(data, np.uint8, count=len(column) * width, offset=column.offset * width)
-    values: AnyArray = raw.view(dtype).reshape(len(column), *shape)
+    """A binary array's values (no nulls) as `[len, *shape]` of `dtype`, zero-copy.
+
+    Fixed-size binary of the cell's size, or variable-size binary whose values are each
+    exactly one cell long (refused otherwise, naming the first row that is not).
+    """
+    n = len(column)
+    width = int(dtype.itemsize * np.prod(shape, dtype=np.int64))
+    data = column.buffers()[-1]
+    if str(column.type).startswith("fixed_size_binary"):
+        start = column.offset * width
+    else:
+        kind = np.int64 if "large" in str(column.type) else np.int32
+        offsets = np.frombuffer(
+            column.buffers()[1], kind, count=n + 1, offset=column.offset * np.dtype(kind).itemsize
+        )
+        lengths = np.diff(offsets)
+        if (lengths != width).any():
+            row = int(np.argmax(lengths != width))
+            raise _CellSizeError(row, int(lengths[row]), width)
+        start = int(offsets[0])
+    if data is None:
+        return np.zeros((0, *shape), dtype)
+    raw = np.frombuffer(data, np.uint8, count=n * width, offset=start)
+    values: AnyArray = raw.view(dtype).reshape(n, *shape)
     return values
+
+
+class _CellSizeError(ValueError):
+    """A binary value of another length than the layout's cell (its row, length, width)."""
+
+    def __init__(self, row: int, length: int, width: int) -> None:
+        super().__init__(row, length, width)
+        self.row, self.length, self.width = row, length, width
 
 
 class _Grid:
@@ -265,7 +293,7 @@ class _Grid:
     def _column(self, name: str) -> Any:
         column = self.table.column(name).combine_chunks()
         if self.order is not None:
-            column = column.take(self.pa.array(self.order))
+            column = column.take(from_numpy(self.pa, self.order))
         return column
 
     def cells(
@@ -292,7 +320,7 @@ class _Grid:
 
     def _no_nulls(self, name: str, column: Any) -> None:
         if column.null_count:
-            nulls = column.is_null().to_numpy(zero_copy_only=False)
+            nulls = to_numpy(column.is_null())
             raise ValueError(
                 f"column {name!r} is null at {self._where(int(np.argmax(nulls)))}; a "
                 "rollout has a value at every step"
@@ -302,12 +330,12 @@ class _Grid:
         """A column of bytes in row order, copied chunk by chunk into `[T + extra, B, ...]`."""
         dtype, shape = np.dtype(item["dtype"]), item["shape"]
         out = np.empty(((self.T + extra) * self.B, *shape), dtype)
-        flat = out.reshape(len(out), -1).view(np.uint8).reshape(len(out), -1)
         start = 0
-        for chunk in self.table.column(name).chunks:
-            if chunk.null_count:
-                self._no_nulls(name, self.table.column(name))
-            flat[start : start + len(chunk)] = binary_values(chunk, np.dtype(np.uint8), (-1,))
+        column = self.table.column(name)
+        if column.null_count:
+            self._no_nulls(name, column)
+        for chunk in column.chunks:
+            out[start : start + len(chunk)] = self._values(name, chunk, shape, None, item, start)
             start += len(chunk)
         return out.reshape(self.T + extra, self.B, *shape)
 
@@ -326,14 +354,14 @@ class _Grid:
         """
         column = self._column(name)
         wanted = where.reshape(-1)
-        nulls = column.is_null().to_numpy(zero_copy_only=False)
+        nulls = to_numpy(column.is_null())
         if (nulls == wanted).any():
             i = int(np.argmax(nulls == wanted))
             said = "is null" if nulls[i] else "holds a value"
             want = f"an {what}" if wanted[i] else f"which is no {what}"
             raise ValueError(f"column {name!r} {said} at {self._where(i)}, {want} ({why})")
         picked = np.flatnonzero(wanted)
-        values = self._values(name, column.filter(self.pa.array(wanted)), shape, picked, item)
+        values = self._values(name, column.filter(from_numpy(self.pa, wanted)), shape, picked, item)
         return np.ascontiguousarray(values.reshape(len(picked), *shape))
 
     def _values(
@@ -343,17 +371,25 @@ class _Grid:
         shape: Sequence[int],
         rows: AnyArray | None,
         item: dict[str, Any] | None = None,
+        first: int = 0,
     ) -> AnyArray:
         """The flat values of a column without nulls at its top level.
 
-        Its row i is the grid's cell `rows[i]` (or i, without `rows`), for messages.
+        Its row i is the grid's cell `rows[i]` (or `first + i`, without `rows`), for messages.
         """
         pa = self.pa
-        if item is not None and item.get("binary"):
-            return binary_values(column, np.dtype(item["dtype"]), shape)
 
         def at(i: int) -> str:
-            return self._where(i if rows is None else int(rows[i]))
+            return self._where(first + i if rows is None else int(rows[i]))
+
+        if item is not None and item.get("binary"):
+            try:
+                return binary_values(column, np.dtype(item["dtype"]), shape)
+            except _CellSizeError as exc:
+                raise ValueError(
+                    f"column {name!r} holds {exc.length} bytes at {at(exc.row)}, where the "
+                    f"layout's cell ({item['dtype']} of shape {list(shape)}) has {exc.width}"
+                ) from None
 
         if isinstance(column.type, pa.FixedShapeTensorType):
             column = column.storage
@@ -365,7 +401,7 @@ class _Grid:
             if level and column.null_count:
                 self._inner_null(name, column, per_row, at)
             if not pa.types.is_fixed_size_list(column.type):
-                lengths = load_compute().list_value_length(column).to_numpy(zero_copy_only=False)
+                lengths = to_numpy(load_compute().list_value_length(column))
                 if (lengths != size).any():
                     i = int(np.argmax(lengths != size))
                     raise ValueError(
@@ -377,12 +413,14 @@ class _Grid:
             per_row *= size
         if len(shape_here) and column.null_count:
             self._inner_null(name, column, per_row, at)
-        values: AnyArray = column.to_numpy(zero_copy_only=False)
+        values = to_numpy(column)
+        if values.dtype == np.float16:  # exact; rules compare float16 with int bounds badly
+            values = values.astype(np.float32)
         return values
 
     @staticmethod
     def _inner_null(name: str, column: Any, per_row: int, at: Callable[[int], str]) -> None:
-        nulls = column.is_null().to_numpy(zero_copy_only=False)
+        nulls = to_numpy(column.is_null())
         raise ValueError(
             f"column {name!r} holds a null value at "
             f"{at(int(np.argmax(nulls)) // per_row)}; a rollout has a value at every step"
@@ -509,9 +547,9 @@ def index_column(table: Any, name: str) -> AnyArray:
     """An integer column with no nulls (`rollout`, `step`, `env`), as NumPy."""
     column = table.column(name)
     if column.null_count:
-        nulls = column.is_null().to_numpy()
+        nulls = to_numpy(column.is_null())
         raise ValueError(f"column {name!r} is null at row {int(np.argmax(nulls))}")
-    values: AnyArray = column.to_numpy()
+    values = to_numpy(column)
     if values.dtype.kind == "u" and values.size and int(values.max()) > np.iinfo(np.int64).max:
         row = int(np.argmax(values))
         raise ValueError(f"column {name!r} holds {int(values[row])} at row {row}, out of range")

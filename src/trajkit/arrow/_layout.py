@@ -68,8 +68,10 @@ def cell_bytes(item: dict[str, Any]) -> int:
     return int(np.dtype(item["dtype"]).itemsize * np.prod(item["shape"], dtype=np.int64))
 
 
-def _kind(item: dict[str, Any]) -> str:
-    return "binary" if item.get("binary") else "number"
+def _kind(item: dict[str, Any], sparse: bool = False) -> str:
+    if not item.get("binary"):
+        return "number"
+    return "sparse binary" if sparse else "binary"
 
 
 def _needed(layout: dict[str, Any]) -> dict[str, tuple[str, dict[str, Any]]]:
@@ -87,13 +89,15 @@ def _needed(layout: dict[str, Any]) -> dict[str, tuple[str, dict[str, Any]]]:
     for field in ("obses", "states"):
         for leaf in layout["fields"][field]["leaves"]:
             if leaf["column"] is not None:
-                needed[leaf["column"]] = needed[leaf["next"]] = (_kind(leaf), leaf)
+                needed[leaf["column"]] = (_kind(leaf), leaf)
+                needed[leaf["next"]] = (_kind(leaf, sparse=True), leaf)
     if layout.get("final_obs"):
         for leaf in layout["fields"]["obses"]["leaves"]:
             if leaf["column"] is not None:
-                needed[reset_column(leaf["column"])] = (_kind(leaf), leaf)
+                needed[reset_column(leaf["column"])] = (_kind(leaf, sparse=True), leaf)
     for item in layout["model_outs"]:
-        needed[item["column"]] = needed[item["next"]] = (_kind(item), item)
+        needed[item["column"]] = (_kind(item), item)
+        needed[item["next"]] = (_kind(item, sparse=True), item)
     return needed
 
 
@@ -120,19 +124,30 @@ def check_columns(pa: Any, table: Any, layout: dict[str, Any]) -> None:
             )
     for name, (kind, item) in needed.items():
         type_ = table.schema.field(name).type
-        if kind == "binary":
-            _check_binary(pa, name, type_, item)
+        if kind in ("binary", "sparse binary"):
+            _check_binary(pa, name, type_, item, kind == "sparse binary")
         else:
             check_type(pa, name, type_, kind, item["shape"])
 
 
-def _check_binary(pa: Any, name: str, type_: Any, item: dict[str, Any]) -> None:
-    size = cell_bytes(item)
-    if not (pa.types.is_fixed_size_binary(type_) and type_.byte_width == size):
-        raise ValueError(
-            f"column {name!r} has type {type_}; the layout stores it as bytes, "
-            f"fixed_size_binary[{size}] ({item['dtype']} of shape {item['shape']})"
-        )
+def _check_binary(pa: Any, name: str, type_: Any, item: dict[str, Any], sparse: bool) -> None:
+    """A column of bytes: `fixed_size_binary` of one cell's size.
+
+    Or, `sparse` (the `next_` columns, mostly null), binary values of any length, each
+    checked when read.
+    """
+    types, size = pa.types, cell_bytes(item)
+    if types.is_fixed_size_binary(type_) and type_.byte_width == size:
+        return
+    if sparse and (types.is_binary(type_) or types.is_large_binary(type_)):
+        return
+    expected = (
+        f"large_binary or fixed_size_binary[{size}]" if sparse else f"fixed_size_binary[{size}]"
+    )
+    raise ValueError(
+        f"column {name!r} has type {type_}; the layout stores it as bytes, {expected} "
+        f"({item['dtype']} of shape {item['shape']})"
+    )
 
 
 def check_type(pa: Any, name: str, type_: Any, kind: str, shape: Sequence[int] = ()) -> None:
