@@ -333,10 +333,10 @@ def test_rollouts_from_a_generator_are_written_as_they_come(tmp_path: Path) -> N
     ta.write_parquet(lazily(), tmp_path / "runs.parquet")
     assert taken == [0, 1, 2]
     assert ta.read_parquet(tmp_path / "runs.parquet") == rs
-    with pytest.raises(ValueError, match="^write_parquet needs at least one rollout$"):
+    with pytest.raises(ValueError, match=r"^write_parquet needs at least one rollout$"):
         ta.write_parquet(iter([]), tmp_path / "none.parquet")
     assert not (tmp_path / "none.parquet").exists()
     trajkit.save(rs[0], tmp_path / "r.npz")
     mapped = trajkit.load(tmp_path / "r.npz", mmap=True)
-    with pytest.raises(ValueError, match="^cannot write to .*r.npz: it is also an input"):
+    with pytest.raises(ValueError, match=r"^cannot write to .*r.npz: it is also an input"):
         ta.write_parquet(iter([mapped]), tmp_path / "r.npz")
