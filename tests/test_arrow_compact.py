@@ -340,3 +340,38 @@ def test_rollouts_from_a_generator_are_written_as_they_come(tmp_path: Path) -> N
     mapped = trajkit.load(tmp_path / "r.npz", mmap=True)
     with pytest.raises(ValueError, match=r"^cannot write to .*r.npz: it is also an input"):
         ta.write_parquet(iter([mapped]), tmp_path / "r.npz")
+
+
+def test_bytes_are_read_from_the_file_in_batches_whatever_the_row_order(tmp_path: Path) -> None:
+    rs = [image_rollout(num_steps=30, seed=s) for s in range(2)]
+    path = tmp_path / "runs.parquet"
+    ta.write_parquet(rs, path, row_group_bytes=20_000)
+    assert ta.read_parquet(path) == rs
+    table = pq.read_table(path)
+    shuffled = table.take(np.random.default_rng(0).permutation(table.num_rows))
+    pq.write_table(shuffled, tmp_path / "shuffled.parquet")
+    assert ta.read_parquet(tmp_path / "shuffled.parquet") == rs
+    by_rollout = table.take(np.argsort(table.column("env").to_numpy(), kind="stable"))
+    pq.write_table(by_rollout, tmp_path / "env-major.parquet", row_group_size=50)
+    assert ta.read_parquet(tmp_path / "env-major.parquet") == rs
+
+
+def test_a_null_image_is_refused_naming_its_step(tmp_path: Path) -> None:
+    r = image_rollout(num_steps=30)
+    table = ta.to_arrow(r)
+    images = table.column("obs.image").to_pylist()
+    images[40] = None
+    i = table.column_names.index("obs.image")
+    pq.write_table(
+        table.set_column(i, "obs.image", pa.array(images, pa.binary(1024))),
+        tmp_path / "hole.parquet",
+        row_group_size=16,
+    )
+    with pytest.raises(
+        ValueError,
+        match=re.escape(
+            "column 'obs.image' is null at step 13, env 1 (row 40); a rollout has a value at "
+            "every step"
+        ),
+    ):
+        ta.read_parquet(tmp_path / "hole.parquet")

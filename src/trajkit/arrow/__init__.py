@@ -17,8 +17,9 @@ after it in `next_` columns, so the rollout's last observation row (the bootstra
 - `next_obs...`: `obses[t + 1]`, the observation after the step; where the rollout keeps its
   true final observations (`final_obses`, as every recording does; the layout's
   `"final_obs": true`), a step that ended its episode has the true final observation here;
-- `reset_obs...` (only with `"final_obs": true`): at a step that ended its episode, the
-  observation the env reset to (`obses[t + 1]`, the next row's `obs`); null elsewhere;
+- `reset_obs...` (only with `"final_obs": true`): `obses[t + 1]`, the observation the env
+  showed after the step: at a step that ended its episode, the one it reset to; elsewhere
+  the next row's `obs` (never null, so that HF `datasets` batches it);
 - `is_first` (bool): `dones[t]`, the observation `obs` starts an episode;
 - `final_value` (float32): `final_values[t]`, when the rollout has truncation bootstraps;
 - `out.<key>`: the other model outputs at t (`out.critic`, `out.log_probs`, ...);
@@ -28,6 +29,13 @@ after it in `next_` columns, so the rollout's last observation row (the bootstra
 - `info` (string): the step's info as JSON; null when empty;
 - `trajkit_layout` (string): this layout as JSON, on the first row of each rollout (step 0,
   env 0), null elsewhere.
+
+The compact layout (`layout="compact"`, or `"auto"` for a rollout with a leaf of at least
+`BINARY_MIN_BYTES` bytes per step, such as an image) stores such leaves as bytes, one
+`fixed_size_binary` value per row (`numpy.frombuffer(value, dtype).reshape(shape)` with the
+layout's dtype and shape), and their `next_...` and `reset_obs...` columns as
+`large_binary` values only where the next row cannot give them: on the last step, and for
+`next_obs` under `"final_obs": true` at episode ends; null elsewhere.
 
 The layout JSON (also in the schema's metadata, key `trajkit`) records what the column
 names cannot: the exact tree paths of nested leaves, each leaf's dtype and shape, which
@@ -70,7 +78,7 @@ from trajkit.arrow._export import (
     rollout_table,
     rollout_tables,
 )
-from trajkit.arrow._import import index_column, read_table
+from trajkit.arrow._import import LazyColumns, index_column, read_table
 from trajkit.arrow._layout import (
     BINARY_MIN_BYTES,
     LAYOUT_COLUMN,
@@ -393,7 +401,23 @@ def read_parquet(path: str | os.PathLike[str], *, max_rows: int | None = MAX_ROW
         [4]
     """
     pa = load_pyarrow()
-    table = _read_rows(pa, path, max_rows)
+    parquet = require("pyarrow.parquet", "arrow", "trajkit.arrow")
+    where, filesystem = os.fspath(path), None
+    if is_url(where):
+        filesystem, where = require("pyarrow.fs", "arrow", "trajkit.arrow").FileSystem.from_uri(
+            where
+        )
+    try:
+        with parquet.ParquetFile(where, filesystem=filesystem) as file:
+            table, lazy = _read_rows(pa, file, max_rows)
+            rollouts = _split(pa, table, lazy)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
+        raise ValueError(f"not a readable Parquet file: {exc}") from None
+    return rollouts
+
+
+def _split(pa: Any, table: Any, lazy: LazyColumns) -> list[Rollout]:
+    """The rollouts of a file's table, by its `rollout` column, each checked."""
     read_layout(pa, table)
     if "rollout" not in table.column_names:
         raise ValueError("the table has no column 'rollout', which trajkit's layout needs")
@@ -401,7 +425,7 @@ def read_parquet(path: str | os.PathLike[str], *, max_rows: int | None = MAX_ROW
     ids = index_column(table, "rollout")
     order = np.argsort(ids, kind="stable")
     bounds = np.flatnonzero(np.diff(ids[order])) + 1
-    read = [read_table(_rows_of(table, rows), None) for rows in np.split(order, bounds)]
+    read = [_one_rollout(table, rows, lazy) for rows in np.split(order, bounds)]
     rollouts = [rollout for rollout, _ in read]
     for i, ((_, got), expected) in enumerate(zip(read, episode_ids(rollouts), strict=True)):
         if not np.array_equal(got, expected):
@@ -418,37 +442,50 @@ def read_parquet(path: str | os.PathLike[str], *, max_rows: int | None = MAX_ROW
 _BATCH_ROWS = 1 << 14
 
 
-def _read_rows(pa: Any, path: str | os.PathLike[str], max_rows: int | None) -> Any:
-    """The file's rows as one table, read batch by batch, refused past `max_rows` rows."""
-    parquet = require("pyarrow.parquet", "arrow", "trajkit.arrow")
-    where, filesystem = os.fspath(path), None
-    if is_url(where):
-        filesystem, where = require("pyarrow.fs", "arrow", "trajkit.arrow").FileSystem.from_uri(
-            where
+def _read_rows(pa: Any, file: Any, max_rows: int | None) -> tuple[Any, LazyColumns]:
+    """The file's rows, read batch by batch, refused past `max_rows` rows.
+
+    Its `fixed_size_binary` columns (the compact layout's images) are left out of the
+    table: they are read later, a batch at a time, into the rollout's arrays.
+    """
+    declared = file.metadata.num_rows
+    if max_rows is not None and declared > max_rows:
+        raise ValueError(
+            f"the file declares {declared} rows, more than max_rows={max_rows}; "
+            "pass a larger max_rows (or None) to read it"
         )
-    try:
-        with parquet.ParquetFile(where, filesystem=filesystem) as file:
-            declared = file.metadata.num_rows
-            if max_rows is not None and declared > max_rows:
-                raise ValueError(
-                    f"the file declares {declared} rows, more than max_rows={max_rows}; "
-                    "pass a larger max_rows (or None) to read it"
-                )
-            batches, count = [], 0
-            for batch in file.iter_batches(batch_size=_BATCH_ROWS, use_threads=False):
-                count += batch.num_rows
-                if max_rows is not None and count > max_rows:
-                    raise ValueError(
-                        f"the file holds more than max_rows={max_rows} rows (its footer "
-                        f"declares {declared}); pass a larger max_rows (or None) to read it"
-                    )
-                batches.append(batch)
-            table = pa.Table.from_batches(batches, schema=file.schema_arrow)
-    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
-        raise ValueError(f"not a readable Parquet file: {exc}") from None
+    full = file.schema_arrow
+    kept = [field for field in full if not pa.types.is_fixed_size_binary(field.type)]
+    lazy = {field.name: field.type for field in full if pa.types.is_fixed_size_binary(field.type)}
+    names = [field.name for field in kept]
+    batches, count = [], 0
+    for batch in file.iter_batches(batch_size=_BATCH_ROWS, columns=names, use_threads=False):
+        count += batch.num_rows
+        if max_rows is not None and count > max_rows:
+            raise ValueError(
+                f"the file holds more than max_rows={max_rows} rows (its footer "
+                f"declares {declared}); pass a larger max_rows (or None) to read it"
+            )
+        batches.append(batch)
+    table = pa.Table.from_batches(batches, schema=pa.schema(kept, metadata=full.metadata))
     if table.num_rows != declared:
         raise ValueError(f"the file declares {declared} rows but holds {table.num_rows}")
-    return table
+    return table, LazyColumns(pa, file, lazy, 0, declared)
+
+
+def _one_rollout(table: Any, rows: AnyArray, lazy: LazyColumns) -> tuple[Rollout, AnyArray]:
+    """The rollout at the table's `rows` (ascending), and its episode ids.
+
+    Its bytes columns are read from the file as it is built, where its rows are consecutive
+    (as `write_parquet` writes them); else read whole and taken.
+    """
+    window = lazy.rows(rows)
+    if window is not None:
+        return read_table(_rows_of(table, rows), None, window)
+    part = _rows_of(table, rows)
+    for name in lazy.types:
+        part = part.append_column(lazy.schema_field(name), lazy.column(name).take(rows))
+    return read_table(part, None)
 
 
 def _rows_of(table: Any, rows: AnyArray) -> Any:

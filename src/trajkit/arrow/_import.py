@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -30,11 +30,60 @@ from trajkit.arrow._layout import (
 )
 
 
-def read_table(table: Any, max_rows: int | None) -> tuple[Rollout, AnyArray]:
-    """The rollout of a one-rollout table, and its episode ids `[T, B]`."""
+class LazyColumns:
+    """Columns of a Parquet file left out of a table, read a batch at a time when wanted.
+
+    They hold the rows `start` to `stop` of the file (those of one rollout).
+    """
+
+    def __init__(self, pa: Any, file: Any, types: dict[str, Any], start: int, stop: int):
+        self.pa, self.file, self.types, self.start, self.stop = pa, file, types, start, stop
+
+    def rows(self, rows: AnyArray) -> LazyColumns | None:
+        """The columns at `rows` (ascending), or `None` where they are not consecutive."""
+        if len(rows) and int(rows[-1]) - int(rows[0]) == len(rows) - 1:
+            start = self.start + int(rows[0])
+            return LazyColumns(self.pa, self.file, self.types, start, start + len(rows))
+        return None
+
+    def chunks(self, name: str) -> Iterator[Any]:
+        """The column's values, rows `start` to `stop`, a batch at a time."""
+        metadata = self.file.metadata
+        groups, first, position = [], None, 0
+        for i in range(metadata.num_row_groups):
+            size = metadata.row_group(i).num_rows
+            if position + size > self.start and position < self.stop:
+                groups.append(i)
+                first = position if first is None else first
+            position += size
+        position = 0 if first is None else first
+        for batch in self.file.iter_batches(
+            batch_size=1 << 14, row_groups=groups, columns=[name], use_threads=False
+        ):
+            lo, hi = max(self.start, position), min(self.stop, position + batch.num_rows)
+            if lo < hi:
+                yield batch.column(0).slice(lo - position, hi - lo)
+            position += batch.num_rows
+
+    def column(self, name: str) -> Any:
+        """The whole column (rows `start` to `stop`) in memory."""
+        return self.pa.chunked_array(list(self.chunks(name)), self.types[name])
+
+    def schema_field(self, name: str) -> Any:
+        return self.pa.field(name, self.types[name])
+
+
+def read_table(
+    table: Any, max_rows: int | None, lazy: LazyColumns | None = None
+) -> tuple[Rollout, AnyArray]:
+    """The rollout of a one-rollout table, and its episode ids `[T, B]`.
+
+    `lazy`: columns of the file not in the table (`None`: all are). `read_parquet` reads
+    bytes columns so, into the rollout's arrays, a batch at a time.
+    """
     pa = load_pyarrow()
     layout = read_layout(pa, table)
-    check_columns(pa, table, layout)
+    check_columns(pa, table, layout, lazy.types if lazy is not None else {})
     rows = table.num_rows
     if max_rows is not None and rows > max_rows:
         raise ValueError(
@@ -50,6 +99,7 @@ def read_table(table: Any, max_rows: int | None) -> tuple[Rollout, AnyArray]:
             "'rollout' column (read_parquet does) before from_arrow"
         )
     grid = _Grid.of(pa, table)
+    grid.lazy = lazy
     float32 = np.dtype(np.float32)
     flag = FIELD_RULES["truncated"]
     starts = conform_into(FIELD_RULES["dones"], float32, grid.cells("is_first"), "is_first")
@@ -255,6 +305,13 @@ class _Grid:
 
     def __init__(self, pa: Any, table: Any, T: int, B: int, order: AnyArray | None) -> None:
         self.pa, self.table, self.T, self.B, self.order = pa, table, T, B, order
+        self.lazy: LazyColumns | None = None
+
+    def _chunks(self, name: str) -> Any:
+        """The column `name` as it comes: its chunks, from the table or the file."""
+        if self.lazy is not None and name in self.lazy.types:
+            return self.lazy.chunks(name)
+        return self.table.column(name).chunks
 
     @classmethod
     def of(cls, pa: Any, table: Any) -> _Grid:
@@ -291,7 +348,10 @@ class _Grid:
         return f"step {t}, env {b} (row {row})"
 
     def _column(self, name: str) -> Any:
-        column = self.table.column(name).combine_chunks()
+        if self.lazy is not None and name in self.lazy.types:
+            column = self.lazy.column(name).combine_chunks()
+        else:
+            column = self.table.column(name).combine_chunks()
         if self.order is not None:
             column = column.take(from_numpy(self.pa, self.order))
         return column
@@ -318,11 +378,12 @@ class _Grid:
             return np.concatenate([values, np.empty((extra, *values.shape[1:]), values.dtype)])
         return np.ascontiguousarray(values)
 
-    def _no_nulls(self, name: str, column: Any) -> None:
+    def _no_nulls(self, name: str, column: Any, first: int = 0) -> None:
+        """Refuse a null in `column` (rows from `first` of the grid), naming the first."""
         if column.null_count:
             nulls = to_numpy(column.is_null())
             raise ValueError(
-                f"column {name!r} is null at {self._where(int(np.argmax(nulls)))}; a "
+                f"column {name!r} is null at {self._where(first + int(np.argmax(nulls)))}; a "
                 "rollout has a value at every step"
             )
 
@@ -331,10 +392,9 @@ class _Grid:
         dtype, shape = np.dtype(item["dtype"]), item["shape"]
         out = np.empty(((self.T + extra) * self.B, *shape), dtype)
         start = 0
-        column = self.table.column(name)
-        if column.null_count:
-            self._no_nulls(name, column)
-        for chunk in column.chunks:
+        for chunk in self._chunks(name):
+            if chunk.null_count:
+                self._no_nulls(name, chunk, start)
             out[start : start + len(chunk)] = self._values(name, chunk, shape, None, item, start)
             start += len(chunk)
         return out.reshape(self.T + extra, self.B, *shape)
