@@ -167,9 +167,9 @@ def build_parser() -> argparse.ArgumentParser:
         default="auto",
         choices=("auto", "readable", "compact"),
         help=(
-            "readable (every value a number), compact (large leaves such as images as bytes, "
-            "next_ values stored once), or auto: compact when a leaf has 1024 bytes or more "
-            "per step (auto)"
+            "readable (every value a number), compact (leaves with a shape, images and "
+            "vectors, as bytes; next_ values stored once), or auto: compact when a leaf has "
+            "1024 bytes or more per step (auto)"
         ),
     )
     add_max_bytes(export)

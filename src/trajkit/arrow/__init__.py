@@ -31,7 +31,8 @@ after it in `next_` columns, so the rollout's last observation row (the bootstra
   env 0), null elsewhere.
 
 The compact layout (`layout="compact"`, or `"auto"` for a rollout with a leaf of at least
-`BINARY_MIN_BYTES` bytes per step, such as an image) stores such leaves as bytes, one
+`AUTO_COMPACT_BYTES` bytes per step, such as an image) stores every leaf and model output
+that has a shape (not the scalars) as bytes, one
 `fixed_size_binary` value per row (`numpy.frombuffer(value, dtype).reshape(shape)` with the
 layout's dtype and shape), and their `next_...` and `reset_obs...` columns as
 `large_binary` values only where the next row cannot give them: on the last step, and for
@@ -80,7 +81,7 @@ from trajkit.arrow._export import (
 )
 from trajkit.arrow._import import LazyColumns, index_column, read_table
 from trajkit.arrow._layout import (
-    BINARY_MIN_BYTES,
+    AUTO_COMPACT_BYTES,
     LAYOUT_COLUMN,
     LAYOUT_VERSION,
     LayoutChoice,
@@ -94,7 +95,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 __all__ = [
-    "BINARY_MIN_BYTES",
+    "AUTO_COMPACT_BYTES",
     "LAYOUT_COLUMN",
     "LAYOUT_VERSION",
     "MAX_ROWS",
@@ -129,7 +130,7 @@ def to_arrow(
             `arrow.fixed_shape_tensor`, which HF `datasets` cannot read).
         layout: `"readable"`, `"compact"` (large leaves as bytes, `next_` values stored
             once; see the module), or `"auto"`: compact when a leaf's cell holds at least
-            `BINARY_MIN_BYTES` bytes (an image), readable otherwise.
+            `AUTO_COMPACT_BYTES` bytes (an image), readable otherwise.
 
     Returns:
         A `pyarrow.Table` of `T * B` rows, with trajkit's layout in its schema metadata and
@@ -372,6 +373,9 @@ def read_parquet(path: str | os.PathLike[str], *, max_rows: int | None = MAX_ROW
     The file is read a batch of rows at a time (`ParquetFile.iter_batches`), and the rows
     read are counted against `max_rows` as they come: a file is refused as soon as it has
     given more, whatever its footer declares (its declared count is checked first, too).
+    Columns of bytes (the compact layout's images) are read last, a batch at a time, straight
+    into the rollout's arrays: the memory a compact file takes is its rollout, one batch and
+    its small columns.
     Each rollout is then checked as [`from_arrow`][trajkit.arrow.from_arrow] checks a
     table, and the `episode_id` column against the numbering `write_parquet` gives the
     rollouts. A file that polars, DuckDB or HF `datasets` rewrote (without the

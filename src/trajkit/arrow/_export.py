@@ -15,7 +15,7 @@ from trajkit._io.infos import info_entries, sparse_infos_to_json
 from trajkit._models.rollout import Rollout, given_infos
 from trajkit.arrow._buffers import from_numpy, strings, validity
 from trajkit.arrow._layout import (
-    BINARY_MIN_BYTES,
+    AUTO_COMPACT_BYTES,
     FORMAT,
     LAYOUT_COLUMN,
     LAYOUT_VERSION,
@@ -84,8 +84,11 @@ def _binary_column(pa: Any, array: AnyArray, nulls: AnyArray | None = None) -> A
 
 
 def is_binary(style: Style, dtype: np.dtype[Any], shape: tuple[int, ...]) -> bool:
-    """Whether the compact layout stores a leaf of this cell as bytes (`BINARY_MIN_BYTES`)."""
-    return style == "compact" and bool(shape) and cell_size(dtype, shape) >= BINARY_MIN_BYTES
+    """Whether a leaf of this cell is stored as bytes: in the compact layout, if it has a shape.
+
+    Lists cost Parquet a repetition and a definition level per value, whatever the size.
+    """
+    return style == "compact" and bool(shape)
 
 
 def cell_size(dtype: np.dtype[Any], shape: tuple[int, ...]) -> int:
@@ -100,7 +103,9 @@ def resolve_style(rollout: Rollout, choice: LayoutChoice) -> Style:
         return choice
     arrays = [leaf for f in _FIELDS for _, leaf in _tree.flatten(getattr(rollout, f))]
     arrays += list(rollout.model_outs.arrays.values())
-    large = any(a.ndim > 2 and cell_size(a.dtype, a.shape[2:]) >= BINARY_MIN_BYTES for a in arrays)
+    large = any(
+        a.ndim > 2 and cell_size(a.dtype, a.shape[2:]) >= AUTO_COMPACT_BYTES for a in arrays
+    )
     return "compact" if large else "readable"
 
 

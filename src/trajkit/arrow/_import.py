@@ -29,6 +29,9 @@ from trajkit.arrow._layout import (
     reset_column,
 )
 
+LAZY_BATCH_BYTES = 4 << 20
+"""About how many bytes of a bytes column `read_parquet` decodes at a time."""
+
 
 class LazyColumns:
     """Columns of a Parquet file left out of a table, read a batch at a time when wanted.
@@ -57,8 +60,9 @@ class LazyColumns:
                 first = position if first is None else first
             position += size
         position = 0 if first is None else first
+        rows = max(1, LAZY_BATCH_BYTES // max(1, self.types[name].byte_width))
         for batch in self.file.iter_batches(
-            batch_size=1 << 14, row_groups=groups, columns=[name], use_threads=False
+            batch_size=rows, row_groups=groups, columns=[name], use_threads=False
         ):
             lo, hi = max(self.start, position), min(self.stop, position + batch.num_rows)
             if lo < hi:

@@ -36,10 +36,10 @@ full) or `"compact"` (large leaves as bytes, `next_` columns only where they say
 LayoutChoice = Literal["auto", "readable", "compact"]
 """The `layout` argument: a style, or `"auto"` (compact where a leaf is large)."""
 
-BINARY_MIN_BYTES = 1024
-"""In the compact layout, a leaf (or model output) whose cell, one step of one env, holds at
-least this many bytes (an 84x84 uint8 image: 7,056) is one fixed-size binary value per row;
-`"auto"` picks the compact layout for a rollout with such a leaf."""
+AUTO_COMPACT_BYTES = 1024
+"""`layout="auto"` picks the compact layout for a rollout with a leaf (or model output) whose
+cell, one step of one env, holds at least this many bytes (an 84x84 uint8 image: 7,056),
+and the readable layout otherwise."""
 
 META_KEY = b"trajkit"
 FORMAT = "trajkit-arrow"
