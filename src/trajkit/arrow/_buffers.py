@@ -42,15 +42,22 @@ def from_numpy(pa: Any, values: AnyArray, valid: AnyArray | None = None) -> Any:
     return pa.Array.from_buffers(pa.from_numpy_dtype(values.dtype), len(values), [bitmap, data])
 
 
-def strings(pa: Any, texts: Sequence[str | None]) -> Any:
-    """Texts (`None`: null) as an Arrow string array."""
-    encoded = [b"" if text is None else text.encode() for text in texts]
-    offsets = np.zeros(len(encoded) + 1, np.int32)
-    np.cumsum([len(e) for e in encoded], out=offsets[1:])
-    valid = np.array([text is not None for text in texts], bool)
+def strings(pa: Any, rows: int, entries: Sequence[tuple[int, str]]) -> Any:
+    """An Arrow string array of `rows` values, null but at the `(row, text)` of `entries`.
+
+    Built from the entries alone (rows ascending), so a column of mostly nulls costs little.
+    """
+    encoded = [text.encode() for _, text in entries]
+    where = np.fromiter((row for row, _ in entries), np.int64, len(entries))
+    lengths = np.zeros(rows, np.int32)
+    lengths[where] = [len(e) for e in encoded]
+    offsets = np.zeros(rows + 1, np.int32)
+    np.cumsum(lengths, out=offsets[1:])
+    valid = np.zeros(rows, bool)
+    valid[where] = True
     bitmap = validity(pa, None if valid.all() else valid)
     data = pa.py_buffer(b"".join(encoded))
-    return pa.Array.from_buffers(pa.string(), len(texts), [bitmap, pa.py_buffer(offsets), data])
+    return pa.Array.from_buffers(pa.string(), rows, [bitmap, pa.py_buffer(offsets), data])
 
 
 def to_numpy(array: Any) -> AnyArray:

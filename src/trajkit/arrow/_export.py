@@ -209,8 +209,7 @@ def rollout_tables(
         table = columns.merged()
         rows = (t1 - t0) * B
         table["info"] = _info_column(pa, texts, t0 * B, rows)
-        first = [layout_text] if t0 == 0 else [None]
-        table[LAYOUT_COLUMN] = strings(pa, first + [None] * (rows - 1))
+        table[LAYOUT_COLUMN] = strings(pa, rows, [(0, layout_text)] if t0 == 0 else [])
         yield pa.table(table).replace_schema_metadata(metadata)
 
 
@@ -490,8 +489,6 @@ def _info_column(pa: Any, texts: list[tuple[int, str]] | None, start: int, rows:
     """The `info` column of rows `start` to `start + rows`: JSON text, null where empty."""
     if texts is None:
         return pa.nulls(rows, pa.string())
-    column: list[str | None] = [None] * rows
     rows_of = [row for row, _ in texts]  # ascending
-    for row, text in texts[bisect_left(rows_of, start) : bisect_left(rows_of, start + rows)]:
-        column[row - start] = text
-    return strings(pa, column)
+    part = texts[bisect_left(rows_of, start) : bisect_left(rows_of, start + rows)]
+    return strings(pa, rows, [(row - start, text) for row, text in part])

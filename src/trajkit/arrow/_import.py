@@ -561,13 +561,17 @@ class _Grid:
             full[-1][ended] = reset
         return full, after[at_ends]
 
-    def texts(self, name: str) -> list[str | None]:
-        """A string column's values in grid order (nulls as `None`)."""
+    def texts(self, name: str) -> list[tuple[int, str]]:
+        """A string column's values that are not null, with their grid positions."""
+        column = self._column(name)
+        if column.null_count == len(column):
+            return []
+        where = np.flatnonzero(~to_numpy(column.is_null()))
         try:
-            texts: list[str | None] = self._column(name).to_pylist()
+            texts: list[str] = column.filter(column.is_valid()).to_pylist()
         except UnicodeDecodeError as exc:
             raise ValueError(f"column {name!r} holds text that is not UTF-8: {exc}") from None
-        return texts
+        return list(zip(where.tolist(), texts, strict=True))
 
 
 def _check_next(
@@ -644,8 +648,7 @@ def _output(grid: _Grid, item: dict[str, Any]) -> AnyArray:
 def _infos(grid: _Grid) -> list[list[dict[str, Any]]] | None:
     """The `info` column as infos, checked by the rule `trajkit.save` applies."""
     T, B = grid.T, grid.B
-    texts = grid.texts("info")
-    given = [(i, text) for i, text in enumerate(texts) if text is not None]
+    given = grid.texts("info")
     if not given:
         return None
     data = "\x00".join(text for _, text in given).encode("utf-8", "surrogatepass")
