@@ -66,9 +66,8 @@ def rollout(case: str, mb: float) -> Any:
 
 
 def payload(r: Any) -> int:
-    return int(r.obses.nbytes + r.rews.nbytes + r.dones.nbytes) + sum(
-        a.nbytes for a in r.model_outs.arrays.values()
-    )
+    arrays = [r.obses, r.rews, r.dones, *r.model_outs.arrays.values()]
+    return sum(int(a.nbytes) for a in arrays)
 
 
 def by_hand(r: Any, binary: bool) -> Any:
@@ -101,14 +100,16 @@ def child(op: str, method: str, case: str, mb: float, path: str) -> None:
     import trajkit.arrow
 
     pa.array(np.zeros(1))  # pyarrow imports pandas on its first conversion: not timed
-    r = rollout(case, mb) if op == "write" else None
+    r: Any = rollout(case, mb) if op == "write" else None
+    layout: Any = method
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     start = time.perf_counter()
+    back: Any = None
     if op == "write":
         if method == "native":
             trajkit.save(r, path)
         elif method in ("compact", "readable"):
-            trajkit.arrow.write_parquet(r, path, layout=method, compression="none")
+            trajkit.arrow.write_parquet(r, path, layout=layout, compression="none")
         elif method == "pyarrow table":
             table = trajkit.arrow.to_arrow(r, layout="readable")
             start = time.perf_counter()  # pyarrow's own cost of the readable layout's table
@@ -119,10 +120,10 @@ def child(op: str, method: str, case: str, mb: float, path: str) -> None:
     elif method == "native":
         back = trajkit.load(path)
     elif method in ("compact", "readable"):
-        (back,) = trajkit.arrow.read_parquet(path, max_rows=None)
+        back = trajkit.arrow.read_parquet(path, max_rows=None)
     else:
         table = pq.read_table(path)
-        back = []
+        columns: list[Any] = []
         for column in table.columns:
             array = column.combine_chunks()
             if pa.types.is_fixed_size_list(array.type):
@@ -131,9 +132,10 @@ def child(op: str, method: str, case: str, mb: float, path: str) -> None:
                 array = np.frombuffer(array.buffers()[1], np.uint8)
             if not isinstance(array, np.ndarray):
                 array = array.to_numpy(zero_copy_only=False)
-            back.append(array)
+            columns.append(array)
         del table
     seconds = time.perf_counter() - start
+    del back
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     print(json.dumps({"s": seconds, "extra": max(0, peak - before)}))
 
@@ -153,6 +155,13 @@ def run(op: str, method: str, case: str, mb: float, path: str) -> tuple[float, i
 METHODS = ("native", "compact", "readable", "pyarrow bytes", "pyarrow list", "pyarrow table")
 
 
+def methods() -> tuple[str, ...]:
+    """`METHODS`, or the comma-separated subset in TRAJKIT_BENCH_ARROW_METHODS (1 GB: the
+    list layouts need 5-30x the payload)."""
+    chosen = os.environ.get("TRAJKIT_BENCH_ARROW_METHODS")
+    return tuple(chosen.split(",")) if chosen else METHODS
+
+
 def main(mb: float) -> None:
     print("| rollout | MB | method | write s | read s | write peak | read peak |")
     print("|---|---|---|---|---|---|---|")
@@ -160,7 +169,7 @@ def main(mb: float) -> None:
         for case in ("image", "vector"):
             size = payload(rollout(case, mb)) / 1e6
             results = {}
-            for method in METHODS:
+            for method in methods():
                 path = os.path.join(tmp, method.replace(" ", "-") + ".file")
                 w, wx = run("write", method, case, mb, path)
                 r, rx = run("read", method, case, mb, path)
@@ -188,8 +197,5 @@ if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
         op, method, case, mb, path = sys.argv[2:7]
         child(op, method, case, float(mb), path)
-    else:  # TRAJKIT_BENCH_ARROW_METHODS: a comma-separated subset (1 GB: the lists need 20x)
-        chosen = os.environ.get("TRAJKIT_BENCH_ARROW_METHODS")
-        if chosen:
-            METHODS = tuple(chosen.split(","))
+    else:
         main(float(os.environ.get("TRAJKIT_BENCH_ARROW_MB", "100")))
