@@ -76,11 +76,22 @@ def test_next_obs_holds_the_final_observation_and_reset_obs_what_came_after() ->
     assert ends.any()
     nxt = np.array(table.column("next_obs").to_pylist(), np.float32).reshape(T, B, -1)
     np.testing.assert_array_equal(nxt, r.next_obses())
+    reset = np.array(table.column("reset_obs").to_pylist(), np.float32)  # no nulls (HF datasets)
+    np.testing.assert_array_equal(reset, r.obses[1:].reshape(T * B, -1))
+
+
+def test_reset_obs_as_trajkit_wrote_it_before_values_at_ends_only_reads_back() -> None:
+    r = rollout()
+    assert ta.from_arrow(_legacy(ta.to_arrow(r), r)) == r
+
+
+def _legacy(table: Any, r: trajkit.Rollout) -> Any:
+    """`table` with `reset_obs` null but at episode ends, as trajkit wrote it before."""
+    ends = (r.dones[1:] == 1).reshape(-1)
     reset = table.column("reset_obs").to_pylist()
-    assert [value is not None for value in reset] == ends.tolist()
-    after = r.obses[1:].reshape(T * B, -1)
-    for i in np.flatnonzero(ends).tolist():
-        np.testing.assert_array_equal(np.array(reset[i], np.float32), after[i])
+    return with_column(
+        table, "reset_obs", [v if e else None for v, e in zip(reset, ends, strict=True)]
+    )
 
 
 def test_without_final_obses_the_layout_is_as_before() -> None:
@@ -154,7 +165,7 @@ def test_next_obs_may_differ_from_the_next_row_only_at_ends_and_only_under_final
 
 def test_every_reset_obs_refusal_is_pinned() -> None:
     r = rollout()
-    table = ta.to_arrow(r)
+    table = _legacy(ta.to_arrow(r), r)
     end, other = _end_and_other(r)
     B = r.batch_size
     reset = table.column("reset_obs").to_pylist()
@@ -165,7 +176,8 @@ def test_every_reset_obs_refusal_is_pinned() -> None:
         ValueError,
         match=re.escape(
             f"column 'reset_obs' is null at step {t}, env {b} (row {end}), an episode end (the "
-            "layout's 'final_obs': true puts a value there exactly at episode ends)"
+            "layout's 'final_obs': true puts a value there at every step, or, as earlier "
+            "trajkit versions wrote it, exactly at episode ends)"
         ),
     ):
         ta.from_arrow(with_column(table, "reset_obs", missing))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Iterator
 
 from trajkit._base.errors import RolloutFileError
 from trajkit._cli.common import (
@@ -12,14 +13,16 @@ from trajkit._cli.common import (
     check_folder,
     check_outputs,
     fail,
-    load_all,
     make_folder,
     one_line,
     printable,
+    refused,
 )
-from trajkit._io.discovery import SUFFIX
-from trajkit._io.files import save
+from trajkit._io.discovery import SUFFIX, discover
+from trajkit._io.filecheck import FileCheck
+from trajkit._io.files import load, save
 from trajkit._io.reader import _check_regular as check_regular
+from trajkit._models.rollout import Rollout
 
 
 def export_command(args: argparse.Namespace) -> int:
@@ -27,17 +30,34 @@ def export_command(args: argparse.Namespace) -> int:
 
     if os.path.isdir(args.out):
         raise UsageError(f"--out {args.out} is a folder: name the Parquet file to write")
-    check_outputs([args.out], args.paths)
-    rollouts = load_all(args.paths, args.max_bytes)
-    if rollouts is None:
-        return 1
+    paths = []
+    for item in discover(args.paths):  # folders: their files, in folder-walk order
+        if isinstance(item, FileCheck):
+            print(printable(f"{item.path}: invalid: {one_line(item.problems[0])}"), file=sys.stderr)
+            return 1
+        paths.append(item.path)
+    check_outputs([args.out], paths)
+    rows = [0, 0]  # rollouts and rows written
+
+    def rollouts() -> Iterator[Rollout]:  # one file at a time, memory-mapped, as it is written
+        for path in paths:
+            try:
+                rollout = load(path, mmap=True, max_bytes=args.max_bytes)
+            except RolloutFileError as exc:
+                raise _RefusedFileError(refused(path, exc)) from None
+            rows[0] += 1
+            rows[1] += rollout.num_steps * rollout.batch_size  # one row per transition
+            yield rollout
+
     compression = None if args.compression == "none" else args.compression
     try:
-        arrow.write_parquet(rollouts, args.out, compression=compression)
+        arrow.write_parquet(rollouts(), args.out, compression=compression, layout=args.layout)
+    except _RefusedFileError as exc:
+        print(exc, file=sys.stderr)
+        return 1
     except (ValueError, OSError) as exc:
         fail(f"trajkit export: error: {one_line(str(exc))}")
-    steps = sum(r.num_steps * r.batch_size for r in rollouts)  # one row per transition
-    print(printable(f"{args.out}: {len(rollouts)} rollout(s), {steps} rows"))
+    print(printable(f"{args.out}: {rows[0]} rollout(s), {rows[1]} rows"))
     return 0
 
 
@@ -48,6 +68,10 @@ def _check_input(path: str) -> None:
     except (OSError, ValueError):
         return
     check_regular(mode, path)
+
+
+class _RefusedFileError(Exception):
+    """A rollout file that `load` refused while exporting: its one-line verdict."""
 
 
 def import_command(args: argparse.Namespace) -> int:

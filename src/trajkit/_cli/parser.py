@@ -162,6 +162,16 @@ def build_parser() -> argparse.ArgumentParser:
         choices=("zstd", "snappy", "gzip", "none"),
         help="Parquet compression (zstd)",
     )
+    export.add_argument(
+        "--layout",
+        default="auto",
+        choices=("auto", "readable", "compact"),
+        help=(
+            "readable (every value a number), compact (leaves with a shape, images and "
+            "vectors, as bytes; next_ values stored once), or auto: compact when a leaf has "
+            "1024 bytes or more per step (auto)"
+        ),
+    )
     add_max_bytes(export)
 
     import_ = commands.add_parser(

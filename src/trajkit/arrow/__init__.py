@@ -17,8 +17,9 @@ after it in `next_` columns, so the rollout's last observation row (the bootstra
 - `next_obs...`: `obses[t + 1]`, the observation after the step; where the rollout keeps its
   true final observations (`final_obses`, as every recording does; the layout's
   `"final_obs": true`), a step that ended its episode has the true final observation here;
-- `reset_obs...` (only with `"final_obs": true`): at a step that ended its episode, the
-  observation the env reset to (`obses[t + 1]`, the next row's `obs`); null elsewhere;
+- `reset_obs...` (only with `"final_obs": true`): `obses[t + 1]`, the observation the env
+  showed after the step: at a step that ended its episode, the one it reset to; elsewhere
+  the next row's `obs` (never null, so that HF `datasets` batches it);
 - `is_first` (bool): `dones[t]`, the observation `obs` starts an episode;
 - `final_value` (float32): `final_values[t]`, when the rollout has truncation bootstraps;
 - `out.<key>`: the other model outputs at t (`out.critic`, `out.log_probs`, ...);
@@ -28,6 +29,14 @@ after it in `next_` columns, so the rollout's last observation row (the bootstra
 - `info` (string): the step's info as JSON; null when empty;
 - `trajkit_layout` (string): this layout as JSON, on the first row of each rollout (step 0,
   env 0), null elsewhere.
+
+The compact layout (`layout="compact"`, or `"auto"` for a rollout with a leaf of at least
+`AUTO_COMPACT_BYTES` bytes per step, such as an image) stores every leaf and model output
+that has a shape (not the scalars) as bytes, one
+`fixed_size_binary` value per row (`numpy.frombuffer(value, dtype).reshape(shape)` with the
+layout's dtype and shape), and their `next_...` and `reset_obs...` columns as
+`large_binary` values only where the next row cannot give them: on the last step, and for
+`next_obs` under `"final_obs": true` at episode ends; null elsewhere.
 
 The layout JSON (also in the schema's metadata, key `trajkit`) records what the column
 names cannot: the exact tree paths of nested leaves, each leaf's dtype and shape, which
@@ -49,24 +58,33 @@ Examples:
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator
-from typing import IO, TYPE_CHECKING, Any
+from collections.abc import Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from trajkit._base.optional import require
 from trajkit._base.types import AnyArray
 from trajkit._core import tree as _tree
-from trajkit._io.atomic import atomic_write
+from trajkit._io.atomic import atomic_write, same_file
 from trajkit._io.mapped import mapped_files
 from trajkit._io.remote import is_url
 from trajkit._models.arrays import first_true
 from trajkit._models.rollout import Rollout
-from trajkit.arrow._export import episode_ids, rollout_table
-from trajkit.arrow._import import index_column, read_table
+from trajkit.arrow._export import (
+    ROW_GROUP_BYTES,
+    EpisodeIds,
+    episode_ids,
+    resolve_style,
+    rollout_table,
+    rollout_tables,
+)
+from trajkit.arrow._import import LazyColumns, index_column, read_table
 from trajkit.arrow._layout import (
+    AUTO_COMPACT_BYTES,
     LAYOUT_COLUMN,
     LAYOUT_VERSION,
+    LayoutChoice,
     TensorType,
     check_type,
     load_pyarrow,
@@ -77,9 +95,11 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 __all__ = [
+    "AUTO_COMPACT_BYTES",
     "LAYOUT_COLUMN",
     "LAYOUT_VERSION",
     "MAX_ROWS",
+    "ROW_GROUP_BYTES",
     "from_arrow",
     "read_parquet",
     "to_arrow",
@@ -93,7 +113,13 @@ Parquet file of constant rows compresses to almost nothing, so its declared row 
 checked against this budget before anything is read."""
 
 
-def to_arrow(rollout: Rollout, *, index: int = 0, tensor_type: TensorType = "list") -> pa.Table:
+def to_arrow(
+    rollout: Rollout,
+    *,
+    index: int = 0,
+    tensor_type: TensorType = "list",
+    layout: LayoutChoice = "auto",
+) -> pa.Table:
     """Return a rollout as an Arrow table in the documented layout (see the module).
 
     Args:
@@ -102,6 +128,9 @@ def to_arrow(rollout: Rollout, *, index: int = 0, tensor_type: TensorType = "lis
         tensor_type: How leaves with a trailing shape are stored: `"list"` (nested
             fixed-size lists, which every tool reads) or `"extension"` (Arrow's canonical
             `arrow.fixed_shape_tensor`, which HF `datasets` cannot read).
+        layout: `"readable"`, `"compact"` (large leaves as bytes, `next_` values stored
+            once; see the module), or `"auto"`: compact when a leaf's cell holds at least
+            `AUTO_COMPACT_BYTES` bytes (an image), readable otherwise.
 
     Returns:
         A `pyarrow.Table` of `T * B` rows, with trajkit's layout in its schema metadata and
@@ -110,8 +139,8 @@ def to_arrow(rollout: Rollout, *, index: int = 0, tensor_type: TensorType = "lis
     Raises:
         ImportError: If pyarrow is not installed.
         ValueError: If the rollout has no steps, its model outputs are still being built,
-            two leaves would share a column name, or an info value cannot be stored as JSON
-            exactly (as for `trajkit.save`).
+            two leaves would share a column name, an info value cannot be stored as JSON
+            exactly (as for `trajkit.save`), or `layout` is none of the three.
 
     Examples:
         >>> import trajkit.arrow
@@ -119,8 +148,11 @@ def to_arrow(rollout: Rollout, *, index: int = 0, tensor_type: TensorType = "lis
         >>> table = trajkit.arrow.to_arrow(example_rollout(num_steps=3, num_envs=2))
         >>> table.column_names[:7]
         ['rollout', 'step', 'env', 'episode_id', 'obs', 'action', 'reward']
+        >>> images = example_rollout(num_steps=3, num_envs=2, obs_shape=(84, 84))
+        >>> images.obses.dtype, trajkit.arrow.to_arrow(images).column("obs").type
+        (dtype('float32'), FixedSizeBinaryType(fixed_size_binary[28224]))
     """
-    return rollout_table(rollout, index, None, tensor_type)
+    return rollout_table(rollout, index, None, tensor_type, resolve_style(rollout, layout))
 
 
 def from_arrow(table: pa.Table, *, max_rows: int | None = MAX_ROWS) -> Rollout:
@@ -185,6 +217,8 @@ def write_parquet(
     path: str | os.PathLike[str],
     *,
     tensor_type: TensorType = "list",
+    layout: LayoutChoice = "auto",
+    row_group_bytes: int = ROW_GROUP_BYTES,
     **options: Any,
 ) -> None:
     """Write one rollout or several to a Parquet file, in the layout of `to_arrow`.
@@ -193,6 +227,15 @@ def write_parquet(
     structure (fields, leaves, dtypes and model-output keys); T and B may differ. Episode
     ids run across the rollouts: consecutive rollouts of one recorder (an env's episode
     going on from one into the next) give that episode one id.
+
+    The rollouts are taken one at a time: an iterable that is not a sequence (a generator
+    loading files) is read as the file is written, and a rollout read from `path` (by
+    identity, as below) is refused when it comes. The file is written as it is built, one row
+    group at a time: whole steps of one rollout,
+    about `row_group_bytes` of leaf values each, made from views of the rollout's arrays
+    (zero-copy for the compact layout's bytes) and freed once written. So the memory it takes
+    is about two row groups besides the rollouts, whatever their size (memory-mapped rollouts,
+    as `trajkit.load(..., mmap=True)` gives, are read from disk as they are written).
 
     The file is written atomically: into a temporary file next to `path`
     (`.trajkit-XXXXXXXX.tmp`), fsynced, then renamed over `path`, so that an existing file
@@ -205,12 +248,19 @@ def write_parquet(
         rollouts: A rollout, or an iterable of rollouts.
         path: The Parquet file to write; an existing regular file is replaced.
         tensor_type: How leaves with a trailing shape are stored (see `to_arrow`).
-        **options: Passed to `pyarrow.parquet.write_table` (e.g. `compression="zstd"`).
+        layout: `"readable"`, `"compact"` or `"auto"` (see `to_arrow`; `"auto"` decides
+            by the first rollout, and the file has one layout).
+        row_group_bytes: About how many bytes of leaf values go in one row group (at least
+            one step of one rollout per row group).
+        **options: Passed to `pyarrow.parquet.ParquetWriter` (e.g. `compression="zstd"`).
+            Unless given, the compact layout is written without dictionaries and without
+            statistics of its bytes (all cost, no use there).
 
     Raises:
         ImportError: If pyarrow is not installed.
         ValueError: If no rollout is given, the rollouts differ in structure, one has no
-            steps, or `path` is a file the rollouts are read from.
+            steps, `layout` is none of the three, or `path` is a file the rollouts are read
+            from.
         OSError: If `path` is a folder, a FIFO, a device or a socket, or cannot be written.
 
     Examples:
@@ -220,35 +270,94 @@ def write_parquet(
         >>> rs = [example_rollout(num_steps=4, num_envs=2, seed=s) for s in range(3)]
         >>> with tempfile.TemporaryDirectory() as tmp:
         ...     path = os.path.join(tmp, "runs.parquet")
-        ...     trajkit.arrow.write_parquet(rs, path)
+        ...     trajkit.arrow.write_parquet(rs, path, layout="compact")
         ...     trajkit.arrow.read_parquet(path) == rs
         True
     """
-    pa = load_pyarrow()
+    load_pyarrow()
     parquet = require("pyarrow.parquet", "arrow", "trajkit.arrow")
-    items = [rollouts] if isinstance(rollouts, Rollout) else list(rollouts)
-    if not items:
-        raise ValueError("write_parquet needs at least one rollout")
-    ids = episode_ids(items)
-    tables = [rollout_table(r, i, ids[i], tensor_type) for i, r in enumerate(items)]
-    first = tables[0].schema
-    for i, table in enumerate(tables[1:], start=1):
-        if not table.schema.equals(first, check_metadata=True):
-            raise ValueError(
-                f"rollout {i} differs in structure from rollout 0 (fields, leaves, dtypes or "
-                "model outputs); write such rollouts to separate files"
-            )
-    table = pa.concat_tables(tables)
+    items: Iterable[Rollout] = [rollouts] if isinstance(rollouts, Rollout) else rollouts
+    if type(row_group_bytes) is not int or row_group_bytes < 1:
+        raise ValueError(f"row_group_bytes must be a positive int, got {row_group_bytes!r}")
+    if layout not in ("auto", "readable", "compact"):
+        raise ValueError(f"layout must be 'auto', 'readable' or 'compact', got {layout!r}")
     where = os.fspath(path)
+    lazy = not isinstance(items, Sequence)
+    if not lazy and not items:
+        raise ValueError("write_parquet needs at least one rollout")
+
+    def write(file: Any, filesystem: Any = None) -> None:
+        writer = _Writer(parquet, file, filesystem, options)
+        try:
+            numbering, style = EpisodeIds(), None
+            for i, r in enumerate(items):
+                if lazy and not is_url(where):
+                    _refuse_target(where, r)
+                style = style or resolve_style(r, layout)
+                ids = numbering.next(r)
+                for table in rollout_tables(r, i, ids, tensor_type, style, row_group_bytes):
+                    writer.write(table, i)
+        finally:
+            writer.close()
+        if writer.writer is None:
+            raise ValueError("write_parquet needs at least one rollout")
+
     if is_url(where):
-        parquet.write_table(table, where, **options)
+        filesystem, inside = require("pyarrow.fs", "arrow", "trajkit.arrow").FileSystem.from_uri(
+            where
+        )
+        write(inside, filesystem)
         return
-
-    def write(file: IO[bytes]) -> None:
-        parquet.write_table(table, file, **options)
-
-    sources = mapped_files(leaf for r in items for leaf in _rollout_arrays(r))
+    sources = [] if lazy else mapped_files(leaf for r in items for leaf in _rollout_arrays(r))
     atomic_write(where, write, inputs=sources, verb="write", by="write_parquet()")
+
+
+class _Writer:
+    """A `ParquetWriter` made on the first table, that checks each next table's schema."""
+
+    def __init__(self, parquet: Any, file: Any, filesystem: Any, options: dict[str, Any]):
+        self.parquet, self.file, self.filesystem, self.options = parquet, file, filesystem, options
+        self.writer: Any = None
+
+    def write(self, table: Any, index: int) -> None:
+        """Write `table` (of rollout `index`) as one row group."""
+        if self.writer is None:
+            settings = _writer_options(table.schema, self.options)
+            self.writer = self.parquet.ParquetWriter(
+                self.file, table.schema, filesystem=self.filesystem, **settings
+            )
+        elif not table.schema.equals(self.writer.schema, check_metadata=True):
+            raise ValueError(
+                f"rollout {index} differs in structure from rollout 0 (fields, leaves, "
+                "dtypes or model outputs); write such rollouts to separate files"
+            )
+        self.writer.write_table(table, row_group_size=table.num_rows)
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+
+
+def _refuse_target(where: str, rollout: Rollout) -> None:
+    """Refuse to write over a file `rollout` is memory-mapped from (as `atomic_write` does)."""
+    for source in mapped_files(_rollout_arrays(rollout)):
+        if same_file(where, source):
+            raise ValueError(
+                f"cannot write to {where}: it is also an input ({source}); write to another path"
+            )
+
+
+def _writer_options(schema: Any, options: dict[str, Any]) -> dict[str, Any]:
+    """`options`; for the compact layout, no dictionaries and no statistics of bytes.
+
+    Dictionary encoding doubles the cost of writing a compact file (measured); its columns
+    of bytes have no useful minimum or maximum.
+    """
+    pa = load_pyarrow()
+    plain = [f.name for f in schema if not pa.types.is_fixed_size_binary(f.type)]
+    if len(plain) == len(schema):
+        return options
+    return {"use_dictionary": False, "write_statistics": plain, **options}
 
 
 def _rollout_arrays(rollout: Rollout) -> Iterator[AnyArray]:
@@ -265,10 +374,15 @@ def _rollout_arrays(rollout: Rollout) -> Iterator[AnyArray]:
 def read_parquet(path: str | os.PathLike[str], *, max_rows: int | None = MAX_ROWS) -> list[Rollout]:
     """Read the rollouts of a Parquet file in trajkit's layout (see `write_parquet`).
 
-    The file's row count, as its footer declares it, is checked against `max_rows` before
-    any row is read; each rollout is then checked as [`from_arrow`][trajkit.arrow.from_arrow]
-    checks a table, and the `episode_id` column against the numbering `write_parquet`
-    gives the rollouts. A file that polars, DuckDB or HF `datasets` rewrote (without the
+    The file is read a batch of rows at a time (`ParquetFile.iter_batches`), and the rows
+    read are counted against `max_rows` as they come: a file is refused as soon as it has
+    given more, whatever its footer declares (its declared count is checked first, too).
+    Columns of bytes (the compact layout's images) are read last, a batch at a time, straight
+    into the rollout's arrays: the memory a compact file takes is its rollout, one batch and
+    its small columns.
+    Each rollout is then checked as [`from_arrow`][trajkit.arrow.from_arrow] checks a
+    table, and the `episode_id` column against the numbering `write_parquet` gives the
+    rollouts. A file that polars, DuckDB or HF `datasets` rewrote (without the
     schema metadata) reads back the same, through its `trajkit_layout` column.
 
     Args:
@@ -303,17 +417,15 @@ def read_parquet(path: str | os.PathLike[str], *, max_rows: int | None = MAX_ROW
         )
     try:
         with parquet.ParquetFile(where, filesystem=filesystem) as file:
-            declared = file.metadata.num_rows
-            if max_rows is not None and declared > max_rows:
-                raise ValueError(
-                    f"the file declares {declared} rows, more than max_rows={max_rows}; "
-                    "pass a larger max_rows (or None) to read it"
-                )
-            table = file.read()
+            table, lazy = _read_rows(pa, file, max_rows)
+            rollouts = _split(pa, table, lazy)
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
         raise ValueError(f"not a readable Parquet file: {exc}") from None
-    if table.num_rows != declared:  # pragma: no cover - pyarrow reads what the footer says
-        raise ValueError(f"the file declares {declared} rows but holds {table.num_rows}")
+    return rollouts
+
+
+def _split(pa: Any, table: Any, lazy: LazyColumns) -> list[Rollout]:
+    """The rollouts of a file's table, by its `rollout` column, each checked."""
     read_layout(pa, table)
     if "rollout" not in table.column_names:
         raise ValueError("the table has no column 'rollout', which trajkit's layout needs")
@@ -321,7 +433,7 @@ def read_parquet(path: str | os.PathLike[str], *, max_rows: int | None = MAX_ROW
     ids = index_column(table, "rollout")
     order = np.argsort(ids, kind="stable")
     bounds = np.flatnonzero(np.diff(ids[order])) + 1
-    read = [read_table(_rows_of(table, rows), None) for rows in np.split(order, bounds)]
+    read = [_one_rollout(table, rows, lazy) for rows in np.split(order, bounds)]
     rollouts = [rollout for rollout, _ in read]
     for i, ((_, got), expected) in enumerate(zip(read, episode_ids(rollouts), strict=True)):
         if not np.array_equal(got, expected):
@@ -333,6 +445,55 @@ def read_parquet(path: str | os.PathLike[str], *, max_rows: int | None = MAX_ROW
                 "its id)"
             )
     return rollouts
+
+
+_BATCH_ROWS = 1 << 14
+
+
+def _read_rows(pa: Any, file: Any, max_rows: int | None) -> tuple[Any, LazyColumns]:
+    """The file's rows, read batch by batch, refused past `max_rows` rows.
+
+    Its `fixed_size_binary` columns (the compact layout's images) are left out of the
+    table: they are read later, a batch at a time, into the rollout's arrays.
+    """
+    declared = file.metadata.num_rows
+    if max_rows is not None and declared > max_rows:
+        raise ValueError(
+            f"the file declares {declared} rows, more than max_rows={max_rows}; "
+            "pass a larger max_rows (or None) to read it"
+        )
+    full = file.schema_arrow
+    kept = [field for field in full if not pa.types.is_fixed_size_binary(field.type)]
+    lazy = {field.name: field.type for field in full if pa.types.is_fixed_size_binary(field.type)}
+    names = [field.name for field in kept]
+    batches, count = [], 0
+    for batch in file.iter_batches(batch_size=_BATCH_ROWS, columns=names, use_threads=False):
+        count += batch.num_rows
+        if max_rows is not None and count > max_rows:
+            raise ValueError(
+                f"the file holds more than max_rows={max_rows} rows (its footer "
+                f"declares {declared}); pass a larger max_rows (or None) to read it"
+            )
+        batches.append(batch)
+    table = pa.Table.from_batches(batches, schema=pa.schema(kept, metadata=full.metadata))
+    if table.num_rows != declared:
+        raise ValueError(f"the file declares {declared} rows but holds {table.num_rows}")
+    return table, LazyColumns(pa, file, lazy, 0, declared)
+
+
+def _one_rollout(table: Any, rows: AnyArray, lazy: LazyColumns) -> tuple[Rollout, AnyArray]:
+    """The rollout at the table's `rows` (ascending), and its episode ids.
+
+    Its bytes columns are read from the file as it is built, where its rows are consecutive
+    (as `write_parquet` writes them); else read whole and taken.
+    """
+    window = lazy.rows(rows)
+    if window is not None:
+        return read_table(_rows_of(table, rows), None, window)
+    part = _rows_of(table, rows)
+    for name in lazy.types:
+        part = part.append_column(lazy.schema_field(name), lazy.column(name).take(rows))
+    return read_table(part, None)
 
 
 def _rows_of(table: Any, rows: AnyArray) -> Any:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from bisect import bisect_left
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -12,17 +13,25 @@ from trajkit._base.types import AnyArray
 from trajkit._core import tree as _tree
 from trajkit._io.infos import info_entries, sparse_infos_to_json
 from trajkit._models.rollout import Rollout, given_infos
+from trajkit.arrow._buffers import from_numpy, strings, validity
 from trajkit.arrow._layout import (
+    AUTO_COMPACT_BYTES,
     FORMAT,
     LAYOUT_COLUMN,
     LAYOUT_VERSION,
     META_KEY,
+    LayoutChoice,
+    Style,
     TensorType,
     load_pyarrow,
     reset_column,
 )
 
 _FIELDS = {"obses": ("obs", "next_obs"), "states": ("state", "next_state")}
+
+ROW_GROUP_BYTES = 64 << 20
+"""About how many bytes of leaf values `write_parquet` puts in one row group (whole steps,
+at least one): the unit it builds, writes and frees before the next."""
 
 
 def _leaf_column(
@@ -36,10 +45,10 @@ def _leaf_column(
     values = np.ascontiguousarray(array).reshape(-1)
     if nulls is None:
         mask = None
-        flat = pa.array(values)
+        flat = from_numpy(pa, values)
     else:
-        mask = pa.array(nulls.reshape(-1))
-        flat = pa.array(values, mask=None if cell else nulls.reshape(-1))
+        mask = from_numpy(pa, nulls)
+        flat = from_numpy(pa, values, None if cell else ~nulls)
     if not cell:
         return flat
     if tensor_type == "extension":
@@ -50,6 +59,54 @@ def _leaf_column(
         outer = level == len(cell) - 1
         flat = pa.FixedSizeListArray.from_arrays(flat, size, mask=mask if outer else None)
     return flat
+
+
+def _binary_column(pa: Any, array: AnyArray, nulls: AnyArray | None = None) -> Any:
+    """A `[T, B, ...]` array as T*B binary values (each cell's bytes), null where `nulls` is.
+
+    The values are the cells' bytes in C order and the array's byte order, as the layout's
+    dtype says: `numpy.frombuffer(value, dtype).reshape(shape)` gives a cell back. Without
+    nulls, `fixed_size_binary` and zero-copy; with nulls (the `next_` columns of the compact
+    layout), `large_binary` holding only the values there are: a fixed-size null takes its
+    full width in every reader's memory.
+    """
+    rows = array.shape[0] * array.shape[1]
+    width = array.dtype.itemsize * int(np.prod(array.shape[2:], dtype=np.int64))
+    if nulls is None:
+        data = pa.py_buffer(np.ascontiguousarray(array).reshape(-1).view(np.uint8))
+        return pa.FixedSizeBinaryArray.from_buffers(pa.binary(width), rows, [None, data])
+    valid = ~nulls.reshape(-1)
+    values = np.ascontiguousarray(array.reshape(rows, -1)[valid])
+    offsets = np.zeros(rows + 1, np.int64)
+    np.cumsum(valid * width, out=offsets[1:])
+    buffers = [validity(pa, valid), pa.py_buffer(offsets), pa.py_buffer(values.view(np.uint8))]
+    return pa.Array.from_buffers(pa.large_binary(), rows, buffers)
+
+
+def is_binary(style: Style, dtype: np.dtype[Any], shape: tuple[int, ...]) -> bool:
+    """Whether a leaf of this cell is stored as bytes: in the compact layout, if it has a shape.
+
+    Lists cost Parquet a repetition and a definition level per value, whatever the size.
+    """
+    return style == "compact" and bool(shape)
+
+
+def cell_size(dtype: np.dtype[Any], shape: tuple[int, ...]) -> int:
+    return int(dtype.itemsize * np.prod(shape, dtype=np.int64))
+
+
+def resolve_style(rollout: Rollout, choice: LayoutChoice) -> Style:
+    """The style `choice` gives `rollout`: `"auto"` is compact iff a leaf is large."""
+    if choice not in ("auto", "readable", "compact"):
+        raise ValueError(f"layout must be 'auto', 'readable' or 'compact', got {choice!r}")
+    if choice != "auto":
+        return choice
+    arrays = [leaf for f in _FIELDS for _, leaf in _tree.flatten(getattr(rollout, f))]
+    arrays += list(rollout.model_outs.arrays.values())
+    large = any(
+        a.ndim > 2 and cell_size(a.dtype, a.shape[2:]) >= AUTO_COMPACT_BYTES for a in arrays
+    )
+    return "compact" if large else "readable"
 
 
 def _column_name(prefix: str, path: _tree.Path) -> str:
@@ -70,18 +127,27 @@ def new_episodes(dones: AnyArray, carried: AnyArray) -> AnyArray:
 
 
 def episode_ids(rollouts: Sequence[Rollout]) -> list[AnyArray]:
-    """Each rollout's `[T, B]` episode ids, numbered across the sequence.
+    """Each rollout's `[T, B]` episode ids, numbered across the sequence (see `EpisodeIds`)."""
+    numbering = EpisodeIds()
+    return [numbering.next(r) for r in rollouts]
+
+
+class EpisodeIds:
+    """Episode ids numbered across rollouts given one after the other.
 
     Within a rollout, new ids go env by env (env b's episodes after env b-1's). An env's
     first row keeps the id of its episode in the previous rollout when that rollout has the
     same number of envs, did not end the episode there (`dones[T]` is 0) and this one does
     not start one (`dones[0]` is 0): consecutive rollouts of one recorder.
     """
-    ids: list[AnyArray] = []
-    next_id = 0
-    running: AnyArray | None = None  # per env, the id going on past the previous rollout, or -1
-    for r in rollouts:
-        B = r.batch_size
+
+    def __init__(self) -> None:
+        self.next_id = 0
+        self.running: AnyArray | None = None  # per env, the id going on, or -1
+
+    def next(self, r: Rollout) -> AnyArray:
+        """The `[T, B]` episode ids of `r`, the rollout after the previous ones."""
+        B, running = r.batch_size, self.running
         carried = np.zeros(B, bool)
         if running is not None and len(running) == B:
             carried = (running >= 0) & (r.dones[0] != 1)
@@ -89,40 +155,83 @@ def episode_ids(rollouts: Sequence[Rollout]) -> list[AnyArray]:
         count = np.cumsum(new.T.reshape(-1)).reshape(B, -1).T  # env-major numbering
         seen = np.cumsum(new, axis=0) > 0
         previous = running if running is not None and len(running) == B else np.zeros(B, int)
-        local: AnyArray = np.where(seen, next_id + count - 1, previous[None, :]).astype(np.int64)
-        ids.append(local)
-        next_id += int(new.sum())
-        running = np.where(r.dones[-1] == 1, -1, local[-1])
-    return ids
+        ids: AnyArray = np.where(seen, self.next_id + count - 1, previous[None, :])
+        ids = ids.astype(np.int64)
+        self.next_id += int(new.sum())
+        self.running = np.where(r.dones[-1] == 1, -1, ids[-1])
+        return ids
 
 
 def rollout_table(
-    rollout: Rollout, index: int, ids: AnyArray | None, tensor_type: TensorType
+    rollout: Rollout,
+    index: int,
+    ids: AnyArray | None,
+    tensor_type: TensorType,
+    style: Style = "readable",
 ) -> Any:
     """The table of `to_arrow`, its `rollout` column `index`, its episode ids `ids` (or its own)."""
+    pa = load_pyarrow()
+    tables = list(rollout_tables(rollout, index, ids, tensor_type, style, None))
+    return tables[0] if len(tables) == 1 else pa.concat_tables(tables)
+
+
+def rollout_tables(
+    rollout: Rollout,
+    index: int,
+    ids: AnyArray | None,
+    tensor_type: TensorType,
+    style: Style,
+    group_bytes: int | None,
+) -> Iterator[Any]:
+    """The table of `to_arrow` in pieces of whole steps, about `group_bytes` each (or one).
+
+    Each piece is built from views of the rollout's arrays where it can be (binary leaves
+    are zero-copy), so that the memory a piece takes is about its own size.
+    """
     pa = load_pyarrow()
     _check_exportable(rollout, tensor_type)
     if ids is None:
         ids = episode_ids([rollout])[0]
-    fields, firsts = _field_layouts(rollout)
+    layout = _layout(rollout, style)
+    layout_text = json.dumps(layout)
+    metadata = {META_KEY: layout_text.encode()}
+    T, B = rollout.num_steps, rollout.batch_size
+    steps = T
+    if group_bytes is not None:
+        steps = max(1, min(T, group_bytes // max(1, B * _row_bytes(rollout))))
+    context = _Context(rollout, layout, tensor_type, style)
+    texts = info_texts(rollout)
+    for t0 in range(0, T, steps):
+        t1 = min(T, t0 + steps)
+        columns = _Columns(pa, tensor_type, context.binary)
+        _step_columns(columns, context, index, ids, (t0, t1))
+        _output_and_state_columns(columns, context, (t0, t1))
+        table = columns.merged()
+        rows = (t1 - t0) * B
+        table["info"] = _info_column(pa, texts, t0 * B, rows)
+        table[LAYOUT_COLUMN] = strings(pa, rows, [(0, layout_text)] if t0 == 0 else [])
+        yield pa.table(table).replace_schema_metadata(metadata)
+
+
+def _row_bytes(rollout: Rollout) -> int:
+    """About the bytes of leaf values in one row (one step of one env), `next_` ones included."""
+    arrays = [leaf for f in _FIELDS for _, leaf in _tree.flatten(getattr(rollout, f))]
+    arrays += list(rollout.model_outs.arrays.values())
+    return 2 * sum(cell_size(a.dtype, a.shape[2:]) for a in arrays) + 64
+
+
+def _layout(rollout: Rollout, style: Style) -> dict[str, Any]:
+    fields = _field_layouts(rollout, style)
     outs = rollout.model_outs.arrays
-    layout: dict[str, Any] = {
+    return {
         "format": FORMAT,
         "version": LAYOUT_VERSION,
+        **({"style": "compact"} if style == "compact" else {}),
         "fields": fields,
-        "model_outs": [_output_layout(key, array) for key, array in outs.items()],
+        "model_outs": [_output_layout(key, array, style) for key, array in outs.items()],
         "truncation": rollout.truncated is not None,
         **({"final_obs": True} if rollout.final_obses is not None else {}),
     }
-    columns = _Columns(pa, tensor_type)
-    _step_columns(columns, rollout, index, ids, firsts["obses"])
-    _output_and_state_columns(columns, rollout, firsts["states"])
-    table = columns.merged()
-    rows = rollout.num_steps * rollout.batch_size
-    table["info"] = _info_column(pa, rollout, rows)
-    layout_text = json.dumps(layout)
-    table[LAYOUT_COLUMN] = pa.array([layout_text] + [None] * (rows - 1), pa.string())
-    return pa.table(table).replace_schema_metadata({META_KEY: layout_text.encode()})
 
 
 def _check_exportable(rollout: Rollout, tensor_type: TensorType) -> None:
@@ -139,10 +248,9 @@ def _check_exportable(rollout: Rollout, tensor_type: TensorType) -> None:
 Leaves = list[tuple[str, AnyArray]]
 
 
-def _field_layouts(rollout: Rollout) -> tuple[dict[str, Any], dict[str, Leaves]]:
-    """The layout's `fields` entry, and each field's leaves that get columns (by column name)."""
+def _field_layouts(rollout: Rollout, style: Style) -> dict[str, Any]:
+    """The layout's `fields` entry."""
     fields: dict[str, Any] = {}
-    firsts: dict[str, Leaves] = {"obses": [], "states": []}
     for field, (prefix, next_prefix) in _FIELDS.items():
         entries = []
         for path, leaf in _tree.flatten(getattr(rollout, field)):
@@ -153,33 +261,91 @@ def _field_layouts(rollout: Rollout) -> tuple[dict[str, Any], dict[str, Leaves]]
             if 0 not in leaf.shape[2:]:  # a leaf with no values per row (empty states) has none
                 entry["column"] = _column_name(prefix, path)
                 entry["next"] = _column_name(next_prefix, path)
-                firsts[field].append((entry["column"], leaf))
+            if is_binary(style, leaf.dtype, leaf.shape[2:]):
+                entry["binary"] = True
             entries.append(entry)
         nested = not _tree.is_leaf(getattr(rollout, field))
         fields[field] = {"nested": nested, "leaves": entries}
-    return fields, firsts
+    return fields
 
 
-def _output_layout(key: str, array: AnyArray) -> dict[str, Any]:
+def _field_leaves(rollout: Rollout, field: str) -> Leaves:
+    """A field's leaves that get columns, by column name."""
+    prefix = _FIELDS[field][0]
+    return [
+        (_column_name(prefix, path), leaf)
+        for path, leaf in _tree.flatten(getattr(rollout, field))
+        if 0 not in leaf.shape[2:]
+    ]
+
+
+def _output_layout(key: str, array: AnyArray, style: Style) -> dict[str, Any]:
     column, next_column = _output_columns(key)
     return {
         "key": key, "column": column, "next": next_column,
         "dtype": array.dtype.str, "shape": list(array.shape[2:]),
         **({"per_step": True} if array.ndim == 1 else {}),
+        **({"binary": True} if is_binary(style, array.dtype, array.shape[2:]) else {}),
     }  # fmt: skip
+
+
+class _Context:
+    """What every piece of a rollout's table needs: the rollout, its leaves and where it ends."""
+
+    def __init__(
+        self, rollout: Rollout, layout: dict[str, Any], tensor_type: TensorType, style: Style
+    ) -> None:
+        self.rollout, self.style, self.tensor_type = rollout, style, tensor_type
+        self.T, self.B = rollout.num_steps, rollout.batch_size
+        self.obses = _field_leaves(rollout, "obses")
+        self.states = _field_leaves(rollout, "states")
+        self.ends: AnyArray = rollout.dones[1:] == 1
+        self.binary = {
+            column
+            for item in _layout_items(layout)
+            if item.get("binary")
+            for column in (item["column"], item["next"], reset_column(item["column"]))
+        }
+        finals = rollout.final_obses
+        self.finals: dict[str, AnyArray] = {}
+        if finals is not None:
+            paths = {path: name for name, path in _column_paths(rollout)}
+            self.finals = {paths[path]: leaf for path, leaf in _tree.flatten(finals)}
+        # the number of episode ends before each step (final observations in (t, b) order)
+        self.ends_before = np.concatenate([[0], np.cumsum(self.ends.sum(axis=1))])
+
+    def last_step(self, t0: int, t1: int) -> AnyArray:
+        """`[t1 - t0, B]`: true on the rollout's last step, if this piece has it."""
+        last = np.zeros((t1 - t0, self.B), bool)
+        if t1 == self.T:
+            last[-1] = True
+        return last
+
+
+def _layout_items(layout: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    for field in ("obses", "states"):
+        for leaf in layout["fields"][field]["leaves"]:
+            if leaf["column"] is not None:
+                yield leaf
+    yield from layout["model_outs"]
+
+
+def _column_paths(rollout: Rollout) -> Iterator[tuple[str, _tree.Path]]:
+    for path, _ in _tree.flatten(rollout.obses):
+        yield _column_name("obs", path), path
 
 
 class _Columns:
     """The table's columns in order, each name once: the per-step ones, then the `later` ones."""
 
-    def __init__(self, pa: Any, tensor_type: TensorType) -> None:
-        self.pa, self.tensor_type = pa, tensor_type
+    def __init__(self, pa: Any, tensor_type: TensorType, binary: set[str]) -> None:
+        self.pa, self.tensor_type, self.binary = pa, tensor_type, binary
         self.now: dict[str, Any] = {}
         self.later: dict[str, Any] = {}  # the columns after the per-step ones, in order
 
     def flat(self, name: str, values: AnyArray) -> None:
         """One of the layout's own columns, from a flat array."""
-        self.now[name] = self.pa.array(values)
+        self.now[name] = from_numpy(self.pa, values)
 
     def leaf(
         self, name: str, array: AnyArray, *, later: bool = False, nulls: AnyArray | None = None
@@ -191,69 +357,107 @@ class _Columns:
                 "'.' in it?); rename one to export the rollout"
             )
         target = self.later if later else self.now
-        target[name] = _leaf_column(self.pa, array, self.tensor_type, nulls)
+        if name in self.binary:
+            target[name] = _binary_column(self.pa, array, nulls)
+        else:
+            target[name] = _leaf_column(self.pa, array, self.tensor_type, nulls)
+
+    def sparse(self, name: str, values: AnyArray, cells: AnyArray, *, later: bool = False) -> None:
+        """A column of `values` (`[n, B, ...]`) only at `cells` (`[n, B]`), null elsewhere.
+
+        The storage of the null cells is zeros that are never written, so never paged in.
+        """
+        stored = np.zeros(values.shape, values.dtype)
+        stored[cells] = values[cells]
+        self.leaf(name, stored, later=later, nulls=~cells)
 
     def merged(self) -> dict[str, Any]:
         return {**self.now, **self.later}
 
 
 def _step_columns(
-    columns: _Columns, rollout: Rollout, index: int, ids: AnyArray, obses: Leaves
+    columns: _Columns, context: _Context, index: int, ids: AnyArray, steps: tuple[int, int]
 ) -> None:
     """The index columns, then what a transition is: obs, action, reward, flags, next_obs."""
-    T, B = rollout.num_steps, rollout.batch_size
-    ends = rollout.dones[1:] == 1
-    cut = (rollout.truncated == 1) if rollout.truncated is not None else np.zeros((T, B), bool)
-    columns.flat("rollout", np.full(T * B, index, np.int32))
-    columns.flat("step", np.repeat(np.arange(T, dtype=np.int32), B))
-    columns.flat("env", np.tile(np.arange(B, dtype=np.int32), T))
-    columns.flat("episode_id", ids.reshape(-1))
-    for name, leaf in obses:
-        columns.leaf(name, leaf[:T])
+    rollout, (t0, t1), B = context.rollout, steps, context.B
+    n = t1 - t0
+    ends = context.ends[t0:t1]
+    cut = (rollout.truncated[t0:t1] == 1) if rollout.truncated is not None else ends & False
+    columns.flat("rollout", np.full(n * B, index, np.int32))
+    columns.flat("step", np.repeat(np.arange(t0, t1, dtype=np.int32), B))
+    columns.flat("env", np.tile(np.arange(B, dtype=np.int32), n))
+    columns.flat("episode_id", ids[t0:t1].reshape(-1))
+    for name, leaf in context.obses:
+        columns.leaf(name, leaf[t0:t1])
     outs = rollout.model_outs.arrays
     if "actions" in outs:
-        columns.leaf("action", _per_env(outs["actions"], B)[:T])
-    columns.flat("reward", rollout.rews.reshape(-1).astype(np.float32))
+        columns.leaf("action", _per_env(outs["actions"], B)[t0:t1])
+    columns.flat("reward", rollout.rews[t0:t1].reshape(-1).astype(np.float32))
     columns.flat("terminated", (ends & ~cut).reshape(-1))
     columns.flat("truncated", (ends & cut).reshape(-1))
-    _next_obs_columns(columns, rollout, obses, ends)
-    columns.flat("is_first", rollout.dones[:T].reshape(-1) == 1)
+    _next_obs_columns(columns, context, steps)
+    columns.flat("is_first", rollout.dones[t0:t1].reshape(-1) == 1)
     if rollout.final_values is not None:
-        columns.flat("final_value", rollout.final_values.reshape(-1).astype(np.float32))
+        columns.flat("final_value", rollout.final_values[t0:t1].reshape(-1).astype(np.float32))
 
 
-def _next_obs_columns(columns: _Columns, rollout: Rollout, obses: Leaves, ends: AnyArray) -> None:
+def _next_obs_columns(columns: _Columns, context: _Context, steps: tuple[int, int]) -> None:
     """`next_obs...`: `obses[t + 1]`, or with `final_obses` the true final observation at ends.
 
-    With `final_obses`, `reset_obs...` then holds `obses[t + 1]` at ends (the observation
-    the env reset to, the next row's `obs`, or the bootstrap row's at the last step), null
-    elsewhere.
+    With `final_obses`, `reset_obs...` holds `obses[t + 1]` too: at an episode end, the
+    observation the env reset to (the next row's `obs`, or the bootstrap row's at the last
+    step). For a leaf stored as bytes (compact layout), `next_obs...` holds values only on
+    the last step and at episode ends, `reset_obs...` only at episode ends on the last step:
+    elsewhere they are the next row's `obs`, and null.
     """
-    if rollout.final_obses is None:
-        for name, leaf in obses:
-            columns.leaf("next_" + name, leaf[1:])
-        return
-    after = dict(_tree.flatten(rollout.next_obses()))
-    paths = {_column_name("obs", path): path for path, _ in _tree.flatten(rollout.obses)}
-    for name, _ in obses:
-        columns.leaf("next_" + name, after[paths[name]])
-    for name, leaf in obses:
-        columns.leaf(reset_column(name), leaf[1:], nulls=~ends)
+    (t0, t1), binary = steps, context.binary
+    ends, last = context.ends[t0:t1], context.last_step(t0, t1)
+    for name, leaf in context.obses:
+        after = leaf[t0 + 1 : t1 + 1]
+        if name not in context.finals:
+            _next(columns, "next_" + name, after, last)
+            continue
+        finals = context.finals[name][context.ends_before[t0] : context.ends_before[t1]]
+        if name in binary:
+            values = np.zeros(after.shape, after.dtype)
+            values[last] = after[last]
+            values[ends] = finals
+            columns.leaf("next_" + name, values, nulls=~(ends | last))
+        else:
+            values = after.copy()
+            values[ends] = finals
+            columns.leaf("next_" + name, values)
+    for name, leaf in context.obses:
+        if name in context.finals:
+            after = leaf[t0 + 1 : t1 + 1]
+            _next(columns, reset_column(name), after, ends & last)
 
 
-def _output_and_state_columns(columns: _Columns, rollout: Rollout, states: Leaves) -> None:
+def _next(
+    columns: _Columns, name: str, after: AnyArray, last: AnyArray, later: bool = False
+) -> None:
+    """A `next_` column: every value, or of a binary leaf only those at `last` (compact)."""
+    if name in columns.binary:
+        columns.sparse(name, after, last, later=later)
+    else:
+        columns.leaf(name, after, later=later)
+
+
+def _output_and_state_columns(columns: _Columns, context: _Context, steps: tuple[int, int]) -> None:
     """The other outputs and the states at t, then every output and state at t + 1."""
-    T, B = rollout.num_steps, rollout.batch_size
-    outs = rollout.model_outs.arrays
+    (t0, t1), B = steps, context.B
+    last = context.last_step(t0, t1)
+    outs = context.rollout.model_outs.arrays
     for key, array in outs.items():
         if key != "actions":
-            columns.leaf(_output_columns(key)[0], _per_env(array, B)[:T])
+            columns.leaf(_output_columns(key)[0], _per_env(array, B)[t0:t1])
     for key in sorted(outs, key=lambda key: key != "actions"):  # next_action first
-        columns.leaf(_output_columns(key)[1], _per_env(outs[key], B)[1:], later=True)
-    for name, leaf in states:
-        columns.leaf(name, leaf[:T])
-    for name, leaf in states:
-        columns.leaf("next_" + name, leaf[1:], later=True)
+        after = _per_env(outs[key], B)[t0 + 1 : t1 + 1]
+        _next(columns, _output_columns(key)[1], after, last, later=True)
+    for name, leaf in context.states:
+        columns.leaf(name, leaf[t0:t1])
+    for name, leaf in context.states:
+        _next(columns, "next_" + name, leaf[t0 + 1 : t1 + 1], last, later=True)
 
 
 def _per_env(array: AnyArray, B: int) -> AnyArray:
@@ -263,16 +467,28 @@ def _per_env(array: AnyArray, B: int) -> AnyArray:
     return array
 
 
-def _info_column(pa: Any, rollout: Rollout, rows: int) -> Any:
+def info_texts(rollout: Rollout) -> list[tuple[int, str]] | None:
+    """`(row, JSON)` of each non-empty info (row `t * B + b`), checked as `save` checks them."""
     infos = given_infos(rollout)
     if infos is None:
-        return pa.nulls(rows, pa.string())
+        return None
     B = rollout.batch_size
-    texts: list[str | None] = [None] * rows  # empty infos: null
+    texts = []
     for t, b, info in info_entries(infos):  # converted and checked as save does
-        texts[t * B + b] = json.dumps(info, ensure_ascii=False, allow_nan=False)
+        texts.append((t * B + b, json.dumps(info, ensure_ascii=False, allow_nan=False)))
     try:
-        return pa.array(texts, pa.string())
+        for _, text in texts:
+            text.encode()
     except UnicodeEncodeError:  # a lone surrogate: refused as save refuses it, naming it
         sparse_infos_to_json(infos)
         raise
+    return texts
+
+
+def _info_column(pa: Any, texts: list[tuple[int, str]] | None, start: int, rows: int) -> Any:
+    """The `info` column of rows `start` to `start + rows`: JSON text, null where empty."""
+    if texts is None:
+        return pa.nulls(rows, pa.string())
+    rows_of = [row for row, _ in texts]  # ascending
+    part = texts[bisect_left(rows_of, start) : bisect_left(rows_of, start + rows)]
+    return strings(pa, rows, [(row - start, text) for row, text in part])

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -10,11 +10,21 @@ import numpy as np
 from trajkit._base.types import AnyArray
 from trajkit._core import tree as _tree
 from trajkit._io.infos import infos_to_json, sparse_infos_to_json, strict_json_loads
-from trajkit._models.arrays import first_true
+from trajkit._models.arrays import first_true, fmt_index
 from trajkit._models.rollout import Rollout
 from trajkit._models.rules import FIELD_RULES, conform_into, lossless
+from trajkit.arrow._buffers import from_numpy, to_numpy
 from trajkit.arrow._export import new_episodes
-from trajkit.arrow._layout import check_columns, load_pyarrow, read_layout, reset_column
+from trajkit.arrow._layout import (
+    check_columns,
+    load_compute,
+    load_pyarrow,
+    read_layout,
+    reset_column,
+)
+
+LAZY_BATCH_BYTES = 4 << 20
+"""About how many bytes of a bytes column `read_parquet` decodes at a time."""
 
 # `{` and `[` allowed in the `info` column besides its info objects: this many, plus one per
 # 16 bytes (each text is decoded on its own, so the JSON budget of `load` does not apply).
@@ -22,11 +32,61 @@ NESTED_ALLOWANCE = 4096
 BYTES_PER_NESTED = 16
 
 
-def read_table(table: Any, max_rows: int | None) -> tuple[Rollout, AnyArray]:
-    """The rollout of a one-rollout table, and its episode ids `[T, B]`."""
+class LazyColumns:
+    """Columns of a Parquet file left out of a table, read a batch at a time when wanted.
+
+    They hold the rows `start` to `stop` of the file (those of one rollout).
+    """
+
+    def __init__(self, pa: Any, file: Any, types: dict[str, Any], start: int, stop: int):
+        self.pa, self.file, self.types, self.start, self.stop = pa, file, types, start, stop
+
+    def rows(self, rows: AnyArray) -> LazyColumns | None:
+        """The columns at `rows` (ascending), or `None` where they are not consecutive."""
+        if len(rows) and int(rows[-1]) - int(rows[0]) == len(rows) - 1:
+            start = self.start + int(rows[0])
+            return LazyColumns(self.pa, self.file, self.types, start, start + len(rows))
+        return None
+
+    def chunks(self, name: str) -> Iterator[Any]:
+        """The column's values, rows `start` to `stop`, a batch at a time."""
+        metadata = self.file.metadata
+        groups, first, position = [], None, 0
+        for i in range(metadata.num_row_groups):
+            size = metadata.row_group(i).num_rows
+            if position + size > self.start and position < self.stop:
+                groups.append(i)
+                first = position if first is None else first
+            position += size
+        position = 0 if first is None else first
+        rows = max(1, LAZY_BATCH_BYTES // max(1, self.types[name].byte_width))
+        for batch in self.file.iter_batches(
+            batch_size=rows, row_groups=groups, columns=[name], use_threads=False
+        ):
+            lo, hi = max(self.start, position), min(self.stop, position + batch.num_rows)
+            if lo < hi:
+                yield batch.column(0).slice(lo - position, hi - lo)
+            position += batch.num_rows
+
+    def column(self, name: str) -> Any:
+        """The whole column (rows `start` to `stop`) in memory."""
+        return self.pa.chunked_array(list(self.chunks(name)), self.types[name])
+
+    def schema_field(self, name: str) -> Any:
+        return self.pa.field(name, self.types[name])
+
+
+def read_table(
+    table: Any, max_rows: int | None, lazy: LazyColumns | None = None
+) -> tuple[Rollout, AnyArray]:
+    """The rollout of a one-rollout table, and its episode ids `[T, B]`.
+
+    `lazy`: columns of the file not in the table (`None`: all are). `read_parquet` reads
+    bytes columns so, into the rollout's arrays, a batch at a time.
+    """
     pa = load_pyarrow()
     layout = read_layout(pa, table)
-    check_columns(pa, table, layout)
+    check_columns(pa, table, layout, lazy.types if lazy is not None else {})
     rows = table.num_rows
     if max_rows is not None and rows > max_rows:
         raise ValueError(
@@ -42,6 +102,7 @@ def read_table(table: Any, max_rows: int | None) -> tuple[Rollout, AnyArray]:
             "'rollout' column (read_parquet does) before from_arrow"
         )
     grid = _Grid.of(pa, table)
+    grid.lazy = lazy
     float32 = np.dtype(np.float32)
     flag = FIELD_RULES["truncated"]
     starts = conform_into(FIELD_RULES["dones"], float32, grid.cells("is_first"), "is_first")
@@ -105,12 +166,40 @@ def _field(
         label = _tree.format_path("final_obses" if finals else field, path)
         name = f"{label} (column {(leaf['next'] if finals else leaf['column'])!r})"
         if field == "obses" and ends is not None:
-            values, final = grid.with_finals(leaf, shape, ends)
+            values, final = grid.with_finals(leaf, ends)
             values = final if finals else values
         else:
-            values = grid.both(leaf, shape)
-        pairs.append((path, conform_into(rule, dtype, values, name, axes="e" if finals else "tb")))
+            values = grid.both(leaf)
+        axes = "e" if finals else "tb"
+        pairs.append(
+            (path, exactly(conform_into(rule, dtype, values, name, axes=axes), values, name))
+        )
     return _tree.unflatten_paths(pairs) if entry["nested"] else pairs[0][1]
+
+
+def exactly(converted: AnyArray, values: AnyArray, name: str) -> AnyArray:
+    """`converted`, refused where it rounded a float of `values` to a narrower float dtype.
+
+    `lossless` lets a wider float round to a narrower one (a rollout's float64 into float32
+    storage); a table's column is converted to the dtype its layout declares, and a layout
+    that declares less precision than the values have would change them without a word.
+    """
+    if not (
+        values.dtype.kind == "f"
+        and converted.dtype.kind == "f"
+        and converted.dtype.itemsize < values.dtype.itemsize
+    ):
+        return converted
+    back = converted.astype(values.dtype)
+    changed = (back != values) & ~(np.isnan(back) & np.isnan(values))
+    if changed.any():
+        pos = first_true(changed)
+        raise ValueError(
+            f"{name} holds {values[pos].item()!r} at {fmt_index(pos)}, which the layout's "
+            f"dtype {converted.dtype} cannot hold exactly (it would become "
+            f"{back[pos].item()!r}); the layout must declare a dtype that holds every value"
+        )
+    return converted
 
 
 def _ends(starts: AnyArray, terminated: AnyArray, cut: AnyArray) -> AnyArray:
@@ -167,11 +256,65 @@ def _check_episodes(ids: AnyArray, dones: AnyArray) -> None:
         )
 
 
+_LEGACY_RESET = (
+    "the layout's 'final_obs': true puts a value there at every step, or, as earlier trajkit "
+    "versions wrote it, exactly at episode ends"
+)
+_COMPACT_NEXT = "the compact layout stores the 'next_' bytes of a leaf on the last step only"
+_FINALS = (
+    "the compact layout stores the 'next_obs' bytes of a leaf at episode ends and on the last "
+    "step, its 'reset_obs' bytes at episode ends on the last step"
+)
+
+
+def binary_values(column: Any, dtype: np.dtype[Any], shape: Sequence[int]) -> AnyArray:
+    """A binary array's values (no nulls) as `[len, *shape]` of `dtype`, zero-copy.
+
+    Fixed-size binary of the cell's size, or variable-size binary whose values are each
+    exactly one cell long (refused otherwise, naming the first row that is not).
+    """
+    n = len(column)
+    width = int(dtype.itemsize * np.prod(shape, dtype=np.int64))
+    data = column.buffers()[-1]
+    if str(column.type).startswith("fixed_size_binary"):
+        start = column.offset * width
+    else:
+        kind = np.int64 if "large" in str(column.type) else np.int32
+        offsets = np.frombuffer(
+            column.buffers()[1], kind, count=n + 1, offset=column.offset * np.dtype(kind).itemsize
+        )
+        lengths = np.diff(offsets)
+        if (lengths != width).any():
+            row = int(np.argmax(lengths != width))
+            raise _CellSizeError(row, int(lengths[row]), width)
+        start = int(offsets[0])
+    if data is None:
+        return np.zeros((0, *shape), dtype)
+    raw = np.frombuffer(data, np.uint8, count=n * width, offset=start)
+    values: AnyArray = raw.view(dtype).reshape(n, *shape)
+    return values
+
+
+class _CellSizeError(ValueError):
+    """A binary value of another length than the layout's cell (its row, length, width)."""
+
+    def __init__(self, row: int, length: int, width: int) -> None:
+        super().__init__(row, length, width)
+        self.row, self.length, self.width = row, length, width
+
+
 class _Grid:
     """The rows of a one-rollout table as a (step, env) grid, read column by column."""
 
     def __init__(self, pa: Any, table: Any, T: int, B: int, order: AnyArray | None) -> None:
         self.pa, self.table, self.T, self.B, self.order = pa, table, T, B, order
+        self.lazy: LazyColumns | None = None
+
+    def _chunks(self, name: str) -> Any:
+        """The column `name` as it comes: its chunks, from the table or the file."""
+        if self.lazy is not None and name in self.lazy.types:
+            return self.lazy.chunks(name)
+        return self.table.column(name).chunks
 
     @classmethod
     def of(cls, pa: Any, table: Any) -> _Grid:
@@ -208,54 +351,108 @@ class _Grid:
         return f"step {t}, env {b} (row {row})"
 
     def _column(self, name: str) -> Any:
-        column = self.table.column(name).combine_chunks()
+        if self.lazy is not None and name in self.lazy.types:
+            column = self.lazy.column(name).combine_chunks()
+        else:
+            column = self.table.column(name).combine_chunks()
         if self.order is not None:
-            column = column.take(self.pa.array(self.order))
+            column = column.take(from_numpy(self.pa, self.order))
         return column
 
-    def cells(self, name: str, shape: Sequence[int] = ()) -> AnyArray:
-        """A column as `[T, B, *shape]`: a value in every cell, no null anywhere."""
+    def cells(
+        self, name: str, shape: Sequence[int] = (), item: dict[str, Any] | None = None
+    ) -> AnyArray:
+        """A column as `[T, B, *shape]`: a value in every cell, no null anywhere.
+
+        `item` (a leaf or output of the layout) says the dtype of a column of bytes.
+        """
+        return self._filled(name, shape, item, 0)[: self.T]
+
+    def _filled(
+        self, name: str, shape: Sequence[int], item: dict[str, Any] | None, extra: int
+    ) -> AnyArray:
+        """`cells`, as the first T rows of an array of `T + extra` (the rest left to fill)."""
+        if item is not None and item.get("binary") and self.order is None:
+            return self._binary_rows(name, item, extra)
         column = self._column(name)
+        self._no_nulls(name, column)
+        values = self._values(name, column, shape, None, item).reshape(self.T, self.B, *shape)
+        if extra:
+            return np.concatenate([values, np.empty((extra, *values.shape[1:]), values.dtype)])
+        return np.ascontiguousarray(values)
+
+    def _no_nulls(self, name: str, column: Any, first: int = 0) -> None:
+        """Refuse a null in `column` (rows from `first` of the grid), naming the first."""
         if column.null_count:
-            nulls = column.is_null().to_numpy(zero_copy_only=False)
+            nulls = to_numpy(column.is_null())
             raise ValueError(
-                f"column {name!r} is null at {self._where(int(np.argmax(nulls)))}; a "
+                f"column {name!r} is null at {self._where(first + int(np.argmax(nulls)))}; a "
                 "rollout has a value at every step"
             )
-        values = self._values(name, column, shape, None)
-        return np.ascontiguousarray(values.reshape(self.T, self.B, *shape))
 
-    def cells_at(self, name: str, shape: Sequence[int], where: AnyArray, what: str) -> AnyArray:
+    def _binary_rows(self, name: str, item: dict[str, Any], extra: int) -> AnyArray:
+        """A column of bytes in row order, copied chunk by chunk into `[T + extra, B, ...]`."""
+        dtype, shape = np.dtype(item["dtype"]), item["shape"]
+        out = np.empty(((self.T + extra) * self.B, *shape), dtype)
+        start = 0
+        for chunk in self._chunks(name):
+            if chunk.null_count:
+                self._no_nulls(name, chunk, start)
+            out[start : start + len(chunk)] = self._values(name, chunk, shape, None, item, start)
+            start += len(chunk)
+        return out.reshape(self.T + extra, self.B, *shape)
+
+    def cells_at(
+        self,
+        name: str,
+        shape: Sequence[int],
+        where: AnyArray,
+        what: str,
+        item: dict[str, Any] | None = None,
+        why: str = "the layout's 'final_obs': true puts a value there exactly at episode ends",
+    ) -> AnyArray:
         """A column's values at the cells `where` (`[T, B]`), `[count, *shape]` in (t, b) order.
 
         The column holds a value in each of those cells (`what` they are), null in the others.
         """
         column = self._column(name)
         wanted = where.reshape(-1)
-        nulls = column.is_null().to_numpy(zero_copy_only=False)
+        nulls = to_numpy(column.is_null())
         if (nulls == wanted).any():
             i = int(np.argmax(nulls == wanted))
             said = "is null" if nulls[i] else "holds a value"
             want = f"an {what}" if wanted[i] else f"which is no {what}"
-            raise ValueError(
-                f"column {name!r} {said} at {self._where(i)}, {want} (the layout's "
-                "'final_obs': true puts a value there exactly at episode ends)"
-            )
+            raise ValueError(f"column {name!r} {said} at {self._where(i)}, {want} ({why})")
         picked = np.flatnonzero(wanted)
-        values = self._values(name, column.filter(self.pa.array(wanted)), shape, picked)
+        values = self._values(name, column.filter(from_numpy(self.pa, wanted)), shape, picked, item)
         return np.ascontiguousarray(values.reshape(len(picked), *shape))
 
     def _values(
-        self, name: str, column: Any, shape: Sequence[int], rows: AnyArray | None
+        self,
+        name: str,
+        column: Any,
+        shape: Sequence[int],
+        rows: AnyArray | None,
+        item: dict[str, Any] | None = None,
+        first: int = 0,
     ) -> AnyArray:
         """The flat values of a column without nulls at its top level.
 
-        Its row i is the grid's cell `rows[i]` (or i, without `rows`), for messages.
+        Its row i is the grid's cell `rows[i]` (or `first + i`, without `rows`), for messages.
         """
         pa = self.pa
 
         def at(i: int) -> str:
-            return self._where(i if rows is None else int(rows[i]))
+            return self._where(first + i if rows is None else int(rows[i]))
+
+        if item is not None and item.get("binary"):
+            try:
+                return binary_values(column, np.dtype(item["dtype"]), shape)
+            except _CellSizeError as exc:
+                raise ValueError(
+                    f"column {name!r} holds {exc.length} bytes at {at(exc.row)}, where the "
+                    f"layout's cell ({item['dtype']} of shape {list(shape)}) has {exc.width}"
+                ) from None
 
         if isinstance(column.type, pa.FixedShapeTensorType):
             column = column.storage
@@ -267,7 +464,7 @@ class _Grid:
             if level and column.null_count:
                 self._inner_null(name, column, per_row, at)
             if not pa.types.is_fixed_size_list(column.type):
-                lengths = pa.compute.list_value_length(column).to_numpy(zero_copy_only=False)
+                lengths = to_numpy(load_compute().list_value_length(column))
                 if (lengths != size).any():
                     i = int(np.argmax(lengths != size))
                     raise ValueError(
@@ -279,50 +476,101 @@ class _Grid:
             per_row *= size
         if len(shape_here) and column.null_count:
             self._inner_null(name, column, per_row, at)
-        values: AnyArray = column.to_numpy(zero_copy_only=False)
+        values = to_numpy(column)
+        if values.dtype == np.float16:  # exact; rules compare float16 with int bounds badly
+            values = values.astype(np.float32)
         return values
 
     @staticmethod
     def _inner_null(name: str, column: Any, per_row: int, at: Callable[[int], str]) -> None:
-        nulls = column.is_null().to_numpy(zero_copy_only=False)
+        nulls = to_numpy(column.is_null())
         raise ValueError(
             f"column {name!r} holds a null value at "
             f"{at(int(np.argmax(nulls)) // per_row)}; a rollout has a value at every step"
         )
 
-    def both(self, item: dict[str, Any], shape: Sequence[int]) -> AnyArray:
-        """A leaf or output's column and its `next_` column as `[T+1, B, ...]`, checked to agree."""
-        values = self.cells(item["column"], shape)
-        after = self.cells(item["next"], shape)
-        _check_next(item["next"], item["column"], after[:-1], values[1:], None)
-        return np.concatenate([values, after[-1:]])
+    def last_step(self) -> AnyArray:
+        """`[T, B]`: true on the last step."""
+        last = np.zeros((self.T, self.B), bool)
+        last[-1] = True
+        return last
 
-    def with_finals(
-        self, leaf: dict[str, Any], shape: Sequence[int], ends: AnyArray
-    ) -> tuple[AnyArray, AnyArray]:
+    def both(self, item: dict[str, Any]) -> AnyArray:
+        """A leaf or output's column and its `next_` column as `[T+1, B, ...]`, checked to agree.
+
+        For bytes (compact layout), the `next_` column holds a value on the last step only.
+        """
+        shape = item["shape"]
+        full = self._filled(item["column"], shape, item, 1)
+        if item.get("binary"):
+            full[-1] = self.cells_at(
+                item["next"], shape, self.last_step(), "last step", item, _COMPACT_NEXT
+            )
+            return full
+        after = self.cells(item["next"], shape, item)
+        _check_next(item["next"], item["column"], after[:-1], full[1:-1], None)
+        full[-1] = after[-1]
+        return full
+
+    def with_finals(self, leaf: dict[str, Any], ends: AnyArray) -> tuple[AnyArray, AnyArray]:
         """An observation leaf `[T+1, B, ...]` and its final observations `[E, ...]`.
 
         Under the layout's `final_obs`, `next_obs...` holds the final observation where a step
         ends its episode (`ends`, `[T, B]`) and `reset_obs...` the observation after it there:
         each agrees with the next row's `obs` where there is one.
         """
-        values = self.cells(leaf["column"], shape)
-        after = self.cells(leaf["next"], shape)
+        shape = leaf["shape"]
+        full = self._filled(leaf["column"], shape, leaf, 1)
+        if leaf.get("binary"):
+            return self._compact_finals(leaf, ends, full)
+        after = self.cells(leaf["next"], shape, leaf)
         reset_name = reset_column(leaf["column"])
-        reset = self.cells_at(reset_name, shape, ends, "episode end")
-        full = np.concatenate([values, after[-1:]])
-        full[-1][ends[-1]] = reset[len(reset) - int(ends[-1].sum()) :]  # (t, b) order: last
-        _check_next(leaf["next"], leaf["column"], after[:-1], values[1:], ends[:-1])
-        _check_next(reset_name, leaf["column"], reset, full[1:][ends], None, at=ends)
+        if self._column(reset_name).null_count:  # as trajkit wrote it before: at ends only
+            reset = self.cells_at(reset_name, shape, ends, "episode end", leaf, _LEGACY_RESET)
+            full[-1] = after[-1]
+            full[-1][ends[-1]] = reset[len(reset) - int(ends[-1].sum()) :]  # (t, b) order: last
+            _check_next(reset_name, leaf["column"], reset, full[1:][ends], None, at=ends)
+        else:
+            reset = self.cells(reset_name, shape, leaf)
+            full[-1] = reset[-1]
+            _check_next(reset_name, leaf["column"], reset[:-1], full[1:-1], None)
+        _check_next(leaf["next"], leaf["column"], after[:-1], full[1:-1], ends[:-1])
+        _check_next(leaf["next"], reset_name, after[-1:], full[-1:], ends[-1:], t0=self.T - 1)
         return full, after[ends]
 
-    def texts(self, name: str) -> list[str | None]:
-        """A string column's values in grid order (nulls as `None`)."""
+    def _compact_finals(
+        self, leaf: dict[str, Any], ends: AnyArray, full: AnyArray
+    ) -> tuple[AnyArray, AnyArray]:
+        """`with_finals` of a leaf stored as bytes (compact layout).
+
+        Its `next_obs...` holds values at episode ends and on the last step, its
+        `reset_obs...` at episode ends on the last step.
+        """
+        shape, last = leaf["shape"], self.last_step()
+        where = ends | last
+        after = self.cells_at(leaf["next"], shape, where, "episode end or last step", leaf, _FINALS)
+        at_ends = ends[where]  # which of them are ends, in (t, b) order
+        full[-1] = after[-self.B :]
+        ended = ends[-1]
+        if ended.any():
+            reset = self.cells_at(
+                reset_column(leaf["column"]), shape, ends & last, "episode end on the last step",
+                leaf, _FINALS,
+            )  # fmt: skip
+            full[-1][ended] = reset
+        return full, after[at_ends]
+
+    def texts(self, name: str) -> list[tuple[int, str]]:
+        """A string column's values that are not null, with their grid positions."""
+        column = self._column(name)
+        if column.null_count == len(column):
+            return []
+        where = np.flatnonzero(~to_numpy(column.is_null()))
         try:
-            texts: list[str | None] = self._column(name).to_pylist()
+            texts: list[str] = column.filter(column.is_valid()).to_pylist()
         except UnicodeDecodeError as exc:
             raise ValueError(f"column {name!r} holds text that is not UTF-8: {exc}") from None
-        return texts
+        return list(zip(where.tolist(), texts, strict=True))
 
 
 def _check_next(
@@ -332,6 +580,7 @@ def _check_next(
     following: AnyArray,
     skip: AnyArray | None,
     at: AnyArray | None = None,
+    t0: int = 0,
 ) -> None:
     """`after` (column `name`) equals `following` (`column` a step later), but where `skip`.
 
@@ -349,6 +598,7 @@ def _check_next(
         return
     if at is None:
         t, b = (int(i) for i in np.argwhere(~same)[0])
+        t += t0
     else:
         t, b = (int(i) for i in np.argwhere(at)[int(np.argmin(same))])
     raise ValueError(
@@ -364,9 +614,9 @@ def index_column(table: Any, name: str) -> AnyArray:
     """An integer column with no nulls (`rollout`, `step`, `env`), as NumPy."""
     column = table.column(name)
     if column.null_count:
-        nulls = column.is_null().to_numpy()
+        nulls = to_numpy(column.is_null())
         raise ValueError(f"column {name!r} is null at row {int(np.argmax(nulls))}")
-    values: AnyArray = column.to_numpy()
+    values = to_numpy(column)
     if values.dtype.kind == "u" and values.size and int(values.max()) > np.iinfo(np.int64).max:
         row = int(np.argmax(values))
         raise ValueError(f"column {name!r} holds {int(values[row])} at row {row}, out of range")
@@ -376,7 +626,8 @@ def index_column(table: Any, name: str) -> AnyArray:
 def _output(grid: _Grid, item: dict[str, Any]) -> AnyArray:
     """A model output `[T+1, B, ...]`; a per-step scalar's `[T+1]`, equal on every env."""
     name = f"model_outs[{item['key']!r}] (column {item['column']!r})"
-    values = lossless(grid.both(item, item["shape"]), np.dtype(item["dtype"]), name)
+    stored = grid.both(item)
+    values = exactly(lossless(stored, np.dtype(item["dtype"]), name), stored, name)
     if not item.get("per_step"):
         return values
     first = values[:, :1]
@@ -396,8 +647,7 @@ def _output(grid: _Grid, item: dict[str, Any]) -> AnyArray:
 def _infos(grid: _Grid) -> list[list[dict[str, Any]]] | None:
     """The `info` column as infos, checked by the rule `trajkit.save` applies."""
     T, B = grid.T, grid.B
-    texts = grid.texts("info")
-    given = [(i, text) for i, text in enumerate(texts) if text is not None]
+    given = grid.texts("info")
     if not given:
         return None
     data = "\x00".join(text for _, text in given).encode("utf-8", "surrogatepass")

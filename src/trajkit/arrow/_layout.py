@@ -15,6 +15,7 @@ import numpy as np
 from trajkit._base.optional import require
 from trajkit._core import tree as _tree
 from trajkit._io.infos import strict_json_loads
+from trajkit._models.spec import SUPPORTED_DTYPES
 
 LAYOUT_VERSION = 2
 """The version of the columnar layout, recorded in each table's layout JSON.
@@ -28,6 +29,18 @@ by a tool that drops schema metadata (polars, DuckDB, HF `datasets`) still reads
 
 TensorType = Literal["list", "extension"]
 
+Style = Literal["readable", "compact"]
+"""How a table stores its leaves: `"readable"` (every value as a number, `next_` columns in
+full) or `"compact"` (large leaves as bytes, `next_` columns only where they say something)."""
+
+LayoutChoice = Literal["auto", "readable", "compact"]
+"""The `layout` argument: a style, or `"auto"` (compact where a leaf is large)."""
+
+AUTO_COMPACT_BYTES = 1024
+"""`layout="auto"` picks the compact layout for a rollout with a leaf (or model output) whose
+cell, one step of one env, holds at least this many bytes (an 84x84 uint8 image: 7,056),
+and the readable layout otherwise."""
+
 META_KEY = b"trajkit"
 FORMAT = "trajkit-arrow"
 _INDEX = ("rollout", "step", "env", "episode_id")
@@ -40,34 +53,63 @@ def load_pyarrow() -> Any:
     return require("pyarrow", "arrow", "trajkit.arrow")
 
 
+def load_compute() -> Any:
+    """`pyarrow.compute`, imported by name: `pa.compute` exists only once something has."""
+    return require("pyarrow.compute", "arrow", "trajkit.arrow")
+
+
 def reset_column(column: str) -> str:
     """The column of the observation an env reset to after an episode end (`final_obs`)."""
     return "reset_" + column
 
 
-def _needed(layout: dict[str, Any]) -> dict[str, tuple[str, list[int]]]:
-    """Every column the layout names: its kind (`index`, `number`, `text`) and cell shape."""
-    needed: dict[str, tuple[str, list[int]]] = {name: ("index", []) for name in _INDEX}
-    needed.update({name: ("number", []) for name in _FLAGS})
+def cell_bytes(item: dict[str, Any]) -> int:
+    """The bytes of one cell of a leaf or output of the layout (its dtype times its shape)."""
+    return int(np.dtype(item["dtype"]).itemsize * np.prod(item["shape"], dtype=np.int64))
+
+
+def _kind(item: dict[str, Any], sparse: bool = False) -> str:
+    if not item.get("binary"):
+        return "number"
+    return "sparse binary" if sparse else "binary"
+
+
+def _needed(layout: dict[str, Any]) -> dict[str, tuple[str, dict[str, Any]]]:
+    """Every column the layout names: its kind, and the leaf or output it holds.
+
+    Kinds: `index`, `number`, `binary`, `text`; the leaf or output gives the dtype and cell
+    shape (empty for the layout's own columns).
+    """
+    none: dict[str, Any] = {"shape": []}
+    needed = dict.fromkeys(_INDEX, ("index", none))
+    needed.update(dict.fromkeys(_FLAGS, ("number", none)))
     if not layout["truncation"]:
         del needed["final_value"]
-    needed["info"] = ("text", [])
+    needed["info"] = ("text", none)
     for field in ("obses", "states"):
         for leaf in layout["fields"][field]["leaves"]:
             if leaf["column"] is not None:
-                needed[leaf["column"]] = needed[leaf["next"]] = ("number", leaf["shape"])
+                needed[leaf["column"]] = (_kind(leaf), leaf)
+                needed[leaf["next"]] = (_kind(leaf, sparse=True), leaf)
     if layout.get("final_obs"):
         for leaf in layout["fields"]["obses"]["leaves"]:
             if leaf["column"] is not None:
-                needed[reset_column(leaf["column"])] = ("number", leaf["shape"])
+                needed[reset_column(leaf["column"])] = (_kind(leaf, sparse=True), leaf)
     for item in layout["model_outs"]:
-        needed[item["column"]] = needed[item["next"]] = ("number", item["shape"])
+        needed[item["column"]] = (_kind(item), item)
+        needed[item["next"]] = (_kind(item, sparse=True), item)
     return needed
 
 
-def check_columns(pa: Any, table: Any, layout: dict[str, Any]) -> None:
-    """Every column the layout needs is there, of a type that holds it; no other column."""
-    names = table.column_names
+def check_columns(
+    pa: Any, table: Any, layout: dict[str, Any], more: dict[str, Any] | None = None
+) -> None:
+    """Every column the layout needs is there, of a type that holds it; no other column.
+
+    `more`: the names and types of the columns of the file left out of `table`.
+    """
+    more = more or {}
+    names = [*table.column_names, *more]
     if len(set(names)) != len(names):
         twice = next(name for name in names if names.count(name) > 1)
         raise ValueError(f"the table has two columns named {twice!r}")
@@ -86,11 +128,36 @@ def check_columns(pa: Any, table: Any, layout: dict[str, Any]) -> None:
                 f"the table has a column {name!r}, but {why}; drop it or fix the layout "
                 "(trajkit does not drop data it cannot place)"
             )
-    for name, (kind, shape) in needed.items():
-        check_type(pa, name, table.schema.field(name).type, kind, shape)
+    for name, (kind, item) in needed.items():
+        type_ = more[name] if name in more else table.schema.field(name).type
+        if kind in ("binary", "sparse binary"):
+            _check_binary(pa, name, type_, item, kind == "sparse binary")
+        else:
+            check_type(pa, name, type_, kind, item["shape"])
+
+
+def _check_binary(pa: Any, name: str, type_: Any, item: dict[str, Any], sparse: bool) -> None:
+    """A column of bytes: `fixed_size_binary` of one cell's size.
+
+    Or, `sparse` (the `next_` columns, mostly null), binary values of any length, each
+    checked when read.
+    """
+    types, size = pa.types, cell_bytes(item)
+    if types.is_fixed_size_binary(type_) and type_.byte_width == size:
+        return
+    if sparse and (types.is_binary(type_) or types.is_large_binary(type_)):
+        return
+    expected = (
+        f"large_binary or fixed_size_binary[{size}]" if sparse else f"fixed_size_binary[{size}]"
+    )
+    raise ValueError(
+        f"column {name!r} has type {type_}; the layout stores it as bytes, {expected} "
+        f"({item['dtype']} of shape {item['shape']})"
+    )
 
 
 def check_type(pa: Any, name: str, type_: Any, kind: str, shape: Sequence[int] = ()) -> None:
+    """A column of type `type_` can hold `kind` (`text`, `index`, `number`) of cell `shape`."""
     types = pa.types
     if kind == "text":
         if types.is_string(type_) or types.is_large_string(type_) or types.is_null(type_):
@@ -131,7 +198,7 @@ def read_layout(pa: Any, table: Any) -> dict[str, Any]:
     if LAYOUT_COLUMN in table.column_names:
         column = table.column(LAYOUT_COLUMN)
         check_type(pa, LAYOUT_COLUMN, column.type, "text")
-        texts = pa.compute.unique(column.drop_null()).to_pylist()
+        texts = load_compute().unique(column.drop_null()).to_pylist()
         if len(texts) > 1:
             raise ValueError(
                 f"column {LAYOUT_COLUMN!r} holds {len(texts)} different layouts; a table (or a "
@@ -174,32 +241,20 @@ def _check_layout(layout: dict[str, Any]) -> dict[str, Any]:
     fields = layout.get("fields")
     if not isinstance(fields, dict) or set(fields) != {"obses", "states"}:
         raise _bad_layout("'fields' must name 'obses' and 'states'")
+    style = layout.get("style", "readable")
+    if style not in ("readable", "compact"):
+        raise _bad_layout(f"'style' must be 'readable' or 'compact' (or absent), got {style!r}")
     columns: set[str] = {*_INDEX, *_FLAGS, "info", LAYOUT_COLUMN}
     for field in ("obses", "states"):
-        _check_field(field, fields[field], columns)
+        _check_field(field, fields[field], columns, style)
     outs = layout.get("model_outs")
     if not isinstance(outs, list):
         raise _bad_layout("'model_outs' must be a list")
     keys: set[str] = set()
     for item in outs:
-        if not (
-            isinstance(item, dict)
-            and set(item) - {"per_step"} == {"key", "column", "next", "dtype", "shape"}
-            and all(isinstance(item[k], str) for k in ("key", "column", "next"))
-            and item.get("per_step", True) is True
-        ):
-            raise _bad_layout(
-                "each of 'model_outs' must be {'key': str, 'column': str, 'next': str, "
-                "'dtype': str, 'shape': [int, ...]}, with 'per_step': true for a per-step "
-                "scalar output"
-            )
-        name = f"model output {item['key']!r}"
-        _check_dtype(item["dtype"], name)
-        _check_shape(item["shape"], name)
-        if item.get("per_step") and item["shape"]:
-            raise _bad_layout(f"{name} is a per-step scalar ('per_step': true) with a shape")
+        _check_output(item, style)
         if item["key"] in keys:
-            raise _bad_layout(f"{name} is listed twice")
+            raise _bad_layout(f"model output {item['key']!r} is listed twice")
         keys.add(item["key"])
         _claim(item["column"], columns)
         _claim(item["next"], columns)
@@ -207,6 +262,37 @@ def _check_layout(layout: dict[str, Any]) -> dict[str, Any]:
         raise _bad_layout("'truncation' must be true or false")
     _check_final_obs(layout, columns)
     return layout
+
+
+def _check_output(item: Any, style: str) -> None:
+    """One of `model_outs`: key, columns, dtype, shape; `per_step` and `binary` if any."""
+    if not (
+        isinstance(item, dict)
+        and set(item) - {"per_step", "binary"} == {"key", "column", "next", "dtype", "shape"}
+        and all(isinstance(item[k], str) for k in ("key", "column", "next"))
+        and item.get("per_step", True) is True
+    ):
+        raise _bad_layout(
+            "each of 'model_outs' must be {'key': str, 'column': str, 'next': str, "
+            "'dtype': str, 'shape': [int, ...]}, with 'per_step': true for a per-step "
+            "scalar output"
+        )
+    name = f"model output {item['key']!r}"
+    _check_cell(item, name, style)
+    if item.get("per_step") and item["shape"]:
+        raise _bad_layout(f"{name} is a per-step scalar ('per_step': true) with a shape")
+
+
+def _check_cell(item: dict[str, Any], name: str, style: str) -> None:
+    """A leaf's or output's `dtype` and `shape`, and `binary` (only in the compact layout)."""
+    _check_dtype(item["dtype"], name)
+    _check_shape(item["shape"], name)
+    binary = item.get("binary", False)
+    if binary is not False and not (binary is True and style == "compact" and item["shape"]):
+        raise _bad_layout(
+            f"{name} has 'binary': {binary!r}; only a leaf with a shape, in the compact "
+            "layout ('style': 'compact'), is stored as bytes ('binary': true)"
+        )
 
 
 def _check_final_obs(layout: dict[str, Any], columns: set[str]) -> None:
@@ -233,12 +319,15 @@ def _claim(column: str, columns: set[str]) -> None:
 
 
 def _check_dtype(dtype_text: Any, name: str) -> None:
+    """A dtype trajkit files store (`SUPPORTED_DTYPES`: no float128, no complex, no object)."""
     try:
         dtype = np.dtype(dtype_text) if isinstance(dtype_text, str) else None
     except TypeError:
         dtype = None
-    if dtype is None or dtype.kind not in "biuf" or dtype.shape:
-        raise _bad_layout(f"{name} has dtype {dtype_text!r}, not a real numeric or bool dtype")
+    if dtype is None or dtype.shape or dtype.name not in SUPPORTED_DTYPES:
+        raise _bad_layout(
+            f"{name} has dtype {dtype_text!r}; trajkit stores {', '.join(SUPPORTED_DTYPES)}"
+        )
 
 
 def _check_shape(shape: Any, name: str) -> None:
@@ -253,7 +342,7 @@ def _check_shape(shape: Any, name: str) -> None:
         )
 
 
-def _check_field(field: str, entry: Any, columns: set[str]) -> None:
+def _check_field(field: str, entry: Any, columns: set[str], style: str) -> None:
     """One field's entry: `nested`, and leaves with a path, a dtype, a shape and columns."""
     if not (
         isinstance(entry, dict)
@@ -263,38 +352,7 @@ def _check_field(field: str, entry: Any, columns: set[str]) -> None:
     ):
         raise _bad_layout(f"{field!r} must have 'nested' (true/false) and a list of leaves")
     for leaf in entry["leaves"]:
-        if not (
-            isinstance(leaf, dict) and set(leaf) == {"column", "next", "path", "dtype", "shape"}
-        ):
-            raise _bad_layout(
-                f"each leaf of {field!r} must have 'column', 'next', 'path', 'dtype' and 'shape'"
-            )
-        path = leaf["path"]
-        if not (
-            isinstance(path, list)
-            and len(path) <= _MAX_PATH
-            and all(type(key) is str or (type(key) is int and key >= 0) for key in path)
-        ):
-            raise _bad_layout(
-                f"a leaf path of {field!r} must be a list of at most {_MAX_PATH} keys (str) "
-                "and indices (int)"
-            )
-        name = f"leaf {_tree.format_path(field, path)}"
-        _check_dtype(leaf["dtype"], name)
-        _check_shape(leaf["shape"], name)
-        column, after = leaf["column"], leaf["next"]
-        if column is None and after is None:
-            if 0 not in leaf["shape"]:
-                raise _bad_layout(
-                    f"{name} has no column, so its 'shape' must have a 0 in it (no values per row)"
-                )
-        elif isinstance(column, str) and isinstance(after, str):
-            _claim(column, columns)
-            _claim(after, columns)
-        else:
-            raise _bad_layout(
-                f"{name} must have a 'column' and a 'next' column (strings), or neither"
-            )
+        _check_leaf(field, leaf, columns, style)
     if not entry["nested"]:
         (first, *rest) = entry["leaves"]
         if rest or first["path"]:
@@ -305,3 +363,40 @@ def _check_field(field: str, entry: Any, columns: set[str]) -> None:
             )
     elif any(not leaf["path"] for leaf in entry["leaves"]):
         raise _bad_layout(f"{field!r} is nested but has a leaf with an empty path")
+
+
+def _check_leaf(field: str, leaf: Any, columns: set[str], style: str) -> None:
+    """One leaf: its keys, its tree path, its cell, and its columns (claimed once each)."""
+    keys = {"column", "next", "path", "dtype", "shape"}
+    if not (isinstance(leaf, dict) and set(leaf) - {"binary"} == keys):
+        raise _bad_layout(
+            f"each leaf of {field!r} must have 'column', 'next', 'path', 'dtype' and 'shape'"
+        )
+    path = leaf["path"]
+    if not (
+        isinstance(path, list)
+        and len(path) <= _MAX_PATH
+        and all(type(key) is str or (type(key) is int and key >= 0) for key in path)
+    ):
+        raise _bad_layout(
+            f"a leaf path of {field!r} must be a list of at most {_MAX_PATH} keys (str) "
+            "and indices (int)"
+        )
+    name = f"leaf {_tree.format_path(field, path)}"
+    _check_cell(leaf, name, style)
+    _check_leaf_columns(leaf, name, columns)
+
+
+def _check_leaf_columns(leaf: dict[str, Any], name: str, columns: set[str]) -> None:
+    """A leaf has a column and a `next` column, or (no values per row) neither."""
+    column, after = leaf["column"], leaf["next"]
+    if column is None and after is None:
+        if 0 not in leaf["shape"]:
+            raise _bad_layout(
+                f"{name} has no column, so its 'shape' must have a 0 in it (no values per row)"
+            )
+    elif isinstance(column, str) and isinstance(after, str):
+        _claim(column, columns)
+        _claim(after, columns)
+    else:
+        raise _bad_layout(f"{name} must have a 'column' and a 'next' column (strings), or neither")
