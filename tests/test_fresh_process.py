@@ -28,11 +28,6 @@ import trajkit
 from trajkit.testing import example_rollout
 
 TIMEOUT = 300
-PYARROW_COMPUTE = pytest.mark.xfail(
-    strict=True,
-    reason="issue 34: trajkit.arrow uses pyarrow.compute without importing it (fixed on "
-    "another branch: remove this mark after merging it)",
-)
 
 
 def _env(tmp_path: Path) -> dict[str, str]:
@@ -154,7 +149,6 @@ def test_cli_export(exported: Path) -> None:
     assert exported.read_bytes()[:4] == b"PAR1"
 
 
-@PYARROW_COMPUTE
 def test_cli_import(tmp_path: Path, exported: Path, run_npz: Path) -> None:
     cli(tmp_path, "import", str(exported), "--out", str(tmp_path / "back"))
     (back,) = (tmp_path / "back").iterdir()
@@ -183,7 +177,6 @@ def _rewrite(tool: str, source: Path, target: Path) -> None:
         pd.read_parquet(source).to_parquet(target)
 
 
-@PYARROW_COMPUTE
 @pytest.mark.parametrize("tool", ["polars", "duckdb", "pandas"])
 def test_cli_import_of_a_rewritten_export(
     tmp_path: Path, exported: Path, run_npz: Path, tool: str
@@ -195,7 +188,6 @@ def test_cli_import_of_a_rewritten_export(
     assert trajkit.load(back) == trajkit.load(run_npz)
 
 
-@PYARROW_COMPUTE
 @pytest.mark.parametrize("tool", ["polars", "duckdb", "pandas"])
 def test_read_parquet_of_a_rewritten_export(
     tmp_path: Path, exported: Path, run_npz: Path, tool: str
@@ -265,7 +257,6 @@ def test_arrow_export(tmp_path: Path) -> None:
     )
 
 
-@PYARROW_COMPUTE
 def test_arrow_read_parquet(tmp_path: Path, exported: Path, run_npz: Path) -> None:
     python(
         tmp_path,

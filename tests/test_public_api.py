@@ -9,6 +9,7 @@ from __future__ import annotations
 import difflib
 import importlib
 import types
+from pathlib import Path
 
 import pytest
 
@@ -64,3 +65,11 @@ def test_the_public_api_is_the_snapshot() -> None:
             f"versioning policy in CONTRIBUTING.md).\n{diff}",
             pytrace=False,
         )
+
+
+def test_every_public_module_is_in_the_snapshot() -> None:
+    # A new integration (`src/trajkit/<name>.py` or a package) is public API from its first day.
+    root = Path(trajkit.__file__).parent
+    modules = [p for p in root.iterdir() if p.suffix == ".py" or (p / "__init__.py").exists()]
+    public = {f"trajkit.{p.stem}" for p in modules if not p.name.startswith("_")}
+    assert {"trajkit", *public} == set(MODULES)
