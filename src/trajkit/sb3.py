@@ -491,15 +491,15 @@ class TrajkitCallback(BaseCallback):
         verbose: int = 0,
     ) -> None:
         super().__init__(verbose)
-        self.save_dir = None if save_dir is None else Path(save_dir)
+        self.save_dir: Path | None = None if save_dir is None else Path(save_dir)
         self.lint = lint
-        self.select = None if select is None else list(select)
-        self.ignore = None if ignore is None else list(ignore)
+        self.select: list[str] | None = None if select is None else list(select)
+        self.ignore: list[str] | None = None if ignore is None else list(ignore)
         if lint:
             trajkit.lint.lint([], select=self.select, ignore=self.ignore, jobs=1)  # checks them
-        self.info_keys = None if info_keys is None else frozenset(info_keys)
+        self.info_keys: frozenset[str] | None = None if info_keys is None else frozenset(info_keys)
         self.compress = compress
-        self.rollouts = 0
+        self.rollouts: int = 0
         self.last_rollout: Rollout | None = None
         self.findings: list[trajkit.lint.Finding] = []
         self.recording: dict[str, Any] | None = None
