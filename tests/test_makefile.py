@@ -30,9 +30,11 @@ def test_typecheck_runs_pyright_against_the_venvs_packages(tmp_path: Path) -> No
     # Without --pythonpath, pyright asks the first `python` on PATH for its search paths and
     # checks against that interpreter's packages (another pydantic, or none).
     venv = tmp_path / "venv"
-    pyright = [line for line in _dry_run("typecheck", venv) if f"{venv}/bin/pyright" in line]
-    assert len(pyright) == 1, pyright
-    assert f"{venv}/bin/pyright --pythonpath {venv}/bin/python " in pyright[0]
+    runs = [line for line in _dry_run("typecheck", venv) if "tests/verify_types.py" in line]
+    assert len(runs) == 1, runs
+    assert f"{venv}/bin/python tests/verify_types.py" in runs[0]
+    source = (Path(__file__).parent / "verify_types.py").read_text(encoding="utf-8")
+    assert '"--pythonpath", sys.executable' in source
 
 
 def test_ci_tests_the_installed_wheel_and_another_order(tmp_path: Path) -> None:
