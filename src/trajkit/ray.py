@@ -37,13 +37,13 @@ Examples:
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Iterator, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
+from trajkit._base.deprecation import deprecated
 from trajkit._base.errors import RolloutFileError
 from trajkit._base.types import AnyArray, Int64Array
 from trajkit._core import tree as _tree
@@ -138,12 +138,7 @@ def validate(
 
 def _deprecated(name: str, *, listed: bool = False) -> None:
     replacement = "trajkit.dataset.validate_files(paths, engine='ray', ...)"
-    warnings.warn(
-        f"{name} is deprecated and will be removed; use "
-        f"{f'list({replacement})' if listed else replacement}",
-        DeprecationWarning,
-        stacklevel=3,
-    )
+    deprecated(name, f"list({replacement})" if listed else replacement, stacklevel=4)
 
 
 def stats(

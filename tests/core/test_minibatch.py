@@ -575,11 +575,12 @@ def test_gather_refuses_mismatched_buffers() -> None:
 def test_index_stream_and_index_batches_are_deprecated_aliases() -> None:
     import trajkit
 
-    message = r"trajkit\.index_stream is deprecated and will be removed: use Rollout\.entries"
+    removed = r"is deprecated and will be removed in trajkit 0\.3\.0: use"
+    message = rf"trajkit\.index_stream {removed} Rollout\.entries"
     with pytest.warns(DeprecationWarning, match=message):
         epochs = trajkit.index_stream(3, 2, seed=5)
     assert pairs(*next(epochs)) == pairs(*next(o2_stream(3, 2, seed=5)))
-    message = r"trajkit\.index_batches is deprecated and will be removed: use Rollout\.batches"
+    message = rf"trajkit\.index_batches {removed} Rollout\.batches"
     with pytest.warns(DeprecationWarning, match=message):
         got = as_lists(trajkit.index_batches(3, 2, 4, 5, seed=5))
     assert got == as_lists(o2_batches(3, 2, 4, 5, seed=5))
@@ -594,3 +595,11 @@ def test_index_stream_and_index_batches_are_deprecated_aliases() -> None:
         pytest.raises(ValueError, match=r"index_batches cannot draw 1 batches from an empty"),
     ):
         trajkit.index_batches(0, 2, 1, 1)
+
+
+def test_a_deprecation_warning_points_at_the_callers_line() -> None:
+    import trajkit
+
+    with pytest.warns(DeprecationWarning) as caught:
+        trajkit.index_stream(3, 2, seed=5)
+    assert caught[0].filename == __file__

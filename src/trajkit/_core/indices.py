@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import itertools
 import random
-import warnings
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
 
+from trajkit._base.deprecation import deprecated
 from trajkit._base.rng import as_generator
 from trajkit._base.types import AnyArray, IntArray
 from trajkit._core.minibatch import (
@@ -350,11 +350,11 @@ def gather_sequences(arrays: Mapping[str, AnyArray], b_idx: IntArray) -> dict[st
 
 
 def _deprecated(name: str, instead: str) -> None:
-    warnings.warn(
-        f"trajkit.{name} is deprecated and will be removed: use {instead} for obs-tower2's "
-        "stream, or trajkit.minibatch_indices for index arrays, epoch by epoch",
-        DeprecationWarning,
-        stacklevel=3,
+    deprecated(
+        f"trajkit.{name}",
+        f"{instead} for obs-tower2's stream, or trajkit.minibatch_indices for index arrays, "
+        "epoch by epoch",
+        stacklevel=4,
     )
 
 
