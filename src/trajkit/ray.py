@@ -51,7 +51,7 @@ from trajkit._core.gae import check_discount
 from trajkit._io import raytasks
 from trajkit._io.discovery import discover
 from trajkit._io.engine import checked_jobs, run_ordered
-from trajkit._io.filecheck import FileCheck, conform
+from trajkit._io.filecheck import FileCheck, matching_spec
 from trajkit._io.files import DEFAULT_MAX_BYTES, load
 from trajkit._io.remote import local_copy, mappable, metadata_and_size, naming
 from trajkit._io.stats import DatasetStats, stats_chunk
@@ -190,7 +190,7 @@ def _row(row: dict[str, Any], *, spec: RolloutSpec | None, max_bytes: int | None
     """One file as a row of `read_rollouts`: its layout and episode statistics."""
     path = str(row["path"])
     with local_copy(path, max_bytes) as local, naming(path):
-        rollout = conform(load(local, mmap=mappable(path), max_bytes=max_bytes), spec, path)
+        rollout = matching_spec(load(local, mmap=mappable(path), max_bytes=max_bytes), spec, path)
         file = DatasetStats.of(rollout)
         episodes = rollout.episode_stats()
         return {
@@ -307,7 +307,7 @@ def _layout(files: list[str], spec: RolloutSpec | None, max_bytes: int | None) -
 
 def _conformed(rollout: Rollout, layout: _Layout, path: str) -> Rollout:
     if layout.origin is None:
-        return conform(rollout, layout.spec, path)
+        return matching_spec(rollout, layout.spec, path)
     problems = layout.spec.check(rollout)
     if problems:
         raise RolloutFileError(

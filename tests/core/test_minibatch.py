@@ -600,6 +600,6 @@ def test_index_stream_and_index_batches_are_deprecated_aliases() -> None:
 def test_a_deprecation_warning_points_at_the_callers_line() -> None:
     import trajkit
 
-    with pytest.warns(DeprecationWarning) as caught:
+    with pytest.warns(DeprecationWarning, match="index_stream") as caught:
         trajkit.index_stream(3, 2, seed=5)
     assert caught[0].filename == __file__

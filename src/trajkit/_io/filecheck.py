@@ -20,7 +20,7 @@ from trajkit._models.spec import RolloutSpec
 if TYPE_CHECKING:
     from trajkit._io.discovery import Found
 
-__all__ = ["FileCheck", "check_chunk", "check_file", "conform", "file_error"]
+__all__ = ["FileCheck", "check_chunk", "check_file", "file_error", "matching_spec"]
 
 
 @dataclass(frozen=True)
@@ -126,7 +126,7 @@ def check_file(
     return FileCheck(path, tuple(problems), nbytes)
 
 
-def conform(rollout: Rollout, spec: RolloutSpec | None, path: str) -> Rollout:
+def matching_spec(rollout: Rollout, spec: RolloutSpec | None, path: str) -> Rollout:
     """Return `rollout`, or raise a `RolloutFileError` naming `path` if it breaks `spec`."""
     if spec is not None:
         problems = spec.check(rollout)

@@ -16,7 +16,7 @@ import numpy as np
 
 from trajkit._base.errors import RolloutFileError
 from trajkit._base.types import ArrayLike
-from trajkit._io.filecheck import FileCheck, conform
+from trajkit._io.filecheck import FileCheck, matching_spec
 from trajkit._io.files import DEFAULT_MAX_BYTES, load
 from trajkit._io.remote import file_size, local_copy, mappable, naming
 from trajkit._models.rollout import Rollout
@@ -187,7 +187,7 @@ def file_stats(
     """
     with local_copy(path, max_bytes) as local, naming(path):
         rollout = load(local, mmap=mappable(path), max_bytes=max_bytes)
-        return DatasetStats.of(conform(rollout, spec, path), file_size(local))
+        return DatasetStats.of(matching_spec(rollout, spec, path), file_size(local))
 
 
 def stats_chunk(

@@ -21,7 +21,7 @@ from trajkit._core.gae import check_discount
 from trajkit._io.atomic import TEMP_PREFIX, TEMP_SUFFIX
 from trajkit._io.discovery import Found, NaturalKey, discover, walk_key
 from trajkit._io.engine import checked_jobs, cpu_count, run_ordered
-from trajkit._io.filecheck import FileCheck, conform
+from trajkit._io.filecheck import FileCheck, matching_spec
 from trajkit._io.files import DEFAULT_MAX_BYTES, save
 from trajkit._io.remote import copy_out, filesystem, is_url, join_url, load_any, metadata_and_size
 from trajkit._io.stats import DatasetStats, stats_chunk
@@ -399,7 +399,7 @@ class Dataset:
             False
         """
         rollout = load_any(path, mmap=True, max_bytes=self._max_bytes)
-        return conform(rollout, self._spec, path)
+        return matching_spec(rollout, self._spec, path)
 
     def append(self, rollout: Rollout, *, compress: bool = False) -> str:
         """Save `rollout` as the dataset's next file, `rollout-NNNNNN.npz` at the top.
