@@ -13,6 +13,7 @@ from trajkit._base.types import AnyArray
 from trajkit._core import tree as _tree
 from trajkit._io.infos import info_entries, sparse_infos_to_json
 from trajkit._models.rollout import Rollout, given_infos
+from trajkit._models.rules import FIELD_RULES
 from trajkit.arrow._buffers import from_numpy, strings, validity
 from trajkit.arrow._layout import (
     AUTO_COMPACT_BYTES,
@@ -28,6 +29,8 @@ from trajkit.arrow._layout import (
 )
 
 _FIELDS = {"obses": ("obs", "next_obs"), "states": ("state", "next_state")}
+_STORED = {name: np.dtype(FIELD_RULES[name].file_dtype) for name in ("rews", "final_values")}
+"""The column dtypes of the per-step values, as the rule table declares them."""
 
 ROW_GROUP_BYTES = 64 << 20
 """About how many bytes of leaf values `write_parquet` puts in one row group (whole steps,
@@ -392,13 +395,14 @@ def _step_columns(
     outs = rollout.model_outs.arrays
     if "actions" in outs:
         columns.leaf("action", _per_env(outs["actions"], B)[t0:t1])
-    columns.flat("reward", rollout.rews[t0:t1].reshape(-1).astype(np.float32))
+    columns.flat("reward", rollout.rews[t0:t1].reshape(-1).astype(_STORED["rews"]))
     columns.flat("terminated", (ends & ~cut).reshape(-1))
     columns.flat("truncated", (ends & cut).reshape(-1))
     _next_obs_columns(columns, context, steps)
     columns.flat("is_first", rollout.dones[t0:t1].reshape(-1) == 1)
     if rollout.final_values is not None:
-        columns.flat("final_value", rollout.final_values[t0:t1].reshape(-1).astype(np.float32))
+        final_values = rollout.final_values[t0:t1].reshape(-1)
+        columns.flat("final_value", final_values.astype(_STORED["final_values"]))
 
 
 def _next_obs_columns(columns: _Columns, context: _Context, steps: tuple[int, int]) -> None:

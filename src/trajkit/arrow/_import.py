@@ -12,7 +12,7 @@ from trajkit._core import tree as _tree
 from trajkit._io.infos import infos_to_json, sparse_infos_to_json, strict_json_loads
 from trajkit._models.arrays import first_true, fmt_index
 from trajkit._models.rollout import Rollout
-from trajkit._models.rules import FIELD_RULES, conform_into, lossless
+from trajkit._models.rules import FIELD_RULES, Rule, conform_into, lossless
 from trajkit.arrow._buffers import from_numpy, to_numpy
 from trajkit.arrow._export import new_episodes
 from trajkit.arrow._layout import (
@@ -30,6 +30,11 @@ LAZY_BATCH_BYTES = 4 << 20
 # 16 bytes (each text is decoded on its own, so the JSON budget of `load` does not apply).
 NESTED_ALLOWANCE = 4096
 BYTES_PER_NESTED = 16
+
+
+def _stored(rule: Rule) -> np.dtype[Any]:
+    """The dtype a field is stored as, from its declaration in the rule table."""
+    return np.dtype(rule.file_dtype)
 
 
 class LazyColumns:
@@ -103,21 +108,21 @@ def read_table(
         )
     grid = _Grid.of(pa, table)
     grid.lazy = lazy
-    float32 = np.dtype(np.float32)
     flag = FIELD_RULES["truncated"]
-    starts = conform_into(FIELD_RULES["dones"], float32, grid.cells("is_first"), "is_first")
-    terminated = conform_into(flag, float32, grid.cells("terminated"), "column 'terminated'")
-    cut = conform_into(flag, float32, grid.cells("truncated"), "column 'truncated'")
+    dones_rule = FIELD_RULES["dones"]
+    starts = conform_into(dones_rule, _stored(dones_rule), grid.cells("is_first"), "is_first")
+    terminated = conform_into(flag, _stored(flag), grid.cells("terminated"), "column 'terminated'")
+    cut = conform_into(flag, _stored(flag), grid.cells("truncated"), "column 'truncated'")
     dones = np.concatenate([starts, _ends(starts, terminated, cut)[None]])
     episodes = grid.cells("episode_id")
     _check_episodes(episodes, dones)
-    rews = conform_into(FIELD_RULES["rews"], float32, grid.cells("reward"), "rews")
+    rews_rule = FIELD_RULES["rews"]
+    rews = conform_into(rews_rule, _stored(rews_rule), grid.cells("reward"), "rews")
     truncated = final_values = None
     if layout["truncation"]:
         truncated = cut
-        final_values = conform_into(
-            FIELD_RULES["final_values"], float32, grid.cells("final_value"), "final_values"
-        )
+        rule = FIELD_RULES["final_values"]
+        final_values = conform_into(rule, _stored(rule), grid.cells("final_value"), "final_values")
     elif (cut == 1).any():
         t, b = first_true(cut == 1)
         raise ValueError(
