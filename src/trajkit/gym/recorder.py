@@ -33,7 +33,8 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from trajkit._base.types import AnyArray, ArrayLike, ArrayTree
 from trajkit._core import tree as _tree
 from trajkit._models.rollout import Rollout
-from trajkit.gym._gate import Gate, within_float32
+from trajkit._models.rules import FIELD_RULES
+from trajkit.gym._gate import Gate
 from trajkit.gym._infos import episode_returns, keeps_infos, step_info
 from trajkit.gym._log import Log, positions, rows_and_steps
 from trajkit.gym.episodes import EP_FIELDS, CompletedEpisodes, episode_sums, no_episodes
@@ -53,6 +54,10 @@ and `actor` (logits `[B, A]`) are recorded when present, as is any other key.
 
 StateFn: TypeAlias = Callable[[Any], ArrayLike]
 """An optional hook: the vector env -> its environments' states `[B, ...]` (stored as float32)."""
+
+
+_REWS = FIELD_RULES["rews"]
+_REWS_STORED = np.dtype(_REWS.file_dtype)  # the log keeps float64; a Rollout stores this
 
 
 class _Mode(enum.Enum):
@@ -525,8 +530,8 @@ class RolloutRecorder:
     ) -> tuple[AnyArray, AnyArray, AnyArray]:
         """The step's rewards and flags, each checked by the gate unless it is already right.
 
-        The fast path: a `[B]` array of the dtype the gate would give (and rewards within
-        float32) is taken as it is.
+        The fast path: a `[B]` array of the dtype the gate would give (and rewards that pass
+        the `rews` rule's own fast test) is taken as it is.
         """
         per_env = (self._num_envs,)
         if type(terms) is not np.ndarray or terms.shape != per_env or terms.dtype != np.bool_:
@@ -537,7 +542,7 @@ class RolloutRecorder:
             type(rews) is not np.ndarray
             or rews.shape != per_env
             or rews.dtype != np.float64
-            or not within_float32(rews)
+            or not _REWS.passes(rews, _REWS_STORED)
         ):
             rews = self._gate.rewards(rews)
         return rews, terms, truncs
