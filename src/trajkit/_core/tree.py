@@ -49,6 +49,7 @@ __all__ = [
     "normalize",
     "parse_path",
     "paths",
+    "structure_of",
     "unflatten",
     "unflatten_paths",
 ]
@@ -251,6 +252,18 @@ def _map_with_path(fn: Callable[[TreePath, Any], Any], tree: Tree, path: TreePat
     if isinstance(tree, tuple):
         return tuple([_map_with_path(fn, item, (*path, i)) for i, item in enumerate(tree)])
     return fn(path, tree)
+
+
+def structure_of(tree: Tree) -> Tree:
+    """The structure alone: every leaf replaced by `None`.
+
+    Two trees have the same structure exactly when their `structure_of` are equal.
+
+    Examples:
+        >>> structure_of({"a": np.zeros(2), "b": (np.zeros(1),)})
+        {'a': None, 'b': (None,)}
+    """
+    return map_leaves(lambda _: None, tree)
 
 
 def get_leaf(tree: Tree, path: TreePath) -> Any:
