@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import sys
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -18,6 +19,7 @@ torch = pytest.importorskip("torch")
 
 import trajkit  # noqa: E402
 import trajkit.torch as tt  # noqa: E402
+from trajkit.dataset import Dataset  # noqa: E402
 from trajkit.testing import example_rollout  # noqa: E402
 
 
@@ -121,3 +123,18 @@ def test_transition_minibatches_drop_the_short_last_one_when_asked() -> None:
     r = example_rollout(num_steps=6, num_envs=2, seed=3)
     sizes = [len(mb["action"]) for mb in tt.transition_minibatches(r, 5, drop_last=True, seed=1)]
     assert sizes == [5, 5]
+
+
+@pytest.mark.parametrize("per_buffer", [None, 2])
+def test_transition_minibatches_of_a_dataset_shuffle_as_the_numpy_path(
+    tmp_path: Path, per_buffer: int | None
+) -> None:
+    ds = Dataset.write(tmp_path / "ds", [example_rollout(3, 2, seed=s) for s in range(6)])
+    args: dict[str, Any] = {"seed": 2}
+    if per_buffer is not None:
+        args["rollouts_per_buffer"] = per_buffer
+    got = [mb["reward"].numpy() for mb in tt.transition_minibatches(ds, 4, **args)]
+    want = [mb["reward"] for mb in trajkit.transition_minibatches(ds, 4, **args)]
+    assert len(got) == len(want) == 9
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_array_equal(g, w)
