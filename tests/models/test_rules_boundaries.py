@@ -142,6 +142,22 @@ def test_the_stored_description_says_dtype_and_trailing_shape() -> None:
             "a must be in [0, A) with A=3 from model_outs['actor'], got 3 at (b=1)",
         ),
         (
+            lambda: conform(ACTIONS, np.array([1, 2**40]), "a", axes="b"),
+            "a must fit in int32 [-2147483648, 2147483647], got 1099511627776 at (b=1)",
+        ),
+        (
+            lambda: conform(ACTIONS, [0.5, np.nan], "model_outs['actions']", axes="b"),
+            "model_outs['actions'] must be finite, got nan at (b=1)",
+        ),
+        (
+            lambda: conform(OBSES, [0, np.nan], "obses", axes="b"),
+            "obses must be finite, got nan at (b=1)",
+        ),
+        (
+            lambda: conform_into(REWS, F32, ["a"], "rews"),
+            "rews must hold real numbers, got dtype <U1 (string)",
+        ),
+        (
             lambda: conform(ACTIONS, ["left"], "model_outs['actions']"),
             "model_outs['actions'] must hold real numbers",
         ),
@@ -176,6 +192,12 @@ def test_a_value_already_of_the_storage_dtype_is_not_copied() -> None:
 
 def test_min_ndim_overrides_the_rule_for_one_steps_row() -> None:
     assert conform(OUTPUT_RULES["critic"], 0.5, "critic", min_ndim=0).shape == ()
+    assert conform(ACTIONS, 2, "a", min_ndim=0).dtype == np.int32  # one env's Discrete action
+    assert conform(ACTIONS, 0.5, "a", min_ndim=0).dtype == np.float32  # one env's Box action
+    assert conform(OBSES, 3, "obses", min_ndim=0).shape == ()
+    for rule in (ACTIONS, OBSES):
+        with pytest.raises(ValueError, match=re.escape("x must be an array with at least 1 dim")):
+            conform(rule, 2, "x")
     with pytest.raises(ValueError, match="critic"):
         conform(OUTPUT_RULES["critic"], 0.5, "critic")
 
