@@ -88,3 +88,13 @@ def test_a_spec_file_with_nan_or_a_duplicate_key_is_not_strict_json(tmp_path: Pa
     path.write_text('{"num_envs": "two"}')
     with pytest.raises(RolloutFileError, match=r"invalid spec: .*: "):
         _folder.read_spec_file(str(path))
+
+
+def test_claim_name_says_whether_it_claimed_the_name(tmp_path: Path) -> None:
+    first, second = tmp_path / "first.tmp", tmp_path / "second.tmp"
+    first.write_bytes(b"1")
+    second.write_bytes(b"2")
+    target = tmp_path / "rollout-000000.npz"
+    assert _folder.claim_name(str(first), str(target)) is True
+    assert _folder.claim_name(str(second), str(target)) is False
+    assert target.read_bytes() == b"1"  # not overwritten
