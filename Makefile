@@ -59,10 +59,12 @@ api-snapshot: $(VENV)/.dev-installed
 # Mutation testing (mutmut; not part of `make test`, it takes long): mutants of the modules in
 # [tool.mutmut] of pyproject.toml against their tests, then the kill rate and the survivors.
 # `make mutate MUTANTS='trajkit._io.jsonbudget*'` runs some. The last rate: CONTRIBUTING.md.
+# mutmut forks one child per mutant after the tests ran once: a thread pool (torch's OpenMP,
+# numba's) started before the fork hangs the children, which then count as timeouts (killed).
 MUTANTS ?=
 mutate: $(VENV)/.dev-installed
 	rm -rf mutants
-	$(BIN)/mutmut run $(MUTANTS)
+	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 NUMBA_NUM_THREADS=1 $(BIN)/mutmut run $(MUTANTS)
 	$(BIN)/mutmut results
 	$(PY) tests/mutation_report.py
 

@@ -410,7 +410,8 @@ def _into_float(array: AnyArray, dtype: np.dtype[Any], name: str, axes: str) -> 
             cast = array.astype(dtype)
         check_overflow(array, cast, name, axes)
         return cast
-    cast = array.astype(dtype)
+    with np.errstate(over="ignore"):  # (an integer beyond a small float's range: refused below)
+        cast = array.astype(dtype)
     if array.dtype.kind in "iu" and array.dtype.itemsize * 8 > np.finfo(dtype).nmant + 1:
         with np.errstate(invalid="ignore", over="ignore"):  # (a wrong round trip is refused)
             inexact = cast.astype(array.dtype) != array
