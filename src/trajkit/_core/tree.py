@@ -254,18 +254,6 @@ def _map_with_path(fn: Callable[[TreePath, Any], Any], tree: Tree, path: TreePat
     return fn(path, tree)
 
 
-def structure_of(tree: Tree) -> Tree:
-    """The structure alone: every leaf replaced by `None`.
-
-    Two trees have the same structure exactly when their `structure_of` are equal.
-
-    Examples:
-        >>> structure_of({"a": np.zeros(2), "b": (np.zeros(1),)})
-        {'a': None, 'b': (None,)}
-    """
-    return map_leaves(lambda _: None, tree)
-
-
 def get_leaf(tree: Tree, path: TreePath) -> Any:
     """The leaf (or subtree) of `tree` at `path`.
 
