@@ -32,7 +32,6 @@ def test_the_search_goes_on_past_other_projects_files(tmp_path: Path) -> None:
     [
         "[project]\nname = 'trajkit-user'\n",  # no [tool] table
         "[tool.black]\n# trajkit\n",  # [tool] without trajkit
-        "[tool.trajkit]\nlint = 5\n",  # not a table
     ],
 )
 def test_a_file_without_the_table_is_no_config(tmp_path: Path, text: str) -> None:
