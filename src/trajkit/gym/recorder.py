@@ -33,7 +33,7 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from trajkit._base.types import AnyArray, ArrayLike, ArrayTree
 from trajkit._core import tree as _tree
 from trajkit._models.rollout import Rollout
-from trajkit._models.rules import FIELD_RULES
+from trajkit._models.rules import within_float32
 from trajkit.gym._gate import Gate
 from trajkit.gym._infos import episode_returns, keeps_infos, step_info
 from trajkit.gym._log import Log, positions, rows_and_steps
@@ -54,10 +54,6 @@ and `actor` (logits `[B, A]`) are recorded when present, as is any other key.
 
 StateFn: TypeAlias = Callable[[Any], ArrayLike]
 """An optional hook: the vector env -> its environments' states `[B, ...]` (stored as float32)."""
-
-
-_REWS = FIELD_RULES["rews"]
-_REWS_STORED = np.dtype(_REWS.file_dtype)  # the log keeps float64; a Rollout stores this
 
 
 class _Mode(enum.Enum):
@@ -531,7 +527,8 @@ class RolloutRecorder:
         """The step's rewards and flags, each checked by the gate unless it is already right.
 
         The fast path: a `[B]` array of the dtype the gate would give (and rewards that pass
-        the `rews` rule's own fast test) is taken as it is.
+        the float32 rule's own fast test, `rules.within_float32`: the log keeps float64) is
+        taken as it is.
         """
         per_env = (self._num_envs,)
         if type(terms) is not np.ndarray or terms.shape != per_env or terms.dtype != np.bool_:
@@ -542,7 +539,7 @@ class RolloutRecorder:
             type(rews) is not np.ndarray
             or rews.shape != per_env
             or rews.dtype != np.float64
-            or not _REWS.passes(rews, _REWS_STORED)
+            or not within_float32(rews)
         ):
             rews = self._gate.rewards(rews)
         return rews, terms, truncs
