@@ -155,24 +155,56 @@ def check_rollout(
         ['TK106']
     """
     recording = recording or {}
-    limit = recording.get("max_episode_steps") or options.max_episode_steps
-    space = recording.get("action_space") or options.action_space
-    found: list[Finding | None] = []
     codes = options.codes
-    listed = list(episodes(rollout)) if codes & {"TK101", "TK105"} else []
     phantom = phantom_steps(rollout, recording) if codes & {"TK102", "TK108", "TK109"} else None
+    misaligned = _misaligned_actions(rollout, path) if codes & {"TK103", "TK110"} else None
+    found = [
+        *_step_checks(rollout, options, path, recording, joined, phantom, misaligned),
+        *_output_checks(rollout, options, path, recording, phantom, misaligned),
+    ]
+    return [f for f in found if f is not None]
+
+
+def _step_checks(
+    rollout: Rollout,
+    options: LintOptions,
+    path: str | None,
+    recording: Mapping[str, Any],
+    joined: bool,
+    phantom: BoolArray | None,
+    misaligned: Finding | None,
+) -> list[Finding | None]:
+    """TK101-TK105: episode ends, rewards and actions against the rows they sit on."""
+    codes = options.codes
+    limit = recording.get("max_episode_steps") or options.max_episode_steps
+    listed = list(episodes(rollout)) if codes & {"TK101", "TK105"} else []
+    found: list[Finding | None] = []
     if "TK101" in codes and not (joined and limit):
         needed = cuts_needed(rollout, recording)
         found.append(_truncation_as_termination(rollout, listed, limit, path, needed))
     if "TK102" in codes and phantom is None:  # the phantom step's reward 0 is TK108's
         found.append(_reward_after_end(rollout, path))
-    misaligned = _misaligned_actions(rollout, path) if codes & {"TK103", "TK110"} else None
     if "TK103" in codes:
         found.append(misaligned)
     if "TK104" in codes:
         found.append(_reset_twice(rollout, path))
     if "TK105" in codes and limit and not joined:
         found.append(_over_time_limit(rollout, listed, int(limit), path))
+    return found
+
+
+def _output_checks(
+    rollout: Rollout,
+    options: LintOptions,
+    path: str | None,
+    recording: Mapping[str, Any],
+    phantom: BoolArray | None,
+    misaligned: Finding | None,
+) -> list[Finding | None]:
+    """TK106-TK112: actions against the space, the autoreset step, outputs and env columns."""
+    codes = options.codes
+    space = recording.get("action_space") or options.action_space
+    found: list[Finding | None] = []
     if codes & {"TK106", "TK107"}:
         found.extend(_outside_space(rollout, space, codes, path))
     if "TK108" in codes and phantom is not None:
@@ -185,7 +217,7 @@ def check_rollout(
         found.append(clipped_rewards(rollout, recording, path))
     if "TK112" in codes:
         found.append(copied_columns(rollout, path))
-    return [f for f in found if f is not None]
+    return found
 
 
 def cuts_needed(rollout: Rollout, recording: Mapping[str, Any] | None) -> int:
