@@ -109,8 +109,10 @@ def test_stats_match_the_dataset(folder: Path, tmp_path: Path) -> None:
 @pytest.mark.usefixtures("local_ray")
 def test_read_rollouts_gives_a_row_per_file(folder: Path) -> None:
     files = [f for f in Dataset.open(folder).files if "rollout-" in f]  # the valid ones
-    rows = trajkit.ray.read_rollouts(list(files)).take_all()
-    assert [row["path"] for row in rows] == list(files)
+    # Ray Data keeps no order across its map tasks (unless `preserve_order` is set): by path.
+    rows = sorted(trajkit.ray.read_rollouts(list(files)).take_all(), key=lambda r: r["path"])
+    files = sorted(files)
+    assert [row["path"] for row in rows] == files
     expected = [trajkit.load(path) for path in files]
     assert [row["num_steps"] for row in rows] == [r.num_steps for r in expected]
     assert [row["steps"] for row in rows] == [r.num_steps * r.batch_size for r in expected]
