@@ -17,18 +17,8 @@ pq = pytest.importorskip("pyarrow.parquet")
 
 import trajkit  # noqa: E402
 import trajkit.arrow as ta  # noqa: E402
-from trajkit._core import tree  # noqa: E402
+from tests.test_arrow_final_obs import with_finals  # noqa: E402
 from trajkit.testing import ACTION_KINDS, example_rollout, rollouts  # noqa: E402
-
-
-def with_finals(r: trajkit.Rollout) -> trajkit.Rollout:
-    ends = np.nonzero(r.dones[1:] == 1)
-
-    def final(leaf: Any) -> Any:
-        after = leaf[1:][ends]
-        return (7 - after if leaf.dtype.kind == "u" else -after - 5).astype(leaf.dtype)
-
-    return r.replace(final_obses=tree.map_leaves(final, r.obses))
 
 
 def image_rollout(final: bool = True, **kwargs: Any) -> trajkit.Rollout:
