@@ -481,10 +481,7 @@ class _Grid:
             per_row *= size
         if len(shape_here) and column.null_count:
             self._inner_null(name, column, per_row, at)
-        values = to_numpy(column)
-        if values.dtype == np.float16:  # exact; rules compare float16 with int bounds badly
-            values = values.astype(np.float32)
-        return values
+        return to_numpy(column)
 
     @staticmethod
     def _inner_null(name: str, column: Any, per_row: int, at: Callable[[int], str]) -> None:
