@@ -14,10 +14,12 @@ linted; a rollout that fails stops training with a
 `episode_starts` are trajkit's `dones`. Actions, stored by SB3 as `[T, B, action_dim]`, become
 `[T+1, B, *action_space.shape]` (`[T+1, B]` integers for a Discrete space); observations
 `[T+1, B, *observation_space.shape]` per key of a Dict space (`[T+1, B]` for a Discrete
-space, which SB3 stores as `[T, B, 1]`). No action is taken from the bootstrap observation in
-this rollout, so row T of `actions` and `log_probs` repeats row T-1 (as `trajkit.minari` does);
-GAE never reads it. Box actions are the policy's samples, before SB3 clips them for the env,
-since those are what the log-probabilities are of. `states` is empty (`[T+1, B, 0]`).
+space, which SB3 stores as `[T, B, 1]`), each in its space's dtype (SB3 2.3 to 2.7.0 store
+every buffer as float32: converted where no value changes). No action is taken from the
+bootstrap observation in this rollout, so row T of `actions` and `log_probs` repeats row T-1
+(as `trajkit.minari` does); GAE never reads it. Box actions are the policy's samples, before
+SB3 clips them for the env, since those are what the log-probabilities are of. `states` is
+empty (`[T+1, B, 0]`).
 
 **The folded bootstrap.** When a time limit cuts an episode (`infos[b]["TimeLimit.truncated"]`
 with a `terminal_observation`), SB3 adds `gamma * V(terminal_observation)` to that step's
@@ -58,9 +60,10 @@ from typing import Any
 import numpy as np
 
 from trajkit._base.types import AnyArray, ArrayLike, Float32Array
+from trajkit._core import tree as _tree
 from trajkit._io.files import save
 from trajkit._models.rollout import Rollout
-from trajkit._models.rules import FIELD_RULES, conform_into
+from trajkit._models.rules import FIELD_RULES, conform, conform_into, lossless
 
 try:
     import torch as th
@@ -115,9 +118,22 @@ def _space_shape(space: spaces.Space[Any]) -> tuple[int, ...]:
     return () if isinstance(space, spaces.Discrete) else tuple(space.shape or ())
 
 
-def _with_last_row(stored: AnyArray, last: Any, space: spaces.Space[Any], name: str) -> AnyArray:
-    """`stored` `[T, B, ...]` in the space's shape, with `last` (`[B, ...]`) as row T."""
+def _in_space(stored: AnyArray, space: spaces.Space[Any], name: str) -> AnyArray:
+    """A buffer's `[T, B, ...]` array in the space's shape and dtype, where no value changes.
+
+    SB3 2.3 to 2.7.0 store every buffer as float32 (a Discrete action 2 as 2.0); later
+    versions in the space's dtype, which is then kept as it is.
+    """
     T, B = stored.shape[:2]
+    return lossless(stored.reshape(T, B, *_space_shape(space)), np.dtype(space.dtype), name)
+
+
+def _with_last_row(stored: AnyArray, last: Any, space: spaces.Space[Any], key: str) -> AnyArray:
+    """`stored` `[T, B, ...]` in the space's shape and dtype, with `last` (`[B, ...]`) as row T.
+
+    `key` is `"['pos']"` for a key of a Dict space, `""` otherwise.
+    """
+    B, name = stored.shape[1], f"last_obs{key}"
     shape = _space_shape(space)
     last_array = _numpy(last)
     if last_array.size != B * int(np.prod(shape, dtype=np.int64)):
@@ -125,8 +141,8 @@ def _with_last_row(stored: AnyArray, last: Any, space: spaces.Space[Any], name: 
             f"{name} has shape {last_array.shape}, expected {(B, *shape)} (B={B}, one "
             f"observation of {space} per env)"
         )
-    rows = stored.reshape(T, B, *shape)
-    # Into the buffer's dtype as SB3 stores every other row, refusing a value that changes.
+    rows = _in_space(stored, space, f"buffer.observations{key}")
+    # Into the space's dtype as every other row, refusing a value that changes.
     last_row = conform_into(FIELD_RULES["obses"], rows.dtype, last_array, name, axes="b")
     return np.concatenate([rows, last_row.reshape(1, B, *shape)])
 
@@ -142,17 +158,20 @@ def _observations(buffer: RolloutBuffer, last_obs: Any) -> AnyArray | dict[str, 
         if not isinstance(space, spaces.Dict):  # pragma: no cover - SB3 builds it from one
             raise TypeError(f"a DictRolloutBuffer needs a Dict space, got {space}")
         return {
-            key: _with_last_row(stored, last_obs[key], space[key], f"last_obs[{key!r}]")
+            key: _with_last_row(stored, last_obs[key], space[key], f"[{key!r}]")
             for key, stored in buffer.observations.items()
         }
-    return _with_last_row(buffer.observations, last_obs, space, "last_obs")
+    return _with_last_row(buffer.observations, last_obs, space, "")
 
 
 def _step_array(value: ArrayLike, name: str, T: int, B: int) -> AnyArray:
-    array = np.asarray(_numpy(value), dtype=np.float64)
+    """`[T, B]` float64 env rewards, or a copy of `truncated` or `final_values` by its rule."""
+    array = _numpy(value)
     if array.shape != (T, B):
         raise ValueError(f"{name} has shape {array.shape}, expected (T, B) = {(T, B)}")
-    return array
+    if name in FIELD_RULES:  # checked here: a NaN would else reach rews (as 0 * NaN)
+        return conform(FIELD_RULES[name], array, name)
+    return np.asarray(array, dtype=np.float64)
 
 
 def _row(value: Any, name: str, B: int) -> AnyArray:
@@ -249,9 +268,10 @@ def from_rollout_buffer(
         truncated: `[T, B]` 0/1: step t was cut by a time limit, where SB3 folded
             `gamma * final_values[t, b]` into the reward. Given with `final_values`.
         final_values: `[T, B]`: the critic's value of the terminal observation where
-            `truncated`, as SB3 computed it (any value elsewhere is kept, not read).
+            `truncated`, as SB3 computed it (any finite value elsewhere is kept, not read).
         final_obses: The true final observation of every episode end, `[E, ...]` in the order
-            of `np.nonzero(dones[1:] == 1)` (SB3's `infos[b]["terminal_observation"]`).
+            of `np.nonzero(dones[1:] == 1)` (SB3's `infos[b]["terminal_observation"]`), in
+            the observation space's dtype; copied.
         env_rewards: The env's rewards `[T, B]`, if you have them (as a callback's
             `_on_step` sees `locals["rewards"]`): checked against the buffer and stored.
         infos: T rows of B JSON mappings.
@@ -292,8 +312,7 @@ def from_rollout_buffer(
     trunc = None if truncated is None else _step_array(truncated, "truncated", T, B)
     finals = None if final_values is None else _step_array(final_values, "final_values", T, B)
     rews = _env_rewards(buffer, trunc, finals, env_rewards)
-    action_shape = _space_shape(buffer.action_space)
-    actions = buffer.actions.reshape(T, B, *action_shape)
+    actions = _in_space(buffer.actions, buffer.action_space, "buffer.actions")
     outputs = {
         "actions": np.concatenate([actions, actions[-1:]]),
         "critic": np.concatenate([buffer.values, _row(last_values, "last_values", B)]),
@@ -311,9 +330,19 @@ def from_rollout_buffer(
         model_outs=outputs,
         truncated=trunc,
         final_values=finals,
-        final_obses=final_obses,
+        final_obses=None if final_obses is None else _copied_finals(final_obses),
         copy=False,
     )
+
+
+def _copied_finals(final_obses: Any) -> Any:
+    """A copy of the caller's `final_obses`, checked by their rule (the rollout keeps it)."""
+
+    def copied(path: _tree.Path, leaf: Any) -> AnyArray:
+        name = _tree.format_path("final_obses", path)
+        return conform(FIELD_RULES["final_obses"], _numpy(leaf), name, axes="e")
+
+    return _tree.map_with_path(copied, _tree.normalize(final_obses, "final_obses"))
 
 
 def _plain(value: Any) -> Any:
@@ -369,22 +398,19 @@ def _describe_vec_env(venv: VecEnv) -> dict[str, Any]:
 
 
 def _stacked(observations: list[Any], buffer: RolloutBuffer) -> Any:
-    """Single observations stacked `[E, ...]` in the buffer's dtypes (per key of a Dict)."""
+    """Single observations stacked `[E, ...]` in the space's dtypes (per key of a Dict)."""
 
-    def stack(rows: list[Any], stored: AnyArray, space: spaces.Space[Any]) -> AnyArray:
-        shape = _space_shape(space)
+    def stack(rows: list[Any], space: spaces.Space[Any]) -> AnyArray:
+        shape, dtype = _space_shape(space), np.dtype(space.dtype)
         if not rows:
-            return np.zeros((0, *shape), stored.dtype)
+            return np.zeros((0, *shape), dtype)
         stacked = np.stack([np.asarray(o).reshape(shape) for o in rows])
-        return conform_into(FIELD_RULES["final_obses"], stored.dtype, stacked, "final_obses")
+        return conform_into(FIELD_RULES["final_obses"], dtype, stacked, "final_obses")
 
     space = buffer.observation_space
     if isinstance(buffer, DictRolloutBuffer) and isinstance(space, spaces.Dict):
-        return {
-            k: stack([o[k] for o in observations], stored, space[k])
-            for k, stored in buffer.observations.items()
-        }
-    return stack(observations, buffer.observations, space)
+        return {k: stack([o[k] for o in observations], space[k]) for k in buffer.observations}
+    return stack(observations, space)
 
 
 class _StepLog:
