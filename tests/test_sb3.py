@@ -28,6 +28,7 @@ from stable_baselines3.common.vec_env import VecNormalize
 import trajkit
 import trajkit.lint
 import trajkit.sb3
+import trajkit.sb3._callback
 from trajkit import Rollout
 from trajkit.sb3 import RolloutCheckError, TrajkitCallback, from_rollout_buffer
 
@@ -507,13 +508,13 @@ def test_trajkit_does_not_import_sb3_and_its_names_are_sorted() -> None:
 
 
 def test_per_env_wrappers_beyond_make_and_monitor_are_named() -> None:
-    plain = trajkit.sb3._describe_vec_env(_vec_env("CartPole-v1"))
+    plain = trajkit.sb3._callback._describe_vec_env(_vec_env("CartPole-v1"))
     assert plain["wrappers"] == []
     assert (plain["vectorization_mode"], plain["autoreset_mode"]) == ("sync", "SAME_STEP")
     wrapped = make_vec_env(
         "CartPole-v1", n_envs=2, seed=0, wrapper_class=gym.wrappers.FlattenObservation
     )
-    assert trajkit.sb3._describe_vec_env(wrapped)["wrappers"] == ["FlattenObservation"]
+    assert trajkit.sb3._callback._describe_vec_env(wrapped)["wrappers"] == ["FlattenObservation"]
 
 
 # ----------------------------------------------------- what the converter stores, and names
