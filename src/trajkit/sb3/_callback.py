@@ -26,7 +26,7 @@ from trajkit._base.types import AnyArray, Float32Array
 from trajkit._io.files import save
 from trajkit._models.rollout import Rollout
 from trajkit._models.rules import FIELD_RULES, conform_into
-from trajkit.gym.recording import describe_space
+from trajkit.gym._describe import describe_space
 from trajkit.sb3._convert import from_rollout_buffer, numpy_array, space_shape
 
 __all__ = ["RolloutCheckError", "TrajkitCallback"]
