@@ -89,8 +89,6 @@ def _episodes(rollouts: Sequence[Rollout]) -> list[Cut]:
             raise ValueError(
                 f"the rollouts must have the same number of envs, got B={B} and B={r.batch_size}"
             )
-        if "actions" not in r.model_outs.arrays:
-            raise ValueError("to_minari needs model_outs['actions'] in every rollout")
         # Entry k of `final_obses` is the k-th episode end in (t, b) order.
         end_index = np.full(r.dones[1:].shape, -1, np.int64)
         ends = np.nonzero(r.dones[1:] == 1)
@@ -151,7 +149,7 @@ def _action_space(spaces: Any, rollouts: Sequence[Rollout]) -> Any:
     per_rollout = [r.model_outs.arrays["actions"] for r in rollouts]
     actions = np.concatenate([a.reshape(-1, *a.shape[2:]) for a in per_rollout])
     if actions.dtype.kind == "f":
-        return spaces.Box(-np.inf, np.inf, actions.shape[1:], np.float32)
+        return spaces.Box(-np.inf, np.inf, actions.shape[1:], actions.dtype)  # as stored
     actor = rollouts[0].model_outs.arrays.get("actor")
     if actions.ndim == 1:
         n = actor.shape[-1] if actor is not None else int(actions.max()) + 1

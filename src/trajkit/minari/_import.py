@@ -155,24 +155,23 @@ def _episode_rollout(episode: Any, space: Any) -> Rollout:
         actions = np.concatenate([actions, actions[-1:]])
     else:
         actions = np.zeros((1, *actions.shape[1:]), actions.dtype)
-    dones = np.zeros((T + 1, 1), dtype=np.float32)
+    dones = np.zeros((T + 1, 1), dtype=bool)
     dones[0] = 1
     if terminated or truncated:
         dones[T] = 1
-    cut = np.zeros((T, 1), dtype=np.float32)
+    cut = np.zeros((T, 1), dtype=bool)
     if truncated:
         cut[-1] = 1
-    rews = conform_into(FIELD_RULES["rews"], np.dtype(np.float32), rewards[:, None], "rews")
     start = T if terminated or truncated else T + 1  # the last observation of an ended episode
-    return Rollout(
+    return Rollout(  # stores each field in its rule's dtype (rews: refused beyond float32's range)
         states=np.zeros((T + 1, 1, 0), np.float32),
         obses=obses,
-        rews=rews,
+        rews=rewards[:, None],
         dones=dones,
         infos=None,
         model_outs={"actions": actions[:, None]},
         truncated=cut,
-        final_values=np.zeros((T, 1), np.float32),
+        final_values=np.zeros((T, 1)),
         final_obses=_tree.map_leaves(lambda leaf: leaf[start:, 0], obses),
     )
 
