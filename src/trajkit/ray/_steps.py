@@ -16,7 +16,7 @@ from trajkit._io.files import DEFAULT_MAX_BYTES, load
 from trajkit._io.remote import local_copy, mappable, naming
 from trajkit._models.rollout import Rollout
 from trajkit._models.spec import RolloutSpec
-from trajkit._models.transitions import n_step_discount, step_columns
+from trajkit._models.transitions import TRANSITION_KEYS, n_step_discount, step_columns
 from trajkit.ray._listing import Layout, Paths, conformed, layout_of, list_files, paths_dataset
 
 if TYPE_CHECKING:
@@ -28,27 +28,11 @@ __all__ = ["read_steps"]
 _STEP_OUTPUTS = {"actions": "action", "log_probs": "log_prob", "critic": "value"}
 """Model-output keys that every step row carries, and their column names."""
 
+_ROW_COLUMNS = ("file", "env", "step", "next_value", "advantage", "return", "n_step_value")
 _FIXED_COLUMNS = frozenset(
-    {
-        "file",
-        "env",
-        "step",
-        "obs",
-        "next_obs",
-        "reward",
-        "terminated",
-        "truncated",
-        "episode",
-        "next_value",
-        "advantage",
-        "return",
-        "n_step_return",
-        "n_step_discount",
-        "n_step_obs",
-        "n_step_value",
-    }
-    | set(_STEP_OUTPUTS.values())
-)
+    (*_ROW_COLUMNS, *TRANSITION_KEYS, "n_step_return", "n_step_discount", "n_step_obs")
+) | frozenset(_STEP_OUTPUTS.values())
+"""Every column a step row may have but those of `keys` (the transitions' columns among them)."""
 
 _BLOCK_BYTES = 32 * 2**20
 """About the most bytes of one batch of step rows that a Ray task hands over at once."""
