@@ -1,7 +1,4 @@
-"""Rollouts to a Minari dataset: env timelines cut into episodes, fitted to the spaces, staged.
-
-The package documentation (`trajkit.minari`) says how rollouts become Minari episodes.
-"""
+"""Rollouts to a Minari dataset: env timelines cut into episodes, fitted to the spaces, staged."""
 
 from __future__ import annotations
 
@@ -15,23 +12,20 @@ import tempfile
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from trajkit._base.optional import require
 from trajkit._base.types import AnyArray
 from trajkit._core import tree as _tree
 from trajkit._io.atomic import fsync_path
 from trajkit._models.rollout import Rollout
 from trajkit._models.rules import lossless
+from trajkit.minari._spaces import along, optional
 
 __all__ = ["to_minari"]
-
-
-def _import(name: str) -> Any:
-    return require(name, "minari", "trajkit.minari")
 
 
 @dataclass
@@ -63,7 +57,7 @@ def _buffer(index: int, episode: _Episode, final_obs: Any, ended: bool) -> Any:
     truncations = np.zeros(n, dtype=bool)
     if ended:
         (truncations if episode.truncated else terminations)[-1] = True
-    data_collector = _import("minari.data_collector")
+    data_collector = optional("minari.data_collector")
     return data_collector.EpisodeBuffer(
         id=index,
         observations=_stack([*episode.obs, final_obs]),
@@ -218,8 +212,8 @@ def to_minari(
         >>> ds.total_episodes, ep.observations.shape, ds.observation_space == box
         (1, (7, 4), True)
     """
-    minari = _import("minari")
-    spaces = _import("gymnasium.spaces")
+    minari = optional("minari")
+    spaces = optional("gymnasium.spaces")
     items = [rollouts] if isinstance(rollouts, Rollout) else list(rollouts)
     if not items:
         raise ValueError("to_minari needs at least one rollout")
@@ -266,7 +260,7 @@ def _env_spaces(env: Any) -> tuple[Any, Any]:
     """The observation and action spaces of `env` (a `gym.Env`, an env id or an `EnvSpec`)."""
     if hasattr(env, "observation_space") and hasattr(env, "action_space"):
         return env.observation_space, env.action_space
-    gymnasium = _import("gymnasium")
+    gymnasium = optional("gymnasium")
     made = gymnasium.make(env)
     try:
         return made.observation_space, made.action_space
@@ -281,7 +275,7 @@ def _storable_env(env: Any) -> Any:
     write as JSON) becomes a copy of its spec naming that callable as `"module:name"`, which
     `gymnasium.make` imports back.
     """
-    gymnasium = _import("gymnasium")
+    gymnasium = optional("gymnasium")
     spec = gymnasium.spec(env) if isinstance(env, str) else getattr(env, "spec", env)
     entry = getattr(spec, "entry_point", None)
     if not callable(entry):
@@ -303,7 +297,7 @@ def _storable_env(env: Any) -> Any:
 
 def _write_staged(dataset_id: str, write: Callable[[], None]) -> None:
     """Run `write` (which creates `dataset_id`) in a hidden folder, then rename it into place."""
-    storage = _import("minari.storage")
+    storage = optional("minari.storage")
     final = Path(storage.get_dataset_path(dataset_id))
     root = Path(storage.get_dataset_path())
     if final.exists():
@@ -362,12 +356,12 @@ def _adopt_namespace(stage: Path, root: Path, dataset_id: str) -> None:
 def _in_spaces(rollout: Rollout, observation_space: Any, action_space: Any) -> Rollout:
     """`rollout` with observations and actions in their spaces' dtypes, checked against them."""
     T = rollout.num_steps
-    obses = _fit(observation_space, rollout.obses, (), "observations")
+    obses = along(observation_space, rollout.obses, "observations", _fit)
     finals = rollout.final_obses
     if finals is not None:
-        finals = _fit(observation_space, finals, (), "final observations", axes="e")
+        finals = along(observation_space, finals, "final observations", partial(_fit, axes="e"))
     actions = rollout.model_outs.arrays["actions"]
-    fitted = _fit(action_space, actions[:T], (), "actions")  # the last row is not exported
+    fitted = along(action_space, actions[:T], "actions", _fit)  # the last row is not exported
     outs = {**rollout.model_outs.arrays, "actions": np.concatenate([fitted, fitted[-1:]])}
     if not T:
         outs["actions"] = actions
@@ -385,24 +379,11 @@ def _in_spaces(rollout: Rollout, observation_space: Any, action_space: Any) -> R
     )
 
 
-def _fit(space: Any, tree: Any, path: _tree.Path, what: str, axes: str = "tb") -> Any:
-    """`tree` in `space`'s dtypes, shapes and bounds, or refused.
+def _fit(space: Any, tree: AnyArray, name: str, axes: str = "tb") -> AnyArray:
+    """An array in its space's dtype, shape and bounds, or refused (a leaf of `along`).
 
-    Its leaves are `[rows, B, ...]`, or with `axes="e"` `[E, ...]` (final observations).
+    Its rows are `[rows, B, ...]`, or with `axes="e"` `[E, ...]` (final observations).
     """
-    spaces = _import("gymnasium.spaces")
-    name = _tree.format_path(what, path)
-    if isinstance(space, spaces.Dict | spaces.Tuple):
-        return _fit_nested(space, tree, path, what, axes)
-    if isinstance(tree, dict | tuple):
-        raise ValueError(f"{name} are nested, but the space is {space}")
-    if not isinstance(
-        space, spaces.Box | spaces.Discrete | spaces.MultiDiscrete | spaces.MultiBinary
-    ):
-        raise ValueError(
-            f"{name}: the space {space} is not one trajkit exports (Box, Discrete, "
-            "MultiDiscrete, MultiBinary, and Dict and Tuple of them)"
-        )
     lead = len(axes)
     if tree.shape[lead:] != space.shape:
         per = "per step and env" if lead == 2 else "each"
@@ -414,24 +395,9 @@ def _fit(space: Any, tree: Any, path: _tree.Path, what: str, axes: str = "tb") -
     return values
 
 
-def _fit_nested(space: Any, tree: Any, path: _tree.Path, what: str, axes: str) -> Any:
-    """`_fit` of a Dict or Tuple space: the same keys or length, each item fitted."""
-    spaces = _import("gymnasium.spaces")
-    name = _tree.format_path(what, path)
-    if isinstance(space, spaces.Dict):
-        if not isinstance(tree, dict) or set(tree) != set(space.spaces):
-            got = sorted(tree) if isinstance(tree, dict) else type(tree).__name__
-            raise ValueError(f"{name} have keys {got}, the space {sorted(space.spaces)}")
-        return {key: _fit(sub, tree[key], (*path, key), what, axes) for key, sub in space.items()}
-    if not isinstance(tree, tuple) or len(tree) != len(space.spaces):
-        got = f"{len(tree)} items" if isinstance(tree, tuple) else type(tree).__name__
-        raise ValueError(f"{name} have {got}; the space is a Tuple of {len(space.spaces)}")
-    return tuple(_fit(sub, tree[i], (*path, i), what, axes) for i, sub in enumerate(space.spaces))
-
-
 def _bounds(space: Any) -> tuple[AnyArray, AnyArray]:
     """The least and greatest value of a Box, Discrete, MultiDiscrete or MultiBinary space."""
-    spaces = _import("gymnasium.spaces")
+    spaces = optional("gymnasium.spaces")
     if isinstance(space, spaces.Box):
         return space.low, space.high
     if isinstance(space, spaces.Discrete):

@@ -1,27 +1,21 @@
-"""A Minari dataset as validated rollouts, one per episode, each checked before it is built.
-
-The package documentation (`trajkit.minari`) says how a Minari episode becomes a rollout.
-"""
+"""A Minari dataset as validated rollouts, one per episode, each checked before it is built."""
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from functools import partial
 from typing import Any
 
 import numpy as np
 
-from trajkit._base.optional import require
 from trajkit._base.types import AnyArray
 from trajkit._core import tree as _tree
 from trajkit._models.rollout import Rollout
 from trajkit._models.rules import FIELD_RULES, conform_into, lossless
+from trajkit.minari._spaces import along, optional
 
 __all__ = ["MinariDatasetError", "from_minari"]
-
-
-def _import(name: str) -> Any:
-    return require(name, "minari", "trajkit.minari")
 
 
 def from_minari(dataset: Any) -> list[Rollout]:
@@ -59,7 +53,7 @@ def from_minari(dataset: Any) -> list[Rollout]:
         >>> back.num_steps, bool((back.obses == r.obses).all())
         (6, True)
     """
-    minari = _import("minari")
+    minari = optional("minari")
     name = dataset if isinstance(dataset, str) else _dataset_name(dataset)
     with _refusing(name):
         if isinstance(dataset, str):
@@ -150,7 +144,8 @@ def _episode_rollout(episode: Any, space: Any) -> Rollout:
     ends = [_end_flags(episode, name, T) for name in ("terminations", "truncations")]
     terminated = bool(T and ends[0][-1])
     truncated = bool(T and ends[1][-1]) and not terminated  # both: terminated wins
-    obses = _observations(_as_tree(episode.observations), space, T)
+    tree = _as_tree(episode.observations)
+    obses = along(space, tree, "observations", partial(_observation, T=T), "the observation space")
     if T:  # no action is taken from the final observation: repeat the last one
         actions = np.concatenate([actions, actions[-1:]])
     else:
@@ -194,39 +189,11 @@ def _end_flags(episode: Any, name: str, T: int) -> AnyArray:
     return flags
 
 
-def _observations(tree: Any, space: Any, T: int, path: _tree.Path = ()) -> Any:
-    """`tree` checked against the observation `space` (shapes, dtypes, values), as `[T+1, 1, ...]`.
+def _observation(space: Any, tree: AnyArray, name: str, T: int) -> AnyArray:
+    """One array of observations `[T+1, ...]` in its space's shape and dtype, as `[T+1, 1, ...]`.
 
-    Each leaf is stored in its space's dtype, only where no value changes, and must be
-    finite; Dict and Tuple spaces give dicts and tuples of leaves.
+    Stored in the space's dtype only where no value changes, and finite (a leaf of `along`).
     """
-    spaces = _import("gymnasium.spaces")
-    name = _tree.format_path("observations", path)
-    if isinstance(space, spaces.Dict):
-        if not isinstance(tree, dict) or set(tree) != set(space.spaces):
-            got = sorted(tree) if isinstance(tree, dict) else type(tree).__name__
-            raise ValueError(
-                f"{name} have keys {got}, the observation space {sorted(space.spaces)}"
-            )
-        return {key: _observations(tree[key], sub, T, (*path, key)) for key, sub in space.items()}
-    if isinstance(space, spaces.Tuple):
-        if not isinstance(tree, tuple) or len(tree) != len(space.spaces):
-            got = f"{len(tree)} items" if isinstance(tree, tuple) else type(tree).__name__
-            raise ValueError(
-                f"{name} have {got}; the observation space is a Tuple of {len(space.spaces)}"
-            )
-        return tuple(
-            _observations(tree[i], sub, T, (*path, i)) for i, sub in enumerate(space.spaces)
-        )
-    if not isinstance(
-        space, spaces.Box | spaces.Discrete | spaces.MultiDiscrete | spaces.MultiBinary
-    ):
-        raise ValueError(
-            f"{name}: the observation space {space} is not one trajkit reads (Box, "
-            "Discrete, MultiDiscrete, MultiBinary, and Dict and Tuple of them)"
-        )
-    if isinstance(tree, dict | tuple):
-        raise ValueError(f"{name} are nested, but the observation space is {space}")
     expected = (T + 1, *space.shape)
     if tree.shape != expected:
         raise ValueError(
