@@ -102,7 +102,7 @@ def test_the_old_ray_validators_are_outside_all_and_warn_where_they_are_named() 
     ) as caught:
         from trajkit.ray import validate
     assert {Path(w.filename) for w in caught} == {Path(__file__)}  # the importing line
-    assert validate is trajkit.ray._deprecated.validate
+    assert validate is trajkit.ray._validate
     with pytest.raises(AttributeError, match=r"^module 'trajkit\.ray' has no attribute 'nothing'$"):
         trajkit.ray.nothing  # noqa: B018
 

@@ -37,11 +37,14 @@ Examples:
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from trajkit._base.deprecation import deprecated
-from trajkit.ray import _deprecated
+from trajkit._io.filecheck import FileCheck
+from trajkit._io.validate import validate_files as _checks
 from trajkit.ray._arrays import read_arrays
+from trajkit.ray._listing import Paths
 from trajkit.ray._rollouts import read_rollouts
 from trajkit.ray._stats import stats
 from trajkit.ray._steps import read_steps
@@ -49,10 +52,28 @@ from trajkit.ray._steps import read_steps
 __all__ = ["read_arrays", "read_rollouts", "read_steps", "stats"]
 
 
+def _validate_files(paths: Paths, **options: Any) -> Iterator[FileCheck]:
+    """The deprecated `trajkit.ray.validate_files`: `validate_files(paths, engine="ray", ...)`."""
+    return _checks(paths, engine="ray", **options)
+
+
+def _validate(paths: Paths, **options: Any) -> list[FileCheck]:
+    """The deprecated `trajkit.ray.validate`: the list of `_validate_files`' verdicts."""
+    return list(_validate_files(paths, **options))
+
+
+_REPLACEMENT = "trajkit.dataset.validate_files(paths, engine='ray', ...)"
+_DEPRECATED = {
+    "validate": (_validate, f"list({_REPLACEMENT})"),
+    "validate_files": (_validate_files, _REPLACEMENT),
+}
+"""The deprecated aliases (outside `__all__`): each function, and what to use instead."""
+
+
 def __getattr__(name: str) -> Any:
-    """The deprecated `validate` and `validate_files` (not in `__all__`), with a warning."""
-    replacement = _deprecated.REPLACEMENTS.get(name)
-    if replacement is None:
+    """A deprecated alias of `_DEPRECATED`, with a `DeprecationWarning` naming its replacement."""
+    if name not in _DEPRECATED:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    alias, replacement = _DEPRECATED[name]
     deprecated(f"trajkit.ray.{name}(paths, ...)", replacement)
-    return getattr(_deprecated, name)
+    return alias

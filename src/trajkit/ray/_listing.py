@@ -1,9 +1,4 @@
-"""The files a Ray Data reader reads: listed on the driver, their layout, a dataset of paths.
-
-Every reader of `trajkit.ray` lists its files here (a missing path raises at the call), holds
-each file to one layout (the caller's spec, or the first file's), and hands Ray Data one row
-per path to map over.
-"""
+"""The files a Ray Data reader reads: listed on the driver, held to one layout, as paths rows."""
 
 from __future__ import annotations
 
