@@ -1,9 +1,7 @@
 """The env's fields of a recording's metadata (`trajkit.lint.Recording`): id, arguments, spaces.
 
-What replay needs of the env: `describe_space` writes a Gymnasium space as JSON (the form
-`Recording.observation_space` and `Recording.action_space` hold); `describe_env` reads the
-rest from a vector env. (`Recording` itself, with the seed and the rollout's index, is the
-file metadata's model.)
+`describe_space` writes a Gymnasium space as JSON (the form `Recording.observation_space`
+and `Recording.action_space` hold); `describe_env` reads the rest from a vector env.
 """
 
 from __future__ import annotations

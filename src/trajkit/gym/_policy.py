@@ -1,8 +1,4 @@
-"""What the recorder calls: the policy, and the optional hook that reads the envs' states.
-
-A leaf module (it imports no other part of `trajkit.gym`), so that the recorder and its
-guard both name these types without importing each other.
-"""
+"""What the recorder calls: the policy and the states hook (a leaf: the guard imports it)."""
 
 from __future__ import annotations
 

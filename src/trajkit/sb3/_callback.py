@@ -1,9 +1,4 @@
-"""`TrajkitCallback`: every rollout of an SB3 `learn()` converted, validated, saved and linted.
-
-What the callback sees at each step that the buffer does not keep (the env's rewards,
-terminal observations, infos) goes to [`from_rollout_buffer`][trajkit.sb3.from_rollout_buffer]
-at the end of each rollout; the recording fields of the vector env make the files replayable.
-"""
+"""`TrajkitCallback`: every rollout of an SB3 `learn()` converted, validated, saved and linted."""
 
 from __future__ import annotations
 

@@ -1,7 +1,4 @@
-"""SB3's `RolloutBuffer` as a validated `Rollout`: the layout, the bootstrap row, the rewards.
-
-The package documentation (`trajkit.sb3`) says how SB3's arrays map onto a rollout.
-"""
+"""SB3's `RolloutBuffer` as a validated `Rollout` (the layout: see the `trajkit.sb3` docs)."""
 
 from __future__ import annotations
 
