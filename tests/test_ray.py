@@ -454,6 +454,11 @@ def test_step_rows_hold_the_transition_columns_and_td_fields() -> None:
         np.testing.assert_array_equal(rows[name], want[name], err_msg=name)
         assert rows[name].dtype == want[name].dtype, name
     assert rows["action"].dtype == np.int64
+    assert rows["next_value"].dtype == rows["n_step_value"].dtype == np.float32
+    untruncated = example_rollout(num_steps=3, num_envs=2, keys={"critic"})
+    assert untruncated.truncated is None
+    (plain,) = trajkit.ray._steps._file_steps(untruncated, 0, discount, ())
+    assert plain["next_value"].dtype == np.float32
     assert (rows["episode"] >> 32 == 2).all()
     critic = rollout.model_outs.arrays["critic"]
     assert rollout.truncated is not None

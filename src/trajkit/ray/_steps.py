@@ -91,14 +91,14 @@ def _values_after(rollout: Rollout, steps: Int64Array) -> AnyArray:
     true final observation (`final_values`); at a termination 0, the value of a terminal
     state. So `reward + gamma * next_value` is the one-step TD target as it stands.
     """
-    critic = rollout.model_outs.arrays["critic"].astype(np.float32)
+    critic = rollout.model_outs.arrays["critic"]
     envs = np.arange(rollout.batch_size)[None, :]
     values = critic[steps + 1, envs]
     ended = rollout.dones[1:][steps, envs] == 1
     if rollout.truncated is not None and rollout.final_values is not None:
         cut = rollout.truncated[steps, envs] == 1
         return np.where(ended, np.where(cut, rollout.final_values[steps, envs], 0.0), values)
-    return np.where(ended, np.float32(0.0), values)
+    return np.where(ended, 0.0, values)
 
 
 def _step_arrays(
