@@ -171,7 +171,6 @@ class RolloutRecorder:
         self._log = Log(
             {
                 "row_new": np.bool_,
-                "state": np.float32,
                 "real": np.bool_,
                 "rew": np.float64,
                 "terminated": np.bool_,
@@ -596,7 +595,7 @@ class RolloutRecorder:
         real = fields["real"]
         ended = np.logical_or(fields["terminated"], fields["truncs"])
         # A row starts an episode where the step that showed it ended one, or was a phantom.
-        dones = np.less_equal(real, ended)[row_at, envs].astype(np.float32)
+        dones = np.less_equal(real, ended)[row_at, envs]
         # The steps of this rollout and later ones: those after the entry of its row 0.
         entry = np.arange(log.size)[:, None]
         counted = real & (entry > row_at[0])
