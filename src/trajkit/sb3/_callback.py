@@ -293,13 +293,13 @@ class TrajkitCallback(BaseCallback):
         log, (T, B) = self._log, (buffer.buffer_size, buffer.n_envs)
         if len(log.rewards) != T:
             raise ValueError(f"the callback saw {len(log.rewards)} steps, the buffer holds {T}")
-        truncated = np.zeros((T, B), np.float32)
-        final_values = np.zeros((T, B), np.float32)
+        truncated = np.zeros((T, B), bool)
+        final_values = np.zeros((T, B))
         cut = [(t, b, obs) for t, b, obs, is_cut in log.ends if is_cut]
         if cut:
             values = self._final_values([obs for _, _, obs in cut])
             for (t, b, _), value in zip(cut, values, strict=True):
-                truncated[t, b], final_values[t, b] = 1.0, value
+                truncated[t, b], final_values[t, b] = True, value
         terminal = [obs for _, _, obs, _ in log.ends]
         final_obses = None
         if all(obs is not None for obs in terminal):
