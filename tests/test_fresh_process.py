@@ -289,13 +289,16 @@ def test_ray(tmp_path: Path, run_npz: Path) -> None:
     out = python(
         tmp_path,
         f"""
-        import tempfile
+        import tempfile, warnings
         import ray
-        import trajkit.ray
+        with warnings.catch_warnings(record=True) as caught:  # __all__ has no deprecated name
+            warnings.simplefilter("always")
+            from trajkit.ray import *
+        assert not caught, [str(w.message) for w in caught]
         ray.init(address="local", num_cpus=1, include_dashboard=False, log_to_driver=False,
                  logging_level="ERROR", _temp_dir=tempfile.mkdtemp(prefix="tkray-"))
         try:
-            print(trajkit.ray.read_rollouts([{str(run_npz)!r}]).count())
+            print(read_rollouts([{str(run_npz)!r}]).count())
         finally:
             ray.shutdown()
         """,

@@ -257,7 +257,7 @@ def hand_loop(
     kwargs: dict[str, Any] | None = None,
 ) -> tuple[list[_Column], dict[str, Any]]:
     """A CleanRL-style loop over a vector env, done right, or with `bug` (loop-level bugs)."""
-    from trajkit.gym.recording import describe_env
+    from trajkit.gym._describe import describe_env
 
     envs = _make(env_id, B, mode, limit, kwargs or {})
     recording = {
