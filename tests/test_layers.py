@@ -19,7 +19,18 @@ import pytest
 SRC = Path(__file__).resolve().parents[1] / "src" / "trajkit"
 ORDER = ["_base", "_core", "_models", "_io", "_cli"]
 # Public modules over optional libraries.
-INTEGRATIONS = ["arrow", "dataset", "gym", "lint", "minari", "plot", "ray", "report", "sb3", "torch"]
+INTEGRATIONS = [
+    "arrow",
+    "dataset",
+    "gym",
+    "lint",
+    "minari",
+    "plot",
+    "ray",
+    "report",
+    "sb3",
+    "torch",
+]
 # The integrations that build on others: the SB3 callback lints and records like trajkit.gym;
 # the report reads datasets, Parquet and Minari, and lints.
 USES = {"sb3": ["gym", "lint"], "report": ["arrow", "dataset", "lint", "minari"]}

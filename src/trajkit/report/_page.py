@@ -266,7 +266,7 @@ def _schema(page: Page) -> str:
     if meta is None:
         parts.append("<p>No valid file: there is no schema to show.</p>")
     else:
-        parts += _fields(meta, c.first_path or "")
+        parts += _fields(meta, _link(page, c.first_path or ""))
         parts += _spaces(meta)
         parts += _recording(page, meta)
     parts += _files_facts(page)
@@ -276,7 +276,7 @@ def _schema(page: Page) -> str:
     return _section("schema", parts)
 
 
-def _fields(meta: RolloutFileMetadata, path: str) -> list[str]:
+def _fields(meta: RolloutFileMetadata, link: str) -> list[str]:
     rows = []
     for member in meta.arrays():
         if member.key is not None:
@@ -305,7 +305,7 @@ def _fields(meta: RolloutFileMetadata, path: str) -> list[str]:
     ]
     return [
         "<h3>Fields and leaves</h3>",
-        f"<p>As in the first valid file, {_code(path)} (T = {_n(meta.num_steps)}, B = "
+        f"<p>As in the first valid file, {link} (T = {_n(meta.num_steps)}, B = "
         f"{_n(meta.batch_size)}): {_e('; '.join(flags))}.</p>",
         _table(["field or leaf", "dtype", "dimensions", "per step", "shape in that file"], rows),
     ]
@@ -452,7 +452,7 @@ def _checks(page: Page) -> str:
 def _validation(page: Page) -> list[str]:
     c = page.collection
     out = ["<h3>Validation</h3>"]
-    spec = " and conformance to the dataset's spec" if page.inputs.spec is not None else ""
+    spec = _e(" and conformance to the dataset's spec") if page.inputs.spec is not None else ""
     out.append(
         f"<p>What <code>trajkit validate</code> checks (the file, every array and rule, every "
         f"CRC-32{spec}): {_n(c.files - c.invalid)} of {_n(c.files)} files are valid.</p>"

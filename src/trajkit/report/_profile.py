@@ -28,7 +28,7 @@ from trajkit._base.errors import RolloutFileError
 from trajkit._base.types import AnyArray, Float64Array
 from trajkit._core import tree as _tree
 from trajkit._core.episodes import complete_episodes
-from trajkit._io.filecheck import FileCheck, file_error, matching_spec
+from trajkit._io.filecheck import FileCheck, file_error
 from trajkit._io.files import load, read_metadata
 from trajkit._io.metadata import RolloutFileMetadata
 from trajkit._io.remote import file_size, local_copy, mappable, naming
@@ -324,7 +324,9 @@ def profile_file(
             nbytes = file_size(local)
             metadata = read_metadata(local, max_bytes=max_bytes)
             rollout = load(local, mmap=mappable(path), verify=True, max_bytes=max_bytes)
-            matching_spec(rollout, spec, path)
+            problems = spec.check(rollout) if spec is not None else []
+            if problems:  # as trajkit validate --spec words them
+                return FileProfile(FileCheck(path, tuple(problems), nbytes))
             return profile_rollout(rollout, path, nbytes=nbytes, metadata=metadata, seed=seed)
     except RolloutFileError as exc:
         return FileProfile(FileCheck(path, (file_error(exc),), nbytes))
