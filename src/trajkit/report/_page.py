@@ -133,7 +133,8 @@ def _verdict(page: Page) -> tuple[bool, str]:
     if problems:
         return False, "Needs attention: " + ", ".join(problems) + "."
     notes = f" ({_n(tally['note'])} note{'s' * (tally['note'] != 1)})" if tally["note"] else ""
-    return True, f"All {_n(c.files)} files are valid and lint found no problem{notes}."
+    files = "The file is" if c.files == 1 else f"All {_n(c.files)} files are"
+    return True, f"{files} valid and lint found no problem{notes}."
 
 
 def _header(page: Page) -> str:
