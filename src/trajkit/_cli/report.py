@@ -25,8 +25,10 @@ def report_command(args: argparse.Namespace) -> int:
     chosen = sources(args.paths)
     try:
         check_target(args.out, named_files(chosen))
-    except (ValueError, OSError) as exc:
-        raise UsageError(f"--out {args.out}: {one_line(str(exc))}") from None
+    except ValueError as exc:
+        raise UsageError(one_line(str(exc))) from None
+    except OSError as exc:  # a folder, a FIFO, ...
+        raise UsageError(f"cannot write {args.out}: {exc.strerror or exc}") from None
     show = args.progress
     if show is None and not sys.stderr.isatty():
         show = False

@@ -218,7 +218,8 @@ def check_target(target: str, inputs: Iterable[str]) -> None:
     resolved = output_target(target, verb="write", by="trajkit report")
     for source in inputs:
         if same_file(resolved, source):
-            raise ValueError(f"{target} is one of the inputs ({source}): write to another path")
+            shown = "" if source == target else f" ({source})"
+            raise ValueError(f"{target} is one of the inputs{shown}: write to another path")
 
 
 def write_page(target: str, html: str, *, inputs: Iterable[str] = ()) -> None:
