@@ -143,6 +143,6 @@ def test_what_each_dataset_shows(browser: Any, page_file: Path) -> None:
         alts = page.evaluate("[...document.images].map(i => i.alt)")
         assert any(alt.startswith("Traces over the") for alt in alts)
         if name == "pixels":
-            assert any("frames of obses['image']" in alt for alt in alts)
+            assert any(alt.startswith("obses['image'] at step 0 of the best") for alt in alts)
             assert "(100, 300, 3)" in page.inner_text("#schema")
     page.context.close()

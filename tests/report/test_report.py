@@ -215,9 +215,9 @@ def test_a_generator_of_paths_is_read_once(runs: Path, tmp_path: Path) -> None:
 
 def test_a_source_of_another_kind_is_refused() -> None:
     with pytest.raises(TypeError, match="source must be a path"):
-        report(42, jobs=1)
+        report(42, jobs=1)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match=r"must be a str or os\.PathLike"):
-        report([42], jobs=1)
+        report([42], jobs=1)  # type: ignore[list-item]
 
 
 def test_a_dataset_checks_its_spec(tmp_path: Path) -> None:
@@ -298,8 +298,11 @@ def test_image_observations_show_frames(tmp_path: Path) -> None:
     r = example_rollout(num_steps=40, num_envs=2, nested=True, obs_shape=(16, 16, 3))
     trajkit.save(r, folder / "a.npz")
     page = _Page(report(folder, jobs=1))
-    strips = [i for i in page.images if "frames of obses['image']" in str(i["alt"])]
+    frames = [i for i in page.images if str(i["alt"]).startswith("obses['image'] at step")]
     traces = [i for i in page.images if str(i["alt"]).startswith("Traces")]
-    assert strips
-    assert traces
-    assert "from the best return episode" in str(strips[0]["alt"])
+    assert len(traces) == 3  # the best, median and worst episodes
+    for title in ("best", "median", "worst"):
+        shown = [i for i in frames if f"of the {title} return episode" in str(i["alt"])]
+        assert 1 <= len(shown) <= 8  # at most eight frames each (fewer in a short episode)
+    assert str(frames[0]["alt"]).startswith("obses['image'] at step 0 of the best return episode")
+    assert (frames[0]["width"], frames[0]["height"]) == ("16", "16")

@@ -54,7 +54,7 @@ from trajkit.lint.config import LintOptions, checked_limit
 from trajkit.lint.report import options_from
 from trajkit.report._collect import Collection, Findings, collect, lint_findings
 from trajkit.report._page import Page, render
-from trajkit.report._sources import Source, named_files, open_inputs, sources
+from trajkit.report._sources import named_files, open_inputs, sources
 from trajkit.report._views import episode_views, picks
 
 __all__ = ["report"]
@@ -123,7 +123,7 @@ def build(
 
 
 def report(
-    source: Source,
+    source: str | os.PathLike[str] | Dataset | Iterable[str | os.PathLike[str]],
     out: str | os.PathLike[str] | None = None,
     *,
     title: str | None = None,

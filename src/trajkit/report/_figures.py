@@ -30,9 +30,10 @@ __all__ = [
     "Picture",
     "action_picture",
     "episode_picture",
+    "frame_pictures",
     "leaf_picture",
     "reward_picture",
-    "view_pictures",
+    "trace_picture",
 ]
 
 _DPI = 100  # CSS pixels per inch of a figure
@@ -40,7 +41,6 @@ _SCALE = 2  # PNG pixels per CSS pixel: sharp on high-density screens
 _MAX_PANELS = 12  # action dimensions or features drawn
 _MAX_CLASSES_DRAWN = 40
 _FEW_VALUES = 12  # values this few are drawn as bars, one per value
-_STRIP_COLUMNS = 4
 
 BLUE, ORANGE, GREEN, PURPLE, GREY = "#3266a8", "#e07b24", "#2e8b57", "#7b4fa0", "#666666"
 
@@ -306,37 +306,45 @@ def _feature_names(leaf: LeafProfile, count: int) -> list[str]:
     ]
 
 
-def view_pictures(view: View, where: str) -> list[Picture]:
-    """A frame strip per image leaf, and the traces (observations, rewards, episode ends).
+def frame_pictures(view: View, where: str) -> list[tuple[str, list[tuple[int, Picture]]]]:
+    """Per image leaf, its frames (step, PNG at its own size), for a strip the page lays out.
+
+    A frame is encoded as it was recorded (no figure around it: drawing eight panels costs
+    far more than encoding eight small images); `where` names the file, for the alt text.
+    """
+    image = require("matplotlib.image", "plot", "trajkit.report")
+    pick = view.pick
+    strips = []
+    for name, frames in view.frames:
+        pictures: list[tuple[int, Picture]] = []
+        for frame, step in zip(frames, view.frame_steps, strict=True):
+            buffer = io.BytesIO()
+            gray = frame.ndim == 2
+            image.imsave(
+                buffer,
+                frame,
+                format="png",
+                cmap="gray" if gray else None,
+                vmin=0,
+                vmax=255,
+                metadata={"Software": None},
+            )
+            uri = "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
+            alt = (
+                f"{name} at step {step} of the {pick.title.lower()} episode (env {pick.env} of "
+                f"{where})"
+            )
+            pictures.append((step, Picture(uri, frame.shape[1], frame.shape[0], alt)))
+        strips.append((name, pictures))
+    return strips
+
+
+def trace_picture(view: View, where: str) -> Picture:
+    """Traces of the vector observations (if any) and of the reward, the episode's end marked.
 
     `where` names the episode's file, for the alt text.
     """
-    pictures = [_strip(view, name, frames, where) for name, frames in view.frames]
-    if view.traces or not view.frames:
-        pictures.append(_traces(view, where))
-    return pictures
-
-
-def _strip(view: View, name: str, frames: list[AnyArray], where: str) -> Picture:
-    height, width = frames[0].shape[:2]
-    cols = min(len(frames), _STRIP_COLUMNS)
-    rows = math.ceil(len(frames) / cols)
-    panel = 9.6 / cols
-    figure, axes = _figure(9.6, rows * (panel * height / width + 0.3), rows=rows, cols=cols)
-    for ax in axes.flat:
-        ax.set_axis_off()
-    for ax, frame, step in zip(axes.flat, frames, view.frame_steps, strict=False):
-        gray = frame.ndim == 2
-        ax.imshow(frame, cmap="gray" if gray else None, vmin=0, vmax=255, interpolation="nearest")
-        ax.set_title(f"step {step}", fontsize=8)
-    pick = view.pick
-    alt = (
-        f"{len(frames)} frames of {name} from the {pick.title.lower()} episode "
-        f"(env {pick.env} of {where}, {pick.length} steps, {pick.ending}), at steps "
-        + ", ".join(str(s) for s in view.frame_steps)
-        + "."
-    )
-    return _picture(figure, alt)
+    return _traces(view, where)
 
 
 def _traces(view: View, where: str) -> Picture:
@@ -372,7 +380,7 @@ def _traces(view: View, where: str) -> Picture:
         )
     elif view.ends:
         axes.flat[0].set_title("dotted lines: episode ends", fontsize=8, loc="right")
-    shown = ", ".join(label for label, _ in view.traces) or "no vector observation"
+    shown = "".join(f"{label}, " for label, _ in view.traces)
     ends = (
         f"it ends at step {pick.length - 1} ({pick.ending})"
         if pick.ending != "goes on"
@@ -380,6 +388,6 @@ def _traces(view: View, where: str) -> Picture:
     )
     alt = (
         f"Traces over the {pick.length} steps of the {pick.title.lower()} episode (env "
-        f"{pick.env} of {where}): {shown} and the reward per step; {ends}."
+        f"{pick.env} of {where}): {shown}the reward per step; {ends}."
     )
     return _picture(figure, alt)

@@ -629,10 +629,30 @@ def _episodes(page: Page) -> str:
             f"<p>Env {_n(pick.env)} of {_link(page, pick.path)}, rows {_n(pick.first)} to "
             f"{_n(pick.first + pick.length)}: {_n(pick.length)} steps, {_e(pick.ending)}.</p>"
         )
-        for picture in _figures.view_pictures(view, page.inputs.label(pick.path)):
-            out.append(_figure(picture))
+        where = page.inputs.label(pick.path)
+        for name, frames in _figures.frame_pictures(view, where):
+            out.append(_strip(name, frames))
+        out.append(_figure(_figures.trace_picture(view, where)))
     return _section("episodes", out)
 
+
+def _strip(name: str, frames: list[tuple[int, Picture]]) -> str:
+    """Frames side by side, each with its step; small ones drawn with square pixels."""
+    cells = "".join(
+        f'<figure class="frame"><img src="{f.uri}" width="{f.width}" height="{f.height}" '
+        f'alt="{_e(f.alt)}"{_PIXELATED if f.width < _SMALL_FRAME else ""}>'
+        f"<figcaption>step {step}</figcaption></figure>"
+        for step, f in frames
+    )
+    return (
+        f'<figure class="strip"><div class="frames">{cells}</div>'
+        f"<figcaption>{len(frames)} frames of <code>{_e(name)}</code>, evenly spaced over "
+        "the episode.</figcaption></figure>"
+    )
+
+
+_SMALL_FRAME = 200  # CSS pixels: narrower frames are enlarged with square pixels
+_PIXELATED = ' class="pixelated"'
 
 _CSS = """
 :root{--fg:#1d2330;--muted:#5b6475;--line:#d9dee7;--bg:#ffffff;--soft:#f4f6fa;--accent:#2f5fa7;
@@ -678,7 +698,8 @@ caption{text-align:left;color:var(--muted);padding:4px 0}
 th,td{text-align:left;padding:6px 10px;border-bottom:1px solid var(--line);vertical-align:top}
 th{background:var(--soft);font-weight:600}
 tbody tr:nth-child(even){background:#fafbfd}
-td{overflow-wrap:anywhere}
+td{overflow-wrap:break-word}
+td a code{white-space:nowrap}
 .badge{display:inline-block;border-radius:999px;padding:0 9px;font-size:.78rem;font-weight:600;
 vertical-align:middle}
 .badge.error{color:var(--bad);background:var(--bad-bg)}
@@ -688,6 +709,12 @@ vertical-align:middle}
 figure{margin:12px 0 20px}
 figure img{max-width:100%;height:auto;display:block;border:1px solid var(--line);border-radius:8px}
 figcaption{color:var(--muted);font-size:.85rem;margin-top:4px}
+.frames{display:grid;grid-template-columns:repeat(4,minmax(0,1fr));gap:10px 12px;
+border:1px solid var(--line);border-radius:8px;padding:12px}
+.frame{margin:0;text-align:center}
+.frame img{width:100%;height:auto;border:0;border-radius:0}
+.frame figcaption{margin-top:2px}
+img.pixelated{image-rendering:pixelated}
 details{margin:6px 0}
 summary{cursor:pointer;color:var(--accent)}
 footer{margin-top:48px;padding-top:12px;border-top:1px solid var(--line);color:var(--muted);

@@ -18,7 +18,7 @@ import os
 import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeAlias
 
 from trajkit._io.discovery import Found, discover
 from trajkit._io.engine import Item
@@ -34,9 +34,9 @@ __all__ = ["MINARI_PREFIX", "Inputs", "Source", "named_files", "open_inputs", "s
 MINARI_PREFIX = "minari:"
 """A path `minari:ID` names the local Minari dataset `ID`."""
 
-Source = Any
-"""What `report` reads: a path (`str` or `os.PathLike`), an iterable of paths, a `Dataset` or
-a `minari.MinariDataset`."""
+Source: TypeAlias = "str | os.PathLike[str] | Dataset | Iterable[str | os.PathLike[str]]"
+"""What `report` reads: a path (`str` or `os.PathLike`), an iterable of paths, a `Dataset`, or
+a `minari.MinariDataset` (which minari leaves untyped)."""
 
 
 @dataclass
@@ -105,7 +105,7 @@ class Inputs:
         return self.origins.get(path, path)
 
 
-def sources(source: Source) -> Dataset | list[Any]:
+def sources(source: Source | Any) -> Dataset | list[Any]:
     """`source` as a `Dataset`, or a list of single sources (an iterable is read once).
 
     Raises:
