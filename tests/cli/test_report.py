@@ -179,3 +179,22 @@ def test_the_command_in_a_fresh_interpreter(runs: Path, tmp_path: Path) -> None:
         check=True,
     ).stdout
     assert "usage: trajkit report [-h] -o FILE" in help_text
+
+
+def test_a_bug_in_a_lint_check_is_exit_1_with_the_page_written(
+    capsys: pytest.CaptureFixture[str], runs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from trajkit.report import _profile
+
+    def broken(*args: object, **kw: object) -> None:
+        raise ValueError("a check broke")
+
+    monkeypatch.setattr(_profile, "lint_loaded", broken)
+    out = tmp_path / "report.html"
+    code, _, stderr = run(capsys, "report", str(runs), "-o", str(out), "-j", "1", "--no-config")
+    assert code == 1
+    assert stderr.endswith(
+        f"a lint check failed (please report it): {runs / 'r1.npz'}: ValueError: a check broke\n"
+    )
+    page = out.read_text(encoding="utf-8")
+    assert "Needs attention: lint failed on 2 files." in page

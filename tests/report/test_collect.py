@@ -1,8 +1,9 @@
-"""The two passes: profiles folded in file order, lint's findings, the episodes picked."""
+"""The one pass: profiles and lint's results folded in file order; the episodes picked."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -13,9 +14,10 @@ from trajkit._io.filecheck import FileCheck
 from trajkit._io.stats import DatasetStats
 from trajkit.lint import lint
 from trajkit.lint.config import LintOptions
-from trajkit.lint.registry import CHECKS
+from trajkit.lint.registry import CHECKS, Finding
 from trajkit.report import _collect, _profile
-from trajkit.report._collect import Collection, collect, lint_findings
+from trajkit.report._collect import Collection, collect
+from trajkit.report._lint import Findings
 from trajkit.report._profile import profile_rollout
 from trajkit.report._sources import open_inputs, sources
 from trajkit.report._views import episode_views, picks
@@ -33,8 +35,17 @@ def _folder(tmp_path: Path, count: int = 5, **kw: object) -> Path:
     return folder
 
 
-def _collected(folder: Path, tmp_path: Path, **kw: object) -> Collection:
-    return collect(open_inputs(sources(str(folder)), str(tmp_path)), **kw)  # type: ignore[arg-type]
+def _collected(folder: Path, tmp_path: Path, **kw: Any) -> Collection:
+    return collect(open_inputs(sources(str(folder)), str(tmp_path)), **kw)[0]
+
+
+def _findings(folder: Path | list[Path], tmp_path: Path, **kw: Any) -> Findings:
+    paths = [str(p) for p in folder] if isinstance(folder, list) else str(folder)
+    return collect(open_inputs(sources(paths), str(tmp_path)), ALL, **kw)[1]
+
+
+def _flat(found: Findings) -> list[Finding]:
+    return [f for code in sorted(found.by_code) for f in found.by_code[code]]
 
 
 def test_counts_are_the_datasets(tmp_path: Path) -> None:
@@ -111,24 +122,57 @@ def test_findings_are_lints(tmp_path: Path) -> None:
     folder = _folder(tmp_path, count=3)
     (folder / "r3.npz").write_bytes((folder / "r1.npz").read_bytes())  # TK203
     (folder / "r4.npz").write_bytes(b"damaged")  # TK001
-    found = lint_findings(open_inputs(sources(str(folder)), str(tmp_path)), ALL, jobs=1)
+    found = _findings(folder, tmp_path, jobs=1)
     expected = lint(folder, jobs=1)
-    assert [f for code in sorted(found.by_code) for f in found.by_code[code]] == sorted(
-        expected, key=lambda f: f.code
-    )
+    assert _flat(found) == sorted(expected, key=lambda f: f.code)
     assert found.files == 5
     assert sum(found.counts.values()) == len(expected)
     assert found.tally.exit_code == 1
 
 
-def test_progress_hears_of_each_file_in_both_passes(tmp_path: Path) -> None:
+@pytest.mark.parametrize("truncations", [True, False])
+def test_episodes_joined_across_files_are_lints(tmp_path: Path, truncations: bool) -> None:
+    """A recording cut into files, its time limit cuts recorded or not (TK101, TK105)."""
+    gym = pytest.importorskip("gymnasium")
+    from trajkit.gym import RolloutRecorder
+
+    env = gym.make_vec("CartPole-v1", num_envs=2, vectorization_mode="sync", max_episode_steps=40)
+    recorder = RolloutRecorder(
+        env, lambda obs: {"actions": (obs[:, 2] + obs[:, 3] > 0).astype(np.int64)}, seed=0
+    )
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    for i in range(4):
+        r = recorder.record(16)
+        if not truncations and r.truncated is not None:
+            r = r.replace(
+                truncated=np.zeros_like(r.truncated), final_values=np.zeros_like(r.truncated)
+            )
+        trajkit.save(r, folder / f"r{i}.npz", recording=recorder.recording)
+    env.close()
+    expected = lint(folder, jobs=1)
+    assert _flat(_findings(folder, tmp_path, jobs=1)) == sorted(expected, key=lambda f: f.code)
+    assert truncations or {f.code for f in expected} & {"TK101", "TK105"}
+
+
+def test_findings_are_lints_with_any_number_of_processes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = _folder(tmp_path, count=6)
+    (folder / "r6.npz").write_bytes((folder / "r2.npz").read_bytes())
+    alone = _findings(folder, tmp_path, jobs=1)
+    monkeypatch.setattr(engine, "IN_PROCESS_FILES", 0)  # workers, however few the files
+    monkeypatch.setattr(engine, "CHUNK_FILES", 2)
+    assert _flat(_findings(folder, tmp_path, jobs=2)) == _flat(alone)
+    assert alone.counts == {"TK203": 1}
+
+
+def test_progress_hears_of_each_file_once(tmp_path: Path) -> None:
     folder = _folder(tmp_path, count=3)
     inputs = open_inputs(sources(str(folder)), str(tmp_path))
     read: list[str] = []
-    linted: list[str] = []
-    collect(inputs, jobs=1, progress=read.append)
-    lint_findings(inputs, ALL, jobs=1, progress=linted.append)
-    assert read == linted == [str(p) for p in sorted(folder.glob("*.npz"))]
+    collect(inputs, ALL, jobs=1, progress=read.append)
+    assert read == [str(p) for p in sorted(folder.glob("*.npz"))]
 
 
 def test_best_median_and_worst_episodes(tmp_path: Path) -> None:
@@ -181,3 +225,25 @@ def test_without_a_complete_episode_the_first_steps_are_shown(tmp_path: Path) ->
         0
     ]
     assert other.ends == [5]  # step 5 ended an episode: row 6 starts one
+
+
+def test_a_bug_in_a_lint_check_is_reported_and_the_other_files_linted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from trajkit.report import _profile
+    from trajkit.report._lint import lint_loaded
+
+    folder = _folder(tmp_path, count=3)
+    (folder / "r3.npz").write_bytes((folder / "r0.npz").read_bytes())  # TK203
+
+    def broken(rollout: trajkit.Rollout, metadata: Any, path: str, options: Any) -> Any:
+        if path.endswith("r1.npz"):
+            raise ValueError("a check broke")
+        return lint_loaded(rollout, metadata, path, options)
+
+    monkeypatch.setattr(_profile, "lint_loaded", broken)
+    found = _findings(folder, tmp_path, jobs=1)
+    assert found.failed == 1
+    assert found.failures == [f"{folder / 'r1.npz'}: ValueError: a check broke"]
+    assert found.counts == {"TK203": 1}
+    assert found.files == 4

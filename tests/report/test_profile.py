@@ -233,3 +233,16 @@ def test_the_seed_and_the_path_seed_the_samples() -> None:
     assert values[0] != values[2]
     assert values[0] != values[3]
     assert all(s is not None and s.population == 512 for s in rewards)
+
+
+@pytest.mark.parametrize("kind", ["discrete", "box", "multi_discrete"])
+def test_a_rollout_of_no_steps(kind: str) -> None:
+    r = example_rollout(num_steps=0, num_envs=2, action_kind=kind)  # type: ignore[arg-type]
+    p = profile_rollout(r, "a.npz")
+    assert p.stats.steps == 0
+    assert p.rewards is not None
+    assert p.rewards.population == 0
+    assert p.actions is not None
+    assert p.actions.sample is not None
+    assert p.actions.sample.population == 0
+    assert p.leaves[0].count == 2  # the one row of observations

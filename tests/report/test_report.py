@@ -19,6 +19,7 @@ from trajkit.dataset import Dataset
 from trajkit.report import _collect, _figures, report
 from trajkit.report._collect import Collection
 from trajkit.report._figures import Picture
+from trajkit.report._lint import Findings
 from trajkit.report._page import SECTIONS
 from trajkit.report._sources import Inputs
 from trajkit.testing import example_rollout
@@ -174,11 +175,11 @@ def test_seed_arrives(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     collect = _collect.collect
     seen: dict[int, list[list[float]]] = {0: [], 1: []}
 
-    def spy(inputs: Inputs, **kw: Any) -> Collection:
-        c = collect(inputs, **kw)
+    def spy(inputs: Inputs, options: Any, **kw: Any) -> tuple[Collection, Findings]:
+        c, found = collect(inputs, options, **kw)
         assert c.rewards is not None
         seen[kw["seed"]].append(c.rewards.values.tolist())
-        return c
+        return c, found
 
     monkeypatch.setattr(trajkit.report, "collect", spy)
     for seed in (0, 0, 1):
@@ -201,8 +202,7 @@ def test_figures_are_drawn(runs: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 def test_progress_arrives(runs: Path) -> None:
     seen: list[str] = []
     report(runs, jobs=1, progress=seen.append)
-    files = [str(p) for p in sorted(runs.glob("*.npz"))]
-    assert seen == files + files
+    assert seen == [str(p) for p in sorted(runs.glob("*.npz"))]
 
 
 def test_a_generator_of_paths_is_read_once(runs: Path, tmp_path: Path) -> None:

@@ -33,8 +33,8 @@ def report_command(args: argparse.Namespace) -> int:
     if show is None and not sys.stderr.isatty():
         show = False
     converted = any(p.endswith(".parquet") or p.startswith(MINARI_PREFIX) for p in args.paths)
-    listed = None if show is False or converted else count_files(args.paths)
-    progress = _progress(show, None if listed is None else 2 * listed)  # read, then linted
+    total = None if show is False or converted else count_files(args.paths)
+    progress = _progress(show, total)
     try:
         built = build(
             chosen,
@@ -64,11 +64,15 @@ def report_command(args: argparse.Namespace) -> int:
     write_output(args.out, write, named_files(chosen))
     print(printable(args.out))
     collection, findings = built.collection, built.findings
+    files = f"{collection.files} file{'s' * (collection.files != 1)}"
     print(
-        f"{collection.files} files: {collection.files - collection.invalid} valid, "
+        f"{files}: {collection.files - collection.invalid} valid, "
         f"{collection.invalid} invalid. Lint: {findings.tally.summary(findings.files)}",
         file=sys.stderr,
     )
+    for failure in findings.failures:
+        message = f"trajkit report: a lint check failed (please report it): {failure}"
+        print(printable(message), file=sys.stderr)
     return built.exit_code
 
 

@@ -20,7 +20,8 @@ It streams: files are read one at a time (in parallel, on the engine behind `tra
 validate`), each summarised by counts, running statistics and uniform samples, so memory stays
 bounded however many files there are. Large observations such as images are sampled (256 rows
 per file), never all decoded, and only the files of the episodes shown are opened again. The
-lint findings come from `trajkit lint`'s own run over the same files. Figures are drawn with
+lint findings come from `trajkit lint`'s checks, run on each file where it is loaded, so that
+a file is read once. Figures are drawn with
 matplotlib (`trajkit[plot]`), imported when the page is made; the page itself is written with
 the standard library.
 
@@ -52,7 +53,8 @@ from trajkit._io.files import DEFAULT_MAX_BYTES
 from trajkit.dataset import Dataset
 from trajkit.lint.config import LintOptions, checked_limit
 from trajkit.lint.report import options_from
-from trajkit.report._collect import Collection, Findings, collect, lint_findings
+from trajkit.report._collect import Collection, collect
+from trajkit.report._lint import Findings
 from trajkit.report._page import Page, render
 from trajkit.report._sources import named_files, open_inputs, sources
 from trajkit.report._views import episode_views, picks
@@ -76,8 +78,9 @@ class Built:
 
     @property
     def exit_code(self) -> int:
-        """1 when a file is invalid or lint found an error or a warning, else 0."""
-        return 1 if self.collection.invalid or self.findings.tally.exit_code else 0
+        """1 when a file is invalid or lint found an error or a warning (or failed), else 0."""
+        findings = self.findings
+        return 1 if self.collection.invalid or findings.tally.exit_code or findings.failed else 0
 
 
 def build(
@@ -91,7 +94,7 @@ def build(
     seed: int = 0,
     progress: Callable[[str], None] | None = None,
 ) -> Built:
-    """Read `source` (two passes: profiles, then lint), pick the episodes, render the page.
+    """Read `source` (each file profiled and linted), pick the episodes, render the page.
 
     Args:
         source: What to read (see `report`), as `sources` lists it.
@@ -101,12 +104,13 @@ def build(
         jobs: Processes, this one included; `None` for every core.
         max_bytes: The size limit per file, as for `trajkit.load`.
         seed: Seeds the samples.
-        progress: Called with each file's path once it is read, and once it is linted.
+        progress: Called with each file's path once it is read.
     """
     with tempfile.TemporaryDirectory(prefix="trajkit-report-") as scratch:
         inputs = open_inputs(source, scratch)
-        collection = collect(inputs, jobs=jobs, max_bytes=max_bytes, seed=seed, progress=progress)
-        findings = lint_findings(inputs, options, jobs=jobs, max_bytes=max_bytes, progress=progress)
+        collection, findings = collect(
+            inputs, options, jobs=jobs, max_bytes=max_bytes, seed=seed, progress=progress
+        )
         views = episode_views(picks(collection), max_bytes=max_bytes)
         named = ", ".join(inputs.described[:3]) + (" ..." if len(inputs.described) > 3 else "")
         now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
@@ -153,8 +157,8 @@ def report(
         max_bytes: The size limit per file, as for `trajkit.load`; `None` for none.
         seed: Seeds the uniform samples (rewards, episodes, actions, image rows), so that
             the same files give the same page.
-        progress: Called with each file's path once it has been read and once it has been
-            linted (twice per file), e.g. to advance a progress bar.
+        progress: Called with each file's path once it has been read (and linted), e.g. to
+            advance a progress bar.
 
     Returns:
         The page, a complete HTML document.
@@ -178,7 +182,7 @@ def report(
         ...         trajkit.save(r, os.path.join(tmp, f"run-{i}.npz"))
         ...     page = report(tmp, jobs=1, select=["TK2"], progress=seen.append)
         >>> len(seen), '<h2 id="episodes-h">Episodes</h2>' in page
-        (4, True)
+        (2, True)
     """
     limit = (
         None if max_episode_steps is None else checked_limit(max_episode_steps, "max_episode_steps")

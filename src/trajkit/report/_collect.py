@@ -1,34 +1,29 @@
-"""The report's two passes over the files: their profiles, then `trajkit lint`'s findings.
+"""The report's one pass over the files: each profiled and linted where it is read.
 
-The first pass profiles each file (`trajkit.report._profile`) on the engine behind
-`trajkit validate`, and folds the profiles in, in file order, into a `Collection`: counts,
-verdicts, schemas, merged samples and per-feature statistics, all bounded in size whatever
-the number of files. The second pass is `trajkit lint`'s own run (`LintRun`), its findings
-grouped by code. A progress callback hears of each file in both passes.
+Each file is loaded once, profiled and linted (`trajkit.report._profile`) on the engine
+behind `trajkit validate`, and the profiles are folded in, in file order, into a
+`Collection` (counts, verdicts, schemas, merged samples and per-feature statistics, all
+bounded in size whatever the number of files) and lint's results into a `LintFold` (its
+findings grouped by code). A progress callback hears of each file as it is folded in.
 """
 
 from __future__ import annotations
 
-import threading
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
-from types import TracebackType
 
 import numpy as np
 
 from trajkit._base.types import Float64Array
-from trajkit._io.discovery import Found, discover
 from trajkit._io.engine import checked_jobs, cpu_count, run_ordered
 from trajkit._io.filecheck import FileCheck
 from trajkit._io.files import DEFAULT_MAX_BYTES
 from trajkit._io.metadata import RolloutFileMetadata
 from trajkit._io.stats import DatasetStats, Moments
 from trajkit.lint.config import LintOptions
-from trajkit.lint.engine import LintRun
-from trajkit.lint.registry import Finding
-from trajkit.lint.report import Tally
+from trajkit.report._lint import Findings, LintFold
 from trajkit.report._profile import (
     EPISODE_SAMPLE,
     REWARD_SAMPLE,
@@ -40,22 +35,13 @@ from trajkit.report._profile import (
 from trajkit.report._sample import Sample
 from trajkit.report._sources import Inputs
 
-__all__ = [
-    "MAX_LISTED",
-    "Collection",
-    "Findings",
-    "Progress",
-    "collect",
-    "lint_findings",
-]
+__all__ = ["MAX_LISTED", "Collection", "Progress", "collect"]
 
 MAX_LISTED = 200
-"""The most files (invalid ones, or with another schema) and findings per code listed."""
-
-_POLL_SECONDS = 0.2  # how often the lint pass's progress is read
+"""The most files listed (invalid ones, or with another schema); all are counted."""
 
 Progress = Callable[[str], None]
-"""Called with a file's path: once when it has been read, once when it has been linted."""
+"""Called with a file's path once it has been read (profiled and linted)."""
 
 
 @dataclass
@@ -199,123 +185,38 @@ def _tag(rows: Float64Array, number: int) -> Float64Array:
 
 def collect(
     inputs: Inputs,
+    options: LintOptions | None = None,
     *,
     jobs: int | None = None,
     max_bytes: int | None = DEFAULT_MAX_BYTES,
     seed: int = 0,
     progress: Progress | None = None,
-) -> Collection:
-    """Profile every file of `inputs`, in order, on every core (or `jobs` processes)."""
-    work = partial(profile_chunk, spec=inputs.spec, max_bytes=max_bytes, seed=seed)
+) -> tuple[Collection, Findings]:
+    """Profile and lint every file of `inputs`, in order, on every core (or `jobs` processes).
+
+    Args:
+        inputs: The files.
+        options: The lint checks to run; `None` for none.
+        jobs: Processes, this one included; `None` for every core.
+        max_bytes: The size limit per file, as for `trajkit.load`.
+        seed: Seeds the samples.
+        progress: Called with each file's path once it is read.
+
+    Returns:
+        The files' profiles folded, and lint's findings.
+    """
+    work = partial(profile_chunk, spec=inputs.spec, options=options, max_bytes=max_bytes, seed=seed)
     collection = Collection(seed=seed)
+    fold = LintFold(options if options is not None else LintOptions(frozenset()))
     results = run_ordered(work, inputs.items(), jobs=checked_jobs(jobs) or cpu_count())
     try:
         for profile in results:
             collection.add(profile)
+            fold.add(profile.lint, profile.lint_failure)
             if progress is not None:
                 progress(profile.check.path)
     finally:
         close = getattr(results, "close", None)
         if close is not None:  # stop the workers now (Ctrl-C), not when collected
             close()
-    return collection
-
-
-@dataclass
-class Findings:
-    """`trajkit lint`'s findings, grouped by code (at most `MAX_LISTED` kept per code).
-
-    Attributes:
-        by_code: Per code, in code order once sorted, its first findings.
-        counts: Per code, how many findings.
-        tally: The findings counted by severity.
-        files: How many files were linted.
-        options: The lint options the run used.
-    """
-
-    by_code: dict[str, list[Finding]] = field(default_factory=dict)
-    counts: Counter[str] = field(default_factory=Counter)
-    tally: Tally = field(default_factory=Tally)
-    files: int = 0
-    options: LintOptions | None = None
-
-    def add(self, finding: Finding) -> None:
-        """Count and keep one finding."""
-        self.tally.add(finding)
-        self.counts[finding.code] += 1
-        kept = self.by_code.setdefault(finding.code, [])
-        if len(kept) < MAX_LISTED:
-            kept.append(finding)
-
-
-def lint_findings(
-    inputs: Inputs,
-    options: LintOptions,
-    *,
-    jobs: int | None = None,
-    max_bytes: int | None = DEFAULT_MAX_BYTES,
-    progress: Progress | None = None,
-) -> Findings:
-    """Run `trajkit lint` over the files of `inputs` and keep its findings.
-
-    The files it reads are those `inputs` lists (the converted sources as their temporary
-    files); a source its reader refused is not linted (its verdict says why).
-    """
-    paths = inputs.paths()
-    findings = Findings(options=options)
-    if not paths:
-        return findings
-    run = LintRun(paths, options, jobs=jobs, max_bytes=max_bytes)
-    try:
-        with _Watch(run, discover(paths), progress):
-            for finding in run:
-                findings.add(finding)
-    finally:
-        run.close()
-    findings.files = run.files
-    return findings
-
-
-class _Watch:
-    """Reports the files a `LintRun` has linted, read from `run.files` by a thread.
-
-    A lint run yields findings, not files; its `files` count goes up as it works through
-    them. The names come from a second listing of the same paths, in the same order.
-    """
-
-    def __init__(self, run: LintRun, names: Iterator[Found | FileCheck], progress: Progress | None):
-        self._run = run
-        self._names = names
-        self._progress = progress
-        self._told = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._poll, daemon=True)
-
-    def __enter__(self) -> _Watch:
-        if self._progress is not None:
-            self._thread.start()
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        if self._progress is None:
-            return
-        self._stop.set()
-        self._thread.join()
-        if kind is None:
-            self._tell(self._run.files)
-
-    def _poll(self) -> None:
-        while not self._stop.wait(_POLL_SECONDS):
-            self._tell(self._run.files)
-
-    def _tell(self, done: int) -> None:
-        progress = self._progress
-        while progress is not None and self._told < done:
-            item = next(self._names, None)
-            self._told += 1
-            progress("" if item is None else item.path)
+    return collection, fold.finish()

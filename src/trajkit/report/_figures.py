@@ -62,17 +62,38 @@ class Picture:
     alt: str
 
 
+@dataclass(frozen=True)
+class _Margins:
+    """A figure's margins in inches, and the gaps between panels (fractions of a panel)."""
+
+    left: float = 0.75
+    right: float = 0.2
+    top: float = 0.3
+    bottom: float = 0.55
+    wspace: float = 0.25
+    hspace: float = 0.5
+
+
 def _figure(
     width: float,
     height: float,
     rows: int = 1,
     cols: int = 1,
-    layout: str | None = "constrained",
+    margins: _Margins = _Margins(),
     **kw: Any,
 ) -> tuple[Figure, Any]:
+    """A figure of panels with fixed margins (constrained layout costs a third of a figure)."""
     module = require("matplotlib.figure", "plot", "trajkit.report")
-    figure: Figure = module.Figure(figsize=(width, height), layout=layout)
+    figure: Figure = module.Figure(figsize=(width, height))
     axes = figure.subplots(rows, cols, squeeze=False, **kw)
+    figure.subplots_adjust(
+        left=margins.left / width,
+        right=1 - margins.right / width,
+        top=1 - margins.top / height,
+        bottom=margins.bottom / height,
+        wspace=margins.wspace,
+        hspace=margins.hspace,
+    )
     for ax in axes.flat:
         ax.spines[["top", "right"]].set_visible(False)
         ax.tick_params(labelsize=8)
@@ -135,7 +156,7 @@ def episode_picture(collection: Collection) -> Picture | None:
         return None
     rows = collection.episodes.values
     cut = rows[:, 2] == 1
-    figure, axes = _figure(9.6, 3.2, cols=2)
+    figure, axes = _figure(9.6, 3.2, cols=2, margins=_Margins(top=0.15, wspace=0.22))
     for ax, column, label in (
         (axes[0, 0], 0, "episode return"),
         (axes[0, 1], 1, "episode length (steps)"),
@@ -178,7 +199,7 @@ def reward_picture(collection: Collection) -> Picture | None:
     sample = collection.rewards
     if sample is None or not len(sample.values):
         return None
-    figure, axes = _figure(9.6, 2.6)
+    figure, axes = _figure(9.6, 2.6, margins=_Margins(left=0.8, top=0.35))
     ax = axes[0, 0]
     moments = collection.reward_moments
     if not _distribution(ax, sample.values, GREEN):
@@ -204,7 +225,8 @@ def action_picture(actions: ActionProfile | None) -> Picture | None:
     dims = min(actions.dims, _MAX_PANELS)
     cols = min(dims, 4)
     rows = math.ceil(dims / cols)
-    figure, axes = _figure(9.6, 0.6 + 2.2 * rows, rows=rows, cols=cols)
+    margins = _Margins(left=0.75, right=0.2, top=0.15, bottom=0.55, wspace=0.35, hspace=0.45)
+    figure, axes = _figure(9.6, 0.6 + 2.2 * rows, rows=rows, cols=cols, margins=margins)
     for ax in axes.flat[dims:]:
         ax.set_visible(False)
     if actions.counts is not None:
@@ -265,14 +287,17 @@ def leaf_picture(leaf: LeafProfile) -> Picture | None:
     count = min(len(leaf.low), 64)
     if count == 0 or leaf.count == 0:
         return None
-    figure, axes = _figure(9.6, 0.9 + 0.22 * count)
+    names = _feature_names(leaf, count)
+    left = 0.35 + 0.065 * max(len(name) for name in names)  # room for the longest name
+    margins = _Margins(left=left, right=1.5, top=0.15, bottom=0.55)
+    figure, axes = _figure(9.6, 0.8 + 0.22 * count, margins=margins)
     ax = axes[0, 0]
     y = np.arange(count)
     low, high, mean, std = leaf.low[:count], leaf.high[:count], leaf.mean[:count], leaf.std[:count]
     ax.hlines(y, low, high, color=GREY, linewidth=1.5, label="min to max")
     ax.hlines(y, mean - std, mean + std, color=BLUE, linewidth=6, alpha=0.55, label="mean ± std")
     ax.plot(mean, y, "|", color="black", markersize=9, label="mean")
-    ax.set_yticks(y, _feature_names(leaf, count), fontsize=7)
+    ax.set_yticks(y, names, fontsize=7)
     ax.set_ylim(count - 0.5, -0.5)
     ax.set_xlabel("value")
     ax.legend(fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
@@ -350,11 +375,8 @@ def trace_picture(view: View, where: str) -> Picture:
 def _traces(view: View, where: str) -> Picture:
     panels = len(view.traces) + 1
     height = 0.75 + 1.1 * panels
-    # Margins by hand: constrained layout costs a third of the drawing for these stacks.
-    figure, axes = _figure(9.6, height, rows=panels, layout=None, sharex=True)
-    figure.subplots_adjust(
-        left=0.17, right=0.98, top=1 - 0.3 / height, bottom=0.45 / height, hspace=0.18
-    )
+    margins = _Margins(left=1.65, right=0.2, top=0.3, bottom=0.5, hspace=0.18)
+    figure, axes = _figure(9.6, height, rows=panels, margins=margins, sharex=True)
     steps = view.steps
     for ax, (label, values) in zip(axes.flat, view.traces, strict=False):
         ax.plot(steps, values, color=BLUE, linewidth=1.1)

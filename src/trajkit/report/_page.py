@@ -31,8 +31,9 @@ from trajkit._io.remote import is_url
 from trajkit._models.rollout import FIELD_DIMS, MODEL_OUTPUT_DIMS
 from trajkit.lint.registry import CHECKS, Finding
 from trajkit.report import _figures
-from trajkit.report._collect import Collection, Findings
+from trajkit.report._collect import Collection
 from trajkit.report._figures import Picture
+from trajkit.report._lint import Findings
 from trajkit.report._sources import Inputs
 from trajkit.report._views import View
 
@@ -130,6 +131,8 @@ def _verdict(page: Page) -> tuple[bool, str]:
     for severity in ("error", "warning"):
         if tally[severity]:
             problems.append(f"{_n(tally[severity])} lint {severity}{'s' * (tally[severity] != 1)}")
+    if f.failed:
+        problems.append(f"lint failed on {_n(f.failed)} file{'s' * (f.failed != 1)}")
     if problems:
         return False, "Needs attention: " + ", ".join(problems) + "."
     notes = f" ({_n(tally['note'])} note{'s' * (tally['note'] != 1)})" if tally["note"] else ""
@@ -484,6 +487,13 @@ def _lint(page: Page) -> list[str]:
         f"<p>What <code>trajkit lint</code> finds ({_n(selected)} checks run): "
         f"{_e(f.tally.summary(f.files))}</p>"
     )
+    if f.failed:
+        listed = "".join(f"<li>{_e(failure)}</li>" for failure in f.failures)
+        out.append(
+            f'<p class="warn">A check stopped with an internal error (please report it) on '
+            f"{_n(f.failed)} file{'s' * (f.failed != 1)}, whose other checks are left out:</p>"
+            f"<ul>{listed}</ul>"
+        )
     if not f.counts:
         return out
     summary = [
@@ -514,7 +524,7 @@ def _code_group(page: Page, code: str, findings: list[Finding], count: int) -> l
     name = f" {_e(check.name)}" if check else ""
     out = [f'<h4 id="{_e(code)}">{_e(code)}{name} {_badge(_severity(code))}</h4>']
     if check is not None:
-        out.append(f"<p>{_e(check.summary)}.</p>")
+        out.append(f"<p>{_e(check.summary[:1].upper() + check.summary[1:])}.</p>")
     rows = [
         [
             _link(page, finding.path) if finding.path else "(the dataset)",

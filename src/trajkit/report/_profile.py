@@ -1,9 +1,10 @@
 """One file's profile: what the report needs of it, computed where the file is read.
 
 `profile_file` is the report's per-file work, run by the engine behind `trajkit validate`
-(`trajkit._io.engine.run_ordered`) in this process or in workers: it loads the file as
-`trajkit validate` checks it (memory-mapped, every CRC-32 verified), and returns a small
-`FileProfile` (its verdict, counts, samples and per-feature statistics), never the arrays.
+(`trajkit._io.engine.run_ordered`) in this process or in workers: it loads the file once, as
+`trajkit validate` checks it (memory-mapped, every CRC-32 verified), runs lint's per-file
+checks on it (`trajkit.report._lint`), and returns a small `FileProfile` (its verdict, lint's
+results, counts, samples and per-feature statistics), never the arrays.
 The profiles merge in file order (`trajkit.report._collect`), so memory stays bounded
 whatever the number of files, and the result is the same with any number of processes.
 
@@ -35,6 +36,9 @@ from trajkit._io.remote import file_size, local_copy, mappable, naming
 from trajkit._io.stats import DatasetStats, Moments
 from trajkit._models.rollout import Rollout
 from trajkit._models.spec import RolloutSpec
+from trajkit.lint.config import LintOptions
+from trajkit.lint.engine import FileResult
+from trajkit.report._lint import lint_loaded, lint_refused
 from trajkit.report._sample import Sample
 
 if TYPE_CHECKING:
@@ -56,6 +60,7 @@ __all__ = [
     "profile_chunk",
     "profile_file",
     "profile_rollout",
+    "refused",
 ]
 
 EPISODE_SAMPLE = 20_000
@@ -280,6 +285,8 @@ class FileProfile:
         worst: The one with the lowest return.
         actions: Its actions, if it has `model_outs['actions']`.
         leaves: Its observation leaves, in `flatten` order.
+        lint: Lint's results on the file, when lint runs.
+        lint_failure: The error a lint check raised on it (a bug), if one did.
 
     Examples:
         >>> from trajkit.testing import example_rollout
@@ -298,21 +305,29 @@ class FileProfile:
     worst: Float64Array | None = field(default=None, repr=False)
     actions: ActionProfile | None = None
     leaves: tuple[LeafProfile, ...] = ()
+    lint: FileResult | None = field(default=None, repr=False)
+    lint_failure: str | None = None
 
 
 def profile_file(
-    path: str, *, spec: RolloutSpec | None = None, max_bytes: int | None, seed: int
+    path: str,
+    *,
+    spec: RolloutSpec | None = None,
+    options: LintOptions | None = None,
+    max_bytes: int | None,
+    seed: int,
 ) -> FileProfile:
-    """Load one file as `trajkit validate` checks it and profile it; never raises for a bad file.
+    """Load one file as `trajkit validate` checks it, profile and lint it; never raises for it.
 
     Args:
         path: A local path or an fsspec URL.
         spec: Also require conformance to this spec (a `Dataset`'s).
+        options: The lint checks to run on the loaded rollout; `None` for none.
         max_bytes: The size limit, as for `trajkit.load`.
         seed: Seeds the file's samples, with its path.
 
     Returns:
-        The profile; for a refused file, its verdict alone.
+        The profile; for a refused file, its verdict (and TK001) alone.
 
     Examples:
         >>> profile_file("missing.npz", max_bytes=None, seed=0).check.problems
@@ -324,21 +339,47 @@ def profile_file(
             nbytes = file_size(local)
             metadata = read_metadata(local, max_bytes=max_bytes)
             rollout = load(local, mmap=mappable(path), verify=True, max_bytes=max_bytes)
-            problems = spec.check(rollout) if spec is not None else []
-            if problems:  # as trajkit validate --spec words them
-                return FileProfile(FileCheck(path, tuple(problems), nbytes))
-            return profile_rollout(rollout, path, nbytes=nbytes, metadata=metadata, seed=seed)
+            problems = tuple(spec.check(rollout)) if spec is not None else ()
+            profile = (
+                FileProfile(FileCheck(path, problems, nbytes))  # as trajkit validate --spec
+                if problems
+                else profile_rollout(rollout, path, nbytes=nbytes, metadata=metadata, seed=seed)
+            )
+            return _linted(profile, rollout, metadata, options)
     except RolloutFileError as exc:
-        return FileProfile(FileCheck(path, (file_error(exc),), nbytes))
+        problem = file_error(exc)
     except Exception as exc:  # a bug must not stop the report
         problem = f"internal error (please report it): {type(exc).__name__}: {exc}"
-        return FileProfile(FileCheck(path, (problem,), nbytes))
+    return refused(FileCheck(path, (problem,), nbytes), options)
+
+
+def refused(check: FileCheck, options: LintOptions | None) -> FileProfile:
+    """The profile of a file that cannot be read: its verdict, and lint's TK001."""
+    lint = None if options is None else lint_refused(check.path, "; ".join(check.problems), options)
+    return FileProfile(check, lint=lint)
+
+
+def _linted(
+    profile: FileProfile,
+    rollout: Rollout,
+    metadata: RolloutFileMetadata,
+    options: LintOptions | None,
+) -> FileProfile:
+    """`profile` with lint's results on the loaded rollout (or the error a check raised)."""
+    if options is None:
+        return profile
+    try:
+        return replace(profile, lint=lint_loaded(rollout, metadata, profile.check.path, options))
+    except Exception as exc:  # a bug in a check: reported, and the other files linted
+        failure = f"{profile.check.path}: {type(exc).__name__}: {exc}"
+        return replace(profile, lint_failure=failure)
 
 
 def profile_chunk(
     items: Sequence[Found | FileCheck],
     *,
     spec: RolloutSpec | None = None,
+    options: LintOptions | None = None,
     max_bytes: int | None,
     seed: int,
 ) -> list[FileProfile]:
@@ -349,9 +390,9 @@ def profile_chunk(
         [FileProfile(check=FileCheck(path='x', problems=('no such file',), nbytes=0), ...)]
     """
     return [
-        FileProfile(item)
+        refused(item, options)
         if isinstance(item, FileCheck)
-        else profile_file(item.path, spec=spec, max_bytes=max_bytes, seed=seed)
+        else profile_file(item.path, spec=spec, options=options, max_bytes=max_bytes, seed=seed)
         for item in items
     ]
 
@@ -413,7 +454,7 @@ def _actions(rollout: Rollout, rng: np.random.Generator) -> ActionProfile | None
     if actions is None:
         return None
     steps = np.asarray(actions)[: rollout.num_steps]
-    flat = steps.reshape(steps.shape[0] * steps.shape[1], -1)
+    flat = steps.reshape(steps.shape[0] * steps.shape[1], math.prod(steps.shape[2:]))
     shape, dtype = tuple(actions.shape[2:]), str(actions.dtype)
     if flat.shape[0] == 0:
         empty = np.full(flat.shape[1], np.nan)

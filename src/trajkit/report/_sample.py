@@ -4,7 +4,9 @@ A file's rewards, its episodes or its actions are sampled where the file is read
 worker process); the parent merges the samples in file order. `Sample.merge` keeps the result
 a uniform sample without replacement of the union: the number of values taken from each side
 is drawn from the hypergeometric distribution (how many of a uniform draw of `size` values from
-both populations fall in the first), then that many are drawn from each side's own sample.
+both populations fall in the first), then that many are drawn from each side's own sample. A
+full sample merged with a file's keeps its array and overwrites the rows it lets go, drawn
+at random, so that a merge costs a copy, not a shuffle.
 """
 
 from __future__ import annotations
@@ -70,11 +72,17 @@ class Sample:
             mine = taken if other.population == 0 else 0
         else:
             mine = int(rng.hypergeometric(self.population, other.population, taken))
-        parts = [_subset(self.values, mine, rng), _subset(other.values, taken - mine, rng)]
-        return Sample(np.concatenate(parts), total)
+        incoming = _subset(other.values, taken - mine, rng)
+        ours = self.values
+        if 0 < len(incoming) == len(ours) - mine:  # a full sample: overwrite the rows let go
+            out = ours.copy()
+            out[rng.choice(len(ours), len(incoming), replace=False)] = incoming
+            return Sample(out, total)
+        return Sample(np.concatenate([_subset(ours, mine, rng), incoming]), total)
 
 
 def _subset(values: AnyArray, count: int, rng: np.random.Generator) -> AnyArray:
+    """A uniform subset of `count` rows of `values`."""
     if count >= len(values):
         return values
-    return values[np.sort(rng.choice(len(values), count, replace=False))]
+    return values[rng.choice(len(values), count, replace=False)]
