@@ -198,3 +198,15 @@ def test_a_bug_in_a_lint_check_is_exit_1_with_the_page_written(
     )
     page = out.read_text(encoding="utf-8")
     assert "Needs attention: lint failed on 2 files." in page
+
+
+def test_without_matplotlib_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str], runs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    code, stdout, stderr = run(capsys, "report", str(runs), "-o", str(tmp_path / "r.html"))
+    assert (code, stdout) == (2, "")
+    assert stderr == (
+        "trajkit report: error: trajkit.report needs matplotlib; install it with: "
+        "pip install 'trajkit[plot]'\n"
+    )

@@ -247,3 +247,12 @@ def test_a_bug_in_a_lint_check_is_reported_and_the_other_files_linted(
     assert found.failures == [f"{folder / 'r1.npz'}: ValueError: a check broke"]
     assert found.counts == {"TK203": 1}
     assert found.files == 4
+
+
+def test_an_episode_whose_file_is_gone_is_not_shown(tmp_path: Path) -> None:
+    folder = _folder(tmp_path, count=2)
+    chosen = picks(_collected(folder, tmp_path, jobs=1))
+    gone = Path(chosen[0].path)
+    gone.unlink()
+    views = episode_views(chosen)
+    assert [v.pick for v in views] == [p for p in chosen if Path(p.path) != gone]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import re
 import struct
+import sys
 from collections.abc import Iterator
 from html.parser import HTMLParser
 from pathlib import Path
@@ -306,3 +307,11 @@ def test_image_observations_show_frames(tmp_path: Path) -> None:
         assert 1 <= len(shown) <= 8  # at most eight frames each (fewer in a short episode)
     assert str(frames[0]["alt"]).startswith("obses['image'] at step 0 of the best return episode")
     assert (frames[0]["width"], frames[0]["height"]) == ("16", "16")
+
+
+def test_without_matplotlib_nothing_is_read(runs: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # `import matplotlib` fails
+    seen: list[str] = []
+    with pytest.raises(ImportError, match=r"pip install 'trajkit\[plot\]'"):
+        report(runs, jobs=1, progress=seen.append)
+    assert seen == []

@@ -48,6 +48,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import IO, Any
 
+from trajkit._base.optional import require
 from trajkit._io.atomic import atomic_write, output_target, same_file
 from trajkit._io.files import DEFAULT_MAX_BYTES
 from trajkit.dataset import Dataset
@@ -106,6 +107,7 @@ def build(
         seed: Seeds the samples.
         progress: Called with each file's path once it is read.
     """
+    require("matplotlib", "plot", "trajkit.report")  # refused now, not after the reading
     with tempfile.TemporaryDirectory(prefix="trajkit-report-") as scratch:
         inputs = open_inputs(source, scratch)
         collection, findings = collect(

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 __all__ = [
+    "MAX_FEATURES_DRAWN",
     "Picture",
     "action_picture",
     "episode_picture",
@@ -35,6 +36,9 @@ __all__ = [
     "reward_picture",
     "trace_picture",
 ]
+
+MAX_FEATURES_DRAWN = 64
+"""The most features of a leaf drawn (the first ones)."""
 
 _DPI = 100  # CSS pixels per inch of a figure
 _SCALE = 2  # PNG pixels per CSS pixel: sharp on high-density screens
@@ -284,7 +288,7 @@ def _action_histograms(axes: Any, actions: ActionProfile) -> str:
 
 def leaf_picture(leaf: LeafProfile) -> Picture | None:
     """Each feature's range (min to max), mean and ± one standard deviation."""
-    count = min(len(leaf.low), 64)
+    count = min(len(leaf.low), MAX_FEATURES_DRAWN)
     if count == 0 or leaf.count == 0:
         return None
     names = _feature_names(leaf, count)

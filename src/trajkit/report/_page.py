@@ -34,6 +34,7 @@ from trajkit.report import _figures
 from trajkit.report._collect import Collection
 from trajkit.report._figures import Picture
 from trajkit.report._lint import Findings
+from trajkit.report._profile import FRAME_ROWS
 from trajkit.report._sources import Inputs
 from trajkit.report._views import View
 
@@ -612,9 +613,10 @@ def _observations(page: Page) -> list[str]:
             "value": "leaf (all its values together)",
         }[leaf.unit]
         how = f"from {_n(leaf.count)} observations" + (
-            f", drawn at random (at most {256} per file)" if leaf.sampled else ""
+            f", drawn at random (at most {FRAME_ROWS} per file)" if leaf.sampled else ""
         )
-        more = f"; the first 64 of {len(leaf.low)} features are drawn" if len(leaf.low) > 64 else ""
+        most = _figures.MAX_FEATURES_DRAWN
+        more = f"; the first {most} of {len(leaf.low)} are drawn" if len(leaf.low) > most else ""
         out.append(f"<p>Range, mean and standard deviation per {unit}, {how}{more}.</p>")
         out.append(_figure(_figures.leaf_picture(leaf)))
     return out

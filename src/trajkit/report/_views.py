@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from trajkit._base.errors import RolloutFileError
 from trajkit._base.types import AnyArray, Float64Array
 from trajkit._core import tree as _tree
 from trajkit._io.files import DEFAULT_MAX_BYTES
@@ -134,10 +135,16 @@ def _segment(collection: Collection) -> list[Pick]:
 
 
 def episode_views(chosen: list[Pick], *, max_bytes: int | None = DEFAULT_MAX_BYTES) -> list[View]:
-    """Read what the viewer shows of each picked episode (its file memory-mapped)."""
+    """Read what the viewer shows of each picked episode (its file memory-mapped).
+
+    A file that can no longer be read (replaced or removed since) is left out.
+    """
     views: list[View] = []
     for pick in chosen:
-        rollout = load_any(pick.path, mmap=True, max_bytes=max_bytes)
+        try:
+            rollout = load_any(pick.path, mmap=True, max_bytes=max_bytes)
+        except RolloutFileError:  # changed or removed since it was read: not shown
+            continue
         views.append(_view(rollout, pick))
         del rollout
     return views
