@@ -91,8 +91,9 @@ def test_integrations_import_only_the_layers_below_the_command_line(module: str)
 
 def test_optional_libraries_are_imported_lazily() -> None:
     code = (
-        "import sys, trajkit, trajkit.cli, trajkit.dataset, trajkit.ray\n"
-        "print(sorted({'fsspec', 'ray', 'tqdm', 'pyarrow', 'zlib_ng'} & set(sys.modules)))\n"
+        "import sys, trajkit, trajkit.cli, trajkit.dataset, trajkit.ray, trajkit.report\n"
+        "print(sorted({'fsspec', 'ray', 'tqdm', 'pyarrow', 'zlib_ng', 'matplotlib', 'minari'}"
+        " & set(sys.modules)))\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
