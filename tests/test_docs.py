@@ -102,7 +102,7 @@ def test_every_gym_name_is_on_the_gym_page() -> None:
 
 
 @pytest.mark.parametrize(
-    "name", ["torch", "plot", "arrow", "minari", "dataset", "ray", "lint", "sb3"]
+    "name", ["torch", "plot", "arrow", "minari", "dataset", "ray", "lint", "report", "sb3"]
 )
 def test_every_integration_name_is_on_its_page(name: str) -> None:
     module = importlib.import_module(f"trajkit.{name}")

@@ -19,9 +19,21 @@ import pytest
 SRC = Path(__file__).resolve().parents[1] / "src" / "trajkit"
 ORDER = ["_base", "_core", "_models", "_io", "_cli"]
 # Public modules over optional libraries.
-INTEGRATIONS = ["arrow", "dataset", "gym", "lint", "minari", "plot", "ray", "sb3", "torch"]
-# The integrations that build on others: the SB3 callback lints and records like trajkit.gym.
-USES = {"sb3": ["gym", "lint"]}
+INTEGRATIONS = [
+    "arrow",
+    "dataset",
+    "gym",
+    "lint",
+    "minari",
+    "plot",
+    "ray",
+    "report",
+    "sb3",
+    "torch",
+]
+# The integrations that build on others: the SB3 callback lints and records like trajkit.gym;
+# the report reads datasets, Parquet and Minari, and lints.
+USES = {"sb3": ["gym", "lint"], "report": ["arrow", "dataset", "lint", "minari"]}
 
 
 def _imports(path: Path) -> set[str]:
@@ -79,8 +91,9 @@ def test_integrations_import_only_the_layers_below_the_command_line(module: str)
 
 def test_optional_libraries_are_imported_lazily() -> None:
     code = (
-        "import sys, trajkit, trajkit.cli, trajkit.dataset, trajkit.ray\n"
-        "print(sorted({'fsspec', 'ray', 'tqdm', 'pyarrow', 'zlib_ng'} & set(sys.modules)))\n"
+        "import sys, trajkit, trajkit.cli, trajkit.dataset, trajkit.ray, trajkit.report\n"
+        "print(sorted({'fsspec', 'ray', 'tqdm', 'pyarrow', 'zlib_ng', 'matplotlib', 'minari'}"
+        " & set(sys.modules)))\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True

@@ -29,6 +29,7 @@ Imported on their own (`import trajkit` loads none of them, nor their extras):
 - `trajkit.minari`: Minari datasets, both ways (`trajkit[minari]`).
 - `trajkit.ray`: Ray Data datasets of files, steps and arrays (`trajkit[ray]`).
 - `trajkit.plot`: figures of a rollout (`trajkit[plot]`).
+- `trajkit.report`: one HTML page of a dataset: schema, counts, findings, plots, episodes.
 - `trajkit.sb3`: stable-baselines3's rollout buffer as a `Rollout`, and a callback that
   validates every rollout of `learn()` (`trajkit[sb3]`).
 - `trajkit.cli`: the `trajkit` command (`validate`, `info`, ...).

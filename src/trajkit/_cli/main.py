@@ -8,6 +8,7 @@ line on stderr, never a traceback. stdlib argparse only.
 One module per command group beside this one: `parser` (every command's options),
 `validate`, `info` (`info` and `schema`), `plot`, `interchange` (`export` and `import`) and
 `lint`; `common` holds what they share (safe printing, one-line errors, option types, outputs).
+`report` (one HTML page of the files) is imported only when it runs.
 """
 
 from __future__ import annotations
@@ -44,7 +45,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     [--progress]`, `info PATH [--gamma G] [--lam L]`, `plot PATH... --out DIR`,
     `export PATH... --out FILE.parquet`, `import FILE.parquet --out DIR`,
     `schema [--metadata]`, `lint PATH... [--select CODES] [--ignore CODES] [--json]
-    [--replay]` (exit 1 on an error or warning; see [Lint](../lint.md)). The
+    [--replay]` (exit 1 on an error or warning; see [Lint](../lint.md)),
+    `report PATH... -o FILE.html` (one HTML page of the files; see
+    [Dataset reports](../report.md)). The
     [CLI reference](cli.md) lists every option, and
     [Recorded trajectories](../file-format.md#command-line) the output of each command.
 
@@ -97,6 +100,10 @@ def _main(argv: list[str]) -> int:
             return import_command(args)
         if args.command == "lint":
             return lint_command(args)
+        if args.command == "report":
+            from trajkit._cli.report import report_command  # imports the report when run
+
+            return report_command(args)
         return schema_command(args)
     except (UsageError, ImportError) as exc:  # a missing extra is a usage error too
         print(printable(f"trajkit {args.command}: error: {one_line(str(exc))}"), file=sys.stderr)
