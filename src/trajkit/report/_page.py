@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import trajkit.report._figures as _figures
 from trajkit._base.version import __version__
 from trajkit._core import tree as _tree
 from trajkit._io.filecheck import FileCheck
@@ -30,7 +31,6 @@ from trajkit._io.metadata import RolloutFileMetadata
 from trajkit._io.remote import is_url
 from trajkit._models.rollout import FIELD_DIMS, MODEL_OUTPUT_DIMS
 from trajkit.lint.registry import CHECKS, Finding
-from trajkit.report import _figures
 from trajkit.report._collect import Collection
 from trajkit.report._figures import Picture
 from trajkit.report._lint import Findings
