@@ -26,7 +26,7 @@ def _refusal(action: str) -> trajkit.RolloutValidationError:
         r.replace(rews=bad)
 
     def revalidate() -> None:
-        np.asarray(r.rews)[1, 0] = np.inf  # a plain view: the one unchecked way to write
+        r.rews.base[1, 0] = np.inf  # the storage: a documented way out, unchecked
         r.revalidate()
 
     actions = {"construct": construct, "assign": assign, "replace": replace}

@@ -13,6 +13,7 @@ import numpy as np
 
 from trajkit._base.types import AnyArray, Float32Array, Int32Array
 from trajkit._core import fused
+from trajkit._models.checked import CheckedArray, plain_view
 
 __all__ = [
     "arrays_equal",
@@ -91,6 +92,11 @@ def as_numeric(
     if type(value) is np.ndarray and value.dtype.kind in kinds and value.ndim >= min_ndim:
         # The common case, with nothing to refuse.
         return value.copy() if copy else value
+    if isinstance(value, CheckedArray):  # a rollout's array: its memory, writable where it is
+        plain = plain_view(value)
+        if plain.dtype.kind in kinds and plain.ndim >= min_ndim:
+            return plain.copy() if copy else plain
+        value = plain
     if isinstance(value, str | bytes):
         raise ValueError(f"{name} must be an array, got a {type(value).__name__} {value!r:.40}")
     if isinstance(value, np.ma.MaskedArray):
