@@ -44,6 +44,7 @@ b=0)`), and stores nothing.
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -61,6 +62,7 @@ __all__ = [
     "is_region",
     "plain_view",
     "positions_in",
+    "proven_finite",
     "row_blocks",
 ]
 
@@ -468,6 +470,59 @@ def blockwise(ufunc: np.ufunc, array: AnyArray, operand: Any) -> bool:
         and np.broadcast_shapes(operand.shape, array.shape) == array.shape
         and not np.may_share_memory(operand, array)
     )
+
+
+_BOUNDED: dict[np.ufunc, str] = {
+    np.add: "sum",
+    np.subtract: "sum",
+    np.multiply: "product",
+    np.true_divide: "quotient",
+}
+_CHUNK = 1 << 20  # elements per partial sum of squares: few enough that float32 adds them well
+
+
+def _magnitude(array: AnyArray) -> float:
+    """An upper bound of `max(abs(array))` within 4 %, from sums of squares (`inf` if none).
+
+    One read of the array at BLAS speed (a dot product per chunk of it, summed in float64),
+    without a temporary array; `inf` for an array this cannot bound (not a C-contiguous
+    float array, or one whose squares overflow).
+    """
+    if array.dtype.kind != "f" or not array.flags.c_contiguous:
+        return math.inf
+    flat = array.reshape(-1)
+    total = 0.0
+    with np.errstate(over="ignore", invalid="ignore"):
+        for start in range(0, flat.size, _CHUNK):
+            chunk = flat[start : start + _CHUNK]
+            total += float(np.dot(chunk, chunk))
+    return 1.04 * math.sqrt(total) if math.isfinite(total) else math.inf
+
+
+def proven_finite(ufunc: np.ufunc, array: AnyArray, operand: Any) -> bool:
+    """Whether `ufunc(array, operand)` is surely finite, by bounds, `array` being finite.
+
+    Sums, differences, products and quotients of finite numbers are finite unless they
+    overflow; bounds of the magnitudes (`_magnitude`) rule that out, far from the dtype's
+    range, at the cost of a read of each array, so that a large in-place operation needs no
+    checking pass of its own. `False` means "not proven": check the results.
+    """
+    kind = _BOUNDED.get(ufunc)
+    if kind is None or array.dtype.kind != "f" or array.nbytes < _LARGE_BYTES:
+        return False
+    if isinstance(operand, int | float | np.generic) or np.ndim(operand) == 0:
+        other = abs(float(operand))
+        least = other
+    elif isinstance(operand, np.ndarray) and kind != "quotient" and operand.dtype.kind == "f":
+        other = _magnitude(operand)
+        least = math.nan
+    else:
+        return False
+    if not math.isfinite(other) or (kind == "quotient" and not least):
+        return False
+    mine = _magnitude(array)
+    bound = {"sum": mine + other, "product": mine * other, "quotient": mine / (least or 1.0)}
+    return bound[kind] <= float(np.finfo(array.dtype).max) / 4
 
 
 def row_blocks(ufunc: np.ufunc, array: AnyArray, operand: Any) -> Iterator[AnyArray]:

@@ -26,6 +26,7 @@ from trajkit._models.checked import (
     compute,
     is_region,
     positions_in,
+    proven_finite,
     row_blocks,
 )
 from trajkit._models.rules import (
@@ -193,14 +194,18 @@ class FieldGuard(Guard):
         if not rules and not self.rule.constrains(handle.dtype):  # nothing it could refuse
             ufunc(handle, operand, out=handle, casting="same_kind")
             return
-        if (
-            not rules
-            and blockwise(ufunc, handle, operand)
-            and all(self.rule.passes(b, b.dtype) for b in row_blocks(ufunc, handle, operand))
-        ):  # every block passes: NumPy computes it in place
+        if not rules and (
+            (self.rule.finite and not self.rule.flag and proven_finite(ufunc, handle, operand))
+            or (blockwise(ufunc, handle, operand) and self._blocks_pass(ufunc, handle, operand))
+        ):  # NumPy computes it in place: no copy of the array
             ufunc(handle, operand, out=handle, casting="same_kind")
             return
         self.write(target, ..., compute(ufunc, handle, operand))
+
+    def _blocks_pass(self, ufunc: np.ufunc, handle: AnyArray, operand: Any) -> bool:
+        """Whether every block of the result passes the rule's fast test (in cache)."""
+        with np.errstate(all="ignore"):  # (NumPy's warnings come from the operation itself)
+            return all(self.rule.passes(b, b.dtype) for b in row_blocks(ufunc, handle, operand))
 
     def refusal(self, target: AnyArray, index: Any, value: Any) -> ValueError:
         """The constructor's error for the array that writing `value` would make."""
