@@ -349,8 +349,8 @@ def checked(array: AnyArray, guard: Guard) -> CheckedArray:
         ([2.0, 1.0, 1.0], False)
     """
     view = array.view(CheckedArray)
-    object.__setattr__(view, "_guard", guard)
-    view.flags.writeable = False
+    view.__dict__["_guard"] = guard
+    view.setflags(write=False)
     return view
 
 

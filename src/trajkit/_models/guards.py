@@ -42,6 +42,7 @@ from trajkit._models.rules import (
 __all__ = [
     "FieldGuard",
     "Link",
+    "Values",
     "applicable_rules",
     "check_written",
     "guard_field",
@@ -53,41 +54,32 @@ class Link:
     """A weak link from a rollout's guards to the rollout, to read the values of its fields.
 
     Args:
-        owner: The rollout (or the model outputs of none).
+        owner: The rollout.
         values: Its values by name, as the rules across fields read them.
-        fallback: What to read once the owner is gone (the model outputs' own values, for
-            their guards: outputs kept after their rollout still check their own rules).
     """
 
-    __slots__ = ("_fallback", "_ref", "_values")
+    __slots__ = ("_ref", "_values")
 
-    def __init__(
-        self, owner: Any, values: Callable[[Any], FieldValues], fallback: Link | None = None
-    ) -> None:
+    def __init__(self, owner: Any, values: Callable[[Any], FieldValues]) -> None:
         self._ref = weakref.ref(owner)
         self._values = values
-        self._fallback = fallback
 
     def values(self) -> FieldValues | None:
-        """The owner's values now, or the fallback's (`None` without one) once it is gone."""
+        """The owner's values now, or `None` once it is gone."""
         owner = self._ref()
-        if owner is not None:
-            return self._values(owner)
-        return None if self._fallback is None else self._fallback.values()
+        return None if owner is None else self._values(owner)
 
-    def falling_back_to(self, fallback: Link) -> Link:
-        """This link, reading `fallback` once the owner is gone."""
-        link = Link.__new__(Link)
-        link._ref, link._values, link._fallback = self._ref, self._values, fallback
-        return link
+
+Values = Callable[[], FieldValues | None]
+"""Where the values a rule across fields reads come from, for a guard (`Link.values`)."""
 
 
 def applicable_rules(
-    name: str, link: Link | None
+    name: str, source: Values | None
 ) -> tuple[tuple[CrossRule, ...], FieldValues | None]:
     """The rules across fields that a write into `name` must pass now, and the values they read."""
     rules = rules_reading(name)
-    values = None if not rules or link is None else link.values()
+    values = None if not rules or source is None else source()
     if values is None:
         return (), None
     return tuple(rule for rule in rules if rule.applies(values)), values
@@ -165,7 +157,7 @@ class FieldGuard(Guard):
     def __init__(
         self, owner: AnyArray, rule: Rule, name: str, axes: str, field: str | None = None
     ) -> None:
-        super().__init__(owner, name)
+        self.owner, self.name = owner, name  # (`Guard.__init__`, without its call)
         self.rule = rule
         self.axes = axes
         self.field = field or name
@@ -185,12 +177,12 @@ class FieldGuard(Guard):
                 array = conform_into(self.rule, handle.dtype, value, self.name, axes="")
             except ValueError:
                 raise self.refusal(target, index, value) from None
-        store_checked(handle, index, array, *applicable_rules(self.field, self.link))
+        store_checked(handle, index, array, *applicable_rules(self.field, self._values()))
 
     def inplace(self, target: CheckedArray, ufunc: np.ufunc, operand: Any) -> None:
         """`target = ufunc(target, operand)` in place; a large array is checked block by block."""
         handle = self.writable(target)
-        rules, _ = applicable_rules(self.field, self.link)
+        rules, _ = applicable_rules(self.field, self._values())
         if not rules and not self.rule.constrains(handle.dtype):  # nothing it could refuse
             ufunc(handle, operand, out=handle, casting="same_kind")
             return
@@ -206,6 +198,9 @@ class FieldGuard(Guard):
         """Whether every block of the result passes the rule's fast test (in cache)."""
         with np.errstate(all="ignore"):  # (NumPy's warnings come from the operation itself)
             return all(self.rule.passes(b, b.dtype) for b in row_blocks(ufunc, handle, operand))
+
+    def _values(self) -> Values | None:
+        return None if self.link is None else self.link.values
 
     def refusal(self, target: AnyArray, index: Any, value: Any) -> ValueError:
         """The constructor's error for the array that writing `value` would make."""

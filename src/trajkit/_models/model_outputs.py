@@ -130,7 +130,6 @@ class ModelOutputs(Sequence[StepOutputs]):
     """
 
     __slots__ = (
-        "__weakref__",
         "_arrays",
         "_batch",
         "_building",
@@ -170,7 +169,7 @@ class ModelOutputs(Sequence[StepOutputs]):
         self._expected: int | None = None if building else num_rows
         self._batch = batch
         self._unset = unset or {}
-        self._link = Link(self, ModelOutputs._values)
+        self._link: Link | None = None  # the rollout's, once attached to one
 
     @classmethod
     def _of(
@@ -229,6 +228,14 @@ class ModelOutputs(Sequence[StepOutputs]):
     def _values(self) -> FieldValues:
         """The outputs by name (`model_outs['critic']`), as the rules across fields read them."""
         return {output_name(key): array for key, array in self._plain().items()}
+
+    def _rule_values(self) -> FieldValues:
+        """What a write's rules across fields read: the rollout's values, or the outputs'.
+
+        (Outputs kept after their rollout is gone still check the rules among themselves.)
+        """
+        values = None if self._link is None else self._link.values()
+        return self._values() if values is None else values
 
     def _check_across(self) -> None:
         """The rules across fields that read only model outputs, on these outputs."""
@@ -401,7 +408,7 @@ class ModelOutputs(Sequence[StepOutputs]):
         storage = self._arrays[key]
         row = row_of(storage, t)
         rule = output_rule(key, storage.ndim)
-        rules, values = applicable_rules(output_name(key), self._link)
+        rules, values = applicable_rules(output_name(key), self._rule_values)
         if (  # the rule's fast test, for the usual write of a whole row
             index is Ellipsis
             and not rules
@@ -445,7 +452,7 @@ class ModelOutputs(Sequence[StepOutputs]):
 
     def _attach(self, num_rows: int, batch: int, link: Link) -> None:
         """Bind to a rollout's T+1 and B, and its writes to its rules (by `Rollout` validation)."""
-        self._link = link.falling_back_to(Link(self, ModelOutputs._values))
+        self._link = link
         if self._building:
             n = self._num_rows
             if n > num_rows:

@@ -17,9 +17,9 @@ import numpy as np
 from trajkit._base.types import AnyArray
 from trajkit._models.arrays import as_numeric
 from trajkit._models.checked import CheckedArray, Guard, positions_in
-from trajkit._models.guards import Link, applicable_rules
+from trajkit._models.guards import applicable_rules
 from trajkit._models.model_outputs_build import coerce_key
-from trajkit._models.rules import lossless, output_name
+from trajkit._models.rules import FieldValues, lossless, output_name
 
 __all__ = ["OutputStore", "RowGuard", "StorageGuard"]
 
@@ -29,10 +29,12 @@ class OutputStore(Protocol):
 
     _arrays: dict[str, AnyArray]
     _unset: dict[str, AnyArray]
-    _link: Link
 
     def _write(self, key: str, t: int, index: Any, value: Any) -> None:
         """Check `value` for step t's row of `key` at `index`, then store it."""
+
+    def _rule_values(self) -> FieldValues:
+        """The values the rules across fields read."""
 
 
 class RowGuard(Guard):
@@ -117,7 +119,7 @@ class StorageGuard(Guard):
         actor = self.outs._arrays.get("actor")
         with_actor = None if actor is None or key != "actions" else actor[: len(storage)]
         stored = lossless(coerce_key(key, scratch, with_actor, name), storage.dtype, name)
-        rules, current = applicable_rules(name, self.outs._link)
+        rules, current = applicable_rules(name, self.outs._rule_values)
         for rule in rules:
             rule.check({**(current or {}), name: stored})
         handle[index] = stored.reshape(-1)[ids]

@@ -10,7 +10,7 @@ into a field is checked against the rules across fields that read it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, TypeVar
 
@@ -19,7 +19,7 @@ from pydantic import PlainValidator, ValidationInfo
 
 from trajkit._base.types import AnyArray
 from trajkit._core import tree as _tree
-from trajkit._models.checked import guard_of
+from trajkit._models.checked import CheckedArray, guard_of
 from trajkit._models.dims import DimSpec, Shape, bind_dims
 from trajkit._models.field_types import InfoRow, InfoRows, InfoTable, RolloutLike
 from trajkit._models.guards import FieldGuard, Link, guard_field
@@ -31,6 +31,7 @@ from trajkit._models.rules import (
     FieldValues,
     conform,
     output_rule,
+    rules_reading,
 )
 
 __all__ = [
@@ -243,23 +244,57 @@ def cross_check(rollout: RolloutLike) -> None:
     for rule in CROSS_RULES:
         if rule.applies(values):
             rule.check(values)
-    for name in _ARRAY_FIELDS:
+    for name in _READ_ACROSS:
         value = rollout.__dict__.get(name)
-        for leaf in () if value is None else _tree.leaves(value):
+        if value is None:
+            continue
+        for leaf in (value,) if type(value) is CheckedArray else _tree.leaves(value):
             guard = guard_of(leaf)
             if isinstance(guard, FieldGuard):
                 guard.link = link
 
 
 _ARRAY_FIELDS = tuple(FIELD_RULES)
+_FIELD_NAMES = frozenset(_ARRAY_FIELDS)
+_READ_ACROSS = tuple(name for name in _ARRAY_FIELDS if rules_reading(name))
+"""The fields some rule across fields reads: their guards need the rollout (from the table)."""
 
 
 def field_values(rollout: RolloutLike) -> FieldValues:
     """The rollout's fields and model outputs by name, as the rules across fields read them."""
-    fields = rollout.__dict__
-    values = {name: fields.get(name) for name in _ARRAY_FIELDS}
-    values.update(rollout.model_outs._values())
-    return values
+    return _Values(rollout)
+
+
+class _Values(Mapping[str, Any]):
+    """A rollout's values by name, read when asked (a rule may need none of them)."""
+
+    __slots__ = ("_outputs", "_rollout")
+
+    def __init__(self, rollout: RolloutLike) -> None:
+        self._rollout = rollout
+        self._outputs: FieldValues | None = None
+
+    def _outs(self) -> FieldValues:
+        if self._outputs is None:
+            self._outputs = self._rollout.model_outs._values()
+        return self._outputs
+
+    def __getitem__(self, name: str) -> Any:
+        if name in _FIELD_NAMES:
+            return self._rollout.__dict__.get(name)
+        return self._outs()[name]
+
+    def get(self, name: str, default: Any = None) -> Any:  # (without Mapping's try/except)
+        if name in _FIELD_NAMES:
+            return self._rollout.__dict__.get(name, default)
+        return self._outs().get(name, default)
+
+    def __iter__(self) -> Iterator[str]:
+        yield from _ARRAY_FIELDS
+        yield from self._outs()
+
+    def __len__(self) -> int:
+        return len(_ARRAY_FIELDS) + len(self._outs())
 
 
 def _agreed_dims(rollout: RolloutLike, votes: _Votes, infos: InfoRows | None) -> tuple[int, int]:

@@ -459,6 +459,7 @@ FieldValues = Mapping[str, Any]
 `final_obses`, ...; `None` where absent) and the model outputs as `model_outs['key']`."""
 
 
+@cache
 def output_name(key: str) -> str:
     """The name of model output `key` in messages and in `FieldValues`: `model_outs['critic']`.
 
