@@ -140,6 +140,8 @@ def cast_kernel(array: AnyArray, rule: Rule) -> CastKernel | None:
         >>> cast_kernel(np.ones(4), "finite") is None  # too small to gain anything
         True
     """
+    if _SCOPE.get() is False:  # (off, as decided in this scope: the common answer without numba)
+        return None
     kernels = _kernels_for(array)
     if kernels is None:
         return None
@@ -164,6 +166,8 @@ def passes(array: AnyArray, rule: Rule) -> bool | None:
         >>> passes(x, "finite") in (None, False)
         True
     """
+    if _SCOPE.get() is False:  # (as in `cast_kernel`)
+        return None
     kernels = _kernels_for(array)
     if kernels is None:
         return None

@@ -19,7 +19,7 @@ from pydantic import PlainValidator, ValidationInfo
 
 from trajkit._base.types import AnyArray
 from trajkit._core import tree as _tree
-from trajkit._models.checked import CheckedArray, guard_of
+from trajkit._models.checked import CheckedArray, checked, guard_of
 from trajkit._models.dims import DimSpec, Shape, bind_dims
 from trajkit._models.field_types import InfoRow, InfoRows, InfoTable, RolloutLike
 from trajkit._models.guards import FieldGuard, Link, guard_field
@@ -30,6 +30,7 @@ from trajkit._models.rules import (
     OUTPUT_RULES,
     FieldValues,
     conform,
+    output_key,
     output_rule,
     rules_reading,
 )
@@ -96,7 +97,8 @@ def _array_check(name: str) -> Callable[[Any, bool], Any]:
         if value is None and rule.optional:
             return None
         if isinstance(value, np.ndarray) or not rule.nested:  # the common flat case
-            return guard_field(conform(rule, value, name, copy=copy, axes=axes), rule, name, axes)
+            stored = conform(rule, value, name, copy=copy, axes=axes)
+            return checked(stored, FieldGuard(stored, rule, name, axes))
 
         def leaf_check(path: tuple[Any, ...], leaf: Any) -> Any:
             leaf_name = _tree.format_path(name, path)
@@ -268,16 +270,25 @@ def field_values(rollout: RolloutLike) -> FieldValues:
 class _Values(Mapping[str, Any]):
     """A rollout's values by name, read when asked (a rule may need none of them)."""
 
-    __slots__ = ("_outputs", "_rollout")
+    __slots__ = ("_outputs", "_plain", "_rollout")
 
     def __init__(self, rollout: RolloutLike) -> None:
         self._rollout = rollout
         self._outputs: FieldValues | None = None
+        self._plain: Mapping[str, AnyArray] | None = None
 
     def _outs(self) -> FieldValues:
         if self._outputs is None:
             self._outputs = self._rollout.model_outs._values()
         return self._outputs
+
+    def _output(self, name: str, default: Any) -> Any:
+        key = output_key(name)  # (one output, without naming them all)
+        if key is None:
+            return default
+        if self._plain is None:
+            self._plain = self._rollout.model_outs._plain()
+        return self._plain.get(key, default)
 
     def __getitem__(self, name: str) -> Any:
         if name in _FIELD_NAMES:
@@ -287,7 +298,7 @@ class _Values(Mapping[str, Any]):
     def get(self, name: str, default: Any = None) -> Any:  # (without Mapping's try/except)
         if name in _FIELD_NAMES:
             return self._rollout.__dict__.get(name, default)
-        return self._outs().get(name, default)
+        return self._output(name, default)
 
     def __iter__(self) -> Iterator[str]:
         yield from _ARRAY_FIELDS

@@ -68,6 +68,7 @@ __all__ = [
     "conform_into",
     "discrete_actions",
     "lossless",
+    "output_key",
     "output_name",
     "output_rule",
     "rules_reading",
@@ -467,7 +468,22 @@ def output_name(key: str) -> str:
         >>> output_name("actions")
         "model_outs['actions']"
     """
-    return f"model_outs[{key!r}]"
+    name = f"model_outs[{key!r}]"
+    _OUTPUT_KEYS[name] = key
+    return name
+
+
+_OUTPUT_KEYS: dict[str, str] = {}
+
+
+def output_key(name: str) -> str | None:
+    """The key of a model output's name (`output_name`'s inverse), or `None` for another name.
+
+    Examples:
+        >>> output_key(output_name("critic")), output_key("rews")
+        ('critic', None)
+    """
+    return _OUTPUT_KEYS.get(name)
 
 
 _ACTIONS, _ACTOR = output_name("actions"), output_name("actor")
