@@ -222,7 +222,8 @@ def test_results_of_arithmetic_copies_and_selections_are_plain_arrays() -> None:
 
 def test_the_storage_writes_unchecked_and_revalidate_finds_it() -> None:
     r = _rollout()
-    r.dones.base[2, 0] = 5
+    storage: Any = r.dones.base
+    storage[2, 0] = 5
     with pytest.raises(
         trajkit.RolloutValidationError,
         match=re.escape("dones must hold only 0 and 1, got 5.0 at (t=2, b=0)"),

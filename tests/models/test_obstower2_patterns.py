@@ -565,7 +565,8 @@ def test_in_place_numpy_edits_of_fields_are_checked_and_revalidate_catches_ways_
     r.revalidate()  # the refused write left nothing behind
     with pytest.raises(ValueError, match="read-only"):
         np.asarray(r.rews)[2, 1] = np.nan  # a plain view is read-only
-    r.rews.base[2, 1] = np.nan  # the storage behind the field writes unchecked
+    storage: Any = r.rews.base  # the storage behind the field writes unchecked
+    storage[2, 1] = np.nan
     with pytest.raises(
         ValidationError, match=re.escape("rews must be finite, got nan at (t=2, b=1)")
     ):
