@@ -51,6 +51,7 @@ from trajkit._base.rng import as_generator
 from trajkit._base.types import AnyArray
 from trajkit._core import minibatch as _mb
 from trajkit._core import tree as _tree
+from trajkit._models.checked import plain_view
 from trajkit._models.rollout import Rollout, advantage_normalization, ppo_arrays
 from trajkit._models.transitions import TransitionSource
 from trajkit._models.transitions import transition_minibatches as _transition_minibatches
@@ -142,7 +143,7 @@ def _device(device: Device) -> torch.device:
 
 def _host_array(array: AnyArray, key: str | None) -> AnyArray:
     """`array` with the dtype of the conversion rules, writable and C-contiguous."""
-    array = np.asarray(array)
+    array = np.asarray(plain_view(array))  # a rollout's array: its memory, shared on the CPU
     kind = array.dtype.kind
     if kind == "f" and array.dtype != np.float32:
         array = array.astype(np.float32)

@@ -438,6 +438,7 @@ class Dataset:
         return self._append(rollout, compress, "the rollout")
 
     def _append(self, rollout: Rollout, compress: bool, label: str) -> str:
+        rollout.revalidate()  # ways out since construction: nothing is written that fails
         problems = self._spec.check(rollout)
         if problems:
             raise ValueError(

@@ -218,6 +218,7 @@ def to_minari(
     if not items:
         raise ValueError("to_minari needs at least one rollout")
     for r in items:
+        r.revalidate()  # ways out since construction: nothing is written that fails the rules
         if "actions" not in r.model_outs.arrays:
             raise ValueError("to_minari needs model_outs['actions'] in every rollout")
     if metadata.get("env") is not None:
