@@ -277,6 +277,11 @@ def test_a_large_in_place_operation_is_checked_across_fields() -> None:
 # ------------------------------------------------------- arrays that belong to no rollout
 
 
+def _state(array: Any) -> Any:
+    """What `array.__setstate__` takes to become `array` (from its pickle)."""
+    return array.__reduce__()[2]
+
+
 def _selection() -> CheckedArray:
     selection = example_rollout(num_steps=4, num_envs=2).rews[[0, 2]]
     assert type(selection) is CheckedArray
@@ -299,7 +304,7 @@ def test_a_selection_puts_resizes_and_restores_as_a_plain_array() -> None:
     np.testing.assert_array_equal(own, [0.0, 1.0, 2.0, 3.0])
     own.resize((1, 2), refcheck=False)
     assert own.shape == (1, 2)
-    own.__setstate__(np.arange(3.0).__reduce__()[2])
+    own.__setstate__(_state(np.arange(3.0)))
     np.testing.assert_array_equal(own, [0.0, 1.0, 2.0])
 
 
@@ -332,7 +337,7 @@ def test_a_rollouts_array_refuses_resize_and_setstate_by_name() -> None:
     with pytest.raises(ValueError, match=r"^rews cannot be resized: .* makes a resized copy$"):
         r.rews[1:].resize(2)
     with pytest.raises(ValueError, match=r"^dones cannot be restored in place: it is a rollout"):
-        r.dones.__setstate__(np.arange(3.0).__reduce__()[2])
+        r.dones.__setstate__(_state(np.arange(3.0)))
 
 
 def test_compute_casts_as_the_in_place_operator_does() -> None:
@@ -346,6 +351,7 @@ def test_compute_casts_as_the_in_place_operator_does() -> None:
 def test_is_region_compares_memory_addresses() -> None:
     r = example_rollout(num_steps=4, num_envs=2)
     handle = r.rews.base
+    assert handle is not None
     assert is_region(handle, 1, r.rews[1])
     assert not is_region(handle, 1, r.rews[2])  # same shape and strides, other memory
     assert not is_region(handle, 0, r.rews[1])

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from trajkit._models.checked import CheckedArray, guard_of
+from trajkit._models.guards import FieldGuard
 from trajkit._models.rollout_checks import FIELD_CHECKS, _array_check, field_validator
 from trajkit._models.rules import FIELD_RULES
 from trajkit.testing import example_rollout
@@ -57,11 +58,11 @@ def _same_stored(mine: Any, theirs: Any, name: str) -> None:
         assert a.shape == b.shape
         np.testing.assert_array_equal(a, b)
         ga, gb = guard_of(a), guard_of(b)
-        assert ga is not None
-        assert gb is not None
+        assert isinstance(ga, FieldGuard)
+        assert isinstance(gb, FieldGuard)
         assert ga.owner is a.base
         assert gb.owner is b.base
-        assert (ga.name, ga.field, ga.axes, ga.rule) == (gb.name, gb.field, gb.axes, gb.rule)  # type: ignore[attr-defined]
+        assert (ga.name, ga.field, ga.axes, ga.rule) == (gb.name, gb.field, gb.axes, gb.rule)
         assert ga.name == f"{name}{path}"
         assert ga.field == name
 
@@ -80,7 +81,9 @@ def test_the_axes_of_a_field_are_its_lower_case_symbols(name: str) -> None:
     stored = _array_check(name)(_value(name, False), True)
     _path, leaf = next(_leaves(stored))
     expected = "".join(d[0].lower() for d in FIELD_RULES[name].dims.split() if d != "...")
-    assert guard_of(leaf).axes == expected  # type: ignore[union-attr]
+    guard = guard_of(leaf)
+    assert isinstance(guard, FieldGuard)
+    assert guard.axes == expected
 
 
 @pytest.mark.parametrize("name", ARRAY_FIELDS)
