@@ -87,9 +87,7 @@ def at_place(places: list[set[p.Place]], index: int | None, finding: Finding) ->
 
 
 def _found(outcome: Outcome, codes: frozenset[str]) -> bool:
-    return any(
-        f.code in codes and at_place(outcome.places, i, f) for i, f in outcome.alarms
-    )
+    return any(f.code in codes and at_place(outcome.places, i, f) for i, f in outcome.alarms)
 
 
 def measure_clean(world: w.World) -> Outcome:
@@ -196,15 +194,22 @@ def per_bug(result: Result) -> list[str]:
 
 def report(result: Result, *, details: bool = True) -> str:
     """The summary, the per-bug lines and (with `details`) every miss and false alarm."""
-    out = [summary(result), "", "| Bug | Checks | Planted | Found (visible) | Replay found (replay-only) |",
-           "| --- | --- | --- | --- | --- |", *per_bug(result)]
+    out = [
+        summary(result),
+        "",
+        "| Bug | Checks | Planted | Found (visible) | Replay found (replay-only) |",
+        "| --- | --- | --- | --- | --- |",
+        *per_bug(result),
+    ]
     r = rates(result)
     out += ["", "False alarms per check: " + str(dict(sorted(r["false"].items())))]
     if details:
         out.append("\nFALSE ALARMS")
         for o in result.clean:
             for i, f in o.alarms[:3]:
-                out.append(f"  {o.world.name}\n      file {i}: {f.code} env {f.env} step {f.step}: {f.message[:220]}")
+                out.append(
+                    f"  {o.world.name}\n      file {i}: {f.code} env {f.env} step {f.step}: {f.message[:220]}"
+                )
         out.append("\nMISSES")
         for o in result.planted:
             if o.visible and not o.found:

@@ -124,6 +124,28 @@ def _episode_lengths(stream: w.Stream) -> Any:
     return length
 
 
+def resets_show(stream: w.Stream) -> bool:
+    """Whether resets show in the observations: at most resets, the float observations jump
+    farther than on 99 % of the steps inside episodes (in units of each feature's median
+    change). Where they do not, a row off in `dones` looks like a step of the dynamics."""
+    leaves = [x for x in w._leaves(stream.obs) if np.asarray(x).dtype.kind == "f"]
+    if not leaves:
+        return False
+    N, B = stream.rew.shape
+    reset = stream.flag[1:] == 1  # step k lands on a reset row
+    jumps = np.zeros((N, B))
+    for leaf in leaves:
+        change = np.abs(np.diff(np.asarray(leaf, np.float64).reshape(N + 1, B, -1), axis=0))
+        inside = change[~reset]
+        if not inside.size:
+            return False
+        scale = np.median(inside, axis=0)
+        jumps = np.maximum(jumps, (change / np.where(scale > 0, scale, np.inf)).max(-1))
+    if not reset.any() or (~reset).sum() < 10:
+        return False
+    return bool(2 * (jumps[reset] > np.percentile(jumps[~reset], 99)).sum() > reset.sum())
+
+
 def _limit_known(world: w.World, recording: dict[str, Any]) -> bool:
     return world.recorded and recording.get("max_episode_steps") is not None
 
@@ -157,13 +179,16 @@ def _loop(world: w.World) -> w.World:
 
 
 def _terminal_rewards_distinct(stream: w.Stream) -> bool:
-    """Whether the rewards of terminating steps take values no other step takes."""
-    term = stream.term
+    """Whether the env pays distinctive terminal rewards: most terminating steps' rewards
+    lie outside the range of every other step's (a goal, a crash, the end of a hand)."""
+    term = stream.term & ~stream.trunc
+    first = stream.flag[:-1] == 1
+    term = term & ~first  # a one-step episode's reward is its first and its last
     if not term.any() or term.all():
         return False
-    at_end = set(np.unique(np.float32(stream.rew[term])).tolist())
-    others = set(np.unique(np.float32(stream.rew[~term])).tolist())
-    return not at_end & others
+    others = stream.rew[~term]
+    outside = (stream.rew[term] < others.min()) | (stream.rew[term] > others.max())
+    return 2 * int(outside.sum()) > int(term.sum())
 
 
 def rewards_shifted(shift: int) -> Callable[[w.World, np.random.Generator], Planted]:
@@ -176,29 +201,12 @@ def rewards_shifted(shift: int) -> Callable[[w.World, np.random.Generator], Plan
         clean = stream.rew.copy()
         moved = np.roll(clean, shift, axis=0)
         moved[0 if shift == 1 else -1] = 0.0
+        visible = _terminal_rewards_distinct(stream)
         stream.rew = moved
-        visible = _terminal_rewards_distinct(w.stream_of(_cols_like(stream, clean)))
         places = _per_file(clean != moved, world, rows=False)
         return _result(name, world, _write(stream, world, recording), places, visible)
 
     return plant
-
-
-def _cols_like(stream: w.Stream, rew: Any) -> list[w.Column]:
-    """Columns with the stream's flags and the clean rewards (for `_terminal_rewards_distinct`)."""
-    cols = []
-    N, B = rew.shape
-    for b in range(B):
-        c = w.Column()
-        c.obs = [np.zeros(1)] * (N + 1)
-        c.flag = stream.flag[:, b].tolist()
-        c.outs = [{"x": np.zeros(1)}] * (N + 1)
-        c.rew = rew[:, b].tolist()
-        c.term = stream.term[:, b].tolist()
-        c.trunc = stream.trunc[:, b].tolist()
-        c.final = [None] * N
-        cols.append(c)
-    return cols
 
 
 def actions_shifted(shift: int) -> Callable[[w.World, np.random.Generator], Planted]:
@@ -237,15 +245,21 @@ def dones_shifted(shift: int) -> Callable[[w.World, np.random.Generator], Plante
         ends = moved[1:] == 1
         stream.trunc = stream.trunc & ends
         stream.term = np.where(ends, stream.term | ~stream.trunc, False)
+        visible = resets_show(stream)
         places = _per_file(clean != moved, world, rows=True)
-        visible = bool(_float_leaves(w.map_tree(lambda x: x[:1], stream.obs)))
+        inner = [{(b, t) for b, t in p if 0 < t < world.T} for p in places]
+        ended = _per_file((clean != moved)[1:], world, rows=False)  # the step whose end moved
+        places = [p | q for p, q in zip(places, ended, strict=True)]
+        visible = visible and any(inner)  # a flag moved inside a file, not at its edge
         files = _write(stream, world, recording, finals=False)
         return _result(name, world, files, places, visible)
 
     return plant
 
 
-def _cut_places(stream: w.Stream, mask: Any, world: w.World, *, after: bool = False) -> list[set[Place]]:
+def _cut_places(
+    stream: w.Stream, mask: Any, world: w.World, *, after: bool = False
+) -> list[set[Place]]:
     places = _per_file(mask, world, rows=False)
     if after:
         nxt = np.zeros_like(mask)
@@ -298,11 +312,12 @@ def terminations_as_truncations(world: w.World, rng: np.random.Generator) -> Pla
     """`truncated = terminated | truncated`: every end flagged as a time-limit cut."""
     world = _loop(world)
     stream, _, recording = w.loop_stream(world)
-    wrong = stream.term.copy()
+    wrong = stream.term & ~stream.trunc
+    short = wrong & (_episode_lengths(stream) < (recording.get("max_episode_steps") or 0))
     stream.trunc = stream.trunc | stream.term
     stream.term = np.zeros_like(stream.term)
     places = _cut_places(stream, wrong, world)
-    visible = _limit_known(world, recording) and bool((wrong & _known_start(stream)).any())
+    visible = _limit_known(world, recording) and bool(short.any())
     files = _write(stream, world, recording, truncated=True)
     return _result("terminations_as_truncations", world, files, places, visible)
 
@@ -351,7 +366,14 @@ def phantom(world: w.World, rng: np.random.Generator) -> Planted:
     mask = np.array(marks).T
     places = _per_file(mask, world, rows=False)
     files = _write(stream, world, recording, finals=False)
-    return _result("phantom", world, files, places, bool(mask.any()))
+    # The phantom's reward 0 stands out only beside real steps that end nothing and earn
+    # something (else the data is that of an env whose first step pays 0), or against a
+    # fixed reset state.
+    real = ~mask & ~(stream.term | stream.trunc)
+    paid = bool((stream.rew[real] != 0).any())
+    fixed = world.config.get("start") == "fixed" if world.config else False
+    visible = int(mask.sum()) >= 2 and (paid or fixed)
+    return _result("phantom", world, files, places, visible)
 
 
 def final_is_reset(world: w.World, rng: np.random.Generator) -> Planted:
@@ -359,23 +381,32 @@ def final_is_reset(world: w.World, rng: np.random.Generator) -> Planted:
     world = replace(_loop(world), finals=True)
     stream, _, recording = w.loop_stream(world)
     mask = np.zeros(stream.rew.shape, dtype=bool)
+    resets = set()
     for (k, b), final in list(stream.final.items()):
         reset = w.map_tree(lambda x, k=k, b=b: np.array(x[k + 1, b]), stream.obs)
         if any(
-            not np.array_equal(f, r) for f, r in zip(w._leaves(final), w._leaves(reset), strict=True)
+            not np.array_equal(f, r)
+            for f, r in zip(w._leaves(final), w._leaves(reset), strict=True)
         ):
             mask[k, b] = True
+            resets.add(b"".join(np.ascontiguousarray(x).tobytes() for x in w._leaves(reset)))
         stream.final[(k, b)] = reset
     places = _cut_places(stream, mask, world, after=True)
-    return _result("final_is_reset", world, _write(stream, world, recording), places, True)
+    # With a fixed start, a task that ends where it starts looks the same: the resets must vary.
+    files = _write(stream, world, recording)
+    visible = int(mask.sum()) >= 2 and len(resets) >= 2  # one coincidence is no evidence
+    return _result("final_is_reset", world, files, places, visible)
 
 
 def reset_is_final(world: w.World, rng: np.random.Generator) -> Planted:
     """The row after an end holds the final observation, not the reset one."""
     world = _loop(world)
     stream, _, recording = w.loop_stream(world)
+    jumps = resets_show(stream)
     mask = np.zeros(stream.flag.shape, dtype=bool)
+    finals: set[bytes] = set()
     for (k, b), final in stream.final.items():
+        finals.add(b"".join(np.ascontiguousarray(x).tobytes() for x in w._leaves(final)))
         leaves = w._leaves(final)
         targets = w._leaves(stream.obs)
         for leaf, target in zip(leaves, targets, strict=True):
@@ -383,7 +414,11 @@ def reset_is_final(world: w.World, rng: np.random.Generator) -> Planted:
                 mask[k + 1, b] = True
             target[k + 1, b] = leaf
     places = _per_file(mask, world, rows=True)
-    visible = world.finals or bool(_float_leaves(w.map_tree(lambda x: x[:1], stream.obs)))
+    steps = _per_file(mask[1:], world, rows=False)  # the end before each such row
+    places = [p | q for p, q in zip(places, steps, strict=True)]
+    # Seen through final_obses (which hold the same, with two ends or more and not all one),
+    # or as the jump off the flagged row, where resets show.
+    visible = (world.finals and int(mask.sum()) >= 2 and len(finals) >= 2) or jumps
     return _result("reset_is_final", world, _write(stream, world, recording), places, visible)
 
 
@@ -405,14 +440,19 @@ def _policy_pinned(outs: dict[str, Any]) -> bool:
 
 
 def logp_other_policy(world: w.World, rng: np.random.Generator) -> Planted:
-    """`log_probs` of another policy (an older copy of the network) beside this one's outputs."""
+    """One file's `log_probs` from another policy (a copy of the network before an update)."""
     world = _loop(world)
     stream, _, recording = w.loop_stream(world)
     outs = stream.outs
     if "log_probs" not in outs:
         return _result("logp_other_policy", world, _write(stream, world, recording), [], False)
+    world = replace(world, files=max(world.files, 2))
+    stream, _, recording = w.loop_stream(world)
+    outs = stream.outs
     clean = outs["log_probs"].copy()
-    outs["log_probs"] = clean + rng.normal(scale=0.3, size=clean.shape)
+    i = int(rng.integers(world.files))  # the rollout recorded before the policy was updated
+    lo, hi = i * world.T, (i + 1) * world.T + 1
+    outs["log_probs"][lo:hi] = clean[lo:hi] + rng.normal(scale=0.3, size=clean[lo:hi].shape)
     places = _per_file(clean != outs["log_probs"], world, rows=True)
     files = _write(stream, world, recording)
     return _result("logp_other_policy", world, files, places, _policy_pinned(outs))
@@ -494,13 +534,21 @@ def column_copied(world: w.World, rng: np.random.Generator) -> Planted:
     world = replace(world, B=max(world.B, 2))
     files, recorded = _files(world)
     places = []
+    values: set[bytes] = set()
     for r, _ in files:
         mask = np.zeros((r.num_steps + 1,), dtype=bool)
+        rows = [b""] * (r.num_steps + 1)
         for leaf in _obs_leaves(r):
             mask |= (leaf[:, 1] != leaf[:, 0]).reshape(len(leaf), -1).any(-1)
+            rows = [
+                k + np.ascontiguousarray(x).tobytes() for k, x in zip(rows, leaf[:, 0], strict=True)
+            ]
             leaf[:, 1] = leaf[:, 0]
-        places.append({(1, int(t)) for t in np.flatnonzero(mask)})
-    return _result("column_copied", world, files, places, True, recorded)
+        values |= set(rows)
+        places.append({(1, t) for t in range(r.num_steps + 1)} if mask.any() else set())
+    # A column that shows a few values may follow another env's by chance: a copy shows
+    # where the copied observations move through several.
+    return _result("column_copied", world, files, places, len(values) >= 3, recorded)
 
 
 def rows_aliased(world: w.World, rng: np.random.Generator) -> Planted:
@@ -509,13 +557,24 @@ def rows_aliased(world: w.World, rng: np.random.Generator) -> Planted:
     i = int(rng.integers(len(files)))
     places: list[set[Place]] = [set() for _ in files]
     r = files[i][0]
+    changed = np.zeros((r.num_steps + 1, r.batch_size), dtype=bool)
     for leaf in _obs_leaves(r):
-        changed = (leaf != leaf[-1:]).reshape(len(leaf), leaf.shape[1], -1).any(-1)
-        places[i] |= {(int(b), int(t)) for t, b in np.argwhere(changed)}
+        changed |= (leaf != leaf[-1:]).reshape(len(leaf), leaf.shape[1], -1).any(-1)
         leaf[:] = leaf[-1:]
+    columns = changed.any(axis=0)
+    places[i] = {(b, t) for b in np.flatnonzero(columns).tolist() for t in range(r.num_steps + 1)}
+    # A column frozen across a reset: a reset that changes nothing (else: an env that stays),
+    # where the observations move elsewhere in the dataset (else: a blind env).
+    reset = (r.dones[1:] == 1).any(axis=0) & columns
+    moving = any(
+        bool((leaf[1:] != leaf[:-1]).any())
+        for j, (f, _) in enumerate(files)
+        if j != i
+        for leaf in _obs_leaves(f)
+    )
     if r.final_obses is not None:
         files[i] = (r.replace(final_obses=None), files[i][1])
-    return _result("rows_aliased", world, files, places, True, recorded)
+    return _result("rows_aliased", world, files, places, bool(reset.any()) and moving, recorded)
 
 
 def _bounds_of(space: dict[str, Any] | None) -> list[dict[str, Any]]:
@@ -545,7 +604,10 @@ def obs_normalised(world: w.World, rng: np.random.Generator) -> Planted:
             mean = leaf.mean(axis=(0, 1))
             std = leaf.std(axis=(0, 1)) + 1e-8
             new = ((leaf - mean) / std * 3.0).astype(leaf.dtype)
-            mine |= {(int(b), int(t)) for t, b in np.argwhere((new != leaf).reshape(*leaf.shape[:2], -1).any(-1))}
+            mine |= {
+                (int(b), int(t))
+                for t, b in np.argwhere((new != leaf).reshape(*leaf.shape[:2], -1).any(-1))
+            }
             if descs and i < len(descs) and descs[i]["type"] == "Box":
                 from tests.lint.synth import box_bounds
 
@@ -576,10 +638,15 @@ def rewards_scaled(world: w.World, rng: np.random.Generator) -> Planted:
     r = files[-1][0]
     factor = float(rng.choice([100.0, 0.01]))
     nonzero = bool((r.rews != 0).any())
+    values = {v for f, _ in files for v in np.unique(f.rews[f.rews != 0]).tolist()}
     r.rews[...] = r.rews * factor
     places: list[set[Place]] = [set() for _ in files[:-1]] + [{FILE_LEVEL} if nonzero else set()]
-    others = sum(bool((f.rews != 0).any()) for f, _ in files[:-1])
-    return _result("rewards_scaled", world, files, places, others >= 2, recorded)
+    big = [f for f, _ in files if f.rews.size >= 32]  # files that sample the env's rewards
+    others = sum(bool((f.rews != 0).any()) for f in big[:-1]) if r.rews.size >= 32 else 0
+    # Rewards of a continuous range that shrink are a better policy's, as far as data can say.
+    shows = factor > 1 or len(values) <= 16
+    shows = shows and world.wrapper not in ("NormalizeReward", "ClipReward")  # named: may vary
+    return _result("rewards_scaled", world, files, places, others >= 2 and shows, recorded)
 
 
 def saved_twice(world: w.World, rng: np.random.Generator) -> Planted:
@@ -611,7 +678,10 @@ def obs_clipped(world: w.World, rng: np.random.Generator) -> Planted:
             if leaf.dtype.kind != "f":
                 continue
             new = np.clip(leaf, -1.0, 1.0)
-            mine |= {(int(b), int(t)) for t, b in np.argwhere((new != leaf).reshape(*leaf.shape[:2], -1).any(-1))}
+            mine |= {
+                (int(b), int(t))
+                for t, b in np.argwhere((new != leaf).reshape(*leaf.shape[:2], -1).any(-1))
+            }
             leaf[...] = new
         places.append(mine)
     return _result("obs_clipped", world, files, places, False, recorded)

@@ -132,9 +132,10 @@ def _box(rng: np.random.Generator, shape: list[int], dtype: str = "float32") -> 
         size = int(np.prod(shape))
         lows = [None if rng.random() < 0.4 else -float(rng.choice([1.0, 3.0])) for _ in range(size)]
         highs = [None if rng.random() < 0.4 else float(rng.choice([1.0, 3.0])) for _ in range(size)]
-        low, high = np.array(lows, dtype=object).reshape(shape).tolist(), np.array(
-            highs, dtype=object
-        ).reshape(shape).tolist()
+        low, high = (
+            np.array(lows, dtype=object).reshape(shape).tolist(),
+            np.array(highs, dtype=object).reshape(shape).tolist(),
+        )
     return {"type": "Box", "shape": shape, "dtype": dtype, "low": low, "high": high}
 
 
@@ -144,14 +145,20 @@ def _leaf_space(rng: np.random.Generator, *, actions: bool = False) -> dict[str,
     if kind == "box":
         shape = [int(rng.integers(1, 4))]
         space = _box(rng, shape, "float32" if rng.random() < 0.8 else "float64")
-        if actions and (space["low"] is None or space["high"] is None or not np.isscalar(space["low"])):
+        if actions and (
+            space["low"] is None or space["high"] is None or not np.isscalar(space["low"])
+        ):
             c = float(rng.choice([1.0, 2.0]))
             space.update(low=-c, high=c, dtype="float32")
         return space
     if kind == "image":
         return _box(rng, [2, 3], "uint8")
     if kind == "discrete":
-        return {"type": "Discrete", "n": int(rng.integers(2, 6)), "start": int(rng.choice([0, 0, -2, 3]))}
+        return {
+            "type": "Discrete",
+            "n": int(rng.integers(2, 6)),
+            "start": int(rng.choice([0, 0, -2, 3])),
+        }
     if kind == "multidiscrete":
         nvec = [int(x) for x in rng.integers(2, 5, size=2)]
         start = [int(x) for x in rng.choice([0, 0, 2, -1], size=2)]
@@ -178,7 +185,16 @@ def _synth_config(rng: np.random.Generator) -> dict[str, Any]:
         {"kind": "threshold", "c": float(rng.choice([1.2, 2.0]))},
         {"kind": "never"},
     ]
-    rewards = ["dense", "signed", "saturated", "effort", "constant", "negative", "sparse", "terminal"]
+    rewards = [
+        "dense",
+        "signed",
+        "saturated",
+        "effort",
+        "constant",
+        "negative",
+        "sparse",
+        "terminal",
+    ]
     return {
         "obs": _obs_space(rng),
         "act": _leaf_space(rng, actions=True),
@@ -254,7 +270,13 @@ def _float_box_obs(env_id: str, config: dict[str, Any]) -> bool:
     if config:
         obs = config["obs"]
         return obs["type"] == "Box" and obs["dtype"] != "uint8"
-    return env_id in ("CartPole-v1", "MountainCar-v0", "Acrobot-v1", "Pendulum-v1", "LunarLander-v3")
+    return env_id in (
+        "CartPole-v1",
+        "MountainCar-v0",
+        "Acrobot-v1",
+        "Pendulum-v1",
+        "LunarLander-v3",
+    )
 
 
 def _real_action_space(env_id: str) -> dict[str, Any]:
@@ -358,7 +380,12 @@ def make_policy(world: World, action_space: Any, rng: np.random.Generator) -> Po
         else:
             index = logits.argmax(-1)
         chosen = logp[np.arange(B), index]
-        return {"actions": index + start, "actor": logits, "log_probs": chosen, "critic": critic(obs)}
+        return {
+            "actions": index + start,
+            "actor": logits,
+            "log_probs": chosen,
+            "critic": critic(obs),
+        }
 
     def box(obs: Any) -> Outs:
         assert isinstance(action_space, spaces.Box)
@@ -369,13 +396,19 @@ def make_policy(world: World, action_space: Any, rng: np.random.Generator) -> Po
         h = linear(obs, size)
         if kind == "bangbang":
             a = np.where(h > 0, high, low)
-            return {"actions": a.reshape(B, *shape).astype(action_space.dtype), "critic": critic(obs)}
+            return {
+                "actions": a.reshape(B, *shape).astype(action_space.dtype),
+                "critic": critic(obs),
+            }
         if kind == "uniform":
             a = rng.uniform(low, high, size=(B, size))
             return {"actions": a.reshape(B, *shape).astype(action_space.dtype)}
         if kind == "function":
             a = np.clip(h, low, high)
-            return {"actions": a.reshape(B, *shape).astype(action_space.dtype), "critic": critic(obs)}
+            return {
+                "actions": a.reshape(B, *shape).astype(action_space.dtype),
+                "critic": critic(obs),
+            }
         mean = np.tanh(h) * (high - low) / 2 + (high + low) / 2
         std = np.full_like(mean, 0.3 * float(np.mean(high - low)))
         sample = mean + std * rng.normal(size=mean.shape)
@@ -623,7 +656,8 @@ def stream_of(cols: list[Column]) -> Stream:
     obs = stack_trees([stack_trees(c.obs) for c in cols])  # [B, N+1, ...]
     obs = map_tree(lambda x: np.swapaxes(x, 0, 1), obs)
     outs = {
-        k: np.stack([np.stack([o[k] for o in c.outs]) for c in cols], axis=1) for k in cols[0].outs[0]
+        k: np.stack([np.stack([o[k] for o in c.outs]) for c in cols], axis=1)
+        for k in cols[0].outs[0]
     }
     final = {(k, b): f for b, c in enumerate(cols) for k, f in enumerate(c.final) if f is not None}
     return Stream(
@@ -654,8 +688,14 @@ def cut_files(
         cut = stream.cut[lo:hi]
         ends = np.nonzero(dones[1:] == 1)
         final_obses = None
-        if finals and len(ends[0]) and all((lo + t, b) in stream.final for t, b in zip(*ends, strict=True)):
-            final_obses = stack_trees([stream.final[(lo + int(t), int(b))] for t, b in zip(*ends, strict=True)])
+        if (
+            finals
+            and len(ends[0])
+            and all((lo + t, b) in stream.final for t, b in zip(*ends, strict=True))
+        ):
+            final_obses = stack_trees(
+                [stream.final[(lo + int(t), int(b))] for t, b in zip(*ends, strict=True)]
+            )
         rollout = Rollout(
             states=np.zeros((world.T + 1, world.B, 0)),
             obses=map_tree(lambda x, lo=lo, hi=hi: x[lo : hi + 1], stream.obs),
@@ -671,7 +711,9 @@ def cut_files(
     return files
 
 
-def loop_stream(world: World, *, seeded_alike: bool = False) -> tuple[Stream, list[Column], dict[str, Any]]:
+def loop_stream(
+    world: World, *, seeded_alike: bool = False
+) -> tuple[Stream, list[Column], dict[str, Any]]:
     """The world's hand loop: its stream, its columns and its recording."""
     cols, recording = hand_loop(world, seeded_alike=seeded_alike)
     return stream_of(cols), cols, recording

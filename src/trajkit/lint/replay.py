@@ -25,13 +25,16 @@ each env on its own), and refuses `num_envs` and `vectorization_mode` (the recor
 them apart). Other arguments are passed only with `trust_env_args`. Env ids are looked up in
 Gymnasium's registry, never imported from a `module:` prefix.
 
-A recording that cannot be replayed gives one TK300 note per file, saying why, and the other
-findings stand: no env id or seed, an env id that is not registered, env arguments refused
-as above, `make_vec` arguments or vector wrappers that were not recorded, another
-vectorization mode than sync or async, an env that cannot be made (arguments it refuses, a
-missing optional dependency) or reset, no `actions`, or a file whose predecessors in the
-recording are not among the files linted. An env that raises while it is stepped gives a
-TK300 note at that env and step, and its replay stops there.
+**Every file is accounted for.** A file that is not replayed gives one TK300 note, saying
+why, and the other findings stand: no recording; a recording index that an earlier file
+already holds (a recording captured once and saved with every file: only the first is
+placed); no env id or seed, an env id that is not registered, env arguments refused as
+above, `make_vec` arguments or vector wrappers that were not recorded, another vectorization
+mode than sync or async, an env that cannot be made (arguments it refuses, a missing
+optional dependency) or reset, no `actions`; a file whose predecessors in the recording are
+not among the files linted; or one after the file where every env's replay stopped. An env
+that raises while it is stepped gives a TK300 note at that env and step, and its replay
+stops there. `replay_recordings` lists the files it replayed.
 """
 
 from __future__ import annotations
@@ -67,28 +70,44 @@ _REASON_CHARS = 300
 
 
 def replay_recordings(
-    recordings: Sequence[tuple[str, Mapping[str, Any]]],
+    files: Sequence[tuple[str, Mapping[str, Any] | None]],
     options: LintOptions,
     *,
     max_bytes: int | None = DEFAULT_MAX_BYTES,
+    replayed: list[str] | None = None,
 ) -> Iterator[Finding]:
-    """Replay every recording among `recordings` (`(path, recording)` pairs, in file order).
+    """Replay the recordings among `files` (`(path, recording or None)`, in file order).
+
+    Every file it does not replay gets a TK300 note saying why; `replayed`, when given,
+    receives the paths of those it replayed.
 
     Examples:
         >>> from trajkit.lint.config import LintOptions
         >>> rec = {"id": "r", "index": 1, "num_envs": 1, "autoreset_mode": "NEXT_STEP",
         ...        "env_id": "CartPole-v1", "seed": 0}
         >>> options = LintOptions(frozenset({"TK300"}))
-        >>> [f.message for f in replay_recordings([("b.npz", rec)], options)]
+        >>> [f.message for f in replay_recordings([("a.npz", None), ("b.npz", rec)], options)]
         ... # doctest: +NORMALIZE_WHITESPACE
-        ['cannot replay: the recording starts at index 0, which is not among the files (this
+        ['cannot replay: the file has no recording (trajkit.save(..., recording=...))',
+         'cannot replay: the recording starts at index 0, which is not among the files (this
           is index 1)']
     """
     groups: dict[str, dict[int, tuple[str, Mapping[str, Any]]]] = defaultdict(dict)
-    for path, recording in recordings:
-        groups[str(recording["id"])].setdefault(int(recording["index"]), (path, recording))
+    for path, recording in files:
+        if recording is None:
+            yield from _notes([(path, {})], _NO_RECORDING, options.codes)
+            continue
+        group = groups[str(recording["id"])]
+        first = group.setdefault(int(recording["index"]), (path, recording))[0]
+        if first != path:
+            why = f"{first} holds index {recording['index']} of this recording too, and is replayed"
+            yield from _notes([(path, recording)], why, options.codes)
+    done = [] if replayed is None else replayed
     for group in groups.values():
-        yield from _replay_group([group[i] for i in sorted(group)], options, max_bytes)
+        yield from _replay_group([group[i] for i in sorted(group)], options, max_bytes, done)
+
+
+_NO_RECORDING = "the file has no recording (trajkit.save(..., recording=...))"
 
 
 class _RefusedError(ValueError):
@@ -215,7 +234,10 @@ def _notes(
 
 
 def _replay_group(
-    files: list[tuple[str, Mapping[str, Any]]], options: LintOptions, max_bytes: int | None
+    files: list[tuple[str, Mapping[str, Any]]],
+    options: LintOptions,
+    max_bytes: int | None,
+    replayed: list[str],
 ) -> Iterator[Finding]:
     first = files[0][1]
     if int(first["index"]) != 0:
@@ -234,7 +256,7 @@ def _replay_group(
     if reason is not None:
         yield from _notes(files, reason, options.codes)
     else:
-        yield from _Replay(first, options).run(files, max_bytes)
+        yield from _Replay(first, options).run(files, max_bytes, replayed)
     yield from _notes(
         missing,
         f"index {consecutive} of the recording is not among the files, so what follows it "
@@ -268,10 +290,17 @@ class _Replay:
         self.reported: list[set[str]] = [set() for _ in range(self.num_envs)]
 
     def run(
-        self, files: Sequence[tuple[str, Mapping[str, Any]]], max_bytes: int | None
+        self,
+        files: Sequence[tuple[str, Mapping[str, Any]]],
+        max_bytes: int | None,
+        replayed: list[str],
     ) -> Iterator[Finding]:
         try:
             for k, (path, _) in enumerate(files):
+                if all(self.done):
+                    why = f"the replay of every env stopped in {files[k - 1][0]} or before"
+                    yield from _notes(files[k:], why, self.codes)
+                    return
                 rollout, problem = self._load(path, max_bytes)
                 if problem is None and not self.envs:
                     problem = self._make()
@@ -279,8 +308,7 @@ class _Replay:
                     yield from _notes(files[k:], problem or "", self.codes)
                     return
                 yield from self._file(path, rollout, first=k == 0)
-                if all(self.done):
-                    return
+                replayed.append(path)
         finally:
             for env in self.envs:
                 with contextlib.suppress(Exception):  # a failing close changes no finding

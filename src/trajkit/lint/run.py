@@ -1,12 +1,13 @@
-"""Linting many files: the per-file work, run by `trajkit validate`'s discovery and engine.
+"""A lint run over many files: the per-file work, on `trajkit validate`'s discovery and engine.
 
 Files are found by `trajkit._io.discovery.discover` (folders searched for `*.npz`, sorted, hidden
 ones skipped) and linted chunk by chunk on every core by `trajkit._io.engine.run_ordered`, the
-engine behind `trajkit validate`: the findings come back in file order, the same with any
-number of processes. Each worker loads a file once, runs the data checks (TK1xx) and
-summarises it for the dataset statistics (TK2xx) and for joining episodes across files
-(TK101, TK105: `trajkit.lint.join`), which the parent folds in as results arrive. Replay
-(TK3xx), which needs the files of a recording in order, runs after.
+parallel engine behind `trajkit validate`: the findings come back in file order, the same with
+any number of processes. Each worker loads a file once, runs the checks that need it alone
+(`trajkit.lint.checks`) and summarises it for the checks across files
+(`trajkit.lint.crossfile`) and for joining episodes across files (`trajkit.lint.join`), which
+the parent folds in as results arrive. Replay (TK3xx), which needs the files of a recording
+in order, runs after, and accounts for every file.
 """
 
 from __future__ import annotations
@@ -23,11 +24,11 @@ from trajkit._io.engine import checked_jobs, cpu_count, run_ordered
 from trajkit._io.filecheck import FileCheck, file_error
 from trajkit._io.files import DEFAULT_MAX_BYTES, load, read_metadata
 from trajkit._io.remote import file_size, local_copy, mappable, naming
+from trajkit.lint.checks import check_rollout
 from trajkit.lint.config import LintOptions
-from trajkit.lint.data import EpisodeEdges, check_rollout, episode_edges
-from trajkit.lint.join import EpisodeJoiner
+from trajkit.lint.crossfile import CrossFileChecks, FileSummary, summarize
+from trajkit.lint.join import EpisodeEdges, EpisodeJoiner, episode_edges
 from trajkit.lint.registry import Finding
-from trajkit.lint.stats import DatasetStatistics, FileSummary, summarize
 
 __all__ = ["FileResult", "LintRun", "lint_chunk", "lint_file"]
 
@@ -38,11 +39,11 @@ class FileResult:
 
     Attributes:
         path: The file.
-        findings: Its TK0xx and TK1xx findings.
-        summary: Its summary for the dataset statistics, when a TK2xx check runs.
+        findings: Its findings of the checks that need it alone.
+        summary: Its summary for the checks across files, when one runs.
         recording: Its metadata's `recording` (as JSON), if it has one.
-        edges: Its episodes' edges, for joining them across files (TK101, TK105), when
-            either runs.
+        edges: Its episodes' edges, for joining them across files, when a check on joined
+            episodes runs.
 
     Examples:
         >>> FileResult("a.npz", (), None, None).findings
@@ -54,6 +55,7 @@ class FileResult:
     summary: FileSummary | None
     recording: Mapping[str, Any] | None
     edges: EpisodeEdges | None = None
+    readable: bool = True
 
 
 def lint_file(path: str, *, options: LintOptions, max_bytes: int | None) -> FileResult:
@@ -81,16 +83,24 @@ def lint_file(path: str, *, options: LintOptions, max_bytes: int | None) -> File
         )
     recorded = getattr(meta, "recording", None)
     recording = None if recorded is None else recorded.model_dump(mode="json")
-    joined = bool(options.codes & {"TK101", "TK105"})
-    findings = check_rollout(rollout, options, path=path, recording=recording, joined=joined)
-    summary = summarize(rollout, path, recording) if options.runs("TK2") else None
-    edges = episode_edges(rollout, path, recording, options.max_episode_steps) if joined else None
+    codes = options.codes
+    findings = check_rollout(rollout, options, path=path, recording=recording)
+    summary = None
+    if options.runs("TK2") or codes & _ACROSS:
+        summary = summarize(rollout, path, recording)
+    edges = None
+    if codes & _JOINED:
+        edges = episode_edges(rollout, path, recording, options.max_episode_steps)
     return FileResult(path, tuple(findings), summary, recording, edges)
+
+
+_JOINED = frozenset({"TK101", "TK105", "TK112", "TK113"})  # checks on episodes across files
+_ACROSS = frozenset({"TK102", "TK103", "TK108", "TK109", "TK110", "TK112", "TK114", "TK115"})
 
 
 def _unreadable(path: str, problem: str, options: LintOptions) -> FileResult:
     found = (Finding("TK001", problem, path),) if "TK001" in options.codes else ()
-    return FileResult(path, found, None, None)
+    return FileResult(path, found, None, None, readable=False)
 
 
 def lint_chunk(
@@ -117,8 +127,9 @@ def lint_chunk(
 class LintRun:
     """The findings of linting `paths`, produced as they are found (iterate once).
 
-    Per-file findings come in file order as the workers return them; then the dataset's
-    (TK2xx); then, with `replay`, the replay's (TK3xx). `files` counts the files linted.
+    Per-file findings come in file order as the workers return them; then those whose
+    evidence is many files'; then, with `replay`, the replay's (TK3xx). `files` counts the
+    files linted, `replayed` lists those replay replayed.
 
     Examples:
         >>> from trajkit.lint.config import LintOptions
@@ -142,15 +153,16 @@ class LintRun:
         self.jobs: int = checked_jobs(jobs) or cpu_count()
         self.max_bytes = max_bytes
         self.files: int = 0
+        self.replayed: list[str] = []
         self._results: Iterator[FileResult] | None = None
         if replay:  # needs gymnasium: refused now (ImportError), before any file is linted
             importlib.import_module("trajkit.lint.replay")
 
     def __iter__(self) -> Iterator[Finding]:
         work = partial(lint_chunk, options=self.options, max_bytes=self.max_bytes)
-        stats = DatasetStatistics(self.options)
+        across = CrossFileChecks(self.options)
         joiner = EpisodeJoiner(self.options)
-        recordings: list[tuple[str, Mapping[str, Any]]] = []
+        recordings: list[tuple[str, Mapping[str, Any] | None]] = []
         results = run_ordered(work, discover(self.paths), jobs=self.jobs)
         self._results = results
         for result in results:
@@ -158,15 +170,17 @@ class LintRun:
             own = [*result.findings, *joiner.add(result.edges)]
             yield from sorted(own, key=lambda f: f.code)  # stable: code order, as checked
             if result.summary is not None:
-                yield from stats.add(result.summary)
-            if result.recording is not None:
+                yield from across.add(result.summary)
+            if result.readable:
                 recordings.append((result.path, result.recording))
         yield from joiner.finish()
-        yield from stats.finish()
+        yield from across.finish()
         if self.replay and self.options.runs("TK3"):
             from trajkit.lint.replay import replay_recordings  # imports gymnasium
 
-            yield from replay_recordings(recordings, self.options, max_bytes=self.max_bytes)
+            yield from replay_recordings(
+                recordings, self.options, max_bytes=self.max_bytes, replayed=self.replayed
+            )
 
     def close(self) -> None:
         """Stop the worker processes now (after Ctrl-C, or once the findings are not wanted).
