@@ -82,7 +82,7 @@ def early_cut_finding(
 
     Examples:
         >>> print(early_cut_finding(2, 10, "a.npz", (3, 0), 4).message)  # doctest: +ELLIPSIS
-        2 episode(s) are flagged as truncated before the time limit of 10 steps (this one ...'
+        2 episode(s) are flagged as truncated before the time limit of 10 steps (this one ...
     """
     return Finding(
         "TK113",
