@@ -240,9 +240,12 @@ def _feature_bounds(
 
 
 def summarize(
-    rollout: Rollout, path: str, recording: Mapping[str, Any] | None = None
+    rollout: Rollout,
+    path: str,
+    recording: Mapping[str, Any] | None = None,
+    action_space: Mapping[str, Any] | None = None,
 ) -> FileSummary:
-    """The `FileSummary` of one rollout.
+    """The `FileSummary` of one rollout; the action space is the recording's, else this.
 
     Examples:
         >>> from trajkit.testing import example_rollout
@@ -269,7 +272,7 @@ def summarize(
     identity = None
     if "id" in recording:
         identity = (str(recording["id"]), int(recording["index"]))
-    space = recording.get("action_space")
+    space = recording.get("action_space") or action_space
     return FileSummary(
         path=path,
         ranges=ranges,
@@ -314,7 +317,7 @@ class CrossFileChecks:
         self._observations = 0
         self._starts = 0
         self._rewards: list[tuple[str, Rewards]] = []
-        self._seen: dict[str, tuple[str, tuple[str, int] | None]] = {}
+        self._seen: dict[str, tuple[str, set[tuple[str, int] | None]]] = {}
         self._tail: str | None = None  # the last row of the file before
         self._indices: dict[tuple[str, int], tuple[str, str]] = {}
         self._evidence: list[FileSummary] = []
@@ -362,19 +365,18 @@ class CrossFileChecks:
 
     def _twice(self, summary: FileSummary) -> Finding | None:
         """TK203: the same arrays as an earlier file (not a deterministic repeat)."""
-        first, recorded = self._seen.setdefault(summary.digest, (summary.path, summary.recording))
-        if first == summary.path or "TK203" not in self.options.codes:
-            return None
         mine = summary.recording
-        if (
+        first, seen = self._seen.setdefault(summary.digest, (summary.path, set()))
+        repeat = (
             mine is not None
-            and recorded is not None
-            and mine[0] == recorded[0]
-            and mine != recorded
-        ):
-            return None  # one recording, other indices: a deterministic env repeats itself
-        if mine is None and recorded is None and summary.head == self._tail:
-            return None  # it continues the file before: a deterministic env repeats itself
+            and mine not in seen
+            and all(other is not None and other[0] == mine[0] for other in seen)
+        )  # one recording, another index: a deterministic env repeats itself
+        if mine is None and seen == {None}:
+            repeat = summary.head == self._tail  # it continues the file before: a cycle
+        seen.add(mine)
+        if first == summary.path or repeat or "TK203" not in self.options.codes:
+            return None
         return Finding(
             "TK203", f"the same arrays as {first}: the rollout is saved twice", summary.path
         )

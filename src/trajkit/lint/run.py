@@ -87,7 +87,7 @@ def lint_file(path: str, *, options: LintOptions, max_bytes: int | None) -> File
     findings = check_rollout(rollout, options, path=path, recording=recording)
     summary = None
     if options.runs("TK2") or codes & _ACROSS:
-        summary = summarize(rollout, path, recording)
+        summary = summarize(rollout, path, recording, options.action_space)
     edges = None
     if codes & _JOINED:
         edges = episode_edges(rollout, path, recording, options.max_episode_steps)

@@ -1,0 +1,199 @@
+"""TK201-TK204: checks across the files of a dataset, and their thresholds."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import trajkit
+from tests.lint.helpers import Array, dones_for, lint_rollouts, rollout
+from trajkit.lint import lint
+from trajkit.lint.crossfile import (
+    FEW_VALUES,
+    MIN_EPISODES,
+    MIN_FILES,
+    MIN_OBSERVATIONS,
+    MIN_REWARDS,
+    Rewards,
+    _scale_jump,
+)
+
+
+def _rewards(T: int, B: int, value: float | Array, seed: int) -> object:
+    rews = np.broadcast_to(np.asarray(value, dtype=np.float64), (T, B)).copy()
+    return rollout(np.stack([dones_for([T], T)] * B, axis=1), rews=rews, seed=seed)
+
+
+# ------------------------------------------------------------------------------ TK201
+
+
+def _constant(rows: int, starts: int) -> object:
+    """One env whose feature 1 is 7 on every row; `starts` episode starts among `rows` rows."""
+    dones = np.zeros(rows)
+    dones[np.linspace(0, rows - 2, starts).astype(int)] = 1
+    r = rollout(dones)
+    r.obses[:, :, 1] = 7.0
+    return r
+
+
+@pytest.mark.parametrize(
+    ("rows", "starts", "hit"),
+    [
+        (MIN_OBSERVATIONS - 1, MIN_EPISODES, False),
+        (MIN_OBSERVATIONS, MIN_EPISODES, True),
+        (MIN_OBSERVATIONS, MIN_EPISODES - 1, False),
+    ],
+)
+def test_tk201_a_constant_feature_needs_many_observations_and_episodes(
+    rows: int, starts: int, hit: bool
+) -> None:
+    found = lint_rollouts([_constant(rows, starts)], "TK201")
+    assert bool(found) is hit
+    if hit:
+        assert found[0].message == (
+            f"1 of 3 feature(s) of obses never change over {rows} observations, {starts} "
+            "episode starts and 1 file(s): obses[..., 1] = 7"
+        )
+
+
+@pytest.mark.parametrize(
+    ("space", "hit"),
+    [
+        ({"type": "Box", "low": [-9.0, 7.0, -9.0], "high": 9.0, "shape": [3]}, False),
+        ({"type": "Box", "low": -9.0, "high": [9.0, 7.0, 9.0], "shape": [3]}, False),
+        ({"type": "Box", "low": -9.0, "high": 9.0, "shape": [3]}, True),
+        ({"type": "MultiDiscrete", "nvec": [20, 8, 20], "start": [-5, 0, -5]}, False),
+        ({"type": "MultiDiscrete", "nvec": [20, 8, 20], "start": [-5, -1, -5]}, True),
+    ],
+)
+def test_tk201_a_feature_resting_at_a_bound_of_its_space(
+    space: dict[str, object], hit: bool
+) -> None:
+    rec = {"id": "a", "index": 0, "num_envs": 1, "observation_space": space}
+    found = lint_rollouts([_constant(MIN_OBSERVATIONS, MIN_EPISODES)], "TK201", [rec])
+    assert bool(found) is hit
+
+
+# ------------------------------------------------------------------------------ TK202
+
+
+def test_tk202_a_file_of_another_scale(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    files = [_rewards(20, 2, -np.abs(rng.normal(size=(20, 2))), seed=i) for i in range(4)]
+    files.append(_rewards(20, 2, -100 * np.abs(rng.normal(size=(20, 2))), seed=9))
+    found = lint_rollouts(files, "TK202")
+    assert [f.path for f in found] == ["r4.npz"]
+    assert "(limit 10x)" in found[0].message
+    assert lint_rollouts(files, "TK202", reward_scale_ratio=1000) == []
+
+
+def test_tk202_a_good_policy_s_small_rewards_are_no_jump() -> None:
+    rng = np.random.default_rng(0)
+    scales = [5.0, 4.0, 6.0, 0.001, 0.0005]  # random, then balanced
+    files = [
+        _rewards(20, 2, -np.abs(rng.normal(size=(20, 2))) * s, seed=i) for i, s in enumerate(scales)
+    ]
+    assert lint_rollouts(files, "TK202") == []
+
+
+def test_tk202_few_reward_values_none_in_common() -> None:
+    files = [_rewards(20, 2, v, seed=i) for i, v in enumerate([1.0, 1.0, 1.0, 0.01])]
+    [found] = lint_rollouts(files, "TK202")
+    assert found.path == "r3.npz"
+    assert found.message.startswith("rewards take the values 0.01 where the other 3 files take 1")
+
+
+@pytest.mark.parametrize(("files", "hit"), [(MIN_FILES - 1, False), (MIN_FILES, True)])
+def test_tk202_needs_min_files(files: int, hit: bool) -> None:
+    values = [1.0] * (files - 1) + [0.01]
+    assert (
+        bool(lint_rollouts([_rewards(20, 2, v, i) for i, v in enumerate(values)], "TK202")) is hit
+    )
+
+
+@pytest.mark.parametrize(("T", "hit"), [(MIN_REWARDS // 2 - 1, False), (MIN_REWARDS // 2, True)])
+def test_tk202_needs_min_rewards_per_file(T: int, hit: bool) -> None:
+    values = [1.0, 1.0, 1.0, 0.01]
+    assert bool(lint_rollouts([_rewards(T, 2, v, i) for i, v in enumerate(values)], "TK202")) is hit
+
+
+def test_tk202_files_whose_recording_names_a_reward_wrapper_are_left_out() -> None:
+    files = [_rewards(20, 2, v, i) for i, v in enumerate([1.0, 1.0, 1.0, 0.01])]
+    rec = {"id": "a", "index": 0, "num_envs": 2, "wrappers": ["NormalizeReward"]}
+    assert lint_rollouts(files, "TK202", [None, None, None, rec]) == []
+
+
+def _few(values: tuple[float, ...], nonzero: int) -> Rewards:
+    return Rewards(40, 40.0, 1.0, values, nonzero=nonzero, common=values)
+
+
+@pytest.mark.parametrize(("distinct", "few"), [(FEW_VALUES, True), (FEW_VALUES + 1, False)])
+def test_tk202_a_few_values_are_at_most_few_values(distinct: int, few: bool) -> None:
+    union = tuple(float(v) for v in range(1, distinct + 1))
+    others = [_few(union[:8], 80), _few(union[8:], 80)]
+    message = _scale_jump(_few((100.0,), 40), others, 10.0)
+    assert (message is not None and message.startswith("rewards take the values 100")) is few
+
+
+@pytest.mark.parametrize(("nonzero", "few"), [(3, False), (4, True)])
+def test_tk202_a_few_values_repeat(nonzero: int, few: bool) -> None:
+    others = [_few((1.0,), nonzero // 2), _few((2.0,), nonzero - nonzero // 2)]
+    message = _scale_jump(_few((100.0,), 40), others, 10.0)
+    assert (message is not None and "none in common" in message) is few
+
+
+def test_tk202_a_range_that_holds_their_values_is_no_scale() -> None:
+    others = [_few((1.0,), 40), _few((1.0,), 40)]
+    wide = Rewards(40, 40.0, 1.0, None, nonzero=40, common=(1.0, 0.5))
+    assert _scale_jump(wide, others, 10.0) is None
+    normalised = Rewards(40, 40.0, 1.0, None, nonzero=40, common=(0.3, 0.5))
+    message = _scale_jump(normalised, others, 10.0)
+    assert message is not None and message.startswith("rewards take a range of values")
+
+
+@pytest.mark.parametrize(("typical", "hit"), [(10.0, False), (10.01, True)])
+def test_tk202_the_ratio(typical: float, hit: bool) -> None:
+    others = [Rewards(40, 40.0, 1.0, None, nonzero=40) for _ in "ab"]
+    assert (
+        _scale_jump(Rewards(40, 40.0, typical, None, nonzero=40), others, 10.0) is not None
+    ) is hit
+
+
+# ------------------------------------------------------------------------- TK203, TK204
+
+
+def _recorded(tmp_path: Path, r: object, name: str, index: int, rid: str = "r") -> None:
+    rec = {"id": rid, "index": index, "num_envs": 1, "autoreset_mode": "NEXT_STEP"}
+    trajkit.save(r, tmp_path / name, recording=rec)  # type: ignore[arg-type]
+
+
+def test_tk203_a_deterministic_env_repeats_itself_a_copy_does_not(tmp_path: Path) -> None:
+    r = rollout(dones_for([3, 3], 6))
+    _recorded(tmp_path, r, "a.npz", 0)
+    _recorded(tmp_path, r, "b.npz", 1)  # the same arrays, the next index: a repeat
+    assert lint(tmp_path, select=["TK20"], jobs=1) == []
+    _recorded(tmp_path, r, "c.npz", 1)  # the same index again: saved twice
+    [found] = lint(tmp_path, select=["TK20"], jobs=1)
+    assert (found.code, Path(found.path or "").name) == ("TK203", "c.npz")
+    _recorded(tmp_path, r, "c.npz", 1, rid="other")  # another recording: saved twice too
+    assert [f.code for f in lint(tmp_path, select=["TK20"], jobs=1)] == ["TK203"]
+
+
+def test_tk203_without_recordings_a_file_that_continues_the_one_before(tmp_path: Path) -> None:
+    cycle = np.tile(np.eye(3, dtype=np.float32), (3, 1))[:7, None, :]  # row 6 is row 0's
+    r = rollout(dones_for([3, 3], 6), obses=cycle, rews=np.ones(6))
+    trajkit.save(r, tmp_path / "a.npz")
+    trajkit.save(r, tmp_path / "b.npz")  # continues a.npz: a deterministic cycle
+    assert lint(tmp_path, select=["TK203"], jobs=1) == []
+    trajkit.save(rollout(dones_for([6], 6)), tmp_path / "b0.npz")  # listed between them
+    assert [Path(f.path or "").name for f in lint(tmp_path, select=["TK203"], jobs=1)] == ["b.npz"]
+
+
+def test_tk204_a_recording_index_claimed_twice(tmp_path: Path) -> None:
+    _recorded(tmp_path, rollout(dones_for([6], 6), seed=1), "a.npz", 0)
+    _recorded(tmp_path, rollout(dones_for([6], 6), seed=2), "b.npz", 0)
+    [found] = lint(tmp_path, select=["TK204"], jobs=1)
+    assert (Path(found.path or "").name, found.severity) == ("b.npz", "error")
+    assert found.message.startswith(f"{tmp_path / 'a.npz'} is index 0 of recording r too")

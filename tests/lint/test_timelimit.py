@@ -1,0 +1,103 @@
+"""TK101, TK105 and TK113: episodes (joined across files) against the time limit."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.lint.helpers import codes, dones_for, lint_rollouts, rollout
+from trajkit.lint.episodes import episodes
+
+RAW = {"id": "r", "index": 0, "num_envs": 2, "autoreset_mode": "NEXT_STEP", "wrappers": []}
+
+
+def test_episodes_lists_starts_ends_and_flags() -> None:
+    r = rollout(dones_for([3, 2], 7), truncated=np.array([0, 0, 0, 0, 1, 0, 0]))
+    listed = [(e.env, e.start, e.end, e.truncated, e.length) for e in episodes(r)]
+    assert listed == [(0, 0, 2, False, 3), (0, 3, 4, True, 2), (0, 5, None, False, None)]
+
+
+def _cut(T: int, truncated_env1: int = 0) -> list[object]:
+    """Env 0: two episodes of 10 steps ending untruncated, then one running on; env 1 runs on."""
+    dones = np.stack([dones_for([10, 10], T), dones_for([], T)], axis=1)
+    truncated = np.zeros((T, 2))
+    if truncated_env1:  # env 1 flags an end at the limit: it records truncations
+        dones[10, 1] = 1
+        truncated[9, 1] = 1
+    return codes(rollout(dones, truncated=truncated), "TK101", max_episode_steps=10)
+
+
+@pytest.mark.parametrize(("T", "hit"), [(45, False), (46, True)])
+def test_tk101_two_cut_episodes_against_the_chance_of_terminating_there(T: int, hit: bool) -> None:
+    # No other step terminates an episode: the rate bound is 3 / (2T + 3), and 2 cut
+    # episodes are evidence when its square is at most 1e-3, from T = 46 on.
+    found = _cut(T)
+    assert [(f.code, f.env, f.step) for f in found] == ([("TK101", 0, 9)] if hit else [])
+    if hit:
+        assert found[0].message.startswith(
+            "2 distinct episodes in 1 file end at exactly the time limit of 10 steps"
+        )
+
+
+def test_tk101_an_env_that_flags_an_end_at_the_limit_records_truncations() -> None:
+    dones = np.stack([dones_for([10, 10, 10], 60), dones_for([10, 10, 10], 60)], axis=1)
+    truncated = np.zeros((60, 2))
+    truncated[[9, 19, 29], 1] = 1
+    found = codes(rollout(dones, truncated=truncated), "TK101", max_episode_steps=10)
+    assert [(f.env, f.step) for f in found] == [(0, 9)]  # env 1 flags them: its own are fine
+    truncated[9, 0] = 1
+    assert codes(rollout(dones, truncated=truncated), "TK101", max_episode_steps=10) == []
+
+
+def test_tk101_identical_episodes_are_one_piece_of_evidence() -> None:
+    """A deterministic env with a fixed start repeats one episode: no independent evidence."""
+    T = 200
+    dones = dones_for([10] * 20, T)
+    obses = np.tile(np.arange(10, dtype=np.float32), 21)[: T + 1, None, None]
+    assert codes(rollout(dones, obses=obses), "TK101", max_episode_steps=10) == []
+    assert len(codes(rollout(dones), "TK101", max_episode_steps=10)) == 1
+
+
+def test_tk101_needs_a_time_limit() -> None:
+    assert codes(rollout(dones_for([10] * 10, 100)), "TK101") == []
+
+
+@pytest.mark.parametrize(("length", "over"), [(10, False), (11, True)])
+def test_tk105_the_limit_itself_is_allowed(length: int, over: bool) -> None:
+    found = codes(rollout(dones_for([length], 14)), "TK105", max_episode_steps=10)
+    assert [(f.env, f.step) for f in found] == ([(0, 10)] if over else [])
+
+
+def test_tk105_message() -> None:
+    dones = np.stack([dones_for([8, 8, 8], 30), dones_for([15, 8], 30)], axis=1)
+    [found] = codes(rollout(dones), "TK105", max_episode_steps=10)
+    assert found.message == (
+        "1 episode(s) run past the time limit of 10 steps with no episode end or truncation "
+        "(this one starts at row 0)"
+    )
+
+
+@pytest.mark.parametrize(("length", "early"), [(9, True), (10, False)])
+def test_tk113_a_truncation_before_the_limit(length: int, early: bool) -> None:
+    truncated = np.zeros(20)
+    truncated[length - 1] = 1
+    r = rollout(dones_for([length, 5], 20), truncated=truncated)
+    found = codes(r, "TK113", max_episode_steps=10)
+    assert [(f.code, f.env, f.step) for f in found] == ([("TK113", 0, 8)] if early else [])
+    if early:
+        assert "(this one after 9)" in found[0].message
+
+
+def test_tk113_a_truncation_of_an_episode_begun_before_the_data_is_not_judged() -> None:
+    dones = dones_for([4], 10)
+    dones[0] = 0  # row 0 continues an episode whose start is not in the data
+    truncated = np.zeros(10)
+    truncated[3] = 1
+    assert codes(rollout(dones, truncated=truncated), "TK113", max_episode_steps=10) == []
+
+
+def test_the_recording_s_limit_comes_first() -> None:
+    r = rollout(dones_for([12], 14))
+    rec = {**RAW, "num_envs": 1, "max_episode_steps": 11}
+    [found] = lint_rollouts([r], "TK105", [rec], max_episode_steps=50)
+    assert (found.step, "time limit of 11 steps" in found.message) == (11, True)
