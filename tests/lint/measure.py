@@ -30,7 +30,7 @@ import numpy as np
 import trajkit
 from tests.lint import plant as p
 from tests.lint import worlds as w
-from trajkit.lint import CHECKS, Finding, lint
+from trajkit.lint import Finding, lint
 
 PUBLISHED_SEED = 2027
 """The generator seed of the measurement published in docs/lint.md (never used to develop)."""
@@ -81,8 +81,8 @@ def at_place(places: list[set[p.Place]], index: int | None, finding: Finding) ->
     """Whether a finding points at a place where the planted bug changed the data."""
     if index is None or index >= len(places):
         return False
-    if finding.env is None:
-        return p.FILE_LEVEL in places[index]
+    if p.FILE_LEVEL in places[index]:  # a bug of the whole file: anywhere in it
+        return True
     return (finding.env, finding.step) in places[index]
 
 
@@ -143,17 +143,111 @@ def measure(seed: int, *, clean: int, per_bug: int, replay: bool = True) -> Resu
 # ------------------------------------------------------------------------- the table
 
 
+def evidence() -> dict[str, tuple[str, str]]:
+    """Per check: what it reads, and its evidence threshold (from the constants in lint/)."""
+    from trajkit.lint import alignment, boundaries, crossfile, policy, rewards
+    from trajkit.lint.evidence import CHANCE
+
+    chance = f"chance <= {CHANCE:g}"
+    return {
+        "TK101": (
+            "joined episodes, `truncated`, the time limit",
+            f"{chance}: h^n, n distinct episodes unflagged at L",
+        ),
+        "TK102": (
+            "rewards at terminations, first steps, controls",
+            f">= {alignment.MIN_SHIFTED} episodes, most of them",
+        ),
+        "TK103": (
+            "actions, `actor`/`mean`, `log_probs`",
+            f">= {alignment.MIN_TELLING_LOGP} telling rows by log_probs, {alignment.MIN_TELLING} by greedy",
+        ),
+        "TK104": (
+            "observations and rewards at episode ends",
+            f"every end, >= {boundaries.MIN_BOUNDARIES}",
+        ),
+        "TK105": ("joined episodes, the time limit", "exact"),
+        "TK106": ("actions, the action space", "exact"),
+        "TK107": ("Box actions, the action space", "exact"),
+        "TK108": ("boundary steps' rewards, observation jumps", f"{chance}: q^k, k boundaries"),
+        "TK109": (
+            "observation jumps around `dones`",
+            f"{chance} against the mirror, >= {boundaries.MIN_BOUNDARIES}",
+        ),
+        "TK110": (
+            "`log_probs`, `actor`/`mean`/`std`, actions",
+            f">= {policy.MIN_FIT} rows fit; order: >= {policy.MIN_ROWS} rows",
+        ),
+        "TK111": (
+            "rewards, the recording's wrappers",
+            f"a note: >= {rewards.MIN_CLIPPED} at c, >= {rewards.MIN_INSIDE} inside",
+        ),
+        "TK112": ("episode starts per env, observation columns", f"{chance} (binomial; p^n)"),
+        "TK113": ("joined episodes, `truncated`, the time limit", "exact"),
+        "TK114": (
+            "`final_obses`, the rows after ends",
+            f"{chance}, >= {boundaries.MIN_BOUNDARIES} ends",
+        ),
+        "TK115": ("observation rows, episode starts", f"{chance}: q^(T·B)"),
+        "TK116": ("observations, `final_obses`, the observation space", "exact"),
+        "TK201": (
+            "per-feature ranges, the observation space",
+            f">= {crossfile.MIN_OBSERVATIONS} observations, >= {crossfile.MIN_EPISODES} starts",
+        ),
+        "TK202": (
+            "rewards per file, the recording's wrappers",
+            f">= {crossfile.MIN_FILES} files of >= {crossfile.MIN_REWARDS} rewards",
+        ),
+        "TK203": ("file contents, recording indices", "exact"),
+        "TK204": ("recording ids and indices", "exact"),
+    }
+
+
 def rates(result: Result) -> dict[str, Any]:
-    """Per check: false alarms on clean sets, detections on planted ones."""
+    """Per check: the clean sets it reports on (`false`), the planted sets meant for it."""
     false = Counter[str]()
     for o in result.clean:
-        for code in {f.code for _, f in o.alarms}:
+        for code in {f.code for _, f in o.findings}:  # a note counts here, not as an alarm
             false[code] += 1
     meant: dict[str, list[Outcome]] = defaultdict(list)
     for o in result.planted:
         for code in p.BUG_CODES[o.bug or ""]:
             meant[code].append(o)
     return {"false": false, "meant": meant}
+
+
+def table(result: Result) -> str:
+    """docs/lint.md's table: per check, its evidence, false alarms and detections."""
+    from trajkit.lint.registry import CHECKS
+
+    reads = evidence()
+    false = rates(result)["false"]
+    meant: dict[str, list[Outcome]] = rates(result)["meant"]
+    lines = [
+        f"Generator seed {result.seed}: {len(result.clean)} clean sets, "
+        f"{len(result.planted)} with a planted bug ({PER_BUG_NOTE}).",
+        "",
+        "| Check | Severity | Reads | Evidence threshold | Clean sets it reports on | "
+        "Planted, visible: found | Replay-only: found by replay |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for code, (what, threshold) in reads.items():
+        mine = meant.get(code, [])
+        visible = [o for o in mine if o.visible]
+        found = sum(
+            any(f.code == code and at_place(o.places, i, f) for i, f in o.alarms) for o in visible
+        )
+        replay = [o for o in mine if o.replayable]
+        shown = f"{found} / {len(visible)}" if visible else "-"
+        again = f"{sum(o.replay_found for o in replay)} / {len(replay)}" if replay else "-"
+        lines.append(
+            f"| {code} | {CHECKS[code].severity} | {what} | {threshold} | "
+            f"{false.get(code, 0)} / {len(result.clean)} | {shown} | {again} |"
+        )
+    return "\n".join(lines)
+
+
+PER_BUG_NOTE = "the same number of each bug class"
 
 
 def summary(result: Result) -> str:
@@ -178,16 +272,28 @@ def _pct(a: int, b: int) -> str:
     return f"{100 * a / b:.0f} %" if b else "-"
 
 
+def bug_table(result: Result) -> str:
+    """docs/lint.md's second table: per bug class, how often it shows and is found."""
+    head = [
+        "| Bug class | Checks | Planted | Visible: found | Replay-only: found by replay | "
+        "Neither |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    return "\n".join([*head, *per_bug(result)])
+
+
 def per_bug(result: Result) -> list[str]:
-    """One line per bug class: planted, visible, found, replay-only, replay found."""
+    """One line per bug class: planted, visible, found, replay-only, replay found, neither."""
     lines = []
     for bug in p.BUGS:
         mine = [o for o in result.planted if o.bug == bug]
         vis = [o for o in mine if o.visible]
         rep = [o for o in mine if o.replayable]
+        neither = len(mine) - len(vis) - len(rep)
         lines.append(
             f"| `{bug}` | {', '.join(sorted(p.BUG_CODES[bug])) or '-'} | {len(mine)} | "
-            f"{sum(o.found for o in vis)} / {len(vis)} | {sum(o.replay_found for o in rep)} / {len(rep)} |"
+            f"{sum(o.found for o in vis)} / {len(vis)} | "
+            f"{sum(o.replay_found for o in rep)} / {len(rep)} | {neither} |"
         )
     return lines
 
@@ -220,5 +326,11 @@ def report(result: Result, *, details: bool = True) -> str:
 
 
 if __name__ == "__main__":  # pragma: no cover - a development tool
-    seed, clean, k = (int(x) for x in sys.argv[1:4])
-    print(report(measure(seed, clean=clean, per_bug=k, replay="--no-replay" not in sys.argv)))
+    if "--docs" in sys.argv:  # the published measurement, as docs/lint.md shows it
+        from tests.lint.test_generated import CLEAN, PER_BUG
+
+        published = measure(PUBLISHED_SEED, clean=CLEAN, per_bug=PER_BUG)
+        print(table(published), "", summary(published), "", bug_table(published), sep="\n")
+    else:
+        seed, clean, k = (int(x) for x in sys.argv[1:4])
+        print(report(measure(seed, clean=clean, per_bug=k, replay="--no-replay" not in sys.argv)))

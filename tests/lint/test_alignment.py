@@ -147,8 +147,18 @@ def test_tk103_gaussian_actions_by_their_log_probs() -> None:
 @pytest.mark.parametrize("more", [0, -1])
 def test_tk103_needs_enough_telling_rows(by: str, least: int, more: int) -> None:
     telling = least + more
-    fit = ActionFit(by, {"late": (telling, 0, telling, (1, 0)), "early": (0, 0, 0, None)})
+    fit = ActionFit(by, {"late": (telling, 0, telling, (1, 0)), "early": (10**4, 0, 0, None)})
     assert bool(misaligned_actions([("a.npz", fit)])) is (more == 0)
+
+
+@pytest.mark.parametrize(("mirror", "hit"), [(26, False), (28, True)])
+def test_tk103_the_chance_of_as_many_shifted_fits_against_the_mirror(
+    mirror: int, hit: bool
+) -> None:
+    # 3 of 3 telling rows fit the shifted reading, none of `mirror` the other shift:
+    # p = 3 / (mirror + 3); p^3 is 1.1e-3 at 26, 9.1e-4 at 28 (27 gives 1e-3 itself).
+    fit = ActionFit("log_probs", {"late": (3, 0, 3, (1, 0)), "early": (mirror, 0, 0, None)})
+    assert bool(misaligned_actions([("a.npz", fit)])) is hit
 
 
 @pytest.mark.parametrize(

@@ -200,3 +200,20 @@ def test_the_command_says_how_many_files_it_replayed(
     )
     err = capsys.readouterr().err
     assert err.endswith("Found 1 finding (1 note) in 4 files.\nReplayed 3 of 4 files.\n")
+
+
+def test_a_tampered_final_observation_is_pinpointed(tmp_path: Path) -> None:
+    paths = _record(tmp_path, "CartPole-v1", _cartpole, files=1, max_episode_steps=15)
+    r = trajkit.load(paths[0])
+    assert r.final_obses is not None
+    t, b = (int(x) for x in np.argwhere(r.dones[1:] == 1)[0])
+    finals = r.final_obses.copy()
+    finals[0, 3] += 0.5
+    trajkit.save(
+        r.replace(final_obses=finals), paths[0], recording=trajkit.read_metadata(paths[0]).recording
+    )
+    [found] = _replay(paths)
+    assert (found.code, found.env, found.step) == ("TK301", b, t)
+    assert found.message.startswith(
+        f"replay gives another final observation at step {t}: final_obses[..., 3] is"
+    )

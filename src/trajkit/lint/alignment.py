@@ -21,7 +21,10 @@
   the telling rows, the shifted reading must fit at least half, the own reading fewer
   than half, and the shifted reading at least twice as many as the own. At least
   `MIN_TELLING_LOGP` telling rows are judged by `log_probs` (an action fits another row's
-  log-probability only by being its own), `MIN_TELLING` by the greedy action.
+  log-probability only by being its own), `MIN_TELLING` by the greedy action; and the
+  binomial chance of as many shifted fits, at the rate the other shift (the mirror) fits,
+  must be at most `trajkit.lint.evidence.CHANCE` (a greedy action that persists fits both
+  shifts alike).
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from trajkit._base.types import AnyArray, BoolArray
 from trajkit._models.model_outputs import discrete_actions
 from trajkit._models.rollout import Rollout
 from trajkit.lint.episodes import first_place
+from trajkit.lint.evidence import CHANCE, binomial_tail, rate_bound
 from trajkit.lint.policy import LOGP_TOL, gaussian_logp, log_softmax
 from trajkit.lint.registry import Finding
 
@@ -285,18 +289,24 @@ def misaligned_actions(files: Sequence[tuple[str, ActionFit]]) -> list[Finding]:
     """TK103 over the dataset: each file whose actions sit one row off.
 
     Examples:
-        >>> fit = ActionFit("log_probs", {"late": (9, 0, 9, (1, 0)), "early": (9, 0, 0, None)})
+        >>> fit = ActionFit("log_probs", {"late": (9, 0, 9, (1, 0)), "early": (20, 0, 0, None)})
         >>> misaligned_actions([("a.npz", fit)])[0].message.endswith("one row late")
         True
     """
-    for name in ("late", "early"):
+    for name, mirror in (("late", "early"), ("early", "late")):
         for by in ("log_probs", "the greedy action of actor"):
             mine = [(p, f) for p, f in files if f.by == by]
             telling = sum(f.counts[name][0] for _, f in mine)
             own = sum(f.counts[name][1] for _, f in mine)
             shifted = sum(f.counts[name][2] for _, f in mine)
+            # The mirror (the other shift) fits as often as a shift does by chance.
+            rate = rate_bound(
+                sum(f.counts[mirror][2] for _, f in mine), sum(f.counts[mirror][0] for _, f in mine)
+            )
             least = MIN_TELLING_LOGP if by == "log_probs" else MIN_TELLING
             if telling < least or not shift_wins(own, shifted, telling):
+                continue
+            if binomial_tail(telling, rate, shifted) > CHANCE:
                 continue
             neighbour = "next" if name == "late" else "previous"
             sign = "+1" if name == "late" else "-1"

@@ -10,8 +10,9 @@ autoreset mode resets it). That is exactly the sequence of real transitions the 
 kept, whatever the autoreset mode: NEXT_STEP's phantom steps are neither recorded nor
 replayed.
 
-Compared, exactly: every observation (in the recorded dtype; the reset ones too), every
-reward (as float32), and where episodes end (and whether as truncations). The first
+Compared, exactly: every observation (in the recorded dtype; the reset ones too, and the
+final ones where the file holds `final_obses`), every reward (as float32), and where episodes
+end (and whether as truncations). The first
 difference of each kind in each env is reported (TK301 observation, at its row; TK302
 reward and TK303 episode end, at their step). The env itself depends only on the seed and
 the actions, so its replay goes on after a difference in what the file holds, except where
@@ -269,6 +270,39 @@ def _leaves(tree: Any) -> dict[tuple[Any, ...], AnyArray]:
     return {tuple(path): np.asarray(leaf) for path, leaf in _tree.flatten(tree)}
 
 
+def _compare(
+    got_tree: Any,
+    held: list[tuple[Any, AnyArray]],
+    field: str,
+    what: str,
+    place: tuple[str, int, int],
+) -> Finding | None:
+    """TK301 at `place` (path, env, step or row) where the env's value differs from the file's."""
+    replayed = _leaves(got_tree)
+    path, b, t = place
+    for leaf_path, value in held:
+        name = _tree.format_path(field, leaf_path)
+        got = replayed.get(tuple(leaf_path))
+        if got is None:
+            return Finding("TK301", f"replay gives no {name}", path, b, t)
+        got = np.asarray(got)
+        if got.shape != value.shape or not np.array_equal(got.astype(value.dtype), value):
+            where = ""
+            if got.shape == value.shape and value.ndim:
+                i = tuple(int(x) for x in np.argwhere(got.astype(value.dtype) != value)[0])
+                where = f"[..., {', '.join(map(str, i))}]"
+                got, value = got[i], value[i]
+            return Finding(
+                "TK301",
+                f"replay gives {what}: {name}{where} is {_shown(got)} in the env, "
+                f"{_shown(np.asarray(value))} in the file",
+                path,
+                b,
+                t,
+            )
+    return None
+
+
 def _shown(value: AnyArray) -> str:
     """A value as NumPy prints it: float32 with the digits float32 has."""
     return str(value[()]) if value.ndim == 0 else np.array2string(value, separator=", ")
@@ -430,6 +464,8 @@ class _Replay:
                 if ended != says_end:
                     self.done[b] = True
                     return
+            if ended and "TK301" not in self.reported[b]:
+                found.append(self._compare_final(path, r, obs, t, b))
             if ended:
                 obs, _ = env.reset()
             self.current[b] = obs
@@ -437,26 +473,16 @@ class _Replay:
                 found.append(self._compare_obs(path, r, t + 1, b))
 
     def _compare_obs(self, path: str, r: Rollout, row: int, b: int) -> Finding | None:
-        replayed = _leaves(self.current[b])
-        for leaf_path, leaf in _tree.flatten(r.obses):
-            name = _tree.format_path("obses", leaf_path)
-            held = leaf[row, b]
-            got = replayed.get(tuple(leaf_path))
-            if got is None:
-                return Finding("TK301", f"replay gives no {name}", path, b, row)
-            got = np.asarray(got)
-            if got.shape != held.shape or not np.array_equal(got.astype(held.dtype), held):
-                where = ""
-                if got.shape == held.shape and held.ndim:
-                    i = tuple(int(x) for x in np.argwhere(got.astype(held.dtype) != held)[0])
-                    where = f"[..., {', '.join(map(str, i))}]"
-                    got, held = got[i], held[i]
-                return Finding(
-                    "TK301",
-                    f"replay gives another observation at row {row}: {name}{where} is "
-                    f"{_shown(got)} in the env, {_shown(np.asarray(held))} in the file",
-                    path,
-                    b,
-                    row,
-                )
-        return None
+        held = [(p, leaf[row, b]) for p, leaf in _tree.flatten(r.obses)]
+        where = f"another observation at row {row}"
+        return _compare(self.current[b], held, "obses", where, (path, b, row))
+
+    def _compare_final(self, path: str, r: Rollout, obs: Any, t: int, b: int) -> Finding | None:
+        """The env's final observation of the episode step t ends, against `final_obses`."""
+        if r.final_obses is None:
+            return None
+        ends = np.argwhere(r.dones[1:] == 1)
+        e = int(np.flatnonzero((ends[:, 0] == t) & (ends[:, 1] == b))[0])
+        held = [(p, np.asarray(leaf)[e]) for p, leaf in _tree.flatten(r.final_obses)]
+        where = f"another final observation at step {t}"
+        return _compare(obs, held, "final_obses", where, (path, b, t))
