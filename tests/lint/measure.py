@@ -32,8 +32,12 @@ from tests.lint import plant as p
 from tests.lint import worlds as w
 from trajkit.lint import Finding, lint
 
-PUBLISHED_SEED = 2027
-"""The generator seed of the measurement published in docs/lint.md (never used to develop)."""
+PUBLISHED_SEED = 3511
+"""The generator seed of the measurement published in docs/lint.md (never used to develop).
+
+Development used seeds 11 to 16, and 2027: the first published seed, whose first run showed
+a false TK116 (LunarLander's lander above its declared y bound) and so became a development
+seed when TK116 was given its margin."""
 
 
 @dataclass

@@ -126,7 +126,8 @@ def test_tk202_files_whose_recording_names_a_reward_wrapper_are_left_out() -> No
 
 
 def _few(values: tuple[float, ...], nonzero: int) -> Rewards:
-    return Rewards(40, 40.0, 1.0, values, nonzero=nonzero, common=values)
+    counts = tuple(nonzero // len(values) + (i < nonzero % len(values)) for i in range(len(values)))
+    return Rewards(40, 40.0, 1.0, values, nonzero=nonzero, common=values, counts=counts)
 
 
 @pytest.mark.parametrize(("distinct", "few"), [(FEW_VALUES, True), (FEW_VALUES + 1, False)])
@@ -151,6 +152,21 @@ def test_tk202_a_range_that_holds_their_values_is_no_scale() -> None:
     normalised = Rewards(40, 40.0, 1.0, None, nonzero=40, common=(0.3, 0.5))
     message = _scale_jump(normalised, others, 10.0)
     assert message is not None and message.startswith("rewards take a range of values")
+
+
+@pytest.mark.parametrize(("k", "hit"), [(2, False), (4, True)])
+def test_tk202_new_values_against_the_chance_of_unseen_ones(k: int, hit: bool) -> None:
+    # The others took 1 and 2, 27 times, none once: unseen values have a rate of 3 / 30;
+    # k new rewards have a chance of 0.1^k (k = 3 gives 1e-3 itself, within float rounding).
+    others = [_few((1.0,), 14), _few((2.0,), 13)]
+    own = Rewards(40, 40.0, 1.0, (100.0,), nonzero=k, counts=(k,))
+    assert (_scale_jump(own, others, 10.0) is not None) is hit
+
+
+def test_tk202_terminal_rewards_of_another_sign_by_chance() -> None:
+    """A few ±1 terminal rewards per file: a file with only -1 where the others had +1."""
+    others = [_few((1.0,), 1), _few((1.0,), 2)]
+    assert _scale_jump(_few((-1.0,), 2), others, 10.0) is None
 
 
 @pytest.mark.parametrize(("typical", "hit"), [(10.0, False), (10.01, True)])

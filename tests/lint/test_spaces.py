@@ -65,20 +65,40 @@ def _obs_recording(space: dict[str, object], **more: object) -> dict[str, object
     return {"id": "r", "index": 0, "num_envs": 1, "observation_space": space, **more}
 
 
-def test_tk116_an_observation_outside_a_box_and_on_its_bound() -> None:
+def test_tk116_an_observation_far_outside_a_box() -> None:
     space = {"type": "Box", "low": -1.0, "high": 1.0, "shape": [3], "dtype": "float32"}
     obses = np.zeros((6, 1, 3), np.float32)
-    obses[2, 0, 1] = 1.0  # on the bound
-    obses[4, 0, 2] = 1.5
+    obses[2, 0, 1] = 2.0  # a soft bound: 1 past, half the range
+    obses[4, 0, 2] = 2.5
     rec = _obs_recording(space)
     [found] = codes(rollout(np.zeros(6), obses=obses), "TK116", recording=rec)
     assert (found.env, found.step) == (0, 4)
     assert found.message.startswith(
-        "obses[4, 0][2] = 1.5 is outside Box(-1.0, 1.0, (3,)) (1 row in 1 env): observations "
+        "obses[4, 0][2] = 2.5 is outside Box(-1.0, 1.0, (3,)) (1 row in 1 env): observations "
         "normalised, rescaled or clipped in place"
     )
     wrapped = _obs_recording(space, wrappers=["NormalizeObservation"])
     assert codes(rollout(np.zeros(6), obses=obses), "TK116", recording=wrapped) == []
+
+
+@pytest.mark.parametrize(
+    ("low", "high", "value", "hit"),
+    [
+        (-1.0, 1.0, 2.0, False),  # BOX_MARGIN of the range, 2: 1 past is inside
+        (-1.0, 1.0, 2.0001, True),
+        (-1.0, 1.0, -2.0001, True),
+        (None, 5.0, 7.5, False),  # one side unbounded: half of |5|
+        (None, 5.0, 7.5001, True),
+        (0.0, None, -0.5, False),  # half of at least 1
+        (0.0, None, -0.5001, True),
+        (None, None, 1e30, False),
+    ],
+)
+def test_tk116_the_box_margin(low: float | None, high: float | None, value: float, hit: bool) -> None:
+    space = {"type": "Box", "low": low, "high": high, "shape": [1], "dtype": "float64"}
+    obses = np.full((3, 1, 1), value)
+    found = codes(rollout(np.zeros(3), obses=obses), "TK116", recording=_obs_recording(space))
+    assert bool(found) is hit
 
 
 def test_tk116_float32_data_against_float64_bounds() -> None:

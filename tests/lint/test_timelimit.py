@@ -7,6 +7,7 @@ import pytest
 
 from tests.lint.helpers import codes, dones_for, lint_rollouts, rollout
 from trajkit.lint.episodes import episodes
+from trajkit.lint.timelimit import cut_chance
 
 RAW = {"id": "r", "index": 0, "num_envs": 2, "autoreset_mode": "NEXT_STEP", "wrappers": []}
 
@@ -17,32 +18,51 @@ def test_episodes_lists_starts_ends_and_flags() -> None:
     assert listed == [(0, 0, 2, False, 3), (0, 3, 4, True, 2), (0, 5, None, False, None)]
 
 
-def _cut(T: int, truncated_env1: int = 0) -> list[object]:
-    """Env 0: two episodes of 10 steps ending untruncated, then one running on; env 1 runs on."""
-    dones = np.stack([dones_for([10, 10], T), dones_for([], T)], axis=1)
-    truncated = np.zeros((T, 2))
-    if truncated_env1:  # env 1 flags an end at the limit: it records truncations
-        dones[10, 1] = 1
-        truncated[9, 1] = 1
-    return codes(rollout(dones, truncated=truncated), "TK101", max_episode_steps=10)
+def _cut(episodes: int) -> list[object]:
+    """Env 0: `episodes` episodes of 10 steps ending untruncated, then one running on."""
+    T = 10 * episodes + 5
+    r = rollout(dones_for([10] * episodes, T), truncated=np.zeros(T))
+    return codes(r, "TK101", max_episode_steps=10)
 
 
-@pytest.mark.parametrize(("T", "hit"), [(45, False), (46, True)])
-def test_tk101_two_cut_episodes_against_the_chance_of_terminating_there(T: int, hit: bool) -> None:
-    # No other step terminates an episode: the rate bound is 3 / (2T + 3), and 2 cut
-    # episodes are evidence when its square is at most 1e-3, from T = 46 on.
-    found = _cut(T)
+@pytest.mark.parametrize(("episodes", "hit"), [(6, False), (7, True)])
+def test_tk101_cut_episodes_with_nothing_else_to_go_by(episodes: int, hit: bool) -> None:
+    # Every episode that reached step 9 ended at 10: the rate there is bounded by
+    # 3 / (n + 3), and (3 / (n + 3))^n falls under 1e-3 at n = 7 (1.4e-3 at 6).
+    found = _cut(episodes)
     assert [(f.code, f.env, f.step) for f in found] == ([("TK101", 0, 9)] if hit else [])
     if hit:
         assert found[0].message.startswith(
-            "2 distinct episodes in 1 file end at exactly the time limit of 10 steps"
+            "7 distinct episodes in 1 file end at exactly the time limit of 10 steps"
         )
 
 
+@pytest.mark.parametrize(
+    ("args", "hit"),
+    [
+        ((2, 0, 92, 0, 10**6), False),  # per step: 3 / 95, squared 9.97e-4 <= 1e-3
+        ((2, 0, 91, 0, 10**6), True),  # 3 / 94 squared: 1.02e-3
+        ((2, 0, 10**6, 0, 92), False),
+        ((2, 0, 10**6, 0, 91), True),  # the rate at step L-1 alone decides
+        ((1, 0, 10**6, 1, 10**6), False),
+    ],
+)
+def test_tk101_the_chance_uses_the_larger_rate(args: tuple[int, ...], hit: bool) -> None:
+    assert (cut_chance(*args) > 1e-3) is hit
+
+
+def test_tk101_terminations_that_cluster_before_the_limit_are_no_evidence() -> None:
+    """A state-driven end near the limit: many episodes end at 9 steps, a few at 10."""
+    lengths = [9] * 30 + [10] * 5
+    T = sum(lengths) + 3
+    r = rollout(dones_for(lengths, T), truncated=np.zeros(T))
+    assert codes(r, "TK101", max_episode_steps=10) == []
+
+
 def test_tk101_an_env_that_flags_an_end_at_the_limit_records_truncations() -> None:
-    dones = np.stack([dones_for([10, 10, 10], 60), dones_for([10, 10, 10], 60)], axis=1)
-    truncated = np.zeros((60, 2))
-    truncated[[9, 19, 29], 1] = 1
+    dones = np.stack([dones_for([10] * 8, 85), dones_for([10] * 8, 85)], axis=1)
+    truncated = np.zeros((85, 2))
+    truncated[9:80:10, 1] = 1
     found = codes(rollout(dones, truncated=truncated), "TK101", max_episode_steps=10)
     assert [(f.env, f.step) for f in found] == [(0, 9)]  # env 1 flags them: its own are fine
     truncated[9, 0] = 1

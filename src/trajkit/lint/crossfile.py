@@ -15,7 +15,10 @@ small; `CrossFileChecks` folds them in, in file order, as they come back from th
   least `MIN_FILES` files with nonzero rewards and at least `MIN_REWARDS` rewards each.
   Where the other files' rewards take a few values (at most `FEW_VALUES` distinct nonzero
   ones, each taken at least twice on average, as CartPole's 1 or Taxi's -1, -10, 20): a
-  file whose nonzero rewards share none of them, or take more than that many values. Else:
+  file whose nonzero rewards share none of them, or take more than that many values, when
+  the chance that its k nonzero rewards all miss the others' values, at the rate the
+  others took a value once only (an upper bound of the values not seen yet), is at most
+  `trajkit.lint.evidence.CHANCE`. Else:
   a file whose typical reward magnitude (the median of |r|) is more than
   `reward_scale_ratio` times that of every other file (a file whose rewards are smaller
   is a good policy's, not judged). Files whose recording names a vector wrapper that
@@ -32,6 +35,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections import Counter
 from collections.abc import Mapping, Set
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -70,6 +74,7 @@ from trajkit.lint.columns import (
 )
 from trajkit.lint.config import LintOptions
 from trajkit.lint.episodes import row_digest
+from trajkit.lint.evidence import CHANCE, rate_bound
 from trajkit.lint.policy import LogpFit, logp_fit, mismatch_findings
 from trajkit.lint.registry import Finding
 from trajkit.lint.spaces import box_bound, leaf_space
@@ -111,7 +116,8 @@ class Rewards:
         count: How many; `sumsq` their sum of squares; `typical` the median magnitude.
         values: The distinct nonzero rewards, sorted, when at most `FEW_VALUES`; else `None`.
         wrapped: The recording names a vector wrapper that changes rewards.
-        nonzero: How many rewards are not 0; `common` the `FEW_VALUES` most common of them.
+        nonzero: How many rewards are not 0; `common` the `FEW_VALUES` most common of them;
+            `counts` how often each of `values` is taken.
     """
 
     count: int
@@ -121,6 +127,7 @@ class Rewards:
     wrapped: bool = False
     nonzero: int = 0
     common: tuple[float, ...] = ()
+    counts: tuple[int, ...] = ()
 
     @property
     def scale(self) -> float:
@@ -209,6 +216,7 @@ def _rewards(rollout: Rollout, recording: Mapping[str, Any]) -> Rewards:
         sumsq=float(np.square(rews).sum()),
         typical=float(np.median(np.abs(rews))) if rews.size else 0.0,
         values=tuple(values.tolist()) if values.size <= FEW_VALUES else None,
+        counts=tuple(counts.tolist()) if values.size <= FEW_VALUES else (),
         wrapped=any("Reward" in w for w in wrappers),
         nonzero=int(nonzero.size),
         common=tuple(common.tolist()),
@@ -497,10 +505,11 @@ def _scale_jump(file: Rewards, others: list[Rewards], ratio: float) -> str | Non
     """TK202's message for a file's rewards against the `others`, or None.
 
     Examples:
-        >>> few = [Rewards(4, 4.0, 1.0, (1.0,), nonzero=4) for _ in "ab"]
-        >>> _scale_jump(Rewards(4, 4e4, 100.0, (100.0,)), few, 10)  # doctest: +ELLIPSIS
+        >>> few = [Rewards(40, 40.0, 1.0, (1.0,), nonzero=40, counts=(40,)) for _ in "ab"]
+        >>> _scale_jump(Rewards(40, 4e5, 100.0, (100.0,), nonzero=40), few, 10)
+        ... # doctest: +ELLIPSIS
         'rewards take the values 100 where the other 2 files take 1 (none in common...'
-        >>> _scale_jump(Rewards(4, 4.0, 1.0, (1.0,)), few, 10) is None
+        >>> _scale_jump(Rewards(40, 40.0, 1.0, (1.0,), nonzero=40), few, 10) is None
         True
     """
     n = len(others)
@@ -508,23 +517,10 @@ def _scale_jump(file: Rewards, others: list[Rewards], ratio: float) -> str | Non
     scale = f"reward scale {file.scale:.6g} against the median {median:.6g}"
     listed = [o.values for o in others]
     union = sorted({v for values in listed if values is not None for v in values})
-    repeated = sum(o.nonzero for o in others) >= 2 * len(union)  # a few values, taken often
+    taken = sum(o.nonzero for o in others)
+    repeated = taken >= 2 * len(union)  # a few values, taken often
     if all(values is not None for values in listed) and 0 < len(union) <= FEW_VALUES and repeated:
-        shown = ", ".join(f"{v:g}" for v in union)
-        if file.values is None:
-            if set(file.common) & set(union):
-                return None  # its most common rewards are theirs: a wider range, not a scale
-            return (
-                f"rewards take a range of values where the other {n} files take only "
-                f"{shown} ({scale}): rewards normalised?"
-            )
-        if set(file.values) & set(union):
-            return None
-        own = ", ".join(f"{v:g}" for v in file.values)
-        return (
-            f"rewards take the values {own} where the other {n} files take {shown} (none in "
-            f"common; {scale}): rewards scaled or normalised differently?"
-        )
+        return _new_values(file, others, union, f"the other {n} files", scale)
     top = max(o.typical for o in others)
     if top <= 0 or file.typical <= ratio * top:
         return None
@@ -532,4 +528,33 @@ def _scale_jump(file: Rewards, others: list[Rewards], ratio: float) -> str | Non
         f"typical reward magnitude (median |r|) {file.typical:.6g} is "
         f"{file.typical / top:.3g}x above the largest {top:.6g} of the other {n} files "
         f"(limit {ratio:g}x): rewards scaled or normalised differently?"
+    )
+
+
+def _new_values(
+    file: Rewards, others: list[Rewards], union: list[float], them: str, scale: str
+) -> str | None:
+    """TK202 where the others' rewards take a few values: a file that takes none of them."""
+    pooled: Counter[float] = Counter()
+    for o in others:
+        pooled.update(dict(zip(o.values or (), o.counts, strict=False)))
+    # The chance that the file's k nonzero rewards all take values the others never took,
+    # at the rate the others' rewards took a value once only (an upper bound of unseen ones).
+    taken = sum(o.nonzero for o in others)
+    if rate_bound(sum(1 for c in pooled.values() if c == 1), taken) ** file.nonzero > CHANCE:
+        return None
+    shown = ", ".join(f"{v:g}" for v in union)
+    if file.values is None:
+        if set(file.common) & set(union):
+            return None  # its most common rewards are theirs: a wider range, not a scale
+        return (
+            f"rewards take a range of values where {them} take only {shown} ({scale}): "
+            "rewards normalised?"
+        )
+    if set(file.values) & set(union):
+        return None
+    own = ", ".join(f"{v:g}" for v in file.values)
+    return (
+        f"rewards take the values {own} where {them} take {shown} (none in common; {scale}): "
+        "rewards scaled or normalised differently?"
     )

@@ -34,6 +34,7 @@ from trajkit.lint.episodes import float_leaves, row_digest
 from trajkit.lint.evidence import CHANCE, rate_bound
 from trajkit.lint.registry import Finding
 from trajkit.lint.timelimit import (
+    cut_chance,
     early_cut_finding,
     over_limit_finding,
     truncation_finding,
@@ -173,6 +174,8 @@ class _Chain:
     limit: int = 0
     steps: int = 0  # every step of the chain
     terminations: int = 0  # its untruncated ends, but those at exactly the limit
+    reached: int = 0  # ended episodes of known length that reached the limit's last step but one
+    before: int = 0  # of them, those that terminated there
 
 
 class EpisodeJoiner:
@@ -295,6 +298,9 @@ class EpisodeJoiner:
         """An episode of known `length` ends in this file: TK113 now, TK101's evidence."""
         limit = edges.limit or 0
         assert piece.end is not None
+        if limit > 1 and length >= limit - 1:
+            chain.reached += 1
+            chain.before += length == limit - 1 and not piece.truncated
         if piece.truncated and length < limit:
             early.append((piece.end, b, length))
         elif length == limit and piece.truncated:
@@ -335,8 +341,9 @@ class EpisodeJoiner:
         codes = self.options.codes
         cuts = [c for c in chain.cuts if c[3] not in chain.flagged]
         distinct = len({c[4] for c in cuts})
-        rate = rate_bound(chain.terminations, chain.steps)
-        if "TK101" in codes and distinct and rate**distinct <= CHANCE:
+        args = (chain.terminations, chain.steps, chain.before, chain.reached)
+        if "TK101" in codes and distinct and cut_chance(distinct, *args) <= CHANCE:
+            rate = max(rate_bound(args[0], args[1]), rate_bound(args[2], args[3]))
             _, path, step, env, _ = min(cuts)
             files = len({c[1] for c in cuts})
             self._closed.append(

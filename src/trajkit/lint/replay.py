@@ -424,7 +424,6 @@ class _Replay:
         replay of env b (the env and the file no longer start episodes together).
         """
         space = env.action_space
-        trunc = r.truncated
         for t in range(r.num_steps):
             self.at = t
             action = actions[t, b]
@@ -445,25 +444,11 @@ class _Replay:
                     )
                 )
             ended = bool(terminated or truncated)
-            cut = bool(truncated and not terminated)
-            says_end = bool(r.dones[t + 1, b] == 1)
-            says_cut = says_end and trunc is not None and bool(trunc[t, b] == 1)
-            if ended != says_end or (trunc is not None and cut != says_cut):
-                what = "truncates" if cut else "terminates" if ended else "does not end"
-                held = "a truncation" if says_cut else "an episode end" if says_end else "no end"
-                found.append(
-                    Finding(
-                        "TK303",
-                        f"replay {what} the episode at step {t}, the file holds {held} "
-                        f"(dones[{t + 1}] = {int(r.dones[t + 1, b])})",
-                        path,
-                        b,
-                        t,
-                    )
-                )
-                if ended != says_end:
-                    self.done[b] = True
-                    return
+            if not self._ends_alike(
+                path, r, b, t, ended, bool(truncated and not terminated), found
+            ):
+                self.done[b] = True
+                return
             if ended and "TK301" not in self.reported[b]:
                 found.append(self._compare_final(path, r, obs, t, b))
             if ended:
@@ -471,6 +456,30 @@ class _Replay:
             self.current[b] = obs
             if "TK301" not in self.reported[b]:
                 found.append(self._compare_obs(path, r, t + 1, b))
+
+    @staticmethod
+    def _ends_alike(
+        path: str, r: Rollout, b: int, t: int, ended: bool, cut: bool, found: list[Finding | None]
+    ) -> bool:
+        """TK303 where step t ends (or cuts) otherwise in the env; False where one ends alone."""
+        trunc = r.truncated
+        says_end = bool(r.dones[t + 1, b] == 1)
+        says_cut = says_end and trunc is not None and bool(trunc[t, b] == 1)
+        if ended == says_end and (trunc is None or cut == says_cut):
+            return True
+        what = "truncates" if cut else "terminates" if ended else "does not end"
+        held = "a truncation" if says_cut else "an episode end" if says_end else "no end"
+        found.append(
+            Finding(
+                "TK303",
+                f"replay {what} the episode at step {t}, the file holds {held} "
+                f"(dones[{t + 1}] = {int(r.dones[t + 1, b])})",
+                path,
+                b,
+                t,
+            )
+        )
+        return ended == says_end
 
     def _compare_obs(self, path: str, r: Rollout, row: int, b: int) -> Finding | None:
         held = [(p, leaf[row, b]) for p, leaf in _tree.flatten(r.obses)]

@@ -10,8 +10,12 @@ reported at the first row (then env) where it shows, with the count of such rows
   is deliberate when the stored action is the raw sample whose log-probability is stored.
 - TK116: an observation (a row, or a `final_obses` entry) outside the recording's
   observation space, leaf by leaf for Dict and Tuple spaces: an observation normalised or
-  rescaled in place while the recording names the raw space. Not checked where the
-  recording names a vector wrapper that changes observations (its space is the wrapper's).
+  rescaled in place while the recording names the raw space. Discrete, MultiDiscrete and
+  MultiBinary values are checked exactly; Box values past a finite bound by more than
+  `BOX_MARGIN` of the bounds' range (of the bound itself, at least 1, where the other side
+  is unbounded), since real envs' Box bounds are soft (LunarLander's lander flies to y = 3
+  and more above its declared 2.5). Not checked where the recording names a vector wrapper
+  that changes observations (its space is the wrapper's).
 
 The action space is the recording's, else the `action_space` option, else `Discrete(A)`
 from the `actor` logits of Discrete actions. A space is named as the user wrote it:
@@ -32,7 +36,17 @@ from trajkit._models.rollout import Rollout
 from trajkit.lint.episodes import count_places, first_place
 from trajkit.lint.registry import Finding
 
-__all__ = ["action_findings", "box_bound", "leaf_space", "observation_finding", "space_name"]
+__all__ = [
+    "BOX_MARGIN",
+    "action_findings",
+    "box_bound",
+    "leaf_space",
+    "observation_finding",
+    "space_name",
+]
+
+BOX_MARGIN = 0.5
+"""TK116: how far past a Box bound an observation is reported, as a part of the range."""
 
 
 def box_bound(value: Any, shape: tuple[int, ...], infinite: float) -> AnyArray:
@@ -76,11 +90,30 @@ def space_name(space: Mapping[str, Any]) -> str:
     return f"{kind}({_listed(space.get('n', ''))})"
 
 
-def _outside(values: AnyArray, space: Mapping[str, Any]) -> BoolArray | None:
+def _slack(low: AnyArray, high: AnyArray, margin: float) -> AnyArray:
+    """How far past Box bounds a value is still inside: `margin` times the range.
+
+    Where one bound is infinite, `margin` times the finite one's magnitude (at least 1); 0
+    where neither is finite.
+
+    Examples:
+        >>> _slack(np.array([-2.5, 0.0, -np.inf]), np.array([2.5, np.inf, np.inf]), 0.5).tolist()
+        [2.5, 0.5, 0.0]
+    """
+    with np.errstate(invalid="ignore"):
+        finite_low = np.isfinite(low)
+        one = np.where(finite_low, low, high)
+        scale = np.where(finite_low & np.isfinite(high), high - low, np.maximum(1.0, np.abs(one)))
+    out: AnyArray = margin * np.where(np.isfinite(scale), scale, 0.0)
+    return out
+
+
+def _outside(values: AnyArray, space: Mapping[str, Any], margin: float = 0.0) -> BoolArray | None:
     """`[N, ...]` values (N leading rows) against one leaf space: where each is outside.
 
-    Returns a `[N, K]` mask (K the flattened element count), or `None` for a space this
-    module cannot read.
+    Box values count as outside past `margin` times the range (see `BOX_MARGIN`). Returns a
+    `[N, K]` mask (K the flattened element count), or `None` for a space this module cannot
+    read.
     """
     kind = space.get("type")
     shape = tuple(values.shape[1:])
@@ -102,9 +135,12 @@ def _outside(values: AnyArray, space: Mapping[str, Any]) -> BoolArray | None:
         if kind == "Box":
             low = box_bound(space.get("low"), shape, -np.inf).reshape(-1)
             high = box_bound(space.get("high"), shape, np.inf).reshape(-1)
+            slack = _slack(low, high, margin)
+            low, high = low - slack, high + slack
             if values.dtype.kind == "f":  # the bounds as the data's dtype holds them
                 low, high = low.astype(values.dtype), high.astype(values.dtype)
-            return (flat < low) | (flat > high)
+            out = (flat < low) | (flat > high)
+            return out
     except (KeyError, TypeError, ValueError):  # a description this module cannot read
         return None
     return None
@@ -199,11 +235,11 @@ def observation_finding(
         >>> import numpy as np
         >>> from trajkit.testing import example_rollout
         >>> r = example_rollout(num_steps=4, num_envs=1)
-        >>> r.obses[3, 0, 1] = 9.0
+        >>> r.obses[3, 0, 1] = 20.0
         >>> space = {"type": "Box", "low": -5.0, "high": 5.0, "shape": [4], "dtype": "float32"}
         >>> observation_finding(r, {"observation_space": space}, "a.npz").message
         ... # doctest: +ELLIPSIS
-        'obses[3, 0][1] = 9 is outside Box(-5.0, 5.0, (4,)) (1 row in 1 env): observations ...
+        'obses[3, 0][1] = 20 is outside Box(-5.0, 5.0, (4,)) (1 row in 1 env): observations ...
     """
     recording = recording or {}
     declared = recording.get("observation_space")
@@ -218,7 +254,7 @@ def observation_finding(
         if space is None:
             continue
         name = _tree.format_path("obses", leaf_path)
-        rows = _outside(leaf.reshape(R * B, *leaf.shape[2:]), space)
+        rows = _outside(leaf.reshape(R * B, *leaf.shape[2:]), space, BOX_MARGIN)
         if rows is not None and rows.any():
             mask = rows.any(axis=-1).reshape(R, B)
             t, b = first_place(mask)
@@ -229,7 +265,7 @@ def observation_finding(
             )
         final = finals.get(tuple(leaf_path))
         if final is not None and len(final):
-            bad = _outside(np.asarray(final), space)
+            bad = _outside(np.asarray(final), space, BOX_MARGIN)
             if bad is not None and bad.any():
                 e = int(np.flatnonzero(bad.any(axis=-1))[0])
                 t, b = int(ends[0][e]), int(ends[1][e])

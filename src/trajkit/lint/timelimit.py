@@ -13,8 +13,10 @@ of one recording by `trajkit.lint.join`):
   time limit cut (Gymnasium then sets both flags, and a termination is right). The evidence
   is counted over a whole recording, in the envs that flag no end at L as a truncation: n
   distinct episodes (their first and last observations differ) ending unflagged at exactly
-  L, against the rate h at which a step of the recording terminates an episode otherwise
-  (an upper bound from its counts, `trajkit.lint.evidence.rate_bound`). Reported when h^n,
+  L, against the rate h at which a step terminates an episode otherwise: the larger of the
+  recording's rate per step and the rate at which its episodes that reach step L-1 end there
+  (terminations that the state brings about cluster at some lengths), each an upper bound
+  from its counts (`trajkit.lint.evidence.rate_bound`). Reported when h^n,
   the chance that n episodes which reached L all terminated on that very step, is at most
   `trajkit.lint.evidence.CHANCE`.
 
@@ -24,13 +26,30 @@ be told from a time limit that is not recorded (set `max-episode-steps`).
 
 from __future__ import annotations
 
+from trajkit.lint.evidence import rate_bound
 from trajkit.lint.registry import Finding
 
 __all__ = [
+    "cut_chance",
     "early_cut_finding",
     "over_limit_finding",
     "truncation_finding",
 ]
+
+
+def cut_chance(cuts: int, terminations: int, steps: int, before: int, reached: int) -> float:
+    """TK101's chance that `cuts` distinct episodes ending unflagged at L all terminated there.
+
+    `terminations` of a recording's `steps` ended an episode untruncated (but at L); `before`
+    of the `reached` episodes that reached step L-1 terminated on it. The rate is the larger
+    of the two bounds (`rate_bound`), to the power `cuts`.
+
+    Examples:
+        >>> cut_chance(2, 0, 3000, 0, 3000) < 1e-5, cut_chance(2, 0, 3000, 0, 2)
+        (True, 0.36)
+    """
+    rate = max(rate_bound(terminations, steps), rate_bound(before, reached))
+    return float(rate**cuts)
 
 
 def truncation_finding(
