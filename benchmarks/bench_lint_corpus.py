@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests package
 
-from tests.lint.measure import PUBLISHED_SEED, bug_table, measure, summary, table  # noqa: E402
+from tests.lint.measure import PUBLISHED_SEED, bug_table, measure, summary, table
 
 CLEAN = 1000
 PER_BUG = 40

@@ -164,7 +164,8 @@ def evidence() -> dict[str, tuple[str, str]]:
         ),
         "TK103": (
             "actions, `actor`/`mean`, `log_probs`",
-            f">= {alignment.MIN_TELLING_LOGP} telling rows by log_probs, {alignment.MIN_TELLING} by greedy",
+            f">= {alignment.MIN_TELLING_LOGP} telling rows by log_probs, "
+            f"{alignment.MIN_TELLING} by greedy",
         ),
         "TK104": (
             "observations and rewards at episode ends",
@@ -317,9 +318,8 @@ def report(result: Result, *, details: bool = True) -> str:
         out.append("\nFALSE ALARMS")
         for o in result.clean:
             for i, f in o.alarms[:3]:
-                out.append(
-                    f"  {o.world.name}\n      file {i}: {f.code} env {f.env} step {f.step}: {f.message[:220]}"
-                )
+                where = f"file {i}: {f.code} env {f.env} step {f.step}"
+                out.append(f"  {o.world.name}\n      {where}: {f.message[:220]}")
         out.append("\nMISSES")
         for o in result.planted:
             if o.visible and not o.found:

@@ -74,7 +74,7 @@ def _replayable(world: w.World, recorded: bool) -> bool:
     return recorded and world.wrapper is None
 
 
-def _changed_places(before: Any, after: Any, *, rows: bool) -> list[set[Place]]:
+def _changed_places(before: Any, after: Any, *, rows: bool) -> Any:
     """Per file of a world, the (env, t) where `[N(+1), B, ...]` arrays differ."""
     diff = np.asarray(before) != np.asarray(after)
     if diff.ndim > 2:
@@ -329,7 +329,14 @@ def phantom(world: w.World, rng: np.random.Generator) -> Planted:
     need = world.T * world.files
     marks: list[list[bool]] = []
     for c in cols:
-        obs, flag, outs, rew, term, trunc, final, mark = [], [], [], [], [], [], [], []
+        obs: list[Any] = []
+        flag: list[int] = []
+        outs: list[w.Outs] = []
+        rew: list[float] = []
+        term: list[bool] = []
+        trunc: list[bool] = []
+        final: list[Any] = []
+        mark: list[bool] = []
         for k in range(len(c.rew)):
             obs.append(c.obs[k])
             flag.append(0 if (k - 1) in c.phantom else c.flag[k])
@@ -383,7 +390,7 @@ def final_is_reset(world: w.World, rng: np.random.Generator) -> Planted:
     mask = np.zeros(stream.rew.shape, dtype=bool)
     resets = set()
     for (k, b), final in list(stream.final.items()):
-        reset = w.map_tree(lambda x, k=k, b=b: np.array(x[k + 1, b]), stream.obs)
+        reset = w.map_tree(lambda x: np.array(x[k + 1, b]), stream.obs)  # noqa: B023
         if any(
             not np.array_equal(f, r)
             for f, r in zip(w._leaves(final), w._leaves(reset), strict=True)

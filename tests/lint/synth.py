@@ -201,7 +201,7 @@ class SynthEnv(gym.Env[Any, Any]):
         if kind == "hazard":
             return bool(self.np_random.random() < end["p"])
         if kind == "fixed":
-            return self._t >= end["k"]
+            return bool(self._t >= end["k"])
         if kind == "threshold":
             return bool(abs(self._z[0]) > end["c"])
         return False
@@ -221,4 +221,4 @@ class SynthEnv(gym.Env[Any, Any]):
 def register() -> None:
     """Register `SynthEnv` as `TrajkitSynth-v0` (once)."""
     if ENV_ID not in gym.registry:
-        gym.register(ENV_ID, entry_point=SynthEnv)
+        gym.register(ENV_ID, entry_point=SynthEnv)  # type: ignore[arg-type]

@@ -55,10 +55,12 @@ def test_tk102_needs_min_shifted_episodes(episodes: int, hit: bool) -> None:
 
 
 def _shift(**counts: tuple[int, int]) -> RewardShift:
-    base = {name: (0, 0, None, 0.0) for name in ("0", "late", "early", "first", "before")}
+    base: dict[str, tuple[int, int, tuple[int, int] | None, float]] = dict.fromkeys(
+        ("0", "late", "early", "first", "before"), (0, 0, None, 0.0)
+    )
     for name, (n, k) in counts.items():
         base[name if name != "own" else "0"] = (n, k, (1, 0) if k else None, 1.0)
-    return RewardShift(base)  # type: ignore[arg-type]
+    return RewardShift(base)
 
 
 @pytest.mark.parametrize(

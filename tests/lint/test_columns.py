@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from tests.lint.helpers import codes, dones_for, lint_rollouts, rollout
+from trajkit.lint import Finding
 from trajkit.lint.columns import Copy, Frozen, Start, copied_columns, frozen_findings, shared_starts
 
 # ------------------------------------------------------------------------ seeded alike
@@ -89,7 +90,7 @@ def test_tk112_a_cycle_through_a_few_values_counts_once() -> None:
 # ------------------------------------------------------------------------------ TK115
 
 
-def _aliased(T: int = 8, B: int = 2) -> list[object]:
+def _aliased(T: int = 8, B: int = 2) -> list[Finding]:
     moving = [rollout(dones_for([5, 5], T).repeat(B).reshape(T + 1, B), seed=s) for s in (1, 2)]
     frozen = rollout(dones_for([5, 5], T).repeat(B).reshape(T + 1, B), seed=3)
     frozen.obses[:] = frozen.obses[-1]

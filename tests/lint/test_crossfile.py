@@ -9,6 +9,7 @@ import pytest
 
 import trajkit
 from tests.lint.helpers import Array, dones_for, lint_rollouts, rollout
+from trajkit import Rollout
 from trajkit.lint import lint
 from trajkit.lint.crossfile import (
     FEW_VALUES,
@@ -21,7 +22,7 @@ from trajkit.lint.crossfile import (
 )
 
 
-def _rewards(T: int, B: int, value: float | Array, seed: int) -> object:
+def _rewards(T: int, B: int, value: float | Array, seed: int) -> Rollout:
     rews = np.broadcast_to(np.asarray(value, dtype=np.float64), (T, B)).copy()
     return rollout(np.stack([dones_for([T], T)] * B, axis=1), rews=rews, seed=seed)
 
@@ -29,7 +30,7 @@ def _rewards(T: int, B: int, value: float | Array, seed: int) -> object:
 # ------------------------------------------------------------------------------ TK201
 
 
-def _constant(rows: int, starts: int) -> object:
+def _constant(rows: int, starts: int) -> Rollout:
     """One env whose feature 1 is 7 on every row; `starts` episode starts among `rows` rows."""
     dones = np.zeros(rows)
     dones[np.linspace(0, rows - 2, starts).astype(int)] = 1
@@ -151,7 +152,8 @@ def test_tk202_a_range_that_holds_their_values_is_no_scale() -> None:
     assert _scale_jump(wide, others, 10.0) is None
     normalised = Rewards(40, 40.0, 1.0, None, nonzero=40, common=(0.3, 0.5))
     message = _scale_jump(normalised, others, 10.0)
-    assert message is not None and message.startswith("rewards take a range of values")
+    assert message is not None
+    assert message.startswith("rewards take a range of values")
 
 
 @pytest.mark.parametrize(("k", "hit"), [(2, False), (4, True)])
@@ -180,9 +182,9 @@ def test_tk202_the_ratio(typical: float, hit: bool) -> None:
 # ------------------------------------------------------------------------- TK203, TK204
 
 
-def _recorded(tmp_path: Path, r: object, name: str, index: int, rid: str = "r") -> None:
+def _recorded(tmp_path: Path, r: Rollout, name: str, index: int, rid: str = "r") -> None:
     rec = {"id": rid, "index": index, "num_envs": 1, "autoreset_mode": "NEXT_STEP"}
-    trajkit.save(r, tmp_path / name, recording=rec)  # type: ignore[arg-type]
+    trajkit.save(r, tmp_path / name, recording=rec)
 
 
 def test_tk203_a_deterministic_env_repeats_itself_a_copy_does_not(tmp_path: Path) -> None:

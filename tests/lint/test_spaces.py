@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 import pytest
 
@@ -61,7 +63,7 @@ def test_tk107_box_actions_outside_the_bounds_and_on_them() -> None:
     )
 
 
-def _obs_recording(space: dict[str, object], **more: object) -> dict[str, object]:
+def _obs_recording(space: Mapping[str, object], **more: object) -> dict[str, object]:
     return {"id": "r", "index": 0, "num_envs": 1, "observation_space": space, **more}
 
 
@@ -94,7 +96,9 @@ def test_tk116_an_observation_far_outside_a_box() -> None:
         (None, None, 1e30, False),
     ],
 )
-def test_tk116_the_box_margin(low: float | None, high: float | None, value: float, hit: bool) -> None:
+def test_tk116_the_box_margin(
+    low: float | None, high: float | None, value: float, hit: bool
+) -> None:
     space = {"type": "Box", "low": low, "high": high, "shape": [1], "dtype": "float64"}
     obses = np.full((3, 1, 1), value)
     found = codes(rollout(np.zeros(3), obses=obses), "TK116", recording=_obs_recording(space))
@@ -109,7 +113,7 @@ def test_tk116_float32_data_against_float64_bounds() -> None:
 
 
 def test_tk116_dict_leaves_discrete_values_and_final_observations() -> None:
-    space = {
+    space: dict[str, object] = {
         "type": "Dict",
         "spaces": {
             "pos": {"type": "Discrete", "n": 4, "start": -1},
@@ -117,7 +121,10 @@ def test_tk116_dict_leaves_discrete_values_and_final_observations() -> None:
         },
     }
     T = 5
-    obses = {"pos": np.zeros((T + 1, 1), np.int64), "bits": np.zeros((T + 1, 1, 2), np.int8)}
+    obses: dict[str, Array] = {
+        "pos": np.zeros((T + 1, 1), np.int64),
+        "bits": np.zeros((T + 1, 1, 2), np.int8),
+    }
     dones = np.zeros(T + 1)
     dones[[0, 3]] = 1
     finals = {"pos": np.array([3]), "bits": np.zeros((1, 2), np.int8)}  # 3 > start + n - 1

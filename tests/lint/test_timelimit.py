@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from tests.lint.helpers import codes, dones_for, lint_rollouts, rollout
+from trajkit.lint import Finding
 from trajkit.lint.episodes import episodes
 from trajkit.lint.timelimit import cut_chance
 
@@ -18,7 +19,7 @@ def test_episodes_lists_starts_ends_and_flags() -> None:
     assert listed == [(0, 0, 2, False, 3), (0, 3, 4, True, 2), (0, 5, None, False, None)]
 
 
-def _cut(episodes: int) -> list[object]:
+def _cut(episodes: int) -> list[Finding]:
     """Env 0: `episodes` episodes of 10 steps ending untruncated, then one running on."""
     T = 10 * episodes + 5
     r = rollout(dones_for([10] * episodes, T), truncated=np.zeros(T))

@@ -269,7 +269,7 @@ def sample_world(rng: np.random.Generator) -> World:
 def _float_box_obs(env_id: str, config: dict[str, Any]) -> bool:
     if config:
         obs = config["obs"]
-        return obs["type"] == "Box" and obs["dtype"] != "uint8"
+        return bool(obs["type"] == "Box" and obs["dtype"] != "uint8")
     return env_id in (
         "CartPole-v1",
         "MountainCar-v0",
@@ -345,38 +345,50 @@ def make_policy(world: World, action_space: Any, rng: np.random.Generator) -> Po
     """The world's policy: a batch of observations -> model outputs, `actions` among them."""
     from gymnasium import spaces
 
-    kind = world.policy
-    weights: dict[int, Any] = {}
+    policy = _Policy(world, action_space, rng)
+    if isinstance(action_space, spaces.Discrete):
+        return policy.discrete
+    if isinstance(action_space, spaces.Box):
+        return policy.box
+    return policy.multi
 
-    def linear(obs: Any, out: int) -> Any:
-        x = _features(obs, world.B)
+
+class _Policy:
+    """The policies of `make_policy`, by `World.policy` and the kind of action space."""
+
+    def __init__(self, world: World, space: Any, rng: np.random.Generator) -> None:
+        self.world, self.space, self.rng, self.kind = world, space, rng, world.policy
+        self.weights: dict[int, Any] = {}
+
+    def linear(self, obs: Any, out: int) -> Any:
+        x = _features(obs, self.world.B)
         x = np.tanh(x / (1.0 + np.abs(x)))
-        if x.shape[1] not in weights:
-            weights[x.shape[1]] = np.random.default_rng(world.seed + 7).normal(size=(x.shape[1], 8))
-        w = weights[x.shape[1]]
-        h = x @ w
+        if x.shape[1] not in self.weights:
+            seeded = np.random.default_rng(self.world.seed + 7)
+            self.weights[x.shape[1]] = seeded.normal(size=(x.shape[1], 8))
+        h = x @ self.weights[x.shape[1]]
         return h[:, :out] if out <= 8 else np.tile(h, (1, out // 8 + 1))[:, :out]
 
-    def critic(obs: Any) -> Any:
-        return linear(obs, 1)[:, 0] * 0.5
+    def critic(self, obs: Any) -> Any:
+        return self.linear(obs, 1)[:, 0] * 0.5
 
-    def discrete(obs: Any) -> Outs:
-        assert isinstance(action_space, spaces.Discrete)
-        n, start = int(action_space.n), int(action_space.start)
-        logits = 2.0 * linear(obs, n)
+    def discrete(self, obs: Any) -> Outs:
+        rng, kind = self.rng, self.kind
+        n, start = int(self.space.n), int(self.space.start)
+        logits = 2.0 * self.linear(obs, n)
         logp = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
         B = len(logits)
         if start:  # trajkit pairs `actor` logits with actions in [0, A): none stored then
             index = logits.argmax(-1) if kind == "greedy" else rng.integers(0, n, B)
-            return {"actions": index + start, "critic": critic(obs)}
-        if kind == "softmax":
-            index = np.array([rng.choice(n, p=np.exp(row)) for row in logp])
-        elif kind == "eps":
+            return {"actions": index + start, "critic": self.critic(obs)}
+        if kind == "eps":
             greedy = logits.argmax(-1)
             index = np.where(rng.random(B) < 0.2, rng.integers(0, n, B), greedy)
-            return {"actions": index + start, "actor": logits, "critic": critic(obs)}
-        elif kind == "constant":
-            return {"actions": np.full(B, start), "critic": critic(obs)}
+            return {"actions": index + start, "actor": logits, "critic": self.critic(obs)}
+        if kind == "constant":
+            return {"actions": np.full(B, start), "critic": self.critic(obs)}
+        if kind == "softmax":
+            index = np.array([rng.choice(n, p=np.exp(row)) for row in logp])
         else:
             index = logits.argmax(-1)
         chosen = logp[np.arange(B), index]
@@ -384,35 +396,25 @@ def make_policy(world: World, action_space: Any, rng: np.random.Generator) -> Po
             "actions": index + start,
             "actor": logits,
             "log_probs": chosen,
-            "critic": critic(obs),
+            "critic": self.critic(obs),
         }
 
-    def box(obs: Any) -> Outs:
-        assert isinstance(action_space, spaces.Box)
-        shape = action_space.shape
+    def box(self, obs: Any) -> Outs:
+        space, B = self.space, self.world.B
+        shape = space.shape
         size = int(np.prod(shape))
-        low, high = action_space.low.reshape(-1), action_space.high.reshape(-1)
-        B = world.B
-        h = linear(obs, size)
-        if kind == "bangbang":
-            a = np.where(h > 0, high, low)
-            return {
-                "actions": a.reshape(B, *shape).astype(action_space.dtype),
-                "critic": critic(obs),
-            }
-        if kind == "uniform":
-            a = rng.uniform(low, high, size=(B, size))
-            return {"actions": a.reshape(B, *shape).astype(action_space.dtype)}
-        if kind == "function":
-            a = np.clip(h, low, high)
-            return {
-                "actions": a.reshape(B, *shape).astype(action_space.dtype),
-                "critic": critic(obs),
-            }
+        low, high = space.low.reshape(-1), space.high.reshape(-1)
+        h = self.linear(obs, size)
+        if self.kind == "uniform":
+            a = self.rng.uniform(low, high, size=(B, size))
+            return {"actions": a.reshape(B, *shape).astype(space.dtype)}
+        if self.kind in ("bangbang", "function"):
+            a = np.where(h > 0, high, low) if self.kind == "bangbang" else np.clip(h, low, high)
+            return {"actions": a.reshape(B, *shape).astype(space.dtype), "critic": self.critic(obs)}
         mean = np.tanh(h) * (high - low) / 2 + (high + low) / 2
         std = np.full_like(mean, 0.3 * float(np.mean(high - low)))
-        sample = mean + std * rng.normal(size=mean.shape)
-        a = np.clip(sample, low, high).astype(action_space.dtype)
+        sample = mean + std * self.rng.normal(size=mean.shape)
+        a = np.clip(sample, low, high).astype(space.dtype)
         logp = gaussian_logp(a.astype(np.float64), mean, std)
         return {
             "_sample": sample.reshape(B, *shape),  # kept for the planted bugs, never saved
@@ -420,31 +422,27 @@ def make_policy(world: World, action_space: Any, rng: np.random.Generator) -> Po
             "mean": mean.reshape(B, *shape),
             "std": std.reshape(B, *shape),
             "log_probs": logp,
-            "critic": critic(obs),
+            "critic": self.critic(obs),
         }
 
-    def multi(obs: Any) -> Outs:
-        B = world.B
-        shape = action_space.shape
-        if isinstance(action_space, spaces.MultiBinary):
-            if kind == "uniform":
-                a = rng.integers(0, 2, size=(B, *shape))
+    def multi(self, obs: Any) -> Outs:
+        from gymnasium import spaces
+
+        space, B, uniform = self.space, self.world.B, self.kind == "uniform"
+        shape = space.shape
+        if isinstance(space, spaces.MultiBinary):
+            if uniform:
+                a = self.rng.integers(0, 2, size=(B, *shape))
             else:
-                a = (linear(obs, int(np.prod(shape))) > 0).reshape(B, *shape)
-            return {"actions": a.astype(np.int8), "critic": critic(obs)}
-        nvec, start = action_space.nvec.reshape(-1), action_space.start.reshape(-1)
-        if kind == "uniform":
-            level = rng.integers(0, nvec, size=(B, nvec.size))
+                a = (self.linear(obs, int(np.prod(shape))) > 0).reshape(B, *shape)
+            return {"actions": a.astype(np.int8), "critic": self.critic(obs)}
+        nvec, start = space.nvec.reshape(-1), space.start.reshape(-1)
+        if uniform:
+            level = self.rng.integers(0, nvec, size=(B, nvec.size))
         else:
-            level = ((np.tanh(linear(obs, nvec.size)) + 1) / 2 * nvec).astype(np.int64)
+            level = ((np.tanh(self.linear(obs, nvec.size)) + 1) / 2 * nvec).astype(np.int64)
             level = np.minimum(level, nvec - 1)
         return {"actions": (start + level).reshape(B, *shape).astype(np.int64)}
-
-    if isinstance(action_space, spaces.Discrete):
-        return discrete
-    if isinstance(action_space, spaces.Box):
-        return box
-    return multi
 
 
 def gaussian_logp(x: Any, mean: Any, std: Any) -> Any:
@@ -698,7 +696,7 @@ def cut_files(
             )
         rollout = Rollout(
             states=np.zeros((world.T + 1, world.B, 0)),
-            obses=map_tree(lambda x, lo=lo, hi=hi: x[lo : hi + 1], stream.obs),
+            obses=map_tree(lambda x: x[lo : hi + 1], stream.obs),  # noqa: B023 - used at once
             rews=stream.rew[lo:hi],
             dones=dones,
             infos=None,
@@ -738,7 +736,9 @@ def recorder_files(world: World) -> list[File]:
             return {k: v for k, v in policy(obs).items() if k[0] != "_"}
 
         recorder = RolloutRecorder(envs, saved, seed=world.seed)
-        files = [(recorder.record(world.T), recorder.recording) for _ in range(world.files)]
+        files: list[File] = [
+            (recorder.record(world.T), recorder.recording) for _ in range(world.files)
+        ]
         envs.close()
     finally:
         context.__exit__(None, None, None)
