@@ -20,6 +20,18 @@ def test_binomial_tail_is_the_sum_of_the_pmf(n: int, p: float, k: int) -> None:
     assert binomial_tail(n, p, k) == pytest.approx(min(_tail(n, p, k), 1.0), rel=1e-9, abs=1e-12)
 
 
+@given(st.integers(0, 200), st.floats(0.0, 1.0), st.integers(1, 200))
+def test_binomial_tail_is_a_probability(n: int, p: float, k: int) -> None:
+    assert 0.0 <= binomial_tail(n, p, k) <= 1.0
+
+
+def test_binomial_tail_at_the_edges() -> None:
+    assert binomial_tail(5, 1.0, 3) == 1.0  # every trial succeeds
+    assert binomial_tail(5, 0.0, 1) == 0.0
+    assert binomial_tail(5, 0.5, 6) == 0.0  # more than the trials
+    assert binomial_tail(5, 0.5, 0) == 1.0
+
+
 def test_the_rate_bound_adds_three_to_both_counts() -> None:
     assert rate_bound(0, 297) == 0.01  # the rule of three when nothing was seen
     assert rate_bound(1, 297) == pytest.approx(4 / 300)

@@ -7,16 +7,9 @@ import pytest
 
 from tests.lint.helpers import codes, dones_for, lint_rollouts, rollout
 from trajkit.lint import Finding
-from trajkit.lint.episodes import episodes
 from trajkit.lint.timelimit import cut_chance
 
 RAW = {"id": "r", "index": 0, "num_envs": 2, "autoreset_mode": "NEXT_STEP", "wrappers": []}
-
-
-def test_episodes_lists_starts_ends_and_flags() -> None:
-    r = rollout(dones_for([3, 2], 7), truncated=np.array([0, 0, 0, 0, 1, 0, 0]))
-    listed = [(e.env, e.start, e.end, e.truncated, e.length) for e in episodes(r)]
-    assert listed == [(0, 0, 2, False, 3), (0, 3, 4, True, 2), (0, 5, None, False, None)]
 
 
 def _cut(episodes: int) -> list[Finding]:

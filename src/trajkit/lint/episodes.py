@@ -1,4 +1,4 @@
-"""Episodes and places in one rollout: the vocabulary every data check shares.
+"""Places in one rollout, and the digests of its rows: the vocabulary the data checks share.
 
 Row t holds `obses[t]`, `dones[t]` and the model outputs the policy computed from `obses[t]`;
 step t is the move from row t to row t+1, with `rews[t]` and `truncated[t]`. Step t *ends*
@@ -10,8 +10,6 @@ at the first place where it applies, by time then env, and counts the others.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -19,61 +17,7 @@ from trajkit._base.types import BoolArray
 from trajkit._core import tree as _tree
 from trajkit._models.rollout import Rollout
 
-__all__ = ["Episode", "count_places", "episodes", "first_place", "float_leaves", "row_digest"]
-
-
-@dataclass(frozen=True)
-class Episode:
-    """An episode whose start is inside the rollout.
-
-    Attributes:
-        env: Its column b.
-        start: The row where it starts (`dones[start, env] = 1`).
-        end: The step that ends it, or `None` when it runs past the last step.
-        truncated: Whether that end is flagged as a truncation.
-
-    Examples:
-        >>> Episode(0, 2, 5, False).length
-        4
-    """
-
-    env: int
-    start: int
-    end: int | None
-    truncated: bool
-
-    @property
-    def length(self) -> int | None:
-        """Its number of steps (`end - start + 1`), or `None` when it is not complete.
-
-        Examples:
-            >>> Episode(1, 0, None, False).length is None
-            True
-        """
-        return None if self.end is None else self.end - self.start + 1
-
-
-def episodes(rollout: Rollout) -> Iterator[Episode]:
-    """The episodes that start inside `rollout`, env by env, in time order.
-
-    Examples:
-        >>> import numpy as np
-        >>> from trajkit.testing import example_rollout
-        >>> r = example_rollout(num_steps=4, num_envs=1)
-        >>> r = r.replace(dones=np.array([[1], [0], [1], [0], [0]]))
-        >>> [(e.start, e.end) for e in episodes(r)]
-        [(0, 1), (2, None)]
-    """
-    T = rollout.num_steps
-    ends = rollout.dones[1:] == 1
-    trunc = rollout.truncated
-    for b in range(rollout.batch_size):
-        end_steps = np.flatnonzero(ends[:, b])
-        for start in np.flatnonzero(rollout.dones[:T, b] == 1).tolist():
-            i = int(np.searchsorted(end_steps, start))
-            end = int(end_steps[i]) if i < len(end_steps) else None
-            flagged = end is not None and trunc is not None and bool(trunc[end, b] == 1)
-            yield Episode(b, start, end, flagged)
+__all__ = ["count_places", "first_place", "float_leaves", "row_digest"]
 
 
 def first_place(mask: BoolArray) -> tuple[int, int]:
