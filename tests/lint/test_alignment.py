@@ -14,7 +14,10 @@ from trajkit.lint.alignment import (
     MIN_TELLING_LOGP,
     ActionFit,
     RewardShift,
+    _fits,
+    action_fit,
     misaligned_actions,
+    reward_shift,
     shift_wins,
     shifted_rewards,
 )
@@ -176,3 +179,114 @@ def test_tk103_the_chance_of_as_many_shifted_fits_against_the_mirror(
 )
 def test_tk103_thresholds(own: int, shifted: int, telling: int, wins: bool) -> None:
     assert shift_wins(own, shifted, telling) is wins
+
+
+# ---------------------------------------------------------- exact counts, from mutation runs
+
+
+def test_reward_shift_counts_each_alignment_and_control() -> None:
+    """Episodes of 5: a truncation ends the first, terminations the second and third."""
+    truncated = np.zeros(20)
+    truncated[4] = 1
+    rews = np.zeros(20)
+    rews[[9, 14]] = 1.0  # the terminating steps pay
+    r = rollout(dones_for([5, 5, 5, 5], 20), rews=rews, truncated=truncated)
+    first = reward_shift(r, {"index": 0}).counts
+    assert {k: v[:2] for k, v in first.items()} == {
+        "0": (3, 2),  # steps 9, 14 and 19 (step 4 is a truncation); 19 pays nothing
+        "late": (2, 0),  # steps 10 and 15 (step 20 is past the file)
+        "early": (3, 0),  # steps 8, 13 and 18
+        "first": (2, 0),  # step 5 (after the truncation) and step 0 (the recording's first)
+        "before": (1, 0),  # step 3
+    }
+    assert first["0"][2:] == ((9, 0), 1.0)
+    assert first["late"][2:] == (None, 0.0)
+    later = reward_shift(r, {"index": 1}).counts
+    assert later["first"][:2] == (1, 0)  # row 0 continues an earlier file: no control
+    assert reward_shift(r, None).counts["first"][:2] == (2, 0)
+
+
+def test_reward_shift_without_middle_steps_sees_nothing_stand_out() -> None:
+    r = rollout(dones_for([2, 2], 4), rews=np.array([0.0, 5.0, 0.0, 5.0]))
+    assert all(v[1] == 0 for v in reward_shift(r, None).counts.values())
+
+
+def test_tk102_messages_name_the_shift_and_the_counts() -> None:
+    late = _shift(late=(10, 10), own=(10, 2))
+    skipped = RewardShift({**_shift().counts})
+    found = shifted_rewards([("a.npz", skipped), ("b.npz", late)])
+    assert [(f.code, f.path, f.env, f.step) for f in found] == [("TK102", "b.npz", 0, 1)]
+    assert found[0].message == (
+        "the rewards of 10 of 10 terminated episodes of the dataset stand out on the next "
+        "episode's first step (10 of 10 here; rews[1, 0] = 1), and 2 of 10 on the terminating "
+        "steps: rewards stored one step late?"
+    )
+    [early] = shifted_rewards([("a.npz", _shift(early=(10, 10)))])
+    assert "stand out on the step before (10 of 10 here" in early.message
+
+
+def test_fits_by_log_probs_within_the_relative_tolerance() -> None:
+    actor = np.zeros((3, 1, 2))
+    logp = np.full((3, 1), np.log(0.5))
+    outs = {"actor": actor, "actions": np.zeros((3, 1), np.int64), "log_probs": logp}
+    r = rollout(np.zeros(3), outs=outs)
+    rows = np.array([0, 1, 2])
+    scale = 1 + abs(np.log(0.5))
+    for offset, fits in ((0.9 * 1e-3 * scale, True), (1.1 * 1e-3 * scale, False)):
+        outs["log_probs"] = logp + offset
+        ok = _fits(rollout(np.zeros(3), outs=outs), rows, outs["actions"][rows])
+        assert ok is not None
+        assert bool(ok[0].all()) is fits
+    assert _fits(r, rows, outs["actions"][rows]) is not None
+
+
+def test_action_fit_counts_telling_rows() -> None:
+    actor = np.eye(3)[[0, 1, 2, 0, 1]][:, None, :] * 5.0  # greedy: 0, 1, 2, 0, 1
+    logp = log_softmax(actor)
+    actions = np.array([0, 1, 2, 0, 1])[:, None]
+    chosen = np.take_along_axis(logp, actions[..., None], -1)[..., 0]
+    late = {"actor": actor, "actions": np.roll(actions, 1, 0), "log_probs": chosen}
+    fit = action_fit(rollout(np.zeros(5), outs=late))
+    assert fit is not None
+    assert fit.by == "log_probs"
+    # rows 1 to 3: each action differs from both neighbours; none fits its own row, all fit
+    # the next row's outputs (the late shift), one the previous row's (row 1's, by the roll).
+    assert fit.counts == {"late": (3, 0, 3, (1, 0)), "early": (3, 0, 1, (1, 0))}
+    assert action_fit(rollout(np.zeros(3), outs={k: v[:3] for k, v in late.items()})) is not None
+    assert action_fit(rollout(np.zeros(2), outs={k: v[:2] for k, v in late.items()})) is None
+
+
+def test_action_fit_of_box_actions_with_features() -> None:
+    rng = np.random.default_rng(0)
+    mean = rng.normal(size=(9, 1, 2))
+    std = np.full_like(mean, 0.5)
+    actions = mean + std * rng.normal(size=mean.shape)
+    dens = -0.5 * ((actions - mean) / std) ** 2 - np.log(std) - 0.5 * np.log(2 * np.pi)
+    outs = {"mean": mean, "std": std, "log_probs": dens.sum(-1), "actions": np.roll(actions, 1, 0)}
+    fit = action_fit(rollout(np.zeros(9), outs=outs))
+    assert fit is not None
+    assert fit.counts["late"][:3] == (7, 0, 7)
+
+
+def test_tk103_every_reading_is_judged_and_the_messages() -> None:
+    weak = ActionFit("log_probs", {"late": (2, 0, 2, (1, 0)), "early": (10**4, 0, 0, None)})
+    none = ActionFit(
+        "the greedy action of actor", {"late": (0, 0, 0, None), "early": (9, 0, 0, None)}
+    )
+    greedy = ActionFit(
+        "the greedy action of actor", {"late": (10, 2, 9, (4, 1)), "early": (10**4, 0, 0, None)}
+    )
+    found = misaligned_actions([("a.npz", weak), ("b.npz", none), ("c.npz", greedy)])
+    assert [(f.code, f.path, f.env, f.step) for f in found] == [("TK103", "c.npz", 1, 4)]
+    assert found[0].message == (
+        "of the 10 rows of the dataset whose action differs from the next row's, 20% fit their "
+        "own policy outputs and 90% those of actions[t+1] (by the greedy action of actor): "
+        "each action is stored one row late"
+    )
+    early = ActionFit("log_probs", {"early": (9, 0, 9, (2, 0)), "late": (10**4, 0, 0, None)})
+    [found_early] = misaligned_actions([("a.npz", early)])
+    assert found_early.message == (
+        "of the 9 rows of the dataset whose action differs from the previous row's, 0% fit "
+        "their own policy outputs and 100% those of actions[t-1] (by log_probs): each action "
+        "is stored one row early"
+    )
