@@ -226,7 +226,7 @@ def _reference_jumps(r: Rollout) -> Array | None:
         [not boundary[t][b] and not (t + 1 < T and boundary[t + 1][b]) for b in range(B)]
         for t in range(T)
     ]
-    leaves = [leaf for leaf in (r.obses.values() if isinstance(r.obses, dict) else [r.obses])]
+    leaves = list(r.obses.values()) if isinstance(r.obses, dict) else [r.obses]
     leaves = [leaf.reshape(T + 1, B, -1) for leaf in leaves if leaf.dtype.kind == "f"]
     if not leaves or not any(any(row) for row in inside):
         return None
