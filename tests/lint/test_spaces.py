@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from tests.lint.helpers import Array, codes, rollout
-from trajkit.lint.spaces import space_name
+from trajkit.lint.spaces import leaf_space, space_name
 
 
 @pytest.mark.parametrize(
@@ -155,3 +155,70 @@ def test_a_description_no_check_can_read_is_left_alone() -> None:
     weird: dict[str, object] = {"type": "Box", "low": "x", "high": 1.0, "shape": [1]}
     outs: dict[str, Array] = {"actions": np.full((3, 1, 1), 9.0)}
     assert codes(rollout(np.zeros(3), outs=outs), "TK107", action_space=weird) == []
+
+
+# ---------------------------------------------------------- exact values, from mutation runs
+
+
+def test_without_an_action_space_nothing_is_judged() -> None:
+    outs: dict[str, Array] = {"actions": np.full((3, 1), 9)}
+    assert codes(rollout(np.zeros(3), outs=outs), "TK106") == []
+
+
+def test_tk106_finding_and_only_the_selected_code() -> None:
+    space = {"type": "Discrete", "n": 3}
+    outs = {"actions": np.array([[0], [5], [1]])}
+    [found] = codes(rollout(np.zeros(3), outs=outs), "TK106", action_space=space)
+    assert (found.code, found.path, found.env, found.step) == ("TK106", "r0.npz", 0, 1)
+    box = {"type": "Box", "low": -1.0, "high": 1.0, "shape": [1]}
+    wide = {"actions": np.array([[[0.0]], [[5.0]], [[1.0]]])}
+    assert codes(rollout(np.zeros(3), outs=wide), "TK106", action_space=box) == []
+
+
+def test_tk107_a_float32_action_on_a_bound_float32_cannot_hold_exactly() -> None:
+    space = {"type": "Box", "low": -0.1, "high": 0.1, "shape": [1]}
+    actions = np.full((3, 1, 1), np.float32(0.1))  # float32(0.1) > 0.1 in float64
+    assert codes(rollout(np.zeros(3), outs={"actions": actions}), "TK107", action_space=space) == []
+    actions[1] = np.float32(-0.1)
+    assert codes(rollout(np.zeros(3), outs={"actions": actions}), "TK107", action_space=space) == []
+
+
+def test_multi_dimensional_spaces_element_by_element() -> None:
+    multi = {"type": "MultiDiscrete", "nvec": [[2, 3], [4, 5]], "start": [[0, 1], [2, 3]]}
+    ok = np.array([[[1, 3], [5, 7]]] * 3)[:, None]  # the largest of each entry
+    assert codes(rollout(np.zeros(3), outs={"actions": ok}), "TK106", action_space=multi) == []
+    bad = ok.copy()
+    bad[2, 0, 1, 0] = 6
+    [found] = codes(rollout(np.zeros(3), outs={"actions": bad}), "TK106", action_space=multi)
+    assert found.step == 2
+    box = {
+        "type": "Box",
+        "low": [[0.0, 1.0], [2.0, 3.0]],
+        "high": [[1.0, 2.0], [3.0, 4.0]],
+        "shape": [2, 2],
+    }
+    inside = np.array([[[1.0, 2.0], [3.0, 4.0]]] * 3)[:, None]
+    assert codes(rollout(np.zeros(3), outs={"actions": inside}), "TK107", action_space=box) == []
+    inside[1, 0, 0, 0] = 1.5
+    [found] = codes(rollout(np.zeros(3), outs={"actions": inside}), "TK107", action_space=box)
+    assert found.step == 1
+
+
+def test_tuple_observation_spaces_leaf_by_leaf() -> None:
+    space = {
+        "type": "Tuple",
+        "spaces": [{"type": "Discrete", "n": 3}, {"type": "MultiBinary", "n": 1}],
+    }
+    obses = (np.array([[0], [1], [7]]), np.zeros((3, 1, 1), np.int8), np.full((3, 1), 99.0))
+    [found] = codes(rollout(np.zeros(3), obses=obses), "TK116", recording=_obs_recording(space))
+    assert found.message.startswith("obses[0][2, 0] = 7 is outside Discrete(3)")
+    assert leaf_space(space, (1,)) == {"type": "MultiBinary", "n": 1}
+    assert leaf_space(space, (2,)) is None  # a third leaf the space does not have
+    assert leaf_space(space, ()) is None  # the whole space is no leaf
+    assert leaf_space({"type": "Dict", "spaces": {"a": space}}, ("a",)) is None
+    assert leaf_space(None, (0,)) is None
+
+
+def test_space_names_without_shape_or_size() -> None:
+    assert space_name({"type": "Box", "low": 0.0, "high": 1.0}) == "Box(0.0, 1.0, ())"
+    assert space_name({"type": "Weird"}) == "Weird()"

@@ -17,9 +17,9 @@ reported at the first row (then env) where it shows, with the count of such rows
   and more above its declared 2.5). Not checked where the recording names a vector wrapper
   that changes observations (its space is the wrapper's).
 
-The action space is the recording's, else the `action_space` option, else `Discrete(A)`
-from the `actor` logits of Discrete actions. A space is named as the user wrote it:
-`MultiDiscrete([3, 3], start=[2, 2])`.
+The action space is the recording's, else the `action_space` option (Discrete actions beside
+`actor` logits are in `[0, A)` by the rules every rollout passes). A space is named as the
+user wrote it: `MultiDiscrete([3, 3], start=[2, 2])`.
 """
 
 from __future__ import annotations
@@ -31,7 +31,6 @@ import numpy as np
 
 from trajkit._base.types import AnyArray, BoolArray
 from trajkit._core import tree as _tree
-from trajkit._models.model_outputs import discrete_actions
 from trajkit._models.rollout import Rollout
 from trajkit.lint.episodes import count_places, first_place
 from trajkit.lint.registry import Finding
@@ -100,10 +99,9 @@ def _slack(low: AnyArray, high: AnyArray, margin: float) -> AnyArray:
         >>> _slack(np.array([-2.5, 0.0, -np.inf]), np.array([2.5, np.inf, np.inf]), 0.5).tolist()
         [2.5, 0.5, 0.0]
     """
-    with np.errstate(invalid="ignore"):
-        finite_low = np.isfinite(low)
-        one = np.where(finite_low, low, high)
-        scale = np.where(finite_low & np.isfinite(high), high - low, np.maximum(1.0, np.abs(one)))
+    finite_low = np.isfinite(low)
+    one = np.where(finite_low, low, high)
+    scale = np.where(finite_low & np.isfinite(high), high - low, np.maximum(1.0, np.abs(one)))
     out: AnyArray = margin * np.where(np.isfinite(scale), scale, 0.0)
     return out
 
@@ -168,8 +166,6 @@ def action_findings(
     actions = outs.get("actions")
     if actions is None:
         return
-    if space is None and discrete_actions(outs):
-        space = {"type": "Discrete", "n": int(outs["actor"].shape[-1])}
     if space is None or space.get("type") not in (
         "Discrete",
         "MultiDiscrete",
