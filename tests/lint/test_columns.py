@@ -7,7 +7,16 @@ import pytest
 
 from tests.lint.helpers import codes, dones_for, lint_rollouts, rollout
 from trajkit.lint import Finding
-from trajkit.lint.columns import Copy, Frozen, Start, copied_columns, frozen_findings, shared_starts
+from trajkit.lint.columns import (
+    Copy,
+    Frozen,
+    Start,
+    copied_columns,
+    copies,
+    frozen_columns,
+    frozen_findings,
+    shared_starts,
+)
 
 # ------------------------------------------------------------------------ seeded alike
 
@@ -121,3 +130,80 @@ def test_tk115_the_chance_of_as_many_unchanged_steps(steps: int, hit: bool) -> N
     # file's own step counted): q <= 1e-3 from 2997 steps.
     files = [("a.npz", 100, Frozen((), steps - 1, 0)), ("b.npz", 1, Frozen((0,), 1, 0))]
     assert bool(frozen_findings(files)) is hit
+
+
+# ---------------------------------------------------------- exact values, from mutation runs
+
+
+def test_tk112_starts_of_three_envs_and_of_unequal_counts() -> None:
+    starts = [Start("a.npz", b, 10 * k, f"s{k}") for k in range(8) for b in (0, 1, 2)]
+    starts.append(Start("b.npz", 0, 3, "extra"))  # env 0 starts once more
+    found = shared_starts(starts)
+    assert found is not None
+    assert (found.code, found.path, found.env, found.step) == ("TK112", "a.npz", 1, 0)
+    assert found.message.startswith("envs 0 and 1 start 24 of 24 episodes alike, in order")
+    other = [Start("a.npz", 0, 0, "x"), *[Start("b.npz", b, 5, f"y{b}") for b in (0, 1)]]
+    aligned = [Start("a.npz", 0, 0, "x"), Start("b.npz", 1, 2, "x")]
+    found = shared_starts(other + aligned + [Start("c.npz", b, 9, f"z{b}") for b in (0, 1)] * 6)
+    assert shared_starts([Start("a.npz", 0, 0, "x")]) is None
+
+
+def test_tk112_seeded_alike_message() -> None:
+    starts = [Start(f"{'ab'[k % 2]}.npz", b, k, f"s{k}") for k in range(6) for b in (0, 1)]
+    found = shared_starts(starts)
+    assert found is not None
+    assert found.message == (
+        "envs 0 and 1 start 6 of 6 episodes alike, in order (a.npz row 0 and a.npz row 0), "
+        "where two starts out of order are alike 0.048 of the time: every env seeded alike "
+        "(envs.reset(seed=[seed] * B))?"
+    )
+    apart = [Start("a.npz", 0, 4 + k, f"s{k}") for k in range(6)]
+    apart += [Start("b.npz", 1, 7 + k, f"s{k}") for k in range(6)]
+    found = shared_starts(apart)
+    assert found is not None
+    assert "(a.npz row 4 and b.npz row 7)" in found.message
+    assert (found.path, found.env, found.step) == ("b.npz", 1, 7)
+
+
+def test_copies_of_two_envs_and_their_runs() -> None:
+    obses = {"x": np.array([0.0, 0, 1, 1, 0, 2])[:, None, None].repeat(2, 1), "y": np.zeros((6, 2))}
+    r = rollout(np.zeros((6, 2)), obses=obses)
+    [copy] = copies(r)
+    assert copy.envs == (0, 1)
+    assert len(copy.runs) == 4  # 0, 1, 0, 2: runs of equal rows
+    assert copy.runs[0] == copy.runs[2] != copy.runs[1]
+    other = {"x": obses["x"].copy(), "y": np.zeros((6, 2))}
+    other["y"][3, 1] = 1.0  # another leaf differs
+    assert copies(rollout(np.zeros((6, 2)), obses=other)) == ()
+
+
+def test_tk112_copied_columns_every_pair_and_message() -> None:
+    short = Copy((0, 1), (b"a", b"b"))
+    long = Copy((0, 2), tuple(bytes([i]) for i in range(9)))
+    found = copied_columns([("a.npz", (short, long)), ("b.npz", (short,))])
+    assert [(f.code, f.path, f.env, f.step) for f in found] == [("TK112", "a.npz", 2, 0)]
+    assert found[0].message == (
+        "envs 0 and 2 have the same observations on every row, through 8 distinct changes of "
+        "value in the dataset, and differ in their actions, rewards or dones: one column "
+        "copied into another (obs[0] stored for every env)?"
+    )
+
+
+def test_frozen_columns_counts_unchanged_steps_and_a_start_on_row_1() -> None:
+    x = np.array([0.0, 1.0, 0.0, 0.0])[:, None, None]
+    r = rollout(np.array([1.0, 0, 0, 0]), obses={"x": x, "y": np.zeros((4, 1))})
+    assert frozen_columns(r) == Frozen((), 3, 1)  # only the step from row 2 to row 3 keeps it
+    still = rollout(
+        np.array([1.0, 1, 0, 0]), obses={"x": np.zeros((4, 1, 1)), "y": np.zeros((4, 1))}
+    )
+    assert frozen_columns(still) == Frozen((0,), 3, 3)  # an episode starts at row 1
+
+
+def test_tk115_message() -> None:
+    files = [("a.npz", 100, Frozen((), 10**5, 0)), ("b.npz", 4, Frozen((0, 1), 8, 8))]
+    [found] = frozen_findings(files)
+    assert found.message == (
+        "every env keeps one observation on all 5 rows, across an episode start, where a step "
+        "keeps it 0.00011 of the time over the dataset: rows appended from one reused buffer "
+        "(copy the observation before storing it)?"
+    )

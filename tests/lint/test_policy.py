@@ -173,9 +173,7 @@ def test_tk110_messages_name_the_place_and_the_reason() -> None:
     )
     order = ((0, 5), (5, 0))
     swapped = LogpFit(10, 0, (2, 1), order=order)
-    found = mismatch_findings(
-        [("a.npz", LogpFit(10, 0, None, order=order)), ("b.npz", swapped)]
-    )
+    found = mismatch_findings([("a.npz", LogpFit(10, 0, None, order=order)), ("b.npz", swapped)])
     assert [(f.code, f.path, f.env, f.step) for f in found] == [("TK110", "b.npz", 1, 2)]
     assert found[0].message == (
         "log_probs of env 0 fit the policy outputs of env 1 on 10 rows of the dataset, and "

@@ -44,3 +44,17 @@ def test_tk111_thresholds(at: int, inside: int, total: int, hit: bool) -> None:
     rews = _clipped(at, inside - 1, total)  # the rest, 0.5, is one more magnitude inside
     r = rollout(dones_for([total], total), rews=rews)
     assert bool(codes(r, "TK111", recording=RAW)) is hit
+
+
+def test_tk111_a_clip_below_1_and_zero_rewards_inside() -> None:
+    raw = -np.linspace(0.0, 3.0, 30)
+    half = rollout(dones_for([30], 30), rews=np.clip(raw, -0.5, 0.5))
+    [found] = codes(half, "TK111", recording=RAW)
+    assert (found.code, found.path) == ("TK111", "r0.npz")
+    assert found.message == (
+        "25 rewards are exactly -0.5 or 0.5, the largest magnitude, while 4 other magnitudes "
+        "lie between 0 and 0.5: clipped, although the recording names no reward wrapper, or a "
+        "reward that saturates by itself (replay tells)"
+    )
+    zeros = np.array([-1.0] * 4 + [0.0] * 10 + [-0.2, -0.4] * 3)  # 2 magnitudes inside, and 0
+    assert codes(rollout(dones_for([20], 20), rews=zeros), "TK111", recording=RAW) == []

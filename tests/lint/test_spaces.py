@@ -222,3 +222,11 @@ def test_tuple_observation_spaces_leaf_by_leaf() -> None:
 def test_space_names_without_shape_or_size() -> None:
     assert space_name({"type": "Box", "low": 0.0, "high": 1.0}) == "Box(0.0, 1.0, ())"
     assert space_name({"type": "Weird"}) == "Weird()"
+
+
+def test_the_recording_s_action_space_comes_first() -> None:
+    outs = {"actions": np.array([[0], [2], [1]])}
+    rec = {"id": "r", "index": 0, "num_envs": 1, "action_space": {"type": "Discrete", "n": 2}}
+    wide = {"type": "Discrete", "n": 5}
+    [found] = codes(rollout(np.zeros(3), outs=outs), "TK106", recording=rec, action_space=wide)
+    assert found.step == 1

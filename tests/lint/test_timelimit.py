@@ -115,3 +115,36 @@ def test_the_recording_s_limit_comes_first() -> None:
     rec = {**RAW, "num_envs": 1, "max_episode_steps": 11}
     [found] = lint_rollouts([r], "TK105", [rec], max_episode_steps=50)
     assert (found.step, "time limit of 11 steps" in found.message) == (11, True)
+
+
+def test_time_limit_messages() -> None:
+    [cut] = _cut(7)
+    assert cut.message == (
+        "7 distinct episodes in 1 file end at exactly the time limit of 10 steps with "
+        "truncated = 0, in envs that flag no such end as a truncation, where a step terminates "
+        "an episode 0.3 of the time: record them as truncations (truncated = 1 and their "
+        "final_values)"
+    )
+    assert (cut.code, cut.path) == ("TK101", "r0.npz")
+    truncated = np.zeros(20)
+    truncated[8] = 1
+    [early] = codes(
+        rollout(dones_for([9, 5], 20), truncated=truncated), "TK113", max_episode_steps=10
+    )
+    assert (early.code, early.path) == ("TK113", "r0.npz")
+    assert early.message == (
+        "1 episode(s) are flagged as truncated before the time limit of 10 steps (this one "
+        "after 9): terminations recorded as truncations, or a file's end recorded as a cut?"
+    )
+
+
+def test_row_digests_of_one_env_and_of_the_row() -> None:
+    from trajkit.lint.episodes import row_digest
+
+    obses = np.arange(8.0).reshape(4, 2, 1)
+    r = rollout(np.zeros((4, 2)), obses=obses)
+    assert row_digest(r, 1, 0) != row_digest(r, 1, 1)
+    assert row_digest(r, 1, 0) != row_digest(r, 1)
+    flagged = rollout(np.array([[0.0, 0], [1, 0], [0, 0], [0, 0]]), obses=obses)
+    assert row_digest(flagged, 1) != row_digest(r, 1)  # the row's dones count
+    assert row_digest(flagged, 1, 0) == row_digest(r, 1, 0)  # an env's observation alone
