@@ -74,7 +74,7 @@ def test_tk116_an_observation_far_outside_a_box() -> None:
     obses[4, 0, 2] = 2.5
     rec = _obs_recording(space)
     [found] = codes(rollout(np.zeros(6), obses=obses), "TK116", recording=rec)
-    assert (found.env, found.step) == (0, 4)
+    assert (found.code, found.path, found.env, found.step) == ("TK116", "r0.npz", 0, 4)
     assert found.message.startswith(
         "obses[4, 0][2] = 2.5 is outside Box(-1.0, 1.0, (3,)) (1 row in 1 env): observations "
         "normalised, rescaled or clipped in place"
