@@ -215,3 +215,31 @@ def test_tk204_a_recording_index_claimed_twice(tmp_path: Path) -> None:
     [found] = lint(tmp_path, select=["TK204"], jobs=1)
     assert (Path(found.path or "").name, found.severity) == ("b.npz", "error")
     assert found.message.startswith(f"{tmp_path / 'a.npz'} is index 0 of recording r too")
+
+
+@pytest.mark.parametrize(("k", "hit"), [(4, False), (5, True)])
+def test_tk202_a_value_taken_once_makes_unseen_values_likelier(k: int, hit: bool) -> None:
+    # The others took 1 ten times, 2 five times and 3 once: one value of 16 was new then,
+    # so unseen values have a rate of (1 + 3) / (16 + 3); k new rewards: 2e-3 at 4, 4e-4 at 5.
+    others = [
+        Rewards(40, 40.0, 1.0, (1.0, 2.0), nonzero=15, common=(1.0, 2.0), counts=(10, 5)),
+        Rewards(40, 40.0, 1.0, (3.0,), nonzero=1, common=(3.0,), counts=(1,)),
+    ]
+    own = Rewards(40, 40.0, 1.0, (100.0,), nonzero=k, counts=(k,))
+    assert (_scale_jump(own, others, 10.0) is not None) is hit
+
+
+def test_tk202_few_values_messages() -> None:
+    others = [_few((1.0, 2.0), 40), _few((1.0,), 40)]
+    message = _scale_jump(
+        Rewards(40, 40.0, 1.0, (5.0, 7.0), nonzero=40, counts=(20, 20)), others, 10.0
+    )
+    assert message == (
+        "rewards take the values 5, 7 where the other 2 files take 1, 2 (none in common; reward "
+        "scale 1 against the median 1): rewards scaled or normalised differently?"
+    )
+    wide = Rewards(40, 40.0, 1.0, None, nonzero=40, common=(0.3, 0.5))
+    assert _scale_jump(wide, others, 10.0) == (
+        "rewards take a range of values where the other 2 files take only 1, 2 (reward scale 1 "
+        "against the median 1): rewards normalised?"
+    )
