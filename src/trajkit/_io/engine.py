@@ -37,8 +37,7 @@ from functools import partial
 from itertools import chain
 from typing import Generic, TypeAlias, TypeVar
 
-from trajkit._io.discovery import Found
-from trajkit._io.filecheck import FileCheck
+from trajkit._io.items import FileCheck, Found
 from trajkit._io.remote import runs_in_any_process
 
 __all__ = [
