@@ -44,7 +44,6 @@ Examples:
     (16, 4)
 """
 
-
 import importlib
 
 from trajkit._base.version import __version__

@@ -14,7 +14,8 @@ import re
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Final
 
-from trajkit._io.items import SUFFIX, FileCheck, Found
+from trajkit._io.defaults import SUFFIX
+from trajkit._io.items import FileCheck, Found
 from trajkit._io.remote import file_size, filesystem, is_url, join_url
 
 __all__ = ["SUFFIX", "Found", "NaturalKey", "count_files", "discover", "natural_key", "walk_key"]

@@ -1,18 +1,15 @@
 """What the search for rollout files yields and the engine carries: `Found` and `FileCheck`.
 
 A leaf module (the standard library only), so that `discovery` (which finds files and
-reaches verdicts while looking), `filecheck` (which checks a file), the engine and the
-command line's parser share these names without importing one another or the file reader.
+reaches verdicts while looking), `filecheck` (which checks a file) and the engine share these
+names without importing one another or the file reader.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["SUFFIX", "FileCheck", "Found"]
-
-SUFFIX = ".npz"
-"""Files with this suffix are found when a folder is searched."""
+__all__ = ["FileCheck", "Found"]
 
 
 @dataclass(frozen=True)

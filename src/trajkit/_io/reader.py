@@ -27,6 +27,7 @@ from trajkit._base.types import AnyArray
 from trajkit._core import tree as _tree
 from trajkit._io.atomic import PathLike, path_str
 from trajkit._io.crc import crc32
+from trajkit._io.defaults import DEFAULT_MAX_BYTES
 from trajkit._io.infos import _all_empty as all_empty_infos
 from trajkit._io.infos import (
     infos_from_json,
@@ -50,9 +51,6 @@ from trajkit._io.zipfmt import check_end, check_entry, data_start
 from trajkit._models.rollout import Rollout
 
 __all__ = ["DEFAULT_MAX_BYTES", "load", "read_metadata", "read_metadata_from"]
-
-DEFAULT_MAX_BYTES = 4 << 30
-"""The default limit on the declared size of a file's contents: 4 GiB."""
 
 _CHUNK = 16 << 20  # bytes per CRC step over a memory map
 
