@@ -270,6 +270,7 @@ def _pool(work: Work[R], workers: int, method: str) -> ProcessPoolExecutor:
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
+    context: multiprocessing.context.BaseContext
     if method == "fork":
         context = multiprocessing.get_context("fork")
     else:

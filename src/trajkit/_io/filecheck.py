@@ -16,7 +16,15 @@ from trajkit._io.remote import file_size, local_copy, mappable, metadata_and_siz
 from trajkit._models.rollout import Rollout
 from trajkit._models.spec import RolloutSpec
 
-__all__ = ["FileCheck", "check_chunk", "check_file", "file_error", "matching_spec"]
+__all__ = ["MAP_BYTES", "FileCheck", "check_chunk", "check_file", "file_error", "matching_spec"]
+
+MAP_BYTES = 1 << 20
+"""A file of at least this size is checked through a memory map; a smaller one is read.
+
+Mapping saves copying a large file's bytes, but a small file reads faster (15 % for 25 kB
+files: no map to make, and plain arrays rather than views of one), and a check keeps no
+array to share with the page cache.
+"""
 
 
 def file_error(exc: RolloutFileError) -> str:
@@ -72,7 +80,8 @@ def check_file(
         else:
             with local_copy(path, max_bytes) as local, naming(path):
                 nbytes = file_size(local)
-                rollout = load(local, mmap=mappable(path), verify=True, max_bytes=max_bytes)
+                mmap = nbytes >= MAP_BYTES and mappable(path)
+                rollout = load(local, mmap=mmap, verify=True, max_bytes=max_bytes)
                 if spec is not None:
                     problems += spec.check(rollout)
                 del rollout

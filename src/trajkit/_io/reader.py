@@ -509,6 +509,8 @@ class _Reader:
         exempt = empty is not None and size == len(empty)
         if budget is not None and not exempt and JsonCost.least(size) > budget:
             self._over_budget(info, budget, 0)
+        # Counted only where the member's size allows a cost over the budget.
+        limit = budget if budget is not None and JsonCost.most(size) > budget else None
         stream = self._stream(info)
         cost = JsonCost()
         pieces: list[bytes | bytearray] = []
@@ -517,15 +519,16 @@ class _Reader:
             piece = stream.read(min(IO_CHUNK, size - read))
             if not piece:
                 break
-            cost.add(piece)
             pieces.append(piece)
             read += len(piece)
-            if budget is not None and not exempt and cost.over(budget):
-                self._over_budget(info, budget, read)
+            if limit is not None:
+                cost.add(piece)
+                if not exempt and cost.over(limit):
+                    self._over_budget(info, limit, read)
         stream.finish()
         data = b"".join(pieces)
-        if budget is not None and exempt and data != empty and cost.over(budget):
-            self._over_budget(info, budget, read)
+        if limit is not None and exempt and data != empty and cost.over(limit):
+            self._over_budget(info, limit, read)
         return data
 
     def _over_budget(self, info: zipfile.ZipInfo, budget: int, read: int) -> NoReturn:
