@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from dataclasses import replace
+from pathlib import Path
 
 import hypothesis.extra.numpy as hnp
 import numpy as np
@@ -12,9 +14,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+import trajkit
 import trajkit._core.gae as gae_module
 from trajkit._base.types import Float32Array
 from trajkit._core.gae import gae, gae_backend, lambda_returns
+from trajkit.testing import example_rollout
 
 from .test_gae import (
     GOLDEN_ADVANTAGES,
@@ -338,3 +342,32 @@ def test_importing_trajkit_does_not_import_numba() -> None:
         "assert 'trajkit._core._numba_gae' not in sys.modules\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+@needs_numba
+def test_a_preferred_backend_holds_within_its_block_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(ENV, raising=False)
+    with gae_module.preferring("numpy"):
+        assert gae_backend() == "numpy"
+        with monkeypatch.context() as patch:
+            patch.setattr(gae_module, "_gae_numba", _fail)
+            np.testing.assert_array_equal(gae(*SMALL), [[1.5], [1.0]])
+        monkeypatch.setenv(ENV, "numba")  # the environment variable still wins
+        assert gae_backend() == "numba"
+        monkeypatch.delenv(ENV)
+        assert gae(*SMALL, backend="numba").shape == (2, 1)  # and so does the argument
+    assert gae_backend() == "numba"
+
+
+def test_trajkit_info_computes_its_advantages_without_numba(tmp_path: Path) -> None:
+    """One file's advantages: numba's import and kernels would cost more than NumPy takes."""
+    path = tmp_path / "r.npz"
+    trajkit.save(example_rollout(num_steps=8, num_envs=2), path)
+    code = (
+        "import sys\n"
+        "from trajkit.cli import main\n"
+        f"assert main(['info', {str(path)!r}]) == 0\n"
+        "assert 'numba' not in sys.modules, 'numba imported'\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != ENV}
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120, env=env)

@@ -87,6 +87,8 @@ class _ProgressBar(_Progress):
     """A tqdm progress bar on stderr (`trajkit[progress]`)."""
 
     def __init__(self, tqdm: Any, total: int | None, stream: TextIO) -> None:
+        # No monitor thread: while another thread runs, the engine cannot fork its workers.
+        tqdm.monitor_interval = 0
         self._tqdm = tqdm
         self._bar = tqdm(total=total, file=stream, unit="file", dynamic_ncols=True, leave=False)
 

@@ -28,11 +28,14 @@ Two interchangeable backends compute the recursion:
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import math
 import numbers
 import os
+from collections.abc import Iterator
+from contextvars import ContextVar
 from typing import Final, Literal
 
 import numpy as np
@@ -40,7 +43,7 @@ import numpy.typing as npt
 
 from trajkit._base.types import ArrayLike, Float32Array
 
-__all__ = ["gae", "gae_backend", "lambda_returns", "normalize_advantages"]
+__all__ = ["gae", "gae_backend", "lambda_returns", "normalize_advantages", "preferring"]
 
 Backend = Literal["numpy", "numba"]
 
@@ -171,12 +174,37 @@ def _numba_available() -> bool:
     return True
 
 
+_PREFERRED: ContextVar[Backend | None] = ContextVar("trajkit_gae_backend", default=None)
+
+
+@contextlib.contextmanager
+def preferring(backend: Backend) -> Iterator[None]:
+    """Within the block, `backend=None` means `backend` unless `TRAJKIT_BACKEND` says otherwise.
+
+    For a caller that computes advantages once, such as `trajkit info`: importing numba and
+    loading its kernels costs about a second, far more than the NumPy backend takes.
+
+    Examples:
+        >>> with preferring("numpy"):
+        ...     gae_backend() if not os.environ.get(BACKEND_ENV_VAR) else "numpy"
+        'numpy'
+    """
+    token = _PREFERRED.set(backend)
+    try:
+        yield
+    finally:
+        _PREFERRED.reset(token)
+
+
 def _resolve_backend(backend: object) -> Backend:
     """Return the backend to use for an explicit `backend` argument (or None)."""
     source = "backend"
     if backend is None:
         env = os.environ.get(BACKEND_ENV_VAR, "").strip()
         if not env:
+            preferred = _PREFERRED.get()
+            if preferred is not None:
+                return preferred
             return "numba" if _numba_available() else "numpy"
         source = BACKEND_ENV_VAR
         backend = env.lower() if env.lower() in _BACKENDS else env
