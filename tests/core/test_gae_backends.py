@@ -371,3 +371,49 @@ def test_trajkit_info_computes_its_advantages_without_numba(tmp_path: Path) -> N
     )
     env = {k: v for k, v in os.environ.items() if k != ENV}
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120, env=env)
+
+
+# --------------------------------------------------------------------------------------------
+# The two numba loops: row by row, and env by env for one or two envs
+# --------------------------------------------------------------------------------------------
+
+
+@needs_numba
+@given(case=cases(with_truncation=False) | cases(with_truncation=True), data=st.data())
+def test_the_loop_env_by_env_gives_the_same_bits_and_the_same_first_bad_step(
+    case: Case, data: st.DataObject
+) -> None:
+    from trajkit._core import _numba_gae
+
+    truncated = case.truncated
+    if truncated is not None and truncated.size and data.draw(st.booleans()):
+        truncated = data.draw(  # any flags: some may sit on steps that do not end an episode
+            hnp.arrays(np.float32, truncated.shape, elements=st.sampled_from([0.0, 1.0]))
+        )
+    flags = (
+        (truncated, case.final_values, True)
+        if truncated is not None and case.final_values is not None
+        else (gae_module._NO_FLAGS, gae_module._NO_FLAGS, False)
+    )
+    args = (case.rewards, case.values, case.dones, flags[0], flags[1])
+    rows, bad_rows = _numba_gae.compiled_kernel(_numba_gae.gae_loop)(
+        *args, case.gamma, case.lam, flags[2]
+    )
+    envs, bad_envs = _numba_gae.compiled_kernel(_numba_gae.gae_loop_by_env)(
+        *args, case.gamma, case.lam, flags[2]
+    )
+    assert bad_envs == bad_rows
+    if bad_rows < 0:
+        np.testing.assert_array_equal(envs.view(np.uint32), rows.view(np.uint32))
+
+
+@needs_numba
+@pytest.mark.parametrize("n_envs", [1, 2, 3])
+def test_one_or_two_envs_run_env_by_env(n_envs: int) -> None:
+    """Just below and above `BY_ENV_MAX`; each loop is the same Python function compiled."""
+    from trajkit._core import _numba_gae
+
+    assert _numba_gae.BY_ENV_MAX == 2
+    expected = _numba_gae.gae_loop_by_env if n_envs <= 2 else _numba_gae.gae_loop
+    assert _numba_gae.kernel_for(n_envs) is _numba_gae.compiled_kernel(expected)
+    assert _numba_gae.kernel_for(n_envs).py_func is expected  # type: ignore[attr-defined]
