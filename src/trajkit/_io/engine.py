@@ -259,10 +259,14 @@ def pool_broke(exc: BaseException) -> bool:
 
 
 def _say(message: str, *args: object) -> None:
-    """Tell the `trajkit` logger how the work runs (shown by `trajkit validate -v`)."""
-    import logging  # imported here: most commands never say anything
+    """Tell the `trajkit` logger how the work runs (shown by `trajkit validate -v`).
 
-    logging.getLogger("trajkit").info(message, *args)
+    Where nothing has imported `logging`, no handler can be listening: the message is
+    dropped without importing it (a few milliseconds of every command's start).
+    """
+    logging = sys.modules.get("logging")
+    if logging is not None:
+        logging.getLogger("trajkit").info(message, *args)
 
 
 def _pool(work: Work[R], workers: int, method: str) -> ProcessPoolExecutor:
