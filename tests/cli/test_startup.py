@@ -331,3 +331,17 @@ def test_a_progress_bar_leaves_no_thread_behind(
     assert main(["validate", "--progress", str(small_file), str(small_file)]) == 0
     assert "2/2 [" in capsys.readouterr().err  # tqdm's bar
     assert set(threading.enumerate()) <= before
+
+
+def test_without_the_source_the_schema_has_no_descriptions(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An install without `.py` files: no descriptions, as pydantic's own option gives."""
+    import inspect
+
+    def no_source(obj: object) -> str:
+        raise OSError("could not get source code")
+
+    monkeypatch.setattr(inspect, "getsource", no_source)
+    assert attribute_docstrings(trajkit.RolloutSpec) == {}
+    schema = trajkit.RolloutSpec.model_json_schema()
+    assert "description" not in schema["properties"]["state_dtype"]
+    assert schema["allOf"]  # the rest of the model's extra keys still apply

@@ -20,15 +20,19 @@ __all__ = ["attribute_docstrings", "described"]
 def attribute_docstrings(cls: type[Any]) -> dict[str, str]:
     """The docstring under each annotated attribute of `cls`'s body, by attribute name.
 
+    Empty where the source cannot be read (an install without `.py` files), as pydantic's
+    `use_attribute_docstrings` is.
+
     Examples:
-        >>> class Point:
-        ...     x: int
-        ...     '''The x coordinate.'''
-        ...     y: int
-        >>> attribute_docstrings(Point)
-        {'x': 'The x coordinate.'}
+        >>> from trajkit import RolloutSpec
+        >>> attribute_docstrings(RolloutSpec)["state_dtype"]
+        'State dtype: always float32.'
     """
-    tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
+    try:
+        source = inspect.getsource(cls)
+    except (OSError, TypeError):
+        return {}
+    tree = ast.parse(textwrap.dedent(source))
     body = next(node for node in tree.body if isinstance(node, ast.ClassDef)).body
     return {
         first.target.id: inspect.cleandoc(second.value.value)
@@ -51,13 +55,9 @@ def described(
         The function pydantic calls with the model's JSON schema and class.
 
     Examples:
-        >>> from pydantic import BaseModel, ConfigDict
-        >>> class Point(BaseModel):
-        ...     model_config = ConfigDict(json_schema_extra=described())
-        ...     x: int
-        ...     '''The x coordinate.'''
-        >>> Point.model_json_schema()["properties"]["x"]["description"]
-        'The x coordinate.'
+        >>> from trajkit import RolloutSpec
+        >>> RolloutSpec.model_json_schema()["properties"]["state_dtype"]["description"]
+        'State dtype: always float32.'
     """
 
     def describe(schema: dict[str, Any], cls: type[Any]) -> None:

@@ -11,8 +11,9 @@ stays bounded however many files there are (at most a few chunks per worker in f
 This process is one of the `jobs`: it starts `jobs - 1` workers and, whenever the next
 results in order are not ready, works through a chunk itself (one the workers have not
 started, else the next one from the stream), so that `jobs` processes share `jobs` cores
-without a third waiting on them, and a machine whose other programs hold a core loses
-nothing to the workers. Chunks are small (`CHUNK_FILES`) and handed out as workers free up.
+without a third waiting on them. Chunks are small (`CHUNK_FILES`) and handed out as workers
+free up, so that a worker that gets less of the machine (another program holds a core)
+holds up little: this process takes back what it has not started.
 
 Workers are forked from this process where that is safe (POSIX but macOS, and no other
 Python thread running): they start in milliseconds with everything imported, and import
@@ -476,7 +477,7 @@ def _identity(value: list[R]) -> list[R]:
 
 def _server_context(work: Work[R], method: str) -> multiprocessing.context.BaseContext:
     """A `forkserver` (or `spawn`) context, never plain fork: see `start_method`."""
-    import multiprocessing.forkserver
+    import multiprocessing
 
     context = multiprocessing.get_context(method)
     if method == "forkserver":
