@@ -175,6 +175,7 @@ def test_larger_work_goes_to_the_workers(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, count: int, nbytes: int, by_size: bool
 ) -> None:
     monkeypatch.setattr(engine, "_pool", _no_pool)
+    monkeypatch.setattr(engine, "start_method", lambda: "fork")  # the limits of forked workers
     work = partial(check_chunk, spec=None, quick=not by_size, max_bytes=None)
     with pytest.raises(AssertionError, match="a process pool was started"):
         next(
