@@ -18,6 +18,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
+from pydantic import BaseModel
 
 import trajkit
 from trajkit._base.docstrings import attribute_docstrings
@@ -310,7 +311,7 @@ def test_a_broken_pool_is_recognised_without_importing_the_pool() -> None:
 
 
 @pytest.mark.parametrize("model", [trajkit.RolloutSpec, trajkit.RolloutFileMetadata])
-def test_the_json_schema_describes_each_field_by_its_docstring(model: type) -> None:
+def test_the_json_schema_describes_each_field_by_its_docstring(model: type[BaseModel]) -> None:
     """Read when the schema is made (not at import, as pydantic's own option does)."""
     schema = model.model_json_schema()
     docs = attribute_docstrings(model)

@@ -225,7 +225,12 @@ def test_the_reader_counts_a_member_only_if_its_size_allows_passing_the_budget(
     budget = JsonCost.most(size) - over  # at the member's most, or just below it
     counted: list[int] = []
     add = JsonCost.add
-    monkeypatch.setattr(JsonCost, "add", lambda self, piece: counted.append(1) or add(self, piece))
+
+    def counting(self: JsonCost, piece: bytes) -> None:
+        counted.append(len(piece))
+        add(self, piece)
+
+    monkeypatch.setattr(JsonCost, "add", counting)
     monkeypatch.setattr("trajkit._io.reader.json_budget", lambda max_bytes: budget)
     trajkit.load(path)
     assert bool(counted) == over
