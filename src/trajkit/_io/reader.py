@@ -177,9 +177,8 @@ def load(
         verify = not mmap
     name = path_str(path)
     with _Reader(name, max_bytes) as reader, reader.refusing(None):
-        metadata = reader.metadata
         reader.check_layout()
-        members = metadata.arrays()
+        members = reader.arrays
         arrays = {m.name: reader.read_array(m, mmap=mmap, verify=verify) for m in members}
         infos = reader.read_infos()
         # Building and validating the rollout is guarded too: a MemoryError while checking
@@ -373,6 +372,7 @@ class _Reader:
         with self.refusing(METADATA_MEMBER):
             data = self._read_json(first)
             metadata = self._parse_metadata(data)
+        self.arrays = metadata.arrays()  # the `.npy` members, listed once per file
         self._check_members(metadata)
         return metadata
 
@@ -456,7 +456,7 @@ class _Reader:
                 f"the members declare {total} bytes uncompressed, over the limit of {limit} "
                 "bytes; pass a larger max_bytes to load it"
             )
-        for member in metadata.arrays():
+        for member in self.arrays:
             size = actual[member.name].file_size
             if not member.nbytes < size <= member.nbytes + MAX_NPY_HEADER:
                 self.fail(
