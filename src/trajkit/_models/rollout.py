@@ -179,8 +179,12 @@ class Rollout(TrainingMethods, BaseModel):
         validate_assignment=True,
         extra="forbid",
         protected_namespaces=(),
-        use_attribute_docstrings=True,
         revalidate_instances="never",
+        # Built on first use: construction validates the fields directly (see `_validate`), so
+        # loading and checking files never needs pydantic's validator. (No
+        # `use_attribute_docstrings`: reading this class's source cost tens of milliseconds
+        # at import, for descriptions no JSON schema shows.)
+        defer_build=True,
     )
 
     if TYPE_CHECKING:
