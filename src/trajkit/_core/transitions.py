@@ -33,6 +33,7 @@ from trajkit._core.gae import check_discount
 
 __all__ = [
     "EPISODE_STRIDE",
+    "SOURCE_LIMIT",
     "TransitionTable",
     "check_gamma",
     "concat_tables",
@@ -44,6 +45,9 @@ __all__ = [
 
 EPISODE_STRIDE = 1 << 32
 """Episode ids of source `i` (a file of a dataset, a rollout of a list) start at `i * 2**32`."""
+
+SOURCE_LIMIT = 1 << 31
+"""Sources are numbered below 2**31: the ids of source 2**31 would start at 2**63, past int64."""
 
 
 def _flags(name: str, value: ArrayLike, shape: tuple[int, ...] | None = None) -> BoolArray:
@@ -80,13 +84,14 @@ def episode_ids(dones: ArrayLike, *, source: int = 0) -> Int64Array:
 
     Args:
         dones: Episode starts `[T+1, B]`, 0/1, at times [0, T].
-        source: The index of the rollout among several (its file's index in a dataset).
+        source: The index of the rollout among several (its file's index in a dataset), in
+            [0, 2**31): the ids are int64, and those of source 2**31 would start at 2**63.
 
     Returns:
         int64 ids `[T, B]`, for steps [0, T-1].
 
     Raises:
-        ValueError: If `dones` is not 2-D 0/1 or `source` is negative.
+        ValueError: If `dones` is not 2-D 0/1, or `source` is not an integer in [0, 2**31).
 
     Examples:
         >>> import numpy as np
@@ -98,8 +103,15 @@ def episode_ids(dones: ArrayLike, *, source: int = 0) -> Int64Array:
         True
     """
     flags = _flags("dones", dones)
-    if isinstance(source, bool) or not isinstance(source, int | np.integer) or source < 0:
-        raise ValueError(f"source must be a non-negative integer, got {source!r}")
+    if (
+        isinstance(source, bool)
+        or not isinstance(source, int | np.integer)
+        or not 0 <= source < SOURCE_LIMIT
+    ):
+        raise ValueError(
+            f"source must be an integer in [0, 2**31), got {source!r}: episode ids start at "
+            "source * 2**32 and are int64"
+        )
     T = flags.shape[0] - 1
     starts = flags[:T].copy() if T > 0 else flags[:0].copy()
     if T > 0:
