@@ -233,7 +233,8 @@ BAD: list[tuple[dict[str, Any], type[Exception], str]] = [
     ({"n_step": 0}, ValueError, "n_step must be an integer of at least 1, got 0"),
     ({"n_step": True}, ValueError, "n_step must be an integer of at least 1, got True"),
     ({"gamma": 1.5}, ValueError, r"gamma must be a finite number in \[0, 1\], got 1.5"),
-    ({"rollouts_per_buffer": 0}, ValueError, "rollouts_per_buffer"),
+    ({"files_per_buffer": 0}, ValueError, "files_per_buffer must be >= 1, got 0"),
+    ({"minibatch_size": 7, "drop_last": True}, ValueError, r"\(N=6\), so drop_last=True would"),
     ({"seed": 1.5}, TypeError, "seed must be"),
 ]
 
@@ -244,7 +245,7 @@ def test_bad_arguments_are_refused_at_the_call(
 ) -> None:
     args: dict[str, Any] = {"minibatch_size": 4, **kwargs}
     with pytest.raises(error, match=message):
-        transition_minibatches(example_rollout(), **args)
+        transition_minibatches(example_rollout(num_steps=3, num_envs=2), **args)
 
 
 def test_a_rollout_without_actions_is_refused() -> None:
@@ -306,7 +307,8 @@ def test_a_source_whose_ids_overflow_int64_is_refused(source: int) -> None:
     # Before, source=2**31 wrapped around to negative ids, silently.
     message = (
         rf"source must be an integer in \[0, 2\*\*31\), got {re.escape(repr(source))}: "
-        r"episode ids start at source \* 2\*\*32 and are int64"
+        r"episode ids start at "
+        r"source \* 2\*\*32 and are int64"
     )
     with pytest.raises(ValueError, match=message):
         episode_ids(np.zeros((3, 1)), source=source)

@@ -3,14 +3,13 @@
 [`minibatch_indices`][trajkit.minibatch_indices] + [`gather`][trajkit.gather] (or
 [`sequence_minibatch_indices`][trajkit.sequence_minibatch_indices] +
 [`gather_sequences`][trajkit.gather_sequences]) draw and gather as `Rollout.minibatches` does,
-for arrays that are not a rollout's; the indices and the arrays are checked here, the drawing
-and the gathering are the engine's (`trajkit._core.minibatch`). `index_stream` and
-`index_batches`, obs-tower2's stream as arrays, are deprecated.
+for arrays that are not a rollout's: the indices come from the minibatch engine
+(`trajkit._core.minibatch`) with the same plan, and the gathers check your indices and arrays.
+`index_stream` and `index_batches`, obs-tower2's stream as arrays, are deprecated.
 """
 
 from __future__ import annotations
 
-import itertools
 import random
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -19,17 +18,15 @@ import numpy as np
 
 from trajkit._base.deprecation import deprecated
 from trajkit._base.rng import as_generator
-from trajkit._base.types import AnyArray, IntArray
+from trajkit._base.types import AnyArray, IntArray, Seed
 from trajkit._core.minibatch import (
     MinibatchPlan,
-    Seed,
     StreamSeed,
-    epoch_pairs,
+    Table,
+    check_size,
     obs_tower2_batches,
     obs_tower2_epochs,
-    plan_minibatches,
-    plan_sequences,
-    sequence_rows,
+    sample,
     take_into,
 )
 
@@ -43,6 +40,41 @@ __all__ = [
 ]
 
 
+class _Entries(Table):
+    """The `(t, b)` entries of T steps of B envs; row `t * B + b` as `(t_idx, b_idx)` arrays.
+
+    Row `t * B + b` is split through the code `t << shift | b` (`2**shift >= B`): a shift and
+    a mask, several times faster than `numpy.divmod` by B; where B is a power of two the code
+    is the row.
+    """
+
+    def __init__(self, num_steps: int, num_envs: int) -> None:
+        super().__init__(num_steps * num_envs, what="T*B")
+        self.shift = (num_envs - 1).bit_length()
+        steps = np.arange(num_steps, dtype=np.intp) << self.shift
+        self.codes = (
+            None
+            if num_envs == 1 << self.shift
+            else (steps[:, None] | np.arange(num_envs, dtype=np.intp)).ravel()
+        )
+
+    def take(self, rows: IntArray) -> tuple[IntArray, IntArray]:
+        codes = rows if self.codes is None else self.codes.take(rows)
+        return codes >> self.shift, codes & ((1 << self.shift) - 1)
+
+    def cut(self, order: IntArray, size: int) -> Iterator[tuple[IntArray, IntArray]]:
+        t_idx, b_idx = self.take(order)  # the whole epoch at once, then views of it
+        for at in range(0, len(order), size):
+            yield t_idx[at : at + size], b_idx[at : at + size]
+
+
+class _Envs(Table):
+    """B env columns: each minibatch is its env indices."""
+
+    def take(self, rows: IntArray) -> IntArray:
+        return rows
+
+
 def minibatch_indices(
     num_steps: int,
     num_envs: int,
@@ -51,23 +83,26 @@ def minibatch_indices(
     epochs: int = 1,
     drop_last: bool = False,
     seed: Seed = None,
+    shuffle: bool = True,
 ) -> Iterator[tuple[IntArray, IntArray]]:
     """Shuffled `(t, b)` minibatches over a rollout, epoch by epoch.
 
     Each epoch draws a fresh permutation of the T·B steps and cuts it into minibatches of
-    `minibatch_size`. With `drop_last=False` an epoch's last, smaller minibatch is kept, so every
-    epoch covers each `(t, b)` with `0 <= t < T`, `0 <= b < B` exactly once; with
-    `drop_last=True` it is dropped and every minibatch has exactly `minibatch_size` entries.
-    A permutation is drawn only when its epoch starts.
+    `minibatch_size`, as [`MinibatchPlan`][trajkit.MinibatchPlan] describes: with
+    `drop_last=False` every epoch covers each `(t, b)` with `0 <= t < T`, `0 <= b < B`
+    exactly once; with `drop_last=True` every minibatch has exactly `minibatch_size` entries.
+    The same entries, in the same order, as
+    [`Rollout.minibatches`][trajkit.Rollout.minibatches] with the same arguments.
 
     Args:
         num_steps: T, the number of steps in the rollout (may be 0: nothing is yielded).
         num_envs: B, the number of environments (at least 1).
         minibatch_size: Entries per minibatch (at least 1).
-        epochs: How many passes over the rollout (at least 0).
+        epochs: Passes over the rollout (at least 0).
         drop_last: Drop each epoch's last minibatch when it is smaller than `minibatch_size`.
         seed: An int seed, a `numpy.random.Generator` (which advances), or `None` for fresh
             entropy.
+        shuffle: `False` for the entries in order, `t` by `t`.
 
     Returns:
         An iterator of `(t_idx, b_idx)` pairs of equal-length 1-D `np.intp` arrays, ready for
@@ -90,20 +125,12 @@ def minibatch_indices(
         >>> [len(t) for t, _ in minibatch_indices(3, 2, 4, drop_last=True, seed=0)]
         [4]
     """
-    plan = plan_minibatches(num_steps, num_envs, minibatch_size, epochs=epochs, drop_last=drop_last)
-    return _pair_minibatches(plan, as_generator(seed))
-
-
-def _pair_minibatches(
-    plan: MinibatchPlan, rng: np.random.Generator
-) -> Iterator[tuple[IntArray, IntArray]]:
-    """`minibatch_rows` as `(t_idx, b_idx)` pairs: the same permutations, split."""
-    starts, size = plan.starts(), plan.size
-    for t_idx, b_idx in itertools.islice(
-        epoch_pairs(plan.num_steps, plan.num_envs, rng), plan.epochs
-    ):
-        for start in starts:
-            yield t_idx[start : start + size], b_idx[start : start + size]
+    entries = _Entries(check_size("num_steps", num_steps, 0), check_size("num_envs", num_envs, 1))
+    plan = MinibatchPlan(
+        minibatch_size, epochs=epochs, drop_last=drop_last, seed=seed, shuffle=shuffle
+    )
+    batches: Iterator[tuple[IntArray, IntArray]] = sample(plan, [entries])
+    return batches
 
 
 def sequence_minibatch_indices(
@@ -113,21 +140,24 @@ def sequence_minibatch_indices(
     epochs: int = 1,
     drop_last: bool = False,
     seed: Seed = None,
+    shuffle: bool = True,
 ) -> Iterator[IntArray]:
     """Shuffled minibatches of whole environment columns, for recurrent policies.
 
     Each minibatch is a set of env indices `b`; with [`gather_sequences`][trajkit.gather_sequences]
     it selects all T steps of those environments, keeping the time order a recurrent policy
-    needs. Each epoch draws a fresh permutation of `range(B)`; with `drop_last=False` the last,
-    smaller minibatch is kept, so each epoch covers every env exactly once.
+    needs. The envs are the items of a [`MinibatchPlan`][trajkit.MinibatchPlan] of
+    `envs_per_batch`: each epoch a fresh permutation of `range(B)`, the last, smaller
+    minibatch kept unless `drop_last`.
 
     Args:
         num_envs: B, the number of environments (at least 1).
         envs_per_batch: Environments per minibatch (at least 1).
-        epochs: How many passes over the environments (at least 0).
+        epochs: Passes over the environments (at least 0).
         drop_last: Drop each epoch's last minibatch when it is smaller than `envs_per_batch`.
         seed: An int seed, a `numpy.random.Generator` (which advances), or `None` for fresh
             entropy.
+        shuffle: `False` for the envs in order.
 
     Returns:
         An iterator of 1-D `np.intp` arrays of env indices.
@@ -143,8 +173,16 @@ def sequence_minibatch_indices(
         >>> sorted(np.concatenate(batches).tolist())
         [0, 1, 2, 3, 4]
     """
-    plan = plan_sequences(num_envs, envs_per_batch, epochs=epochs, drop_last=drop_last)
-    return sequence_rows(plan, as_generator(seed))
+    envs = _Envs(check_size("num_envs", num_envs, 1), what="B")
+    plan = MinibatchPlan(
+        check_size("envs_per_batch", envs_per_batch, 1),
+        epochs=epochs,
+        drop_last=drop_last,
+        seed=seed,
+        shuffle=shuffle,
+    )
+    batches: Iterator[IntArray] = sample(plan, [envs], name="envs_per_batch")
+    return batches
 
 
 def _as_index(name: str, idx: Any) -> AnyArray:

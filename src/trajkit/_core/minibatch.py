@@ -1,75 +1,65 @@
-"""The minibatch engine: every way trajkit cuts a rollout into minibatches draws and gathers here.
+"""The minibatch engine: one plan and one sampler for every way trajkit cuts data into minibatches.
 
-A rollout holds T steps of B environments. Per-step fields (rewards, advantages, returns) have
-leading dims [T, B]; observation-aligned fields (observations, states, dones, model outputs) have
-[T+1, B], and only their rows 0..T-1 are ever minibatched. Entry `(t, b)` is row `t * B + b` of
-the array viewed as [T·B, ...].
+[`MinibatchPlan`][trajkit.MinibatchPlan] holds how minibatches are drawn, checked once;
+`sample` draws by it from a source of **parts** (the rows of a rollout, its env columns, the
+files of a dataset, the transitions of rollouts), each a `Table` that is loaded when it is
+reached, takes rows by index and finishes them into a minibatch. Every public minibatch
+function is a thin adapter that builds a plan and a source:
 
-The engine has three parts, and every minibatch API is a thin adapter over them:
+| adapter | items | parts |
+| --- | --- | --- |
+| `Rollout.minibatches`, `trajkit.torch.minibatches`, `minibatch_indices` | `(t, b)` | one |
+| `Rollout.sequence_minibatches`, `sequence_minibatch_indices` | env columns | one |
+| `transition_minibatches` of rollouts in memory | transitions | one (joined) |
+| `Dataset.minibatches`, `transition_minibatches` of a `Dataset` | rows, transitions | files |
 
-* **Checks** (`check_size`, `plan_minibatches`, `plan_sequences`,
-  `check_stream`): the size arguments, validated when an adapter is called, never at its
-  first `next()`.
-* **Drawing**: `minibatch_rows` (each epoch a fresh permutation of all rows, cut into
-  minibatches), `epoch_rows` (whole epochs), `sequence_rows` (env columns, for
-  recurrent policies), and the obs-tower2 stream of `obs_tower2_epochs` and
-  `obs_tower2_batches` (endless permutations, batches that may span epochs).
-* **Gathering**: `as_rows` (a [T, B, ...] array as [T·B, ...], a view where the layout
-  allows), `take_rows` (one `numpy.take` per array) and `take_into` (one array, into a
-  buffer).
+A rollout's `[T, B, ...]` arrays are rows `[T·B, ...]`: entry `(t, b)` is row `t * B + b`
+(`as_rows`), gathered by one `numpy.take` per array (`take_rows`).
 
-The adapters: `Rollout.minibatches` and `Rollout.sequence_minibatches` (NumPy),
-`Rollout.batches` and `Rollout.entries` (obs-tower2's `(t, b)` tuples),
-`trajkit.torch.minibatches` (tensors; on a GPU the rows are gathered by torch) and
-`Dataset.minibatches` (rows of several files in one shuffle buffer). For your own arrays, the
-public pair is [`minibatch_indices`][trajkit.minibatch_indices] + [`gather`][trajkit.gather]
-(or [`sequence_minibatch_indices`][trajkit.sequence_minibatch_indices] +
-[`gather_sequences`][trajkit.gather_sequences]), in `trajkit._core.indices`: they check your
-indices and arrays, then draw and gather here.
-
-Randomness comes from the `seed` argument (see `trajkit._base.rng.as_generator`), with one
-deliberate exception: `Rollout.batches()` and `Rollout.entries()` called without a seed shuffle
-with Python's global `random` module, as obs-tower2 did, so that `random.seed(s)` reproduces
-runs of code written against it (`python_random_epochs`).
+obs-tower2's endless stream of `Rollout.batches` and `Rollout.entries` (batches that span
+epochs; Python's global `random` when no seed is given, so that `random.seed(s)` reproduces
+runs written against obs-tower2) is the seed's API, kept as the seed defines it:
+`obs_tower2_epochs` and `obs_tower2_batches`.
 """
 
 from __future__ import annotations
 
-import itertools
 import random
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any, Literal, TypeAlias
 
 import numpy as np
 
 from trajkit._base.rng import as_generator
-from trajkit._base.types import AnyArray, IntArray
+from trajkit._base.types import AnyArray, IntArray, Seed
 
 __all__ = [
+    "AdvantageNormalization",
+    "ColumnsTable",
     "MinibatchPlan",
-    "Seed",
+    "Part",
+    "RowsTable",
     "StreamSeed",
+    "Table",
     "as_rows",
+    "check_fits",
     "check_size",
-    "check_stream",
-    "epoch_pairs",
-    "epoch_rows",
-    "minibatch_rows",
+    "gather_tables",
     "obs_tower2_batches",
     "obs_tower2_epochs",
-    "plan_minibatches",
-    "plan_sequences",
-    "python_random_epochs",
-    "sequence_rows",
+    "sample",
     "take_into",
     "take_rows",
 ]
 
-Seed = int | np.random.Generator | None
 StreamSeed = int | np.random.Generator | random.Random | None
 
+AdvantageNormalization: TypeAlias = Literal["rollout", "minibatch"] | None
+"""How minibatch methods standardize advantages: not at all, over the rollout, or per batch."""
+
 # --------------------------------------------------------------------------------------------
-# Checks: at the call
+# The plan: checked at the call
 # --------------------------------------------------------------------------------------------
 
 
@@ -93,108 +83,316 @@ def check_size(name: str, value: object, minimum: int) -> int:
 
 @dataclass(frozen=True)
 class MinibatchPlan:
-    """Checked sizes of an epoch-by-epoch minibatch draw over `rows` entries.
+    """How minibatches are drawn: the parameters that every minibatch function takes.
+
+    [`Rollout.minibatches`][trajkit.Rollout.minibatches],
+    [`Rollout.sequence_minibatches`][trajkit.Rollout.sequence_minibatches],
+    [`minibatch_indices`][trajkit.minibatch_indices],
+    [`sequence_minibatch_indices`][trajkit.sequence_minibatch_indices],
+    [`transition_minibatches`][trajkit.transition_minibatches],
+    [`trajkit.torch.minibatches`][trajkit.torch.minibatches] and
+    [`Dataset.minibatches`][trajkit.dataset.Dataset.minibatches] take these as keyword
+    arguments of the same names (those that apply to them), make a plan of them, and draw
+    from it with one sampler. A plan checks its values when it is made, so those functions
+    refuse a bad argument at the call, never at the first minibatch.
+
+    The scheme: each epoch draws a fresh permutation of the source's items (`(t, b)` entries,
+    env columns or transitions; `numpy.random.Generator.permutation`) and cuts it into
+    minibatches of `minibatch_size`, the last one smaller unless `drop_last`: every item
+    appears exactly once per epoch. A source of files (a `Dataset`) goes through a shuffle
+    buffer: each epoch permutes the files, loads `files_per_buffer` of them at a time,
+    shuffles their items together with those left over from the previous buffer, and cuts
+    full minibatches; the items left over (fewer than `minibatch_size`) carry over to the
+    next buffer, and the epoch's last ones make its last, smaller minibatch.
 
     Attributes:
-        num_steps: T (1 for a draw over env columns).
-        num_envs: B.
-        size: Entries per minibatch.
-        epochs: Passes over the entries.
-        drop_last: Whether an epoch's last, smaller minibatch is dropped.
-    """
+        minibatch_size: Items per minibatch, at least 1 (`envs_per_batch` of the sequence
+            minibatches, which count env columns).
+        epochs: Passes over the source, at least 0.
+        drop_last: Drop each epoch's last minibatch when it is smaller than
+            `minibatch_size`.
+        seed: An int, a `numpy.random.Generator` (which advances), or `None` for fresh
+            entropy. It drives every shuffle, of files and of items.
+        shuffle: `False` draws the items in order, files in order and each file's items in
+            order (for an evaluation pass); no randomness is used then.
+        files_per_buffer: For a source of files, the files loaded into the shuffle buffer
+            at a time, at least 1; memory holds one buffer.
+        normalize_advantages: PPO minibatches only. `None` leaves `advantages` as computed;
+            `"rollout"` standardizes them once over each rollout (population std);
+            `"minibatch"` standardizes each minibatch on its own with the unbiased std, as
+            stable-baselines3 and CleanRL do (a minibatch of one is left as is). `returns`
+            are never changed.
 
-    num_steps: int
-    num_envs: int
-    size: int
-    epochs: int
-    drop_last: bool
-
-    @property
-    def rows(self) -> int:
-        """The entries one epoch covers: T·B."""
-        return self.num_steps * self.num_envs
-
-    def starts(self) -> range:
-        """Start offsets of the minibatches that cut one epoch.
-
-        Examples:
-            >>> list(plan_minibatches(5, 1, 2, drop_last=True).starts())
-            [0, 2]
-        """
-        n = self.rows
-        return range(0, n - n % self.size if self.drop_last else n, self.size)
-
-
-def _check_drop_last(name: str, size: int, n: int, drop_last: bool, what: str) -> None:
-    """Refuse a `drop_last` minibatch size that would yield nothing at all from `n` entries."""
-    if drop_last and 0 < n < size:
-        raise ValueError(
-            f"{name}={size} is larger than the {n} entries available ({what}={n}), so "
-            f"drop_last=True would yield no minibatch at all: use {name} <= {n}, or "
-            "drop_last=False to get one smaller minibatch per epoch"
-        )
-
-
-def plan_minibatches(
-    num_steps: int,
-    num_envs: int,
-    minibatch_size: int,
-    *,
-    epochs: int = 1,
-    drop_last: bool = False,
-) -> MinibatchPlan:
-    """Check the sizes of a draw of `(t, b)` minibatches; the `ValueError` names the argument.
+    Raises:
+        ValueError: If a size is not an integer (a bool included) or is below its minimum,
+            or `normalize_advantages` is not one of its values; the message names the
+            argument.
+        TypeError: If `seed` is of another type.
 
     Examples:
-        >>> plan_minibatches(4, 2, 3, epochs=2).rows
-        8
-        >>> plan_minibatches(4, 2, 0)
+        >>> from trajkit import MinibatchPlan
+        >>> MinibatchPlan(256, epochs=4, seed=0).drop_last
+        False
+        >>> MinibatchPlan(0)
         Traceback (most recent call last):
         ...
         ValueError: minibatch_size must be >= 1, got 0
     """
-    num_steps = check_size("num_steps", num_steps, 0)
-    num_envs = check_size("num_envs", num_envs, 1)
-    size = check_size("minibatch_size", minibatch_size, 1)
-    epochs = check_size("epochs", epochs, 0)
-    _check_drop_last("minibatch_size", size, num_steps * num_envs, drop_last, "T*B")
-    return MinibatchPlan(num_steps, num_envs, size, epochs, bool(drop_last))
+
+    minibatch_size: int
+    epochs: int = 1
+    drop_last: bool = False
+    seed: Seed = None
+    shuffle: bool = True
+    files_per_buffer: int = 4
+    normalize_advantages: AdvantageNormalization = None
+
+    def __post_init__(self) -> None:
+        checked = {
+            "minibatch_size": check_size("minibatch_size", self.minibatch_size, 1),
+            "epochs": check_size("epochs", self.epochs, 0),
+            "files_per_buffer": check_size("files_per_buffer", self.files_per_buffer, 1),
+            "drop_last": bool(self.drop_last),
+            "shuffle": bool(self.shuffle),
+        }
+        for name, value in checked.items():  # frozen: set through object
+            object.__setattr__(self, name, value)
+        if self.normalize_advantages not in (None, "rollout", "minibatch"):
+            raise ValueError(
+                "normalize_advantages must be None, 'rollout' or 'minibatch', got "
+                f"{self.normalize_advantages!r}"
+            )
+        if not isinstance(self.seed, np.random.Generator):
+            as_generator(self.seed)  # the TypeError of a seed of another type, now
 
 
-def plan_sequences(
-    num_envs: int, envs_per_batch: int, *, epochs: int = 1, drop_last: bool = False
-) -> MinibatchPlan:
-    """Check the sizes of a draw of env columns (`T` is 1: one entry per env).
+def check_fits(plan: MinibatchPlan, count: int, what: str, name: str = "minibatch_size") -> None:
+    """Refuse `drop_last` with a minibatch larger than the `count` items of the source.
+
+    Such a plan would yield no minibatch at all. `what` names the count in the message
+    (`"T*B"`, `"B"`), `name` the size argument.
 
     Examples:
-        >>> plan_sequences(5, 2).rows
-        5
+        >>> check_fits(MinibatchPlan(9, drop_last=True), 8, "T*B")
+        Traceback (most recent call last):
+        ...
+        ValueError: minibatch_size=9 is larger than the 8 entries available (T*B=8), so \
+drop_last=True would yield no minibatch at all: use minibatch_size <= 8, or drop_last=False \
+to get one smaller minibatch per epoch
     """
-    num_envs = check_size("num_envs", num_envs, 1)
-    size = check_size("envs_per_batch", envs_per_batch, 1)
-    epochs = check_size("epochs", epochs, 0)
-    _check_drop_last("envs_per_batch", size, num_envs, drop_last, "B")
-    return MinibatchPlan(1, num_envs, size, epochs, bool(drop_last))
+    size = plan.minibatch_size
+    if plan.drop_last and 0 < count < size:
+        raise ValueError(
+            f"{name}={size} is larger than the {count} entries available ({what}={count}), "
+            f"so drop_last=True would yield no minibatch at all: use {name} <= {count}, "
+            "or drop_last=False to get one smaller minibatch per epoch"
+        )
 
 
-def check_stream(
-    num_steps: int,
-    num_envs: int,
-    method: str,
-    *,
-    batch_size: int = 1,
-    count: int | None = None,
+# --------------------------------------------------------------------------------------------
+# Sources: tables of rows
+# --------------------------------------------------------------------------------------------
+
+
+def _as_is(taken: Any) -> Any:
+    return taken
+
+
+class Table:
+    """One loaded part of a source: `rows` items, taken by index and finished into a minibatch.
+
+    Subclasses implement `take`; `finish` (rebuilding nested fields, normalizing advantages:
+    by default the taken rows as they are) is given to the constructor, and `cut` may be
+    overridden to prepare an epoch's permutation once (send it to a GPU, say). `what` names
+    the count of items in messages (`"T*B"`).
+    """
+
+    def __init__(self, rows: int, finish: Callable[[Any], Any] = _as_is, what: str = "N") -> None:
+        self.rows = rows
+        self.finish = finish
+        self.what = what
+
+    def take(self, rows: IntArray) -> Any:
+        """The items at `rows`, not yet finished."""
+        raise NotImplementedError
+
+    def cut(self, order: IntArray, size: int) -> Iterator[Any]:
+        """The minibatches of the rows `order`, `size` at a time (the last may be smaller)."""
+        for at in range(0, len(order), size):
+            yield self.finish(self.take(order[at : at + size]))
+
+
+Part = Table | Callable[[], Table]
+"""A part of a source: a table in memory, or a function that loads it when it is reached."""
+
+
+class RowsTable(Table):
+    """Named arrays `[N, ...]` (`as_rows` of `[T, B, ...]` arrays), taken by `numpy.take`."""
+
+    def __init__(
+        self,
+        rows_of: Mapping[str, AnyArray],
+        rows: int,
+        finish: Callable[[Any], Any] = _as_is,
+        what: str = "T*B",
+    ) -> None:
+        super().__init__(rows, finish, what)
+        self.rows_of = rows_of
+
+    def take(self, rows: IntArray) -> dict[str, AnyArray]:
+        return take_rows(self.rows_of, rows)
+
+
+class ColumnsTable(Table):
+    """Named arrays `[T, B, ...]` whose items are env columns: `{name: arr[:, b_idx]}`."""
+
+    def __init__(
+        self, arrays: Mapping[str, AnyArray], envs: int, finish: Callable[[Any], Any] = _as_is
+    ) -> None:
+        super().__init__(envs, finish, "B")
+        self.arrays = arrays
+
+    def take(self, rows: IntArray) -> dict[str, AnyArray]:
+        return {name: arr.take(rows, axis=1) for name, arr in self.arrays.items()}
+
+
+class _Buffer(Table):
+    """Rows of several tables: item `i` is row `at[i]` of `tables[which[i]]`."""
+
+    def __init__(self, tables: list[Table], which: IntArray, at: IntArray) -> None:
+        super().__init__(len(at), tables[0].finish, tables[0].what)
+        self.tables, self.which, self.at = tables, which, at
+
+    def take(self, rows: IntArray) -> Any:
+        if len(self.tables) == 1:
+            return self.tables[0].take(self.at[rows])
+        return gather_tables(self.tables, self.which[rows], self.at[rows])
+
+    @classmethod
+    def of(cls, carry: _Buffer | None, tables: list[Table]) -> Table:
+        """The carried rows, then every row of each of `tables`: one table to draw from."""
+        if carry is None and len(tables) == 1:
+            return tables[0]
+        joined = [] if carry is None else list(carry.tables)
+        which = [] if carry is None else [carry.which]
+        at = [] if carry is None else [carry.at]
+        for table in tables:
+            which.append(np.full(table.rows, len(joined), np.intp))
+            at.append(np.arange(table.rows, dtype=np.intp))
+            joined.append(table)
+        return cls(joined, np.concatenate(which), np.concatenate(at))
+
+    @classmethod
+    def left(cls, buffer: Table, rows: IntArray) -> _Buffer | None:
+        """The rows of `buffer` left over, kept with the tables they are in (`None`: none)."""
+        if not len(rows):
+            return None
+        if not isinstance(buffer, _Buffer):
+            return cls([buffer], np.zeros(len(rows), np.intp), rows)
+        used, which = np.unique(buffer.which[rows], return_inverse=True)
+        tables = [buffer.tables[int(i)] for i in used]
+        return cls(tables, which.astype(np.intp), buffer.at[rows])
+
+
+def _assemble(parts: list[tuple[IntArray, Any]], n: int) -> Any:
+    """Put the gathered parts `(positions, values)` into one array (or list of leaves)."""
+    first = parts[0][1]
+    if isinstance(first, list):
+        return [_assemble([(p, v[i]) for p, v in parts], n) for i in range(len(first))]
+    out = np.empty((n, *first.shape[1:]), dtype=first.dtype)
+    for at, values in parts:
+        out[at] = values
+    return out
+
+
+def gather_tables(tables: Sequence[Table], which: IntArray, rows: IntArray) -> dict[str, Any]:
+    """Take the items `(tables[which[i]], rows[i])`, in that order, from tables of dicts.
+
+    Each table's `take` gives name to `[n, ...]` array (or a list of such arrays, the leaves
+    of nested observations); the parts are put back in the order asked for.
+    """
+    if len(tables) == 1:
+        taken: dict[str, Any] = tables[0].take(rows)
+        return taken
+    parts: dict[str, list[tuple[IntArray, Any]]] = {}
+    order = np.argsort(which, kind="stable")
+    bounds = np.flatnonzero(np.diff(which[order])) + 1
+    for group in np.split(order, bounds):
+        if group.size:
+            got = tables[int(which[group[0]])].take(rows[group])
+            for name, value in got.items():
+                parts.setdefault(name, []).append((group, value))
+    return {name: _assemble(got, len(rows)) for name, got in parts.items()}
+
+
+# --------------------------------------------------------------------------------------------
+# The sampler
+# --------------------------------------------------------------------------------------------
+
+
+def sample(plan: MinibatchPlan, parts: Sequence[Part], *, name: str = "minibatch_size") -> Any:
+    """Draw the minibatches of `parts` as `plan` says (see `MinibatchPlan`): an iterator.
+
+    Checked now: where every part is in memory, a `drop_last` size larger than all their
+    items together is refused (`name` is the size argument's, `what` the first table's).
+    Parts are loaded (`part()`) when their buffer is reached, and let go once their last
+    row is drawn.
+
+    Examples:
+        >>> table = RowsTable({"x": np.arange(5)}, 5)
+        >>> [b["x"].tolist() for b in sample(MinibatchPlan(2, shuffle=False), [table])]
+        [[0, 1], [2, 3], [4]]
+    """
+    tables = [part for part in parts if isinstance(part, Table)]
+    if len(tables) == len(parts) and tables:
+        check_fits(plan, sum(t.rows for t in tables), tables[0].what, name)
+    rng = as_generator(plan.seed) if plan.shuffle else None
+    return _draw(plan, parts, rng)
+
+
+def _order(n: int, rng: np.random.Generator | None) -> IntArray:
+    """A fresh permutation of `range(n)`, or `range(n)` in order when not shuffling."""
+    order: IntArray = np.arange(n, dtype=np.intp) if rng is None else rng.permutation(n)
+    return order
+
+
+def _load(part: Part) -> Table:
+    return part if isinstance(part, Table) else part()
+
+
+def _draw(
+    plan: MinibatchPlan, parts: Sequence[Part], rng: np.random.Generator | None
+) -> Iterator[Any]:
+    size, per_buffer = plan.minibatch_size, plan.files_per_buffer
+    for _ in range(plan.epochs):
+        files = _order(len(parts), rng)
+        carry: _Buffer | None = None
+        for start in range(0, len(parts), per_buffer):
+            buffer = _Buffer.of(carry, [_load(parts[i]) for i in files[start : start + per_buffer]])
+            order = _order(buffer.rows, rng)
+            full = buffer.rows - buffer.rows % size
+            yield from buffer.cut(order[:full], size)
+            carry = _Buffer.left(buffer, order[full:])
+            del buffer  # the tables without rows left over are let go
+        if carry is not None and not plan.drop_last:
+            yield from carry.cut(np.arange(carry.rows, dtype=np.intp), carry.rows)
+
+
+# --------------------------------------------------------------------------------------------
+# obs-tower2's endless stream
+# --------------------------------------------------------------------------------------------
+
+
+def _check_stream(
+    num_steps: int, num_envs: int, method: str, *, batch_size: int = 1, count: int | None = None
 ) -> tuple[int, int, int, int | None]:
     """Check the sizes of an obs-tower2 stream: T·B > 0 unless no batch is asked for.
 
     `method` names the caller in the message (`"batches()"`, `"entries()"`, ...): obs-tower2
     looped forever on an empty rollout. `count=None` is the endless stream of `entries()`.
 
-    Returns:
-        `(num_steps, num_envs, batch_size, count)` as ints.
-
     Examples:
-        >>> check_stream(0, 2, "entries()")
+        >>> _check_stream(0, 2, "entries()")
         Traceback (most recent call last):
         ...
         ValueError: entries() needs at least one entry, got num_steps=0, num_envs=2 (T*B == 0)
@@ -215,95 +413,22 @@ def check_stream(
     return num_steps, num_envs, batch_size, count
 
 
-# --------------------------------------------------------------------------------------------
-# Drawing: epoch by epoch
-# --------------------------------------------------------------------------------------------
-
-
-def _shuffled_codes(num_steps: int, num_envs: int, rng: np.random.Generator) -> Iterator[IntArray]:
-    """Endless in-place shuffles of one private array holding every entry `(t, b)`.
+def _numpy_epochs(
+    num_steps: int, num_envs: int, rng: np.random.Generator
+) -> Iterator[tuple[IntArray, IntArray]]:
+    """Endless in-place shuffles of one array of every `(t, b)`, as `(t_idx, b_idx)` arrays.
 
     As obs-tower2's `entries()` does with its list, the same array is shuffled again each
-    epoch, and a permutation is drawn only when its epoch is reached. Entry `(t, b)` is the
-    code `t << shift | b` with `2**shift >= B`, so the split is a shift and a mask, several
-    times faster than `numpy.divmod` by B. The array yielded is overwritten by the next
-    shuffle: callers derive new arrays from it first.
+    pass. Entry `(t, b)` is the code `t << shift | b` with `2**shift >= B`, so the split is a
+    shift and a mask, several times faster than `numpy.divmod` by B.
     """
     shift = (num_envs - 1).bit_length()
+    mask = (1 << shift) - 1
     steps = np.arange(num_steps, dtype=np.intp) << shift
     codes = (steps[:, None] | np.arange(num_envs, dtype=np.intp)).ravel()
     while True:
         rng.shuffle(codes)
-        yield codes
-
-
-def epoch_pairs(
-    num_steps: int, num_envs: int, rng: np.random.Generator
-) -> Iterator[tuple[IntArray, IntArray]]:
-    """Endless fresh permutations of all `(t, b)`, each as a pair of new `(t_idx, b_idx)` arrays."""
-    shift = (num_envs - 1).bit_length()
-    mask = (1 << shift) - 1
-    for codes in _shuffled_codes(num_steps, num_envs, rng):
         yield codes >> shift, codes & mask
-
-
-def epoch_rows(plan: MinibatchPlan, rng: np.random.Generator) -> Iterator[IntArray]:
-    """Each epoch's permutation of all rows `t * B + b`, drawn when the epoch starts.
-
-    The same permutations, in the same order, as the `(t_idx, b_idx)` pairs of
-    [`minibatch_indices`][trajkit.minibatch_indices] for the same generator state.
-
-    Examples:
-        >>> rows = next(epoch_rows(plan_minibatches(2, 3, 6), as_generator(0)))
-        >>> sorted(rows.tolist())
-        [0, 1, 2, 3, 4, 5]
-    """
-    num_envs = plan.num_envs
-    shift = (num_envs - 1).bit_length()
-    mask = (1 << shift) - 1
-    for codes in itertools.islice(_shuffled_codes(plan.num_steps, num_envs, rng), plan.epochs):
-        if num_envs == 1 << shift:  # the code is the row
-            yield codes.copy()
-            continue
-        rows = codes >> shift
-        rows *= num_envs
-        rows += codes & mask
-        yield rows
-
-
-def minibatch_rows(plan: MinibatchPlan, rng: np.random.Generator) -> Iterator[IntArray]:
-    """The rows of each minibatch: every epoch's permutation cut as `plan` says.
-
-    Examples:
-        >>> [len(rows) for rows in minibatch_rows(plan_minibatches(3, 2, 4), as_generator(0))]
-        [4, 2]
-    """
-    starts, size = plan.starts(), plan.size
-    for rows in epoch_rows(plan, rng):
-        for start in starts:
-            yield rows[start : start + size]
-
-
-def sequence_rows(plan: MinibatchPlan, rng: np.random.Generator) -> Iterator[IntArray]:
-    """The env indices of each minibatch of whole env columns (`plan` from `plan_sequences`).
-
-    Each epoch is `rng.permutation(B)`, drawn when the epoch starts.
-
-    Examples:
-        >>> draws = sequence_rows(plan_sequences(5, 2), as_generator(0))
-        >>> sorted(np.concatenate(list(draws)).tolist())
-        [0, 1, 2, 3, 4]
-    """
-    starts, size = plan.starts(), plan.size
-    for _ in range(plan.epochs):
-        perm = rng.permutation(plan.num_envs).astype(np.intp, copy=False)
-        for start in starts:
-            yield perm[start : start + size]
-
-
-# --------------------------------------------------------------------------------------------
-# Drawing: obs-tower2's endless stream
-# --------------------------------------------------------------------------------------------
 
 
 def _list_epochs(
@@ -323,26 +448,19 @@ def _list_epochs(
         yield t_idx, b_idx
 
 
-def python_random_epochs(num_steps: int, num_envs: int) -> Iterator[tuple[IntArray, IntArray]]:
-    """obs-tower2's stream of permutations, shuffled by Python's global `random` module.
-
-    The one place trajkit touches global random state, deliberately: `Rollout.batches()` and
-    `Rollout.entries()` called without a seed shuffle this way, so that `random.seed(s)`
-    reproduces runs of code written against obs-tower2. `random.shuffle` is looked up at each
-    pass, as obs-tower2 did.
-    """
-    return _list_epochs(num_steps, num_envs, lambda codes: random.shuffle(codes))
-
-
 def _stream_source(
     num_steps: int, num_envs: int, seed: StreamSeed
 ) -> Iterator[tuple[IntArray, IntArray]]:
-    """The endless permutations for `seed`: `None` is Python's global `random` (obs-tower2's)."""
+    """The endless permutations for `seed`: `None` is Python's global `random` (obs-tower2's).
+
+    The one place trajkit touches global random state, deliberately: `random.shuffle` is
+    looked up at each pass, as obs-tower2 did.
+    """
     if seed is None:
-        return python_random_epochs(num_steps, num_envs)
+        return _list_epochs(num_steps, num_envs, lambda codes: random.shuffle(codes))
     if isinstance(seed, random.Random):
         return _list_epochs(num_steps, num_envs, seed.shuffle)
-    return epoch_pairs(num_steps, num_envs, as_generator(seed))
+    return _numpy_epochs(num_steps, num_envs, as_generator(seed))
 
 
 def _cut_stream(
@@ -397,7 +515,7 @@ def obs_tower2_epochs(
         >>> sorted(zip(t_idx.tolist(), b_idx.tolist()))
         [(0, 0), (0, 1), (1, 0), (1, 1)]
     """
-    num_steps, num_envs, _, _ = check_stream(num_steps, num_envs, method)
+    num_steps, num_envs, _, _ = _check_stream(num_steps, num_envs, method)
     return _stream_source(num_steps, num_envs, seed)
 
 
@@ -422,7 +540,7 @@ def obs_tower2_batches(
         >>> [len(t) for t, _ in obs_tower2_batches(2, 3, 4, 3, 0)]
         [4, 4, 4]
     """
-    num_steps, num_envs, batch_size, given = check_stream(
+    num_steps, num_envs, batch_size, given = _check_stream(
         num_steps, num_envs, method, batch_size=batch_size, count=count
     )
     source = _stream_source(num_steps, num_envs, seed)
