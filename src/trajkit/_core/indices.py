@@ -20,6 +20,7 @@ from trajkit._base.deprecation import deprecated
 from trajkit._base.rng import as_generator
 from trajkit._base.types import AnyArray, IntArray, Seed
 from trajkit._core.minibatch import (
+    Entries,
     MinibatchPlan,
     StreamSeed,
     Table,
@@ -38,41 +39,6 @@ __all__ = [
     "minibatch_indices",
     "sequence_minibatch_indices",
 ]
-
-
-class _Entries(Table):
-    """The `(t, b)` entries of T steps of B envs; row `t * B + b` as `(t_idx, b_idx)` arrays.
-
-    Row `t * B + b` is split through the code `t << shift | b` (`2**shift >= B`): a shift and
-    a mask, several times faster than `numpy.divmod` by B; where B is a power of two the code
-    is the row.
-    """
-
-    def __init__(self, num_steps: int, num_envs: int) -> None:
-        super().__init__(num_steps * num_envs, what="T*B")
-        self.shift = (num_envs - 1).bit_length()
-        steps = np.arange(num_steps, dtype=np.intp) << self.shift
-        self.codes = (
-            None
-            if num_envs == 1 << self.shift
-            else (steps[:, None] | np.arange(num_envs, dtype=np.intp)).ravel()
-        )
-
-    def take(self, rows: IntArray) -> tuple[IntArray, IntArray]:
-        codes = rows if self.codes is None else self.codes.take(rows)
-        return codes >> self.shift, codes & ((1 << self.shift) - 1)
-
-    def cut(self, order: IntArray, size: int) -> Iterator[tuple[IntArray, IntArray]]:
-        t_idx, b_idx = self.take(order)  # the whole epoch at once, then views of it
-        for at in range(0, len(order), size):
-            yield t_idx[at : at + size], b_idx[at : at + size]
-
-
-class _Envs(Table):
-    """B env columns: each minibatch is its env indices."""
-
-    def take(self, rows: IntArray) -> IntArray:
-        return rows
 
 
 def minibatch_indices(
@@ -125,12 +91,11 @@ def minibatch_indices(
         >>> [len(t) for t, _ in minibatch_indices(3, 2, 4, drop_last=True, seed=0)]
         [4]
     """
-    entries = _Entries(check_size("num_steps", num_steps, 0), check_size("num_envs", num_envs, 1))
+    entries = Entries(check_size("num_steps", num_steps, 0), check_size("num_envs", num_envs, 1))
     plan = MinibatchPlan(
         minibatch_size, epochs=epochs, drop_last=drop_last, seed=seed, shuffle=shuffle
     )
-    batches: Iterator[tuple[IntArray, IntArray]] = sample(plan, [entries])
-    return batches
+    return sample(plan, [entries])
 
 
 def sequence_minibatch_indices(
@@ -173,7 +138,7 @@ def sequence_minibatch_indices(
         >>> sorted(np.concatenate(batches).tolist())
         [0, 1, 2, 3, 4]
     """
-    envs = _Envs(check_size("num_envs", num_envs, 1), what="B")
+    envs = Table(check_size("num_envs", num_envs, 1), what="B")  # an env's index is its item
     plan = MinibatchPlan(
         check_size("envs_per_batch", envs_per_batch, 1),
         epochs=epochs,
@@ -181,8 +146,7 @@ def sequence_minibatch_indices(
         seed=seed,
         shuffle=shuffle,
     )
-    batches: Iterator[IntArray] = sample(plan, [envs], name="envs_per_batch")
-    return batches
+    return sample(plan, [envs], name="envs_per_batch")
 
 
 def _as_index(name: str, idx: Any) -> AnyArray:

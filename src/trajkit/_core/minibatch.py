@@ -1,20 +1,14 @@
 """The minibatch engine: one plan and one sampler for every way trajkit cuts data into minibatches.
 
 [`MinibatchPlan`][trajkit.MinibatchPlan] holds how minibatches are drawn, checked once;
-`sample` draws by it from a source of **parts** (the rows of a rollout, its env columns, the
-files of a dataset, the transitions of rollouts), each a `Table` that is loaded when it is
-reached, takes rows by index and finishes them into a minibatch. Every public minibatch
-function is a thin adapter that builds a plan and a source:
-
-| adapter | items | parts |
-| --- | --- | --- |
-| `Rollout.minibatches`, `trajkit.torch.minibatches`, `minibatch_indices` | `(t, b)` | one |
-| `Rollout.sequence_minibatches`, `sequence_minibatch_indices` | env columns | one |
-| `transition_minibatches` of rollouts in memory | transitions | one (joined) |
-| `Dataset.minibatches`, `transition_minibatches` of a `Dataset` | rows, transitions | files |
-
-A rollout's `[T, B, ...]` arrays are rows `[T·B, ...]`: entry `(t, b)` is row `t * B + b`
-(`as_rows`), gathered by one `numpy.take` per array (`take_rows`).
+`sample` draws by it from a source of **parts**, each a `Table` (loaded when it is reached,
+for the files of a dataset) that takes its items by index and finishes them into a
+minibatch. Every public minibatch function is a thin adapter that makes a plan and a source:
+the `(t, b)` entries of a rollout (`Rollout.minibatches`, `trajkit.torch.minibatches`,
+`minibatch_indices`), its env columns (the sequence minibatches), the transitions of
+rollouts (`transition_minibatches`), the files of a `Dataset` (`Dataset.minibatches`,
+`transition_minibatches`). A rollout's `[T, B, ...]` arrays are rows `[T·B, ...]`: entry
+`(t, b)` is row `t * B + b` (`as_rows`), gathered by one `numpy.take` per array.
 
 obs-tower2's endless stream of `Rollout.batches` and `Rollout.entries` (batches that span
 epochs; Python's global `random` when no seed is given, so that `random.seed(s)` reproduces
@@ -36,16 +30,14 @@ from trajkit._base.types import AnyArray, IntArray, Seed
 
 __all__ = [
     "AdvantageNormalization",
-    "ColumnsTable",
+    "ArraysTable",
+    "Entries",
     "MinibatchPlan",
     "Part",
-    "RowsTable",
     "StreamSeed",
     "Table",
     "as_rows",
-    "check_fits",
     "check_size",
-    "gather_tables",
     "obs_tower2_batches",
     "obs_tower2_epochs",
     "sample",
@@ -148,15 +140,10 @@ class MinibatchPlan:
     normalize_advantages: AdvantageNormalization = None
 
     def __post_init__(self) -> None:
-        checked = {
-            "minibatch_size": check_size("minibatch_size", self.minibatch_size, 1),
-            "epochs": check_size("epochs", self.epochs, 0),
-            "files_per_buffer": check_size("files_per_buffer", self.files_per_buffer, 1),
-            "drop_last": bool(self.drop_last),
-            "shuffle": bool(self.shuffle),
-        }
-        for name, value in checked.items():  # frozen: set through object
-            object.__setattr__(self, name, value)
+        for name, minimum in (("minibatch_size", 1), ("epochs", 0), ("files_per_buffer", 1)):
+            object.__setattr__(self, name, check_size(name, getattr(self, name), minimum))
+        for name in ("drop_last", "shuffle"):  # frozen: set through object
+            object.__setattr__(self, name, bool(getattr(self, name)))
         if self.normalize_advantages not in (None, "rollout", "minibatch"):
             raise ValueError(
                 "normalize_advantages must be None, 'rollout' or 'minibatch', got "
@@ -164,29 +151,6 @@ class MinibatchPlan:
             )
         if not isinstance(self.seed, np.random.Generator):
             as_generator(self.seed)  # the TypeError of a seed of another type, now
-
-
-def check_fits(plan: MinibatchPlan, count: int, what: str, name: str = "minibatch_size") -> None:
-    """Refuse `drop_last` with a minibatch larger than the `count` items of the source.
-
-    Such a plan would yield no minibatch at all. `what` names the count in the message
-    (`"T*B"`, `"B"`), `name` the size argument.
-
-    Examples:
-        >>> check_fits(MinibatchPlan(9, drop_last=True), 8, "T*B")
-        Traceback (most recent call last):
-        ...
-        ValueError: minibatch_size=9 is larger than the 8 entries available (T*B=8), so \
-drop_last=True would yield no minibatch at all: use minibatch_size <= 8, or drop_last=False \
-to get one smaller minibatch per epoch
-    """
-    size = plan.minibatch_size
-    if plan.drop_last and 0 < count < size:
-        raise ValueError(
-            f"{name}={size} is larger than the {count} entries available ({what}={count}), "
-            f"so drop_last=True would yield no minibatch at all: use {name} <= {count}, "
-            "or drop_last=False to get one smaller minibatch per epoch"
-        )
 
 
 # --------------------------------------------------------------------------------------------
@@ -201,8 +165,9 @@ def _as_is(taken: Any) -> Any:
 class Table:
     """One loaded part of a source: `rows` items, taken by index and finished into a minibatch.
 
-    Subclasses implement `take`; `finish` (rebuilding nested fields, normalizing advantages:
-    by default the taken rows as they are) is given to the constructor, and `cut` may be
+    Subclasses implement `take` (by default the items are their indices); `finish`
+    (rebuilding nested fields, normalizing advantages: by default the taken rows as they
+    are) is given to the constructor, and `cut` may be
     overridden to prepare an epoch's permutation once (send it to a GPU, say). `what` names
     the count of items in messages (`"T*B"`).
     """
@@ -213,8 +178,8 @@ class Table:
         self.what = what
 
     def take(self, rows: IntArray) -> Any:
-        """The items at `rows`, not yet finished."""
-        raise NotImplementedError
+        """The items at `rows`, not yet finished: by default, their indices."""
+        return rows
 
     def cut(self, order: IntArray, size: int) -> Iterator[Any]:
         """The minibatches of the rows `order`, `size` at a time (the last may be smaller)."""
@@ -226,34 +191,50 @@ Part = Table | Callable[[], Table]
 """A part of a source: a table in memory, or a function that loads it when it is reached."""
 
 
-class RowsTable(Table):
-    """Named arrays `[N, ...]` (`as_rows` of `[T, B, ...]` arrays), taken by `numpy.take`."""
+class ArraysTable(Table):
+    """Named arrays, their items along `axis`: rows (`as_rows` of `[T, B, ...]`) or env columns.
+
+    Rows `[N, ...]` are taken by `numpy.take`; with `axis=1`, whole env columns of
+    `[T, B, ...]` arrays.
+    """
 
     def __init__(
         self,
-        rows_of: Mapping[str, AnyArray],
+        arrays: Mapping[str, AnyArray],
         rows: int,
         finish: Callable[[Any], Any] = _as_is,
-        what: str = "T*B",
+        axis: int = 0,
     ) -> None:
-        super().__init__(rows, finish, what)
-        self.rows_of = rows_of
+        super().__init__(rows, finish, "B" if axis else "T*B")
+        self.arrays, self.axis = arrays, axis
 
     def take(self, rows: IntArray) -> dict[str, AnyArray]:
-        return take_rows(self.rows_of, rows)
+        if not self.axis:
+            return take_rows(self.arrays, rows)
+        return {name: arr.take(rows, axis=self.axis) for name, arr in self.arrays.items()}
 
 
-class ColumnsTable(Table):
-    """Named arrays `[T, B, ...]` whose items are env columns: `{name: arr[:, b_idx]}`."""
+class Entries(Table):
+    """The `(t, b)` entries of T steps of B envs: row `t * B + b` as `(t_idx, b_idx)` arrays.
 
-    def __init__(
-        self, arrays: Mapping[str, AnyArray], envs: int, finish: Callable[[Any], Any] = _as_is
-    ) -> None:
-        super().__init__(envs, finish, "B")
-        self.arrays = arrays
+    Through the code `t << shift | b` (`2**shift >= B`): a shift and a mask split it, several
+    times faster than `numpy.divmod` by B.
+    """
 
-    def take(self, rows: IntArray) -> dict[str, AnyArray]:
-        return {name: arr.take(rows, axis=1) for name, arr in self.arrays.items()}
+    def __init__(self, num_steps: int, num_envs: int) -> None:
+        super().__init__(num_steps * num_envs, what="T*B")
+        self.shift = (num_envs - 1).bit_length()
+        steps = np.arange(num_steps, dtype=np.intp) << self.shift
+        self.codes = (steps[:, None] | np.arange(num_envs, dtype=np.intp)).ravel()
+
+    def take(self, rows: IntArray) -> tuple[IntArray, IntArray]:
+        codes = self.codes.take(rows)
+        return codes >> self.shift, codes & ((1 << self.shift) - 1)
+
+    def cut(self, order: IntArray, size: int) -> Iterator[tuple[IntArray, IntArray]]:
+        t_idx, b_idx = self.take(order)  # the whole epoch at once, then views of it
+        for at in range(0, len(order), size):
+            yield t_idx[at : at + size], b_idx[at : at + size]
 
 
 class _Buffer(Table):
@@ -264,9 +245,7 @@ class _Buffer(Table):
         self.tables, self.which, self.at = tables, which, at
 
     def take(self, rows: IntArray) -> Any:
-        if len(self.tables) == 1:
-            return self.tables[0].take(self.at[rows])
-        return gather_tables(self.tables, self.which[rows], self.at[rows])
+        return _gather(self.tables, self.which[rows], self.at[rows])
 
     @classmethod
     def of(cls, carry: _Buffer | None, tables: list[Table]) -> Table:
@@ -305,15 +284,14 @@ def _assemble(parts: list[tuple[IntArray, Any]], n: int) -> Any:
     return out
 
 
-def gather_tables(tables: Sequence[Table], which: IntArray, rows: IntArray) -> dict[str, Any]:
+def _gather(tables: Sequence[Table], which: IntArray, rows: IntArray) -> Any:
     """Take the items `(tables[which[i]], rows[i])`, in that order, from tables of dicts.
 
     Each table's `take` gives name to `[n, ...]` array (or a list of such arrays, the leaves
     of nested observations); the parts are put back in the order asked for.
     """
     if len(tables) == 1:
-        taken: dict[str, Any] = tables[0].take(rows)
-        return taken
+        return tables[0].take(rows)
     parts: dict[str, list[tuple[IntArray, Any]]] = {}
     order = np.argsort(which, kind="stable")
     bounds = np.flatnonzero(np.diff(which[order])) + 1
@@ -330,22 +308,35 @@ def gather_tables(tables: Sequence[Table], which: IntArray, rows: IntArray) -> d
 # --------------------------------------------------------------------------------------------
 
 
-def sample(plan: MinibatchPlan, parts: Sequence[Part], *, name: str = "minibatch_size") -> Any:
+def sample(
+    plan: MinibatchPlan, parts: Sequence[Part], *, name: str = "minibatch_size"
+) -> Iterator[Any]:
     """Draw the minibatches of `parts` as `plan` says (see `MinibatchPlan`): an iterator.
 
     Checked now: where every part is in memory, a `drop_last` size larger than all their
-    items together is refused (`name` is the size argument's, `what` the first table's).
-    Parts are loaded (`part()`) when their buffer is reached, and let go once their last
-    row is drawn.
+    items together, which would yield nothing, is refused (`name` is the size argument's,
+    `what` of the first table names the count). Parts are loaded (`part()`) when their
+    buffer is reached, and let go once their last row is drawn.
 
     Examples:
-        >>> table = RowsTable({"x": np.arange(5)}, 5)
+        >>> table = ArraysTable({"x": np.arange(5)}, 5)
         >>> [b["x"].tolist() for b in sample(MinibatchPlan(2, shuffle=False), [table])]
         [[0, 1], [2, 3], [4]]
+        >>> sample(MinibatchPlan(6, drop_last=True), [table])
+        Traceback (most recent call last):
+        ...
+        ValueError: minibatch_size=6 is larger than the 5 entries available (T*B=5), so \
+drop_last=True would yield no minibatch at all: use minibatch_size <= 5, or drop_last=False \
+to get one smaller minibatch per epoch
     """
-    tables = [part for part in parts if isinstance(part, Table)]
-    if len(tables) == len(parts) and tables:
-        check_fits(plan, sum(t.rows for t in tables), tables[0].what, name)
+    size, tables = plan.minibatch_size, [part for part in parts if isinstance(part, Table)]
+    count = sum(t.rows for t in tables)
+    if plan.drop_last and len(tables) == len(parts) and 0 < count < size:
+        raise ValueError(
+            f"{name}={size} is larger than the {count} entries available "
+            f"({tables[0].what}={count}), so drop_last=True would yield no minibatch at all: "
+            f"use {name} <= {count}, or drop_last=False to get one smaller minibatch per epoch"
+        )
     rng = as_generator(plan.seed) if plan.shuffle else None
     return _draw(plan, parts, rng)
 
@@ -416,19 +407,14 @@ def _check_stream(
 def _numpy_epochs(
     num_steps: int, num_envs: int, rng: np.random.Generator
 ) -> Iterator[tuple[IntArray, IntArray]]:
-    """Endless in-place shuffles of one array of every `(t, b)`, as `(t_idx, b_idx)` arrays.
+    """Endless permutations of every `(t, b)`: one order shuffled again, in place, each pass.
 
-    As obs-tower2's `entries()` does with its list, the same array is shuffled again each
-    pass. Entry `(t, b)` is the code `t << shift | b` with `2**shift >= B`, so the split is a
-    shift and a mask, several times faster than `numpy.divmod` by B.
+    As obs-tower2's `entries()` shuffled its list of every `(t, b)`.
     """
-    shift = (num_envs - 1).bit_length()
-    mask = (1 << shift) - 1
-    steps = np.arange(num_steps, dtype=np.intp) << shift
-    codes = (steps[:, None] | np.arange(num_envs, dtype=np.intp)).ravel()
+    entries, order = Entries(num_steps, num_envs), np.arange(num_steps * num_envs)
     while True:
-        rng.shuffle(codes)
-        yield codes >> shift, codes & mask
+        rng.shuffle(order)
+        yield entries.take(order)
 
 
 def _list_epochs(

@@ -17,9 +17,8 @@ from trajkit._core import tree as _tree
 from trajkit._core.episodes import EpisodeStats, episode_stats
 from trajkit._core.minibatch import (
     AdvantageNormalization,
-    ColumnsTable,
+    ArraysTable,
     MinibatchPlan,
-    RowsTable,
     as_rows,
     check_size,
     sample,
@@ -103,11 +102,10 @@ class TrainingMethods(ObsTower2Methods):
         """Yield shuffled PPO minibatches: every training array gathered at once.
 
         Advantages and returns are computed once, at the call; each epoch is a fresh
-        permutation of all (t, b), cut into minibatches of `minibatch_size` (the last one
-        smaller unless `drop_last`), as [`MinibatchPlan`][trajkit.MinibatchPlan] describes.
-        Each minibatch maps the names of [`training_arrays`][trajkit.Rollout.training_arrays]
-        to `[n, ...]` arrays; nested `obses` and `states` come out with the same structure,
-        every leaf gathered.
+        permutation of all (t, b), cut into minibatches as
+        [`MinibatchPlan`][trajkit.MinibatchPlan] describes. Each minibatch maps the names of
+        [`training_arrays`][trajkit.Rollout.training_arrays] to `[n, ...]` arrays; nested
+        `obses` and `states` come out with the same structure, every leaf gathered.
 
         Args:
             minibatch_size: Entries per minibatch, at least 1.
@@ -117,22 +115,17 @@ class TrainingMethods(ObsTower2Methods):
             drop_last: Drop each epoch's last, smaller minibatch.
             seed: An int, a `numpy.random.Generator`, or `None` for fresh entropy.
             shuffle: `False` for the entries in order, `t` by `t`.
-            normalize_advantages: `None` (the default) leaves `advantages` as computed;
-                `"rollout"` standardizes them once over the whole rollout (population std);
-                `"minibatch"` standardizes each minibatch on its own with the unbiased std,
-                as stable-baselines3 and CleanRL do (a minibatch of one is left as is).
-                `returns` are never changed.
+            normalize_advantages: `None`, `"rollout"` (over the rollout) or `"minibatch"`
+                (each minibatch, as stable-baselines3 and CleanRL), see `MinibatchPlan`.
 
         Returns:
             An iterator of minibatches, each name to `[n, ...]` array.
 
         Raises:
             MissingModelOutputError: If there is no `critic` (advantages need it).
-            ValueError: If a size argument is not an integer or is below its minimum, if
-                `drop_last` would yield nothing, or gamma, lam or `normalize_advantages` is
-                invalid.
-            TypeError: If `seed` is of another type. All of these are raised at the call,
-                before the first minibatch.
+            ValueError: If an argument is out of range (`MinibatchPlan`'s, gamma, lam), or
+                `drop_last` would yield nothing.
+            TypeError: If `seed` is of another type. All of these are raised at the call.
 
         Examples:
             >>> from trajkit.testing import example_rollout
@@ -152,10 +145,7 @@ class TrainingMethods(ObsTower2Methods):
             shuffle=shuffle,
             normalize_advantages=normalize_advantages,
         )
-        rows: Iterator[dict[str, ArrayTree]] = sample(
-            plan, [ppo_table(self, "minibatches", gamma, lam, plan)]
-        )
-        return rows
+        return sample(plan, [ppo_table(self, "minibatches", gamma, lam, plan)])
 
     def sequence_minibatches(
         self,
@@ -184,17 +174,15 @@ class TrainingMethods(ObsTower2Methods):
             drop_last: Drop each epoch's last, smaller minibatch.
             seed: An int, a `numpy.random.Generator`, or `None` for fresh entropy.
             shuffle: `False` for the envs in order.
-            normalize_advantages: As for [`minibatches`][trajkit.Rollout.minibatches]:
-                `None`, `"rollout"` or `"minibatch"` (over the `[T, n]` advantages of each).
+            normalize_advantages: As for [`minibatches`][trajkit.Rollout.minibatches]
+                (over the `[T, n]` advantages of each minibatch).
 
         Returns:
             An iterator of minibatches, each name to `[T, n, ...]` array.
 
         Raises:
             MissingModelOutputError: If there is no `critic`.
-            ValueError: If a size argument is invalid, or gamma, lam or
-                `normalize_advantages` is. As for
-                [`minibatches`][trajkit.Rollout.minibatches], all raised at the call.
+            ValueError: As for [`minibatches`][trajkit.Rollout.minibatches], at the call.
             TypeError: If `seed` is of another type.
 
         Examples:
@@ -212,11 +200,9 @@ class TrainingMethods(ObsTower2Methods):
             normalize_advantages=normalize_advantages,
         )
         arrays = ppo_arrays(self, "sequence_minibatches", gamma, lam, plan.normalize_advantages)
-        columns = ColumnsTable(
-            _tree.flatten_fields(arrays), self.batch_size, ppo_finish(arrays, plan)
-        )
-        batches: Iterator[dict[str, ArrayTree]] = sample(plan, [columns], name="envs_per_batch")
-        return batches
+        finish = ppo_finish(_tree.fields_rebuilder(arrays), plan)
+        columns = ArraysTable(_tree.flatten_fields(arrays), self.batch_size, finish, axis=1)
+        return sample(plan, [columns], name="envs_per_batch")
 
 
 def ppo_arrays(
@@ -262,30 +248,37 @@ def ppo_arrays(
     return arrays
 
 
+def _unbiased(advantages: Any) -> Any:
+    return _gae.normalize_advantages(advantages, ddof=1)
+
+
 def ppo_finish(
-    arrays: dict[str, ArrayTree], plan: MinibatchPlan
-) -> Callable[[dict[str, Any]], dict[str, ArrayTree]]:
-    """What makes rows taken from `arrays` (flattened) a minibatch, as `plan` says.
+    rebuild: Callable[[Any], dict[str, Any]],
+    plan: MinibatchPlan,
+    standardize: Callable[[Any], Any] = _unbiased,
+    kind: Callable[[dict[str, Any]], Any] = dict,
+) -> Callable[[dict[str, Any]], Any]:
+    """What makes taken rows a minibatch of `kind`: the nested fields rebuilt, as `plan` says.
 
-    The nested fields rebuilt, and with `normalize_advantages="minibatch"` the advantages
-    standardized with the unbiased std.
+    With `normalize_advantages="minibatch"`, each minibatch's advantages are standardized
+    with the unbiased std (`standardize`: NumPy's by default, torch's for tensors).
     """
-    rebuild = _tree.fields_rebuilder(arrays)
-    if plan.normalize_advantages != "minibatch":
-        return rebuild
+    per_minibatch = plan.normalize_advantages == "minibatch"
 
-    def normalized(flat: dict[str, Any]) -> dict[str, ArrayTree]:
+    def finish(flat: dict[str, Any]) -> Any:
         batch = rebuild(flat)
-        batch["advantages"] = _gae.normalize_advantages(batch["advantages"], ddof=1)
-        return batch
+        if per_minibatch:
+            batch["advantages"] = standardize(batch["advantages"])
+        return batch if kind is dict else kind(batch)
 
-    return normalized
+    return finish
 
 
 def ppo_table(
     rollout: ObsTower2Methods, method: str, gamma: float, lam: float, plan: MinibatchPlan
-) -> RowsTable:
+) -> ArraysTable:
     """The PPO rows of `rollout` (`ppo_arrays`, checked now) as a table for the engine."""
     arrays = ppo_arrays(rollout, method, gamma, lam, plan.normalize_advantages)
     rows = rollout.num_steps * rollout.batch_size
-    return RowsTable(as_rows(_tree.flatten_fields(arrays)), rows, ppo_finish(arrays, plan))
+    finish = ppo_finish(_tree.fields_rebuilder(arrays), plan)
+    return ArraysTable(as_rows(_tree.flatten_fields(arrays)), rows, finish)

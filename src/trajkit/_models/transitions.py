@@ -348,28 +348,21 @@ def transition_minibatches(
             partial(_file_table, files, path, i, discount, method)
             for i, path in enumerate(files.files)
         ]
-        streamed: Iterator[dict[str, ArrayTree]] = sample(plan, loaders)
-        return streamed
+        return sample(plan, loaders)
     if not rollouts:
         return iter(())
     tables = [_table(r, i, discount, method) for i, r in enumerate(rollouts)]
     _check_same_layout(rollouts, method)
     whole = _tr.concat_tables(tables)
     whole.finish = tables[0].finish
-    in_memory: Iterator[dict[str, ArrayTree]] = sample(plan, [whole])
-    return in_memory
+    return sample(plan, [whole])
 
 
 def _renamed_buffer(files_per_buffer: int, rollouts_per_buffer: int | None) -> int:
     """`files_per_buffer`, or the value of its deprecated name `rollouts_per_buffer`."""
     if rollouts_per_buffer is None:
         return files_per_buffer
-    deprecated(
-        "transition_minibatches(rollouts_per_buffer=...)", "files_per_buffer=...", stacklevel=4
-    )
+    deprecated("transition_minibatches(rollouts_per_buffer=...)", "files_per_buffer", stacklevel=4)
     if files_per_buffer != 4:
-        raise ValueError(
-            "rollouts_per_buffer is the deprecated name of files_per_buffer: pass "
-            "files_per_buffer only"
-        )
+        raise ValueError("pass files_per_buffer only: rollouts_per_buffer is its deprecated name")
     return rollouts_per_buffer

@@ -9,13 +9,13 @@ import secrets
 import tempfile
 from collections.abc import Iterable, Iterator
 from functools import partial
-from typing import Literal
+from typing import Any, Literal
 
 from trajkit._base.deprecation import deprecated
 from trajkit._base.errors import RolloutFileError
 from trajkit._base.types import ArrayTree, Seed
 from trajkit._core.gae import check_discount
-from trajkit._core.minibatch import MinibatchPlan, RowsTable, sample
+from trajkit._core.minibatch import ArraysTable, MinibatchPlan, sample
 from trajkit._io.atomic import TEMP_PREFIX, TEMP_SUFFIX
 from trajkit._io.discovery import Found, NaturalKey, discover, walk_key
 from trajkit._io.engine import checked_jobs, cpu_count, run_ordered
@@ -581,27 +581,15 @@ class Dataset:
     ) -> Iterator[dict[str, ArrayTree]]:
         """Yield shuffled PPO minibatches drawn across the dataset's files (offline training).
 
-        The files go through the shuffle buffer of [`MinibatchPlan`][trajkit.MinibatchPlan],
-        per epoch:
-
-        1. shuffle the order of the files;
-        2. take the next `files_per_buffer` files, load each (memory-mapped), check it
-           against the spec, and compute its advantages and returns with GAE over its own
-           rollout (each file is a separate rollout, with its own bootstrap values);
-        3. shuffle all their `(t, b)` entries, together with the entries left over from the
-           previous buffer, and cut them into minibatches of `minibatch_size`; the entries
-           left over (fewer than `minibatch_size`) carry over to the next buffer;
-        4. at the end of the epoch, the last entries make one smaller minibatch (dropped
-           with `drop_last`).
-
-        So every entry of every file appears exactly once per epoch, every minibatch but the
-        epoch's last is full, and a minibatch mixes entries of up to `files_per_buffer + 1`
-        files. Memory holds the training arrays of one buffer (observations stay
-        memory-mapped: a minibatch reads its own rows): a larger buffer mixes files more at
-        the cost of memory. Each minibatch maps the names of
-        [`Rollout.training_arrays`][trajkit.Rollout.training_arrays] to `[n, ...]` arrays
-        (nested `obses` and `states` keep their structure), as
-        [`Rollout.minibatches`][trajkit.Rollout.minibatches] gives.
+        The files go through the shuffle buffer of [`MinibatchPlan`][trajkit.MinibatchPlan]:
+        each epoch shuffles the order of the files, then loads `files_per_buffer` of them at
+        a time (memory-mapped, checked against the spec, each with its own advantages and
+        returns by GAE over its own rollout), shuffles their `(t, b)` entries with those left
+        over from the previous buffer and cuts full minibatches. So every entry appears once
+        per epoch, every minibatch but the epoch's last is full, and one mixes entries of up
+        to `files_per_buffer + 1` files. Memory holds one buffer's advantages and returns
+        (a minibatch reads its observations from the files): a larger buffer mixes more.
+        Each minibatch is as [`Rollout.minibatches`][trajkit.Rollout.minibatches] gives.
 
         Args:
             minibatch_size: Entries per minibatch, at least 1.
@@ -610,12 +598,11 @@ class Dataset:
             epochs: Passes over the dataset.
             files_per_buffer: Files loaded into the shuffle buffer at a time, at least 1.
             drop_last: Drop each epoch's last, smaller minibatch.
-            seed: An int, a `numpy.random.Generator`, or `None` for fresh entropy. It drives
-                both the file order and the shuffles.
+            seed: An int, a `numpy.random.Generator`, or `None` for fresh entropy (it drives
+                the file order and the shuffles).
             shuffle: `False` for the entries in order, file by file.
-            normalize_advantages: `None` (the default) leaves `advantages` as computed;
-                `"rollout"` standardizes them over each file's rollout (population std);
-                `"minibatch"` standardizes each minibatch on its own (unbiased std).
+            normalize_advantages: As for [`Rollout.minibatches`][trajkit.Rollout.minibatches]
+                (`"rollout"`: over each file's rollout).
 
         Raises:
             MissingModelOutputError: If the spec has no `critic` output (advantages need
@@ -649,68 +636,33 @@ class Dataset:
         if "critic" not in self._spec.model_outputs:
             raise missing_critic("minibatches()", self._spec.model_outputs, "the dataset's spec")
         loaders = [partial(self._ppo_table, path, gamma, lam, plan) for path in self.files]
-        batches: Iterator[dict[str, ArrayTree]] = sample(plan, loaders)
-        return batches
+        return sample(plan, loaders)
 
-    def _ppo_table(self, path: str, gamma: float, lam: float, plan: MinibatchPlan) -> RowsTable:
+    def _ppo_table(self, path: str, gamma: float, lam: float, plan: MinibatchPlan) -> ArraysTable:
         return ppo_table(self.load(path), "minibatches", gamma, lam, plan)
 
     def transition_minibatches(
-        self,
-        minibatch_size: int,
-        *,
-        gamma: float | None = None,
-        n_step: int = 1,
-        epochs: int = 1,
-        files_per_buffer: int = 4,
-        drop_last: bool = False,
-        seed: Seed = None,
+        self, minibatch_size: int, **kwargs: Any
     ) -> Iterator[dict[str, ArrayTree]]:
-        """Deprecated: the transition minibatches of this dataset.
+        """Deprecated: [`trajkit.transition_minibatches`][trajkit.transition_minibatches] of it.
 
-        Deprecated after 0.1.0: call
-        [`trajkit.transition_minibatches(dataset, ...)`][trajkit.transition_minibatches],
-        which takes the same arguments (and `shuffle=`). It warns with a `DeprecationWarning` and
-        will be removed.
-
-        Args:
-            minibatch_size: Transitions per minibatch, at least 1.
-            gamma: The discount of the `n_step_*` columns, in [0, 1]; `None` for none.
-            n_step: Rewards summed at most by `n_step_return`, at least 1.
-            epochs: Passes over the dataset.
-            files_per_buffer: Files in the shuffle buffer at a time, at least 1.
-            drop_last: Drop each epoch's last, smaller minibatch.
-            seed: An int, a `numpy.random.Generator`, or `None` for fresh entropy.
-
-        Returns:
-            The minibatches of `trajkit.transition_minibatches(self, ...)`.
+        Deprecated after 0.1.0: call `trajkit.transition_minibatches(dataset, ...)`, which
+        takes the same arguments. It warns with a `DeprecationWarning` and will be removed.
 
         Examples:
             >>> import tempfile, warnings
-            >>> import trajkit
             >>> from trajkit.dataset import Dataset
             >>> from trajkit.testing import example_rollout
-            >>> rollouts = [example_rollout(8, 2, seed=s, keys={"actions"}) for s in range(3)]
             >>> with tempfile.TemporaryDirectory() as tmp:
-            ...     ds = Dataset.write(tmp, rollouts)
-            ...     batches = list(trajkit.transition_minibatches(ds, 10, seed=0))
+            ...     ds = Dataset.write(tmp, [example_rollout(keys={"actions"})])
             ...     with warnings.catch_warnings(record=True) as caught:
             ...         warnings.simplefilter("always")
-            ...         old = list(ds.transition_minibatches(10, seed=0))
-            >>> caught[0].category.__name__, len(old) == len(batches)
-            ('DeprecationWarning', True)
+            ...         batch = next(ds.transition_minibatches(4, seed=0))
+            >>> caught[0].category.__name__, len(batch["reward"])
+            ('DeprecationWarning', 4)
         """
         deprecated("Dataset.transition_minibatches", "trajkit.transition_minibatches(dataset, ...)")
-        return transition_minibatches(
-            self,
-            minibatch_size,
-            gamma=gamma,
-            n_step=n_step,
-            epochs=epochs,
-            drop_last=drop_last,
-            seed=seed,
-            files_per_buffer=files_per_buffer,
-        )
+        return transition_minibatches(self, minibatch_size, **kwargs)
 
 
 def _list(root: str) -> list[Found]:

@@ -26,8 +26,8 @@ Transitions for offline RL and imitation learning (no critic needed) become tens
 [`to_tensors`][trajkit.torch.to_tensors]:
 `(to_tensors(mb, device) for mb in trajkit.transition_minibatches(source, ...))`.
 
-The package holds one concept per module: `_convert` (arrays to tensors), `_training` (a
-rollout's training tensors), `_sampler` (minibatches, on the minibatch engine of
+The package holds one concept per module: `_convert` (arrays, and a rollout's training
+arrays, to tensors) and `_sampler` (minibatches, on the minibatch engine of
 `trajkit._core.minibatch`).
 
 Examples:
@@ -46,9 +46,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from trajkit.torch._convert import Device, to_tensor, to_tensors
+from trajkit.torch._convert import (
+    PPO_KEYS,
+    Device,
+    PPOBatch,
+    to_tensor,
+    to_tensors,
+    training_tensors,
+)
 from trajkit.torch._sampler import minibatches
-from trajkit.torch._training import PPO_KEYS, PPOBatch, training_tensors
 
 __all__ = [
     "PPO_KEYS",

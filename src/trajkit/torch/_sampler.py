@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 import numpy as np
@@ -11,9 +11,16 @@ from trajkit._base.deprecation import deprecated
 from trajkit._base.types import IntArray, Seed
 from trajkit._core.minibatch import MinibatchPlan, Table, sample, take_rows
 from trajkit._models.rollout import Rollout
+from trajkit._models.rollout_training import ppo_finish
 from trajkit._models.transitions import transition_minibatches as _transition_minibatches
-from trajkit.torch._convert import Device, device_of, to_tensors, torch_module
-from trajkit.torch._training import PPOBatch, rollout_tensors
+from trajkit.torch._convert import (
+    Device,
+    PPOBatch,
+    device_of,
+    rollout_tensors,
+    to_tensors,
+    torch_module,
+)
 
 if TYPE_CHECKING:
     import torch
@@ -84,20 +91,6 @@ class _TensorRows(Table):
             yield self.finish(self.take(rows[at : at + size]))
 
 
-def _finisher(
-    rebuild: Callable[[Mapping[str, Any]], dict[str, Any]], per_minibatch: bool
-) -> Callable[[dict[str, Any]], _Minibatch]:
-    """Rebuild the nested fields; standardize the advantages when `per_minibatch`."""
-
-    def finish(flat: dict[str, Any]) -> _Minibatch:
-        batch = rebuild(flat)
-        if per_minibatch:
-            batch["advantages"] = _standardized(batch["advantages"])
-        return _Minibatch(batch)
-
-    return finish
-
-
 @overload
 def minibatches(
     rollout: Rollout,
@@ -152,8 +145,7 @@ def minibatches(
     (zero-copy on the CPU, one transfer to a GPU); each minibatch is then gathered on
     `device`, from indices sent there once per epoch. The minibatches hold the same entries
     in the same order as [`Rollout.minibatches`][trajkit.Rollout.minibatches] with the same
-    arguments and `seed` (each epoch a fresh permutation of all (t, b), the last minibatch
-    smaller unless `drop_last`), restricted to `keys`.
+    arguments (as [`MinibatchPlan`][trajkit.MinibatchPlan] describes), restricted to `keys`.
 
     Args:
         rollout: The rollout (it must have a `critic` for advantages and returns).
@@ -165,9 +157,7 @@ def minibatches(
         seed: An int, a `numpy.random.Generator`, or `None` for fresh entropy.
         shuffle: `False` for the entries in order, `t` by `t`.
         device: Where the tensors should live.
-        normalize_advantages: `None`, `"rollout"` or `"minibatch"` (standardize each
-            minibatch with the unbiased std, as stable-baselines3 and CleanRL do); see
-            [`Rollout.minibatches`][trajkit.Rollout.minibatches].
+        normalize_advantages: As for [`Rollout.minibatches`][trajkit.Rollout.minibatches].
         keys: Which arrays each minibatch carries. `None` (the default): the arrays PPO
             reads, [`PPO_KEYS`][trajkit.torch.PPO_KEYS] = `obses`, `actions`, `log_probs`,
             `advantages`, `returns`, `critic` (typed as [`PPOBatch`][trajkit.torch.PPOBatch]).
@@ -183,10 +173,9 @@ def minibatches(
         ImportError: If PyTorch is not installed.
         trajkit.MissingModelOutputError: If the rollout has no `critic` (a `ValueError`).
         ValueError: If the rollout lacks a key that `keys` names (by default, one of
-            `PPO_KEYS`: pass `keys=` for a rollout without `log_probs`), or a size argument
-            is invalid.
-        TypeError: If `seed` is of another type. All of these are raised at the call, not at
-            the first minibatch.
+            `PPO_KEYS`: pass `keys=` for a rollout without `log_probs`), or another argument
+            is out of range.
+        TypeError: If `seed` is of another type. All of these are raised at the call.
 
     Examples:
         >>> from trajkit.testing import example_rollout
@@ -209,10 +198,9 @@ def minibatches(
     flat, rebuild = rollout_tensors(
         rollout, gamma, lam, keys, target, plan.normalize_advantages, "minibatches"
     )
-    finish = _finisher(rebuild, plan.normalize_advantages == "minibatch")
+    finish = ppo_finish(rebuild, plan, _standardized, _Minibatch)
     rows = _TensorRows(flat, rollout.num_steps * rollout.batch_size, finish, target)
-    batches: Iterator[dict[str, Any]] = sample(plan, [rows])
-    return batches
+    return sample(plan, [rows])
 
 
 def transition_minibatches(
@@ -224,23 +212,13 @@ def transition_minibatches(
     `(to_tensors(mb, device) for mb in trajkit.transition_minibatches(source, ...))`, the
     same tensors. It warns with a `DeprecationWarning` and will be removed.
 
-    Args:
-        source: As for [`trajkit.transition_minibatches`][trajkit.transition_minibatches].
-        minibatch_size: Transitions per minibatch, at least 1.
-        device: Where the tensors should live.
-        **kwargs: The other arguments of `trajkit.transition_minibatches`.
-
-    Returns:
-        An iterator of minibatches, each name to tensor.
-
     Examples:
         >>> import warnings
         >>> import trajkit.torch
         >>> from trajkit.testing import example_rollout
-        >>> r = example_rollout(num_steps=8, num_envs=2, num_actions=3)
         >>> with warnings.catch_warnings(record=True) as caught:
         ...     warnings.simplefilter("always")
-        ...     mb = next(trajkit.torch.transition_minibatches(r, 16, seed=0))
+        ...     mb = next(trajkit.torch.transition_minibatches(example_rollout(), 16, seed=0))
         >>> caught[0].category.__name__, mb["action"].dtype
         ('DeprecationWarning', torch.int64)
     """
@@ -248,7 +226,6 @@ def transition_minibatches(
         "trajkit.torch.transition_minibatches",
         "trajkit.torch.to_tensors over trajkit.transition_minibatches",
     )
-    torch_module()
-    target = device_of(device)
+    target = device_of(device)  # (torch is imported here, or the ImportError raised)
     batches = _transition_minibatches(source, minibatch_size, **kwargs)
     return (to_tensors(batch, target) for batch in batches)
