@@ -248,29 +248,27 @@ class _Buffer(Table):
         return _gather(self.tables, self.which[rows], self.at[rows])
 
     @classmethod
-    def of(cls, carry: _Buffer | None, tables: list[Table]) -> Table:
-        """The carried rows, then every row of each of `tables`: one table to draw from."""
-        if carry is None and len(tables) == 1:
+    def of(cls, tables: list[Table]) -> Table:
+        """Every row of each of `tables`, table after table: one table to draw from."""
+        if len(tables) == 1:
             return tables[0]
-        joined = [] if carry is None else list(carry.tables)
-        which = [] if carry is None else [carry.which]
-        at = [] if carry is None else [carry.at]
-        for table in tables:
-            which.append(np.full(table.rows, len(joined), np.intp))
-            at.append(np.arange(table.rows, dtype=np.intp))
-            joined.append(table)
-        return cls(joined, np.concatenate(which), np.concatenate(at))
+        which = np.repeat(np.arange(len(tables), dtype=np.intp), [t.rows for t in tables])
+        at = np.concatenate([np.arange(t.rows, dtype=np.intp) for t in tables])
+        return cls(tables, which, at)
 
-    @classmethod
-    def left(cls, buffer: Table, rows: IntArray) -> _Buffer | None:
-        """The rows of `buffer` left over, kept with the tables they are in (`None`: none)."""
-        if not len(rows):
-            return None
-        if not isinstance(buffer, _Buffer):
-            return cls([buffer], np.zeros(len(rows), np.intp), rows)
-        used, which = np.unique(buffer.which[rows], return_inverse=True)
-        tables = [buffer.tables[int(i)] for i in used]
-        return cls(tables, which.astype(np.intp), buffer.at[rows])
+
+class _Taken(Table):
+    """Items taken out of a buffer (those left over for the next): copies, so it can go."""
+
+    def __init__(self, taken: dict[str, Any], rows: int, finish: Callable[[Any], Any]) -> None:
+        super().__init__(rows, finish)
+        self.taken = taken
+
+    def take(self, rows: IntArray) -> dict[str, Any]:
+        return {
+            name: [leaf[rows] for leaf in value] if isinstance(value, list) else value[rows]
+            for name, value in self.taken.items()
+        }
 
 
 def _assemble(parts: list[tuple[IntArray, Any]], n: int) -> Any:
@@ -357,16 +355,20 @@ def _draw(
     size, per_buffer = plan.minibatch_size, plan.files_per_buffer
     for _ in range(plan.epochs):
         files = _order(len(parts), rng)
-        carry: _Buffer | None = None
+        carry: list[Table] = []
         for start in range(0, len(parts), per_buffer):
-            buffer = _Buffer.of(carry, [_load(parts[i]) for i in files[start : start + per_buffer]])
+            loaded = [_load(parts[i]) for i in files[start : start + per_buffer]]
+            buffer = _Buffer.of(carry + loaded)
+            del loaded
             order = _order(buffer.rows, rng)
             full = buffer.rows - buffer.rows % size
             yield from buffer.cut(order[:full], size)
-            carry = _Buffer.left(buffer, order[full:])
-            del buffer  # the tables without rows left over are let go
-        if carry is not None and not plan.drop_last:
-            yield from carry.cut(np.arange(carry.rows, dtype=np.intp), carry.rows)
+            rest = order[full:]
+            if start + per_buffer < len(parts):  # carried into the next buffer
+                carry = [_Taken(buffer.take(rest), len(rest), buffer.finish)] if len(rest) else []
+            elif len(rest) and not plan.drop_last:  # the epoch's last, smaller minibatch
+                yield from buffer.cut(rest, size)
+            del buffer  # memory holds one buffer's tables, and the few rows carried
 
 
 # --------------------------------------------------------------------------------------------
