@@ -200,7 +200,7 @@ class ArraysTable(Table):
 
     def __init__(
         self,
-        arrays: Mapping[str, AnyArray],
+        arrays: Mapping[str, Any],
         rows: int,
         finish: Callable[[Any], Any] = _as_is,
         axis: int = 0,
@@ -208,27 +208,33 @@ class ArraysTable(Table):
         super().__init__(rows, finish, "B" if axis else "T*B")
         self.arrays, self.axis = arrays, axis
 
-    def take(self, rows: IntArray) -> dict[str, AnyArray]:
-        if not self.axis:
-            return take_rows(self.arrays, rows)
-        return {name: arr.take(rows, axis=self.axis) for name, arr in self.arrays.items()}
+    def take(self, rows: IntArray) -> dict[str, Any]:
+        if self.axis:
+            return {name: arr.take(rows, axis=self.axis) for name, arr in self.arrays.items()}
+        return {  # a list holds the leaves of nested observations (of transitions carried over)
+            name: [take_into(a, rows) for a in arr]
+            if isinstance(arr, list)
+            else take_into(arr, rows)
+            for name, arr in self.arrays.items()
+        }
 
 
 class Entries(Table):
     """The `(t, b)` entries of T steps of B envs: row `t * B + b` as `(t_idx, b_idx)` arrays.
 
     Through the code `t << shift | b` (`2**shift >= B`): a shift and a mask split it, several
-    times faster than `numpy.divmod` by B.
+    times faster than `numpy.divmod` by B. Where B is a power of two, the code is the row.
     """
 
     def __init__(self, num_steps: int, num_envs: int) -> None:
         super().__init__(num_steps * num_envs, what="T*B")
         self.shift = (num_envs - 1).bit_length()
         steps = np.arange(num_steps, dtype=np.intp) << self.shift
-        self.codes = (steps[:, None] | np.arange(num_envs, dtype=np.intp)).ravel()
+        codes = (steps[:, None] | np.arange(num_envs, dtype=np.intp)).ravel()
+        self.codes = None if num_envs == 1 << self.shift else codes
 
     def take(self, rows: IntArray) -> tuple[IntArray, IntArray]:
-        codes = self.codes.take(rows)
+        codes = rows if self.codes is None else self.codes.take(rows)
         return codes >> self.shift, codes & ((1 << self.shift) - 1)
 
     def cut(self, order: IntArray, size: int) -> Iterator[tuple[IntArray, IntArray]]:
@@ -249,26 +255,22 @@ class _Buffer(Table):
 
     @classmethod
     def of(cls, tables: list[Table]) -> Table:
-        """Every row of each of `tables`, table after table: one table to draw from."""
+        """Every row of each of `tables`, table after table: one table to draw from.
+
+        Rows in memory (`ArraysTable`s: a dataset's PPO arrays) are copied into one, so that a
+        minibatch is one take per array; other tables (transitions, whose observations are
+        read from the files) are joined by index.
+        """
         if len(tables) == 1:
             return tables[0]
+        rows = [t for t in tables if isinstance(t, ArraysTable) and not t.axis]
+        if len(rows) == len(tables):
+            names = rows[0].arrays
+            joined = {name: np.concatenate([t.arrays[name] for t in rows]) for name in names}
+            return ArraysTable(joined, sum(t.rows for t in rows), rows[0].finish)
         which = np.repeat(np.arange(len(tables), dtype=np.intp), [t.rows for t in tables])
         at = np.concatenate([np.arange(t.rows, dtype=np.intp) for t in tables])
         return cls(tables, which, at)
-
-
-class _Taken(Table):
-    """Items taken out of a buffer (those left over for the next): copies, so it can go."""
-
-    def __init__(self, taken: dict[str, Any], rows: int, finish: Callable[[Any], Any]) -> None:
-        super().__init__(rows, finish)
-        self.taken = taken
-
-    def take(self, rows: IntArray) -> dict[str, Any]:
-        return {
-            name: [leaf[rows] for leaf in value] if isinstance(value, list) else value[rows]
-            for name, value in self.taken.items()
-        }
 
 
 def _assemble(parts: list[tuple[IntArray, Any]], n: int) -> Any:
@@ -365,7 +367,9 @@ def _draw(
             yield from buffer.cut(order[:full], size)
             rest = order[full:]
             if start + per_buffer < len(parts):  # carried into the next buffer
-                carry = [_Taken(buffer.take(rest), len(rest), buffer.finish)] if len(rest) else []
+                carry = (
+                    [ArraysTable(buffer.take(rest), len(rest), buffer.finish)] if len(rest) else []
+                )
             elif len(rest) and not plan.drop_last:  # the epoch's last, smaller minibatch
                 yield from buffer.cut(rest, size)
             del buffer  # memory holds one buffer's tables, and the few rows carried

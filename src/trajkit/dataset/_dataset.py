@@ -586,10 +586,10 @@ class Dataset:
         a time (memory-mapped, checked against the spec, each with its own advantages and
         returns by GAE over its own rollout), shuffles their `(t, b)` entries with those left
         over from the previous buffer and cuts full minibatches. So every entry appears once
-        per epoch, every minibatch but the epoch's last is full, and one mixes entries of up
-        to `files_per_buffer + 1` files. Memory holds one buffer's advantages and returns
-        (a minibatch reads its observations from the files): a larger buffer mixes more.
-        Each minibatch is as [`Rollout.minibatches`][trajkit.Rollout.minibatches] gives.
+        per epoch and every minibatch but the epoch's last is full. Memory holds the training
+        arrays of one buffer (copied together) and the few entries carried over: a larger
+        buffer mixes the files more, at the cost of memory. Each minibatch is as
+        [`Rollout.minibatches`][trajkit.Rollout.minibatches] gives.
 
         Args:
             minibatch_size: Entries per minibatch, at least 1.
