@@ -149,8 +149,9 @@ class MinibatchPlan:
                 "normalize_advantages must be None, 'rollout' or 'minibatch', got "
                 f"{self.normalize_advantages!r}"
             )
-        if not isinstance(self.seed, np.random.Generator):
-            as_generator(self.seed)  # the TypeError of a seed of another type, now
+        seeds = int | np.integer | np.random.Generator | None
+        if isinstance(self.seed, bool) or not isinstance(self.seed, seeds):
+            as_generator(self.seed)  # its TypeError, now (a generator is made only to draw)
 
 
 # --------------------------------------------------------------------------------------------
@@ -207,15 +208,17 @@ class ArraysTable(Table):
     ) -> None:
         super().__init__(rows, finish, "B" if axis else "T*B")
         self.arrays, self.axis = arrays, axis
+        # A list holds the leaves of nested observations (of transitions carried over).
+        self.leaves = any(isinstance(value, list) for value in arrays.values())
 
     def take(self, rows: IntArray) -> dict[str, Any]:
         if self.axis:
             return {name: arr.take(rows, axis=self.axis) for name, arr in self.arrays.items()}
-        return {  # a list holds the leaves of nested observations (of transitions carried over)
-            name: [take_into(a, rows) for a in arr]
-            if isinstance(arr, list)
-            else take_into(arr, rows)
-            for name, arr in self.arrays.items()
+        if not self.leaves:
+            return take_rows(self.arrays, rows)
+        return {
+            name: [take_into(a, rows) for a in v] if isinstance(v, list) else take_into(v, rows)
+            for name, v in self.arrays.items()
         }
 
 
@@ -228,10 +231,9 @@ class Entries(Table):
 
     def __init__(self, num_steps: int, num_envs: int) -> None:
         super().__init__(num_steps * num_envs, what="T*B")
-        self.shift = (num_envs - 1).bit_length()
-        steps = np.arange(num_steps, dtype=np.intp) << self.shift
-        codes = (steps[:, None] | np.arange(num_envs, dtype=np.intp)).ravel()
-        self.codes = None if num_envs == 1 << self.shift else codes
+        self.shift = shift = (num_envs - 1).bit_length()
+        steps = np.arange(num_steps, dtype=np.intp)[:, None] << shift
+        self.codes = None if num_envs == 1 << shift else (steps | np.arange(num_envs)).ravel()
 
     def take(self, rows: IntArray) -> tuple[IntArray, IntArray]:
         codes = rows if self.codes is None else self.codes.take(rows)
@@ -342,8 +344,11 @@ to get one smaller minibatch per epoch
 
 
 def _order(n: int, rng: np.random.Generator | None) -> IntArray:
-    """A fresh permutation of `range(n)`, or `range(n)` in order when not shuffling."""
-    order: IntArray = np.arange(n, dtype=np.intp) if rng is None else rng.permutation(n)
+    """A fresh permutation of `range(n)`, or `range(n)` in order when not shuffling.
+
+    (A permutation of fewer than two draws nothing: one part is never shuffled.)
+    """
+    order: IntArray = np.arange(n, dtype=np.intp) if rng is None or n < 2 else rng.permutation(n)
     return order
 
 

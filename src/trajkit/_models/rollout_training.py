@@ -264,6 +264,8 @@ def ppo_finish(
     with the unbiased std (`standardize`: NumPy's by default, torch's for tensors).
     """
     per_minibatch = plan.normalize_advantages == "minibatch"
+    if not per_minibatch and kind is dict:
+        return rebuild
 
     def finish(flat: dict[str, Any]) -> Any:
         batch = rebuild(flat)

@@ -68,23 +68,22 @@ class _TensorRows(Table):
         device: torch.device,
     ) -> None:
         super().__init__(rows, finish, "T*B")
-        self.on_cpu = device.type == "cpu"
-        self.device = device
+        self.on_cpu, self.device = device.type == "cpu", device
+        self.from_numpy = torch_module().from_numpy
         self.items = list(flat.items())
         self.host = {key: tensor.numpy() for key, tensor in self.items} if self.on_cpu else {}
 
     def take(self, rows: Any) -> dict[str, Any]:
-        th = torch_module()
         if self.on_cpu:
-            return {key: th.from_numpy(a) for key, a in take_rows(self.host, rows).items()}
-        if isinstance(rows, np.ndarray):  # the carried rows at an epoch's end
-            rows = th.from_numpy(rows.astype(np.int64, copy=False)).to(self.device)
+            return {key: self.from_numpy(a) for key, a in take_rows(self.host, rows).items()}
+        if isinstance(rows, np.ndarray):  # the rows of one minibatch, not the epoch's
+            rows = self.from_numpy(rows.astype(np.int64, copy=False)).to(self.device)
         return {key: tensor.index_select(0, rows) for key, tensor in self.items}
 
     def cut(self, order: IntArray, size: int) -> Iterator[Any]:
         rows: Any = order
         if not self.on_cpu:  # the epoch's indices: one small transfer
-            rows = torch_module().from_numpy(order.astype(np.int64, copy=False)).to(self.device)
+            rows = self.from_numpy(order.astype(np.int64, copy=False)).to(self.device)
         for at in range(0, len(order), size):
             # No local keeps the minibatch while the caller holds it: once the caller drops
             # it, its memory is free for the next one.
