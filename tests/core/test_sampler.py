@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from trajkit import MinibatchPlan
 from trajkit._base.rng import as_generator
 from trajkit._base.types import IntArray
-from trajkit._core.minibatch import Part, Table, sample
+from trajkit._core.minibatch import ArraysTable, Part, Table, sample
 
 Item = tuple[int, int]  # (part, row)
 
@@ -105,6 +105,23 @@ def test_every_item_once_per_epoch_and_every_minibatch_full_but_the_last(
         assert len(set(items)) == len(items)  # never twice in an epoch
         assert set(items) <= set(everything)
         assert len(items) == n - (n % size if plan.drop_last else 0)  # only the last dropped
+
+
+def arrays_loaders(sizes: list[int]) -> list[Part]:
+    """The same parts as arrays in memory (joined into one array each per buffer)."""
+
+    def load(part: int) -> Table:
+        taken = {"part": np.full(sizes[part], part), "row": np.arange(sizes[part])}
+        return ArraysTable(taken, sizes[part], finish=Items.pairs)
+
+    return [partial(load, part) for part in range(len(sizes))]
+
+
+@given(plan=plans, sizes=part_sizes)
+def test_parts_of_arrays_are_drawn_as_the_reference_draws(
+    plan: MinibatchPlan, sizes: list[int]
+) -> None:
+    assert list(sample(plan, arrays_loaders(sizes))) == reference(plan, sizes)
 
 
 @given(plan=plans, size=st.integers(0, 40))
