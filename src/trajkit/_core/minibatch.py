@@ -108,7 +108,7 @@ class MinibatchPlan:
         shuffle: `False` draws the items in order, files in order and each file's items in
             order (for an evaluation pass); no randomness is used then.
         files_per_buffer: For a source of files, the files loaded into the shuffle buffer
-            at a time, at least 1; memory holds one buffer.
+            at a time, at least 1; memory holds one buffer and the items carried over.
         normalize_advantages: PPO minibatches only. `None` leaves `advantages` as computed;
             `"rollout"` standardizes them once over each rollout (population std);
             `"minibatch"` standardizes each minibatch on its own with the unbiased std, as
@@ -167,10 +167,9 @@ class Table:
     """One loaded part of a source: `rows` items, taken by index and finished into a minibatch.
 
     Subclasses implement `take` (by default the items are their indices); `finish`
-    (rebuilding nested fields, normalizing advantages: by default the taken rows as they
-    are) is given to the constructor, and `cut` may be
-    overridden to prepare an epoch's permutation once (send it to a GPU, say). `what` names
-    the count of items in messages (`"T*B"`).
+    (rebuilding nested fields, normalizing advantages; by default the taken rows as they
+    are) is given to the constructor; `cut` may be overridden to prepare an epoch's
+    permutation once (send it to a GPU, say). `what` names the count of items in messages.
     """
 
     def __init__(self, rows: int, finish: Callable[[Any], Any] = _as_is, what: str = "N") -> None:
