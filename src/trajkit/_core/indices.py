@@ -377,25 +377,9 @@ def index_stream(
     stream, or [`minibatch_indices`][trajkit.minibatch_indices] for arrays, epoch by epoch.
     It warns with a `DeprecationWarning` and will be removed.
 
-    obs-tower2's `Rollout.entries()` reshuffled the list of all `(t, b)` and yielded it entry by
-    entry, forever. This yields the same sequence epoch by epoch: each item is one fresh
-    permutation of all T·B steps as a pair of arrays. Iterate
-    `zip(t_idx.tolist(), b_idx.tolist())` for obs-tower2's `(int, int)` tuples.
-
-    Args:
-        num_steps: T, the number of steps (at least 1, see Raises).
-        num_envs: B, the number of environments (at least 1).
-        seed: An int seed, a `numpy.random.Generator` (which advances), a `random.Random`
-            (which shuffles a Python list exactly as obs-tower2's `entries()` did), or `None`
-            for fresh entropy.
-
-    Returns:
-        An endless iterator of `(t_idx, b_idx)` pairs of `np.intp` arrays of length T·B.
-
-    Raises:
-        ValueError: If a size argument is not an integer or is below its minimum, or if
-            T·B == 0 (the stream would never yield: obs-tower2 looped forever).
-        TypeError: If `seed` is not an int, a Generator or `None`.
+    Each item is one fresh permutation of all T·B steps, as a pair of `np.intp` arrays
+    `(t_idx, b_idx)`: the stream of `Rollout.entries`, epoch by epoch, with its `seed` (but
+    `None` is fresh NumPy entropy) and its refusals (T·B == 0: obs-tower2 looped forever).
 
     Examples:
         >>> import warnings
@@ -426,29 +410,9 @@ def index_batches(
     batches, or [`minibatch_indices`][trajkit.minibatch_indices] for arrays, epoch by epoch.
     It warns with a `DeprecationWarning` and will be removed.
 
-    Batches are cut from the endless sequence of permutations of
-    [`index_stream`][trajkit.index_stream]: every consecutive run of T·B entries of the
-    concatenated batches, starting at 0, is a permutation of all `(t, b)`, and a batch may span
-    an epoch boundary (or several, when `batch_size > T·B`). Permutations are drawn lazily, only
-    when the next entry is needed.
-
-    Args:
-        num_steps: T, the number of steps.
-        num_envs: B, the number of environments (at least 1).
-        batch_size: Entries per batch (at least 1).
-        count: How many batches to yield (at least 0).
-        seed: An int seed, a `numpy.random.Generator` (which advances), a `random.Random`
-            (which shuffles a Python list exactly as obs-tower2's `batches()` did), or `None`
-            for fresh entropy.
-
-    Returns:
-        An iterator of `count` pairs `(t_idx, b_idx)` of `np.intp` arrays of length
-        `batch_size`.
-
-    Raises:
-        ValueError: If a size argument is not an integer or is below its minimum, or if
-            T·B == 0 while `count > 0`. With `count == 0` nothing is yielded, even when T·B == 0.
-        TypeError: If `seed` is not an int, a Generator or `None`.
+    Each batch is a pair of `np.intp` arrays `(t_idx, b_idx)`: the batches of
+    `Rollout.batches` (which may span epochs), with its `seed` (but `None` is fresh NumPy
+    entropy) and its refusals.
 
     Examples:
         >>> import warnings
