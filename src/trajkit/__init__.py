@@ -4,7 +4,8 @@ The public API, by layer (each layer imports only the ones above it):
 
 - **Base**: array aliases and errors: `RolloutFileError`.
 - **Core** (pure NumPy): `gae`, `lambda_returns`, `normalize_advantages`, `gae_backend`,
-  `episode_stats`, `EpisodeStats`; the minibatch engine's public pair for your own arrays,
+  `episode_stats`, `EpisodeStats`; `MinibatchPlan`, the parameters every minibatch function
+  takes; the minibatch engine's public pair for your own arrays,
   `minibatch_indices` + `gather` (and `sequence_minibatch_indices` + `gather_sequences` for
   recurrent policies); for offline RL, `episode_ids` and `n_step_returns`.
   `index_stream` and `index_batches` are deprecated (they warn when used, and are not in
@@ -62,6 +63,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time, `__getattr__`
     )
     from trajkit._core.indices import index_batches as index_batches  # deprecated
     from trajkit._core.indices import index_stream as index_stream  # deprecated
+    from trajkit._core.minibatch import MinibatchPlan
     from trajkit._core.transitions import episode_ids, n_step_returns
     from trajkit._io.files import DEFAULT_MAX_BYTES, load, read_metadata, save
     from trajkit._io.metadata import FORMAT_NAME, FORMAT_VERSION, RolloutFileMetadata
@@ -87,6 +89,7 @@ __all__ = [
     "FORMAT_NAME",
     "FORMAT_VERSION",
     "MODEL_OUTPUT_DIMS",
+    "MinibatchPlan",
     "MissingModelOutputError",
     "ModelOutputs",
     "OutputSpec",
@@ -127,6 +130,7 @@ _MODULES = {
         "minibatch_indices",
         "sequence_minibatch_indices",
     ),
+    "trajkit._core.minibatch": ("MinibatchPlan",),
     "trajkit._core.transitions": ("episode_ids", "n_step_returns"),
     "trajkit._io.files": ("DEFAULT_MAX_BYTES", "load", "read_metadata", "save"),
     "trajkit._io.metadata": ("FORMAT_NAME", "FORMAT_VERSION", "RolloutFileMetadata"),

@@ -37,13 +37,7 @@ from trajkit._models.rollout_checks import (
     info_rows,
 )
 from trajkit._models.rollout_obs_tower2 import missing_critic
-from trajkit._models.rollout_training import (
-    AdvantageNormalization,
-    TrainingMethods,
-    advantage_normalization,
-    normalized_minibatch,
-    ppo_arrays,
-)
+from trajkit._models.rollout_training import AdvantageNormalization, TrainingMethods
 from trajkit._models.rules import FIELD_RULES
 
 __all__ = [
@@ -52,11 +46,8 @@ __all__ = [
     "AdvantageNormalization",
     "Rollout",
     "RolloutFields",
-    "advantage_normalization",
     "given_infos",
     "missing_critic",
-    "normalized_minibatch",
-    "ppo_arrays",
 ]
 
 ModelOutsLike: TypeAlias = "Sequence[Mapping[str, Any]] | Mapping[str, ArrayLike] | ModelOutputs"
