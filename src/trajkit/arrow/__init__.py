@@ -294,7 +294,7 @@ def write_parquet(
                 if lazy and not is_url(where):
                     _refuse_target(where, r)
                 style = style or resolve_style(r, layout)
-                ids = numbering.next(r)
+                ids = numbering.next(r.dones)
                 for table in rollout_tables(r, i, ids, tensor_type, style, row_group_bytes):
                     writer.write(table, i)
         finally:
