@@ -101,15 +101,9 @@ def _needed(layout: dict[str, Any]) -> dict[str, tuple[str, dict[str, Any]]]:
     return needed
 
 
-def check_columns(
-    pa: Any, table: Any, layout: dict[str, Any], more: dict[str, Any] | None = None
-) -> None:
-    """Every column the layout needs is there, of a type that holds it; no other column.
-
-    `more`: the names and types of the columns of the file left out of `table`.
-    """
-    more = more or {}
-    names = [*table.column_names, *more]
+def check_columns(pa: Any, schema: Any, layout: dict[str, Any]) -> None:
+    """Every column the layout needs is in `schema`, of a type that holds it; no other column."""
+    names = list(schema.names)
     if len(set(names)) != len(names):
         twice = next(name for name in names if names.count(name) > 1)
         raise ValueError(f"the table has two columns named {twice!r}")
@@ -129,7 +123,7 @@ def check_columns(
                 "(trajkit does not drop data it cannot place)"
             )
     for name, (kind, item) in needed.items():
-        type_ = more[name] if name in more else table.schema.field(name).type
+        type_ = schema.field(name).type
         if kind in ("binary", "sparse binary"):
             _check_binary(pa, name, type_, item, kind == "sparse binary")
         else:

@@ -1,0 +1,129 @@
+"""read_parquet's two passes: row groups one at a time, any batch size.
+
+The second pass reads a batch of rows at a time into the rollout's arrays; whatever the
+batch size (down to one row, splitting steps), a file reads back the same rollouts and a
+refusal names the same position.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+pa = pytest.importorskip("pyarrow", reason="trajkit.arrow needs pyarrow (trajkit[arrow])")
+pq = pytest.importorskip("pyarrow.parquet")
+
+import trajkit  # noqa: E402
+import trajkit.arrow as ta  # noqa: E402
+import trajkit.arrow._import as reader  # noqa: E402
+from tests.test_arrow_compact import image_rollout  # noqa: E402
+from tests.test_arrow_final_obs import with_finals  # noqa: E402
+from trajkit.testing import ACTION_KINDS, example_rollout, rollouts  # noqa: E402
+
+# ------------------------------------------------------------------------- any batch size
+
+
+@pytest.fixture
+def tiny_batches(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The second pass reads one row at a time: every step split across batches."""
+    monkeypatch.setattr(reader, "BATCH_BYTES", 1)
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    rollouts(action_kinds=ACTION_KINDS, nested=None, truncation=None, min_steps=1),
+    st.sampled_from(["readable", "compact"]),
+    st.booleans(),
+    st.integers(1, 64),
+)
+def test_any_batch_size_reads_the_same_rollouts(
+    r: trajkit.Rollout, layout: str, finals: bool, batch_bytes: int
+) -> None:
+    r = with_finals(r) if finals else r
+    table = ta.to_arrow(r, layout=layout)  # type: ignore[arg-type]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(reader, "BATCH_BYTES", batch_bytes * 64)
+        assert ta.from_arrow(table) == r
+
+
+@pytest.mark.usefixtures("tiny_batches")
+@pytest.mark.parametrize("layout", ["readable", "compact"])
+def test_files_read_back_a_row_at_a_time(tmp_path: Path, layout: str) -> None:
+    rs = [image_rollout(num_steps=6, seed=s) for s in range(3)]
+    ta.write_parquet(rs, tmp_path / "runs.parquet", layout=layout, row_group_bytes=5_000)  # type: ignore[arg-type]
+    assert ta.read_parquet(tmp_path / "runs.parquet") == rs
+
+
+@pytest.mark.usefixtures("tiny_batches")
+def test_a_refusal_names_the_position_in_the_rollout_not_in_the_batch() -> None:
+    r = example_rollout(num_steps=5, num_envs=3, truncation=True, seed=2)
+    table = ta.to_arrow(r)
+    rewards = table.column("reward").cast(pa.float64()).to_pylist()
+    rewards[10] = 1e300  # step 3, env 1
+    i = table.column_names.index("reward")
+    with pytest.raises(ValueError, match=r"^rews holds 1e\+300 at \(t=3, b=1\), beyond float32"):
+        ta.from_arrow(table.set_column(i, "reward", pa.array(rewards, pa.float64())))
+    obs = table.column("obs").to_pylist()
+    obs[13][2] = float("nan")  # step 4, env 1
+    i = table.column_names.index("obs")
+    with pytest.raises(
+        ValueError, match=r"^obses \(column 'obs'\) must be finite, got nan at \(t=4, b=1, 2\)"
+    ):
+        ta.from_arrow(table.set_column(i, "obs", pa.array(obs, table.schema.field("obs").type)))
+    after = table.column("next_obs").to_pylist()
+    after[7][0] += 1.0  # step 2, env 1
+    i = table.column_names.index("next_obs")
+    with pytest.raises(
+        ValueError, match=r"^column 'next_obs' contradicts column 'obs': it holds at step 2, env 1 "
+    ):
+        ta.from_arrow(
+            table.set_column(i, "next_obs", pa.array(after, table.schema.field("next_obs").type))
+        )
+
+
+def test_the_second_pass_reads_one_row_group_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pyarrow's reader keeps every row group it is given until the end: a whole file's."""
+    rs = [image_rollout(num_steps=20, seed=s) for s in range(2)]
+    path = tmp_path / "runs.parquet"
+    ta.write_parquet(rs, path, row_group_bytes=10_000)
+    groups: list[Any] = []
+    original = pq.ParquetFile.iter_batches
+
+    def spy(self: Any, *args: Any, **kwargs: Any) -> Any:
+        groups.append(kwargs.get("row_groups"))
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(pq.ParquetFile, "iter_batches", spy)
+    assert ta.read_parquet(path) == rs
+    count = pq.ParquetFile(path).metadata.num_row_groups
+    assert count > 2
+    assert groups == [[g] for g in range(count)] * 2  # the small columns, then the others
+
+
+def test_rows_out_of_order_and_steps_split_across_row_groups_read_back(tmp_path: Path) -> None:
+    rs = [
+        with_finals(example_rollout(num_steps=7, num_envs=3, seed=s, done_prob=0.3))
+        for s in range(2)
+    ]
+    table = pq.read_table(_written(tmp_path, rs))
+    pq.write_table(table, tmp_path / "odd.parquet", row_group_size=5)  # 5 rows: steps split
+    assert ta.read_parquet(tmp_path / "odd.parquet") == rs
+    backwards = table.take(np.arange(table.num_rows)[::-1].copy())
+    pq.write_table(backwards, tmp_path / "backwards.parquet", row_group_size=4)
+    assert ta.read_parquet(tmp_path / "backwards.parquet") == rs
+    second_first = pa.concat_tables([table.slice(21), table.slice(0, 21)])  # rollout 1, then 0
+    pq.write_table(second_first, tmp_path / "swapped.parquet", row_group_size=8)
+    assert ta.read_parquet(tmp_path / "swapped.parquet") == rs
+
+
+def _written(tmp_path: Path, rs: list[trajkit.Rollout], **options: Any) -> Path:
+    path = tmp_path / "runs.parquet"
+    ta.write_parquet(rs, path, **options)
+    return path
