@@ -366,3 +366,45 @@ def test_a_null_image_is_refused_naming_its_step(tmp_path: Path) -> None:
         ),
     ):
         ta.read_parquet(tmp_path / "hole.parquet")
+
+
+# ------------------------------------------------------------------ issue 42's Parquet doors
+
+
+@pytest.mark.parametrize(
+    ("shape", "cell"),
+    [([2**64], 2**64), ([2**32, 2**32], 2**64), ([2**63], 2**63), ([3, 2**62], 3 * 2**62)],
+)
+def test_a_cell_numpy_cannot_hold_is_refused_by_the_layout(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], shape: list[int], cell: int
+) -> None:
+    """2**64 escaped as OverflowError; 2**32 x 2**32 wrapped to a cell of 0 bytes."""
+    from trajkit.cli import main
+
+    table = ta.to_arrow(image_rollout(final=False), layout="compact")
+    bad = _declare(table, lambda m: m["fields"]["obses"]["leaves"][0].update(shape=shape))
+    message = (
+        f"the table's trajkit layout is inconsistent: leaf obses['image'] has shape {shape}: a "
+        f"cell of {cell} bytes, more than a NumPy array can hold (9223372036854775807)"
+    )
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        ta.from_arrow(bad)
+    pq.write_table(bad, tmp_path / "bad.parquet")
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        ta.read_parquet(tmp_path / "bad.parquet")
+    assert main(["import", str(tmp_path / "bad.parquet"), "--out", str(tmp_path / "out")]) == 1
+    assert capsys.readouterr().err == f"{tmp_path / 'bad.parquet'}: invalid: {message}\n"
+
+
+def test_a_cell_numpy_can_hold_is_refused_by_its_column_type() -> None:
+    table = ta.to_arrow(image_rollout(final=False), layout="compact")
+    largest = 2**63 - 1  # uint8: the largest cell NumPy holds
+    bad = _declare(table, lambda m: m["fields"]["obses"]["leaves"][0].update(shape=[largest]))
+    with pytest.raises(
+        ValueError,
+        match=re.escape(
+            f"column 'obs.image' has type fixed_size_binary[1024]; the layout stores it as "
+            f"bytes, fixed_size_binary[{largest}] (|u1 of shape [{largest}])"
+        ),
+    ):
+        ta.from_arrow(bad)
