@@ -408,3 +408,56 @@ def test_a_cell_numpy_can_hold_is_refused_by_its_column_type() -> None:
         ),
     ):
         ta.from_arrow(bad)
+
+
+def _bool_image(final: bool) -> trajkit.Rollout:
+    r = image_rollout(final=final)
+    assert isinstance(r.obses, dict)
+    obses = {**r.obses, "image": np.asarray(r.obses["image"]) > 128}
+    finals = r.final_obses
+    if isinstance(finals, dict):
+        finals = {**finals, "image": np.asarray(finals["image"]) > 128}
+    return r.replace(obses=obses, final_obses=finals)
+
+
+def _with_byte(table: Any, name: str, row: int, byte: int) -> Any:
+    """`table` whose column `name` holds `byte` as the first byte of its value at `row`."""
+    column = table.column(name).combine_chunks()
+    values = column.to_pylist()
+    values[row] = bytes([byte]) + values[row][1:]
+    i = table.column_names.index(name)
+    return table.set_column(i, name, pa.array(values, column.type))
+
+
+@pytest.mark.parametrize(
+    ("name", "row", "where"),
+    [
+        ("obs.image", 4, "step 1, env 1 (row 4)"),
+        ("next_obs.image", 25, "step 8, env 1 (row 25)"),  # the bootstrap row
+        ("reset_obs.image", None, None),  # at an end on the last step, if any
+    ],
+)
+def test_a_bool_byte_other_than_0_and_1_is_refused_on_import(
+    tmp_path: Path, name: str, row: int | None, where: str | None
+) -> None:
+    """It imported, and then `save` refused it: what trajkit reads, trajkit writes."""
+    r = _bool_image(final=True)
+    table = ta.to_arrow(r, layout="compact")
+    if row is None:
+        values = table.column(name).to_pylist()
+        if all(v is None for v in values):
+            pytest.skip("no episode ends on the last step")
+        row = next(i for i, v in enumerate(values) if v is not None)
+        where = f"step {row // 3}, env {row % 3} (row {row})"
+    bad = _with_byte(table, name, row, 2)
+    message = (
+        f"column {name!r} holds the byte 2 in a bool cell at {where}; a bool is stored as "
+        "the byte 0 or 1 (as trajkit's file format stores it)"
+    )
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        ta.from_arrow(bad)
+    pq.write_table(bad, tmp_path / "bad.parquet")
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        ta.read_parquet(tmp_path / "bad.parquet")
+    back = ta.from_arrow(_with_byte(table, name, row, 1))  # 1: a bool the file format stores
+    trajkit.save(back, tmp_path / "back.npz")

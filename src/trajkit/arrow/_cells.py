@@ -76,13 +76,19 @@ def _bytes(name: str, column: Any, item: dict[str, Any], rows: Where) -> AnyArra
             f"column {name!r} holds {exc.length} bytes at {rows(exc.row)}, where the "
             f"layout's cell ({item['dtype']} of shape {list(shape)}) has {exc.width}"
         ) from None
+    except _BoolByteError as exc:
+        raise ValueError(
+            f"column {name!r} holds the byte {exc.byte} in a bool cell at {rows(exc.row)}; "
+            "a bool is stored as the byte 0 or 1 (as trajkit's file format stores it)"
+        ) from None
 
 
 def binary_values(column: Any, dtype: np.dtype[Any], shape: Sequence[int]) -> AnyArray:
     """A binary array's values (no nulls) as `[len, *shape]` of `dtype`, zero-copy.
 
     Fixed-size binary of the cell's size, or variable-size binary whose values are each
-    exactly one cell long (refused otherwise, naming the first row that is not).
+    exactly one cell long (refused otherwise, naming the first row that is not). A bool cell
+    holds the bytes 0 and 1 only: another byte would make a bool that `trajkit.save` refuses.
     """
     n = len(column)
     width = dtype.itemsize * int(np.prod(shape, dtype=np.int64))
@@ -102,6 +108,9 @@ def binary_values(column: Any, dtype: np.dtype[Any], shape: Sequence[int]) -> An
     if data is None:
         return np.zeros((0, *shape), dtype)
     raw = np.frombuffer(data, np.uint8, count=n * width, offset=start)
+    if dtype == np.bool_ and raw.size and int(raw.max()) > 1:
+        i = int(np.argmax(raw > 1))
+        raise _BoolByteError(i // max(1, width), int(raw[i]))
     values: AnyArray = raw.view(dtype).reshape(n, *shape)
     return values
 
@@ -112,6 +121,14 @@ class _CellSizeError(ValueError):
     def __init__(self, row: int, length: int, width: int) -> None:
         super().__init__(row, length, width)
         self.row, self.length, self.width = row, length, width
+
+
+class _BoolByteError(ValueError):
+    """A bool cell stored as bytes holding a byte other than 0 and 1 (its row, the byte)."""
+
+    def __init__(self, row: int, byte: int) -> None:
+        super().__init__(row, byte)
+        self.row, self.byte = row, byte
 
 
 def no_nulls(name: str, column: Any, rows: Where) -> None:
