@@ -186,3 +186,57 @@ def test_a_damaged_page_is_refused_as_a_damaged_file(tmp_path: Path) -> None:
     assert (
         pq.read_table(path, page_checksum_verification=False).num_rows == r.num_steps * r.batch_size
     )
+
+
+# ----------------------------------------------------------------------------- read ahead
+
+
+def _reader_threads() -> list[Any]:
+    import threading
+
+    return [t for t in threading.enumerate() if t.name == "trajkit-parquet-reader"]
+
+
+def test_read_ahead_gives_every_batch_in_order_and_the_readers_error_in_its_place() -> None:
+    assert list(reader.ahead(iter(range(50)))) == list(range(50))
+
+    def failing() -> Any:
+        yield from range(3)
+        raise OSError("the disk")
+
+    got: list[int] = []
+    with pytest.raises(OSError, match="the disk"):
+        got.extend(reader.ahead(failing()))
+    assert got == [0, 1, 2]
+    assert not _reader_threads()
+
+
+def test_read_ahead_ends_its_thread_when_the_caller_stops() -> None:
+    read: list[int] = []
+
+    def batches() -> Any:
+        for i in range(1000):
+            read.append(i)
+            yield i
+
+    for item in reader.ahead(batches()):
+        if item == 2:
+            break
+    assert not _reader_threads()
+    assert len(read) < 10  # it stopped after the batch it was reading
+
+
+def test_a_refusal_in_the_first_row_group_ends_the_reading_thread(tmp_path: Path) -> None:
+    r = example_rollout(num_steps=200, num_envs=4, seed=3)
+    table = ta.to_arrow(r)
+    rewards = table.column("reward").to_pylist()
+    rewards[5] = float("nan")
+    i = table.column_names.index("reward")
+    pq.write_table(
+        table.set_column(i, "reward", pa.array(rewards, pa.float32())),
+        tmp_path / "bad.parquet",
+        row_group_size=50,
+    )
+    with pytest.raises(ValueError, match=r"^rews must be finite, got nan at \(t=1, b=1\)$"):
+        ta.read_parquet(tmp_path / "bad.parquet")
+    assert not _reader_threads()

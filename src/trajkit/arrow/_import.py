@@ -11,7 +11,10 @@ a row group at a time (`read_file`), and its rows never become one table.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import contextlib
+import queue
+import threading
+from collections.abc import Callable, Generator, Iterator
 from typing import Any
 
 import numpy as np
@@ -154,6 +157,55 @@ def _file_batches(file: Any, names: list[str], rows: int) -> Iterator[Any]:
         yield from file.iter_batches(batch_size=rows, row_groups=[group], columns=names)
 
 
+_END = object()
+
+
+def ahead(batches: Iterator[Any]) -> Generator[Any, None, None]:
+    """`batches`, each next one read in a thread while the caller works on the one it has.
+
+    pyarrow decodes, and NumPy copies, without the GIL: a file's next batch is decoded while
+    the current one is checked and copied into the rollout. One batch waits at most. An
+    error of the reader comes out where its batch would have; when the caller stops early
+    (a refusal), the thread ends after the batch it is reading.
+    """
+    handoff: queue.Queue[Any] = queue.Queue(maxsize=1)
+    stop = threading.Event()
+
+    def read() -> None:
+        try:
+            for batch in batches:
+                handoff.put(batch)
+                if stop.is_set():
+                    break
+            handoff.put(_END)
+        except BaseException as exc:  # handed to the caller, raised there
+            handoff.put(_Failed(exc))
+
+    thread = threading.Thread(target=read, name="trajkit-parquet-reader", daemon=True)
+    thread.start()
+    ended = False
+    try:
+        while (item := handoff.get()) is not _END:
+            if isinstance(item, _Failed):
+                ended = True
+                raise item.error
+            yield item
+        ended = True
+    finally:
+        if not ended:  # the caller stopped: take what the thread puts until its end
+            stop.set()
+            while not ((item := handoff.get()) is _END or isinstance(item, _Failed)):
+                pass
+        thread.join()
+
+
+class _Failed:
+    """An exception of the reading thread, on its way to the caller."""
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+
 def _slices(table: Any, rows: int) -> Iterator[tuple[int, Any]]:
     """The table's record batches of at most `rows` rows, each with its first row."""
     start = 0
@@ -173,25 +225,25 @@ def _stream(
     pa: Any, file: Any, layout: dict[str, Any], plans: list[Plan], names: list[str]
 ) -> list[Rollout]:
     """The second pass over a file whose rollouts each have their rows in order, together."""
-    order = sorted(range(len(plans)), key=lambda i: int(plans[i].rows[0]))
+    by_row = iter(sorted(range(len(plans)), key=lambda i: int(plans[i].rows[0])))
     rollouts: list[Rollout | None] = [None] * len(plans)
-    queue = iter(order)
-    k, assembly, first = -1, None, 0
-    for batch in _file_batches(file, names, _batch_rows(layout)):
-        offset = 0
-        while offset < batch.num_rows:
-            if assembly is None:
-                k = next(queue, -1)
-                if k < 0:
-                    raise ValueError("the file's columns hold more rows than its index columns")
-                assembly, first = Assembly(pa, layout, plans[k], k), int(plans[k].rows[0])
-            position = first + assembly.filled
-            take = min(batch.num_rows - offset, first + len(plans[k].rows) - position)
-            assembly.feed(batch.slice(offset, take), position - first)
-            offset += take
-            if assembly.filled == len(plans[k].rows):
-                rollouts[k], assembly = assembly.finish(), None
-    if assembly is not None or next(queue, -1) >= 0:
+    current: tuple[int, Assembly] | None = None
+    with contextlib.closing(ahead(_file_batches(file, names, _batch_rows(layout)))) as batches:
+        for batch in batches:
+            offset = 0
+            while offset < batch.num_rows:
+                if current is None:
+                    k = next(by_row, None)
+                    if k is None:
+                        raise ValueError("the file's columns hold more rows than its index columns")
+                    current = k, Assembly(pa, layout, plans[k], k)
+                k, assembly = current
+                take = min(batch.num_rows - offset, len(plans[k].rows) - assembly.filled)
+                assembly.feed(batch.slice(offset, take), assembly.filled)
+                offset += take
+                if assembly.filled == len(plans[k].rows):
+                    rollouts[k], current = assembly.finish(), None
+    if current is not None or next(by_row, None) is not None:
         raise ValueError("the file's columns hold fewer rows than its index columns")
     return [r for r in rollouts if r is not None]
 
