@@ -255,6 +255,8 @@ class ByteLeaf(Leaf):
         """
         column, grid = columns[name], self.grid
         start, wanted_here = wanted
+        if column.null_count == len(column) and not wanted_here.any():  # most batches
+            return np.zeros(0, np.int64), np.zeros((0, *self.shape), self.dtype)
         nulls = to_numpy(column.is_null()) if column.null_count else np.zeros(len(column), bool)
         if (nulls == wanted_here).any():
             i = int(np.argmax(nulls == wanted_here))

@@ -148,9 +148,9 @@ def _grid(table: Any) -> tuple[int, int, AnyArray | None]:
             f"the rows are not a full grid of steps 0..{T - 1} by envs 0..{B - 1}: that "
             f"makes {T * B} rows, the table has {rows} (each (step, env) once)"
         )
-    keys = steps.astype(np.int64) * B + envs.astype(np.int64)  # < rows: bounded above
-    if keys[0] == 0 and (np.diff(keys) == 1).all():
+    if _in_order(steps.reshape(T, B), envs.reshape(T, B)):
         return T, B, None
+    keys = steps.astype(np.int64) * B + envs.astype(np.int64)  # < rows: bounded above
     counts = np.bincount(keys, minlength=rows)
     if (counts != 1).any():
         key = int(np.argmax(counts > 1))
@@ -160,6 +160,12 @@ def _grid(table: Any) -> tuple[int, int, AnyArray | None]:
             f"{t}, env {b} appears {int(counts[key])} times (each (step, env) once)"
         )
     return T, B, np.argsort(keys)
+
+
+def _in_order(steps: AnyArray, envs: AnyArray) -> bool:
+    """Whether `[T, B]` steps and envs are each (step, env) once, in order, as written."""
+    T, B = steps.shape
+    return bool((envs == np.arange(B)).all() and (steps == np.arange(T)[:, None]).all())
 
 
 def _ends(starts: AnyArray, terminated: AnyArray, cut: AnyArray) -> AnyArray:
