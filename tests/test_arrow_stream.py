@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 pa = pytest.importorskip("pyarrow", reason="trajkit.arrow needs pyarrow (trajkit[arrow])")
@@ -24,6 +24,7 @@ import trajkit.arrow as ta  # noqa: E402
 import trajkit.arrow._import as reader  # noqa: E402
 from tests.test_arrow_compact import image_rollout  # noqa: E402
 from tests.test_arrow_final_obs import with_finals  # noqa: E402
+from tests.test_arrow_import import _mutations  # noqa: E402
 from trajkit.testing import ACTION_KINDS, example_rollout, rollouts  # noqa: E402
 
 # ------------------------------------------------------------------------- any batch size
@@ -85,6 +86,28 @@ def test_a_refusal_names_the_position_in_the_rollout_not_in_the_batch() -> None:
         ta.from_arrow(
             table.set_column(i, "next_obs", pa.array(after, table.schema.field("next_obs").type))
         )
+
+
+def _outcome(table: Any) -> trajkit.Rollout | None:
+    try:
+        return ta.from_arrow(table)
+    except ValueError:
+        return None
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_mutations())
+def test_a_mutated_table_reads_the_same_a_row_at_a_time(case: tuple[int, Any]) -> None:
+    """The same rollout, or a refusal, whatever the batches (test_arrow_import's fuzz).
+
+    With several faults, which is named first may differ: a batch's columns are checked
+    before the next batch's rows.
+    """
+    _, table = case
+    whole = _outcome(table)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(reader, "BATCH_BYTES", 1)
+        assert _outcome(table) == whole
 
 
 def test_the_second_pass_reads_one_row_group_at_a_time(
