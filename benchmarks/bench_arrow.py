@@ -1,7 +1,9 @@
 """Benchmark Parquet export and import of image and vector rollouts: time and peak memory.
 
 Run `python benchmarks/bench_arrow.py` (or `make bench`); `TRAJKIT_BENCH_ARROW_MB` sets the
-size (default 100; issue 45's case is 925: T=2048 images by B=64). For an image rollout
+size (default 100; issue 45's case is 927: T=2048 images by B=64),
+`TRAJKIT_BENCH_ARROW_METHODS` the methods (below; default all) and
+`TRAJKIT_BENCH_ARROW_CASES` the rollouts (`image,vector`). For an image rollout
 (uint8 84x84, int32 actions, float32 critic) and a vector rollout (17 float32 observations,
 6 float32 actions, critic), each of about MB megabytes, it measures in a fresh child process
 per operation (so that its peak resident memory, `ru_maxrss`, is its own):
@@ -218,7 +220,7 @@ def main(mb: float) -> None:
     print("|---|---|---|---|---|---|---|")
     ratios = []
     with tempfile.TemporaryDirectory() as tmp:
-        for case in ("image", "vector"):
+        for case in os.environ.get("TRAJKIT_BENCH_ARROW_CASES", "image,vector").split(","):
             size = payload(case, mb) / 1e6
             results = measure(case, mb, tmp)
             for method, (w, r, wx, rx) in results.items():
