@@ -21,10 +21,12 @@ pq = pytest.importorskip("pyarrow.parquet")
 
 import trajkit  # noqa: E402
 import trajkit.arrow as ta  # noqa: E402
+import trajkit.arrow._ahead as _ahead  # noqa: E402
 import trajkit.arrow._import as reader  # noqa: E402
 from tests.test_arrow_compact import image_rollout  # noqa: E402
 from tests.test_arrow_final_obs import with_finals  # noqa: E402
 from tests.test_arrow_import import _mutations  # noqa: E402
+from trajkit.arrow._ahead import Ahead  # noqa: E402
 from trajkit.testing import ACTION_KINDS, example_rollout, rollouts  # noqa: E402
 
 # ------------------------------------------------------------------------- any batch size
@@ -128,7 +130,8 @@ def test_the_second_pass_reads_one_row_group_at_a_time(
     assert ta.read_parquet(path) == rs
     count = pq.ParquetFile(path).metadata.num_row_groups
     assert count > 2
-    assert groups == [[g] for g in range(count)] * 2  # the small columns, then the others
+    assert groups[:count] == [[g] for g in range(count)]  # the small columns
+    assert sorted(groups[count:]) == [[g] for g in range(count)]  # the others, by threads
 
 
 def test_rows_out_of_order_and_steps_split_across_row_groups_read_back(tmp_path: Path) -> None:
@@ -220,36 +223,53 @@ def _reader_threads() -> list[Any]:
     return [t for t in threading.enumerate() if t.name == "trajkit-parquet-reader"]
 
 
-def test_read_ahead_gives_every_batch_in_order_and_the_readers_error_in_its_place() -> None:
-    assert list(reader.ahead(iter(range(50)))) == list(range(50))
+def test_read_ahead_gives_every_item_in_order_and_the_error_in_its_place() -> None:
+    with Ahead(iter(range(50))) as items:
+        assert list(items) == list(range(50))
 
     def failing() -> Any:
         yield from range(3)
         raise OSError("the disk")
 
     got: list[int] = []
-    with pytest.raises(OSError, match="the disk"):
-        got.extend(reader.ahead(failing()))
+    with pytest.raises(OSError, match="the disk"), Ahead(failing()) as items:
+        got.extend(items)
     assert got == [0, 1, 2]
     assert not _reader_threads()
 
 
 def test_read_ahead_ends_its_thread_when_the_caller_stops() -> None:
-    read: list[int] = []
+    made: list[int] = []
 
-    def batches() -> Any:
+    def items() -> Any:
         for i in range(1000):
-            read.append(i)
+            made.append(i)
             yield i
 
-    for item in reader.ahead(batches()):
-        if item == 2:
-            break
+    with Ahead(items()) as ahead:
+        for item in ahead:
+            if item == 2:
+                break
     assert not _reader_threads()
-    assert len(read) < 10  # it stopped after the batch it was reading
+    assert len(made) < 10  # it stopped after the item it was making
+    with Ahead(items()):  # closed before the first item is taken
+        pass
+    assert not _reader_threads()
 
 
-def test_a_refusal_in_the_first_row_group_ends_the_reading_thread(tmp_path: Path) -> None:
+@pytest.mark.parametrize("readers", [1, 2, 3])
+def test_row_groups_decoded_by_threads_come_in_the_files_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, readers: int
+) -> None:
+    monkeypatch.setattr(_ahead, "READERS", readers)
+    rs = [image_rollout(num_steps=12, seed=s) for s in range(3)]
+    path = _written(tmp_path, rs, row_group_bytes=7_000)
+    assert pq.ParquetFile(path).metadata.num_row_groups > 5
+    assert ta.read_parquet(path) == rs
+    assert not _reader_threads()
+
+
+def test_a_refusal_in_the_first_row_group_ends_the_reading_threads(tmp_path: Path) -> None:
     r = example_rollout(num_steps=200, num_envs=4, seed=3)
     table = ta.to_arrow(r)
     rewards = table.column("reward").to_pylist()

@@ -374,7 +374,7 @@ def _rollout_arrays(rollout: Rollout) -> Iterator[AnyArray]:
 def read_parquet(path: str | os.PathLike[str], *, max_rows: int | None = MAX_ROWS) -> list[Rollout]:
     """Read the rollouts of a Parquet file in trajkit's layout (see `write_parquet`).
 
-    The file is read in two passes, one row group at a time. The first reads its small
+    The file is read in two passes, a row group at a time. The first reads its small
     columns (`rollout`, `step`, `env` and the episode flags), counting the rows against
     `max_rows` as they come: a file is refused as soon as it has given more, whatever its
     footer declares (its declared count is checked first, too). They say which rows make
@@ -383,8 +383,9 @@ def read_parquet(path: str | os.PathLike[str], *, max_rows: int | None = MAX_ROW
     straight from Arrow's buffers, are checked as [`from_arrow`][trajkit.arrow.from_arrow]
     checks a table, and are copied into the rollout's arrays; a `next_` column is checked
     against the rows after it as they come, and the `episode_id` column against the
-    numbering `write_parquet` gives the rollouts. So the memory a file takes is its rollouts
-    and one batch (16 MiB of values) besides what pyarrow holds of one row group. Rows in
+    numbering `write_parquet` gives the rollouts. Two threads decode the row groups in turn,
+    a batch ahead of the checks. So the memory a file takes is its rollouts and a few
+    batches (8 MiB of values each) besides what pyarrow holds of two row groups. Rows in
     another order than `write_parquet`'s (a rewrite that sorted or shuffled them) are read
     whole, then taken in order. A file that polars, DuckDB or HF `datasets` rewrote (without
     the schema metadata) reads back the same, through its `trajkit_layout` column.
@@ -418,16 +419,17 @@ def read_parquet(path: str | os.PathLike[str], *, max_rows: int | None = MAX_ROW
     """
     pa = load_pyarrow()
     parquet = require("pyarrow.parquet", "arrow", "trajkit.arrow")
-    where, filesystem = os.fspath(path), None
+    fs = require("pyarrow.fs", "arrow", "trajkit.arrow")
+    where, filesystem = os.fspath(path), fs.LocalFileSystem()
     if is_url(where):
-        filesystem, where = require("pyarrow.fs", "arrow", "trajkit.arrow").FileSystem.from_uri(
-            where
-        )
+        filesystem, where = fs.FileSystem.from_uri(where)
+
+    def reader(source: Any, metadata: Any = None) -> Any:
+        return parquet.ParquetFile(source, metadata=metadata, page_checksum_verification=True)
+
     try:
-        with parquet.ParquetFile(
-            where, filesystem=filesystem, page_checksum_verification=True
-        ) as file:
-            return read_file(pa, file, max_rows)
+        with filesystem.open_input_file(where) as source, reader(source) as file:
+            return read_file(pa, file, lambda metadata: reader(source, metadata), max_rows)
     except pa.ArrowException as exc:
         raise ValueError(f"not a readable Parquet file: {exc}") from None
     except OSError as exc:

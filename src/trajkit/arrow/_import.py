@@ -11,10 +11,7 @@ a row group at a time (`read_file`), and its rows never become one table.
 
 from __future__ import annotations
 
-import contextlib
-import queue
-import threading
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import numpy as np
@@ -24,6 +21,7 @@ from trajkit._core import tree as _tree
 from trajkit._io.infos import infos_to_json, sparse_infos_to_json, strict_json_loads
 from trajkit._models.rollout import Rollout
 from trajkit._models.rules import FIELD_RULES, Rule, conform_into, lossless
+from trajkit.arrow._ahead import Batches, file_batches
 from trajkit.arrow._buffers import to_numpy
 from trajkit.arrow._cells import Where, exactly, no_nulls, positioned
 from trajkit.arrow._layout import (
@@ -45,7 +43,7 @@ from trajkit.arrow._plan import (
     stored,
 )
 
-BATCH_BYTES = 16 << 20
+BATCH_BYTES = 8 << 20
 """About how many bytes of cells the second pass of an import reads at a time."""
 
 _SMALL_BATCH_ROWS = 1 << 20
@@ -87,8 +85,13 @@ def read_table(table: Any, max_rows: int | None) -> Rollout:
     return assembly.finish()
 
 
-def read_file(pa: Any, file: Any, max_rows: int | None) -> list[Rollout]:
-    """The rollouts of a Parquet file (`read_parquet`), in the order of their `rollout` id."""
+def read_file(
+    pa: Any, file: Any, reopen: Callable[[Any], Any], max_rows: int | None
+) -> list[Rollout]:
+    """The rollouts of a Parquet file (`read_parquet`), in the order of their `rollout` id.
+
+    `reopen(metadata)`: another reader of the same open file, for a thread of its own.
+    """
     declared = file.metadata.num_rows
     if max_rows is not None and declared > max_rows:
         raise ValueError(
@@ -104,11 +107,12 @@ def read_file(pa: Any, file: Any, max_rows: int | None) -> list[Rollout]:
     number(plans)
     names = [name for name in schema.names if name not in (*SMALL_COLUMNS, LAYOUT_COLUMN)]
     if all(plan.streamed for plan in plans):
-        return _stream(pa, file, layout, plans, names)
+        with Batches(file, reopen, names, _batch_rows(layout)) as batches:
+            return _stream(pa, batches, layout, plans)
     # Rows out of order (a tool sorted or shuffled them): the rest of the file, then each
     # rollout's rows taken in order.
     table = pa.Table.from_batches(
-        list(_file_batches(file, names, _batch_rows(layout))),
+        list(file_batches(file, names, _batch_rows(layout))),
         schema=pa.schema([schema.field(name) for name in names]),
     )
     rollouts = []
@@ -134,7 +138,7 @@ def _read_small(pa: Any, file: Any, max_rows: int | None) -> Any:
     if not names:
         return fields.empty_table()
     batches, count = [], 0
-    for batch in _file_batches(file, names, _SMALL_BATCH_ROWS):
+    for batch in file_batches(file, names, _SMALL_BATCH_ROWS):
         count += batch.num_rows
         if max_rows is not None and count > max_rows:
             raise ValueError(
@@ -145,65 +149,6 @@ def _read_small(pa: Any, file: Any, max_rows: int | None) -> Any:
     if count != declared:
         raise ValueError(f"the file declares {declared} rows but holds {count}")
     return pa.Table.from_batches(batches, schema=fields)
-
-
-def _file_batches(file: Any, names: list[str], rows: int) -> Iterator[Any]:
-    """The file's columns `names`, `rows` rows at a time, one row group after the other.
-
-    One row group at a time: pyarrow's reader keeps what it read of every row group it is
-    given until the end, so given them all it holds the whole file.
-    """
-    for group in range(file.metadata.num_row_groups):
-        yield from file.iter_batches(batch_size=rows, row_groups=[group], columns=names)
-
-
-_END = object()
-
-
-def ahead(batches: Iterator[Any]) -> Generator[Any, None, None]:
-    """`batches`, each next one read in a thread while the caller works on the one it has.
-
-    pyarrow decodes, and NumPy copies, without the GIL: a file's next batch is decoded while
-    the current one is checked and copied into the rollout. One batch waits at most. An
-    error of the reader comes out where its batch would have; when the caller stops early
-    (a refusal), the thread ends after the batch it is reading.
-    """
-    handoff: queue.Queue[Any] = queue.Queue(maxsize=1)
-    stop = threading.Event()
-
-    def read() -> None:
-        try:
-            for batch in batches:
-                handoff.put(batch)
-                if stop.is_set():
-                    break
-            handoff.put(_END)
-        except BaseException as exc:  # handed to the caller, raised there
-            handoff.put(_Failed(exc))
-
-    thread = threading.Thread(target=read, name="trajkit-parquet-reader", daemon=True)
-    thread.start()
-    ended = False
-    try:
-        while (item := handoff.get()) is not _END:
-            if isinstance(item, _Failed):
-                ended = True
-                raise item.error
-            yield item
-        ended = True
-    finally:
-        if not ended:  # the caller stopped: take what the thread puts until its end
-            stop.set()
-            while not ((item := handoff.get()) is _END or isinstance(item, _Failed)):
-                pass
-        thread.join()
-
-
-class _Failed:
-    """An exception of the reading thread, on its way to the caller."""
-
-    def __init__(self, error: BaseException) -> None:
-        self.error = error
 
 
 def _slices(table: Any, rows: int) -> Iterator[tuple[int, Any]]:
@@ -222,27 +167,26 @@ def _batch_rows(layout: dict[str, Any]) -> int:
 
 
 def _stream(
-    pa: Any, file: Any, layout: dict[str, Any], plans: list[Plan], names: list[str]
+    pa: Any, batches: Iterable[Any], layout: dict[str, Any], plans: list[Plan]
 ) -> list[Rollout]:
     """The second pass over a file whose rollouts each have their rows in order, together."""
     by_row = iter(sorted(range(len(plans)), key=lambda i: int(plans[i].rows[0])))
     rollouts: list[Rollout | None] = [None] * len(plans)
     current: tuple[int, Assembly] | None = None
-    with contextlib.closing(ahead(_file_batches(file, names, _batch_rows(layout)))) as batches:
-        for batch in batches:
-            offset = 0
-            while offset < batch.num_rows:
-                if current is None:
-                    k = next(by_row, None)
-                    if k is None:
-                        raise ValueError("the file's columns hold more rows than its index columns")
-                    current = k, Assembly(pa, layout, plans[k], k)
-                k, assembly = current
-                take = min(batch.num_rows - offset, len(plans[k].rows) - assembly.filled)
-                assembly.feed(batch.slice(offset, take), assembly.filled)
-                offset += take
-                if assembly.filled == len(plans[k].rows):
-                    rollouts[k], current = assembly.finish(), None
+    for batch in batches:
+        offset = 0
+        while offset < batch.num_rows:
+            if current is None:
+                k = next(by_row, None)
+                if k is None:
+                    raise ValueError("the file's columns hold more rows than its index columns")
+                current = k, Assembly(pa, layout, plans[k], k)
+            k, assembly = current
+            take = min(batch.num_rows - offset, len(plans[k].rows) - assembly.filled)
+            assembly.feed(batch.slice(offset, take), assembly.filled)
+            offset += take
+            if assembly.filled == len(plans[k].rows):
+                rollouts[k], current = assembly.finish(), None
     if current is not None or next(by_row, None) is not None:
         raise ValueError("the file's columns hold fewer rows than its index columns")
     return [r for r in rollouts if r is not None]
