@@ -22,7 +22,7 @@ from trajkit._io.infos import infos_to_json, sparse_infos_to_json, strict_json_l
 from trajkit._models.rollout import Rollout
 from trajkit._models.rules import FIELD_RULES, Rule, conform_into, lossless
 from trajkit.arrow._ahead import Batches, file_batches
-from trajkit.arrow._buffers import to_numpy
+from trajkit.arrow._buffers import from_numpy, to_numpy
 from trajkit.arrow._cells import Where, exactly, no_nulls, positioned
 from trajkit.arrow._layout import (
     LAYOUT_COLUMN,
@@ -78,7 +78,7 @@ def read_table(table: Any, max_rows: int | None) -> Rollout:
         )
     plan = plan_rollout(pa, table, layout, range(rows))
     if plan.order is not None:
-        table = table.take(pa.array(plan.order))
+        table = table.take(from_numpy(pa, plan.order))
     assembly = Assembly(pa, layout, plan)
     for start, batch in _slices(table, _batch_rows(layout)):
         assembly.feed(batch, start)
@@ -118,7 +118,7 @@ def read_file(
     rollouts = []
     for i, plan in enumerate(plans):
         rows = np.asarray(plan.rows)
-        part = table.take(pa.array(rows if plan.order is None else rows[plan.order]))
+        part = table.take(from_numpy(pa, rows if plan.order is None else rows[plan.order]))
         assembly = Assembly(pa, layout, plan, i)
         for start, batch in _slices(part, _batch_rows(layout)):
             assembly.feed(batch, start)

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from trajkit._base.types import AnyArray
-from trajkit.arrow._buffers import to_numpy
+from trajkit.arrow._buffers import from_numpy, to_numpy
 from trajkit.arrow._cells import Where, cells, contradiction, differ, no_nulls, positioned
 from trajkit.arrow._layout import reset_column
 
@@ -268,7 +268,7 @@ class ByteLeaf(Leaf):
         def rows(i: int) -> str:
             return grid.where(start + int(picked[i]))
 
-        kept = column.filter(grid.pa.array(wanted_here))
+        kept = column.filter(from_numpy(grid.pa, wanted_here))
         return start + picked, cells(grid.pa, name, kept, self.item, rows)
 
     def bootstrap(self) -> AnyArray:
@@ -405,7 +405,7 @@ class _Reset:
             def rows(i: int) -> str:
                 return grid.where(start + int(picked[i]))
 
-            valid = column.filter(grid.pa.array(~nulls))
+            valid = column.filter(from_numpy(grid.pa, ~nulls))
             self.after.add_rows(start + picked, cells(grid.pa, self.name, valid, leaf.item, rows))
         self.after.check(leaf.values(), stop)
 

@@ -17,7 +17,7 @@ import numpy as np
 from trajkit._base.types import AnyArray
 from trajkit._models.arrays import first_true
 from trajkit._models.rules import FIELD_RULES, Rule, conform_into
-from trajkit.arrow._buffers import to_numpy
+from trajkit.arrow._buffers import from_numpy, to_numpy
 from trajkit.arrow._export import EpisodeIds, RolloutIds, new_episodes
 
 SMALL_COLUMNS = ("rollout", "step", "env", "is_first", "terminated", "truncated")
@@ -107,7 +107,7 @@ def plan_rollout(pa: Any, table: Any, layout: dict[str, Any], rows: AnyArray | r
     def cells(name: str) -> AnyArray:
         column = table.column(name)
         if order is not None:
-            column = column.take(pa.array(order))
+            column = column.take(from_numpy(pa, order))
         if column.null_count:
             at = where(int(np.argmax(to_numpy(column.is_null()))), B, order)
             raise ValueError(
