@@ -21,10 +21,13 @@ Run `python benchmarks/bench_model.py` (or `make bench`). In one process:
   A plain copy of the arrays is timed too: the sizes cross the CPU's last-level cache, so
   even a copy scales a little faster than linearly here.
 
-Targets (reported, never asserted): construction within 1.2x a copy from 10 MB, within 10x at
-T=2048, B=1; peak memory within 1.1x of the raw bytes; exponents about 1 (<= 1.15; for
-construction, which copies the arrays, at most 0.05 above the plain copy's own exponent
-when that is higher).
+The "bare subclass" column times the same copies each viewed as a bare ndarray subclass
+(`class Bare(np.ndarray): pass`): the least that keeping the arrays as any subclass adds.
+
+Targets (reported, never asserted): construction within 1.2x a copy from 10 MB, within 7x at
+T=2048, B=1 (a small rollout: issue 42); peak memory within 1.1x of the raw bytes; exponents
+about 1 (<= 1.15; for construction, which copies the arrays, at most 0.05 above the plain
+copy's own exponent when that is higher).
 """
 
 from __future__ import annotations
@@ -69,9 +72,10 @@ def arrays_of(f: dict[str, Any]) -> list[np.ndarray[Any, Any]]:
 def construction() -> None:
     print(
         "| T | B | MB | copy ms | Rollout / copy | copy=False / copy | peak / bytes | met "
-        "| NumPy checks: Rollout / copy | Rollout / copies freed at once |"
+        "| NumPy checks: Rollout / copy | Rollout / copies freed at once "
+        "| bare subclass / copy |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for T, B in ((2048, 1), (2048, 48), (2048, 64), (64, 4096), (256, 2048)):
         f = fields(T, B)
         arrays = arrays_of(f)
@@ -88,6 +92,7 @@ def construction() -> None:
                 partial(trajkit.Rollout, **f, copy=False),
                 numpy_checks,
                 partial(copy_each_freed, arrays),
+                partial(copy_as_bare, arrays),
                 rounds=ROUNDS,
                 steady=True,
             )
@@ -96,21 +101,21 @@ def construction() -> None:
         t_copy = median(b[0] for b in blocks)
         ratios = sorted(b[1] / b[0] for b in blocks)
         ratio = median(ratios)
-        view, numpy, freed = (
-            median(b[i] / b[j] for b in blocks) for i, j in ((2, 0), (3, 0), (1, 4))
+        view, numpy, freed, bare = (
+            median(b[i] / b[j] for b in blocks) for i, j in ((2, 0), (3, 0), (1, 4), (5, 0))
         )
         tracemalloc.start()
         built = trajkit.Rollout(**f)
         peak = tracemalloc.get_traced_memory()[1]
         tracemalloc.stop()
         del built
-        target = 10.0 if nbytes < 10e6 else 1.2
+        target = 7.0 if nbytes < 10e6 else 1.2
         ok = ratio <= target and peak / nbytes <= 1.1
         print(
             f"| {T} | {B} | {nbytes / 1e6:.1f} | {t_copy * 1e3:.3f} "
             f"| {ratio:.2f}x ({ratios[0]:.2f}-{ratios[-1]:.2f}; <= {target:g}x) "
             f"| {view:.2f}x | {peak / nbytes:.2f} | {'yes' if ok else 'NO'} "
-            f"| {numpy:.2f}x | {freed:.2f}x |",
+            f"| {numpy:.2f}x | {freed:.2f}x | {bare:.2f}x |",
             flush=True,
         )
 
@@ -118,6 +123,15 @@ def construction() -> None:
 def copy_all(arrays: list[np.ndarray[Any, Any]]) -> list[np.ndarray[Any, Any]]:
     """A copy of every array, kept (as a rollout keeps its arrays)."""
     return [a.copy() for a in arrays]
+
+
+class Bare(np.ndarray[Any, np.dtype[Any]]):
+    """A bare ndarray subclass: what keeping an array as a subclass costs, and no more."""
+
+
+def copy_as_bare(arrays: list[np.ndarray[Any, Any]]) -> list[np.ndarray[Any, Any]]:
+    """A copy of every array, each viewed as a bare subclass, kept."""
+    return [a.copy().view(Bare) for a in arrays]
 
 
 def copy_each_freed(arrays: list[np.ndarray[Any, Any]]) -> None:

@@ -33,6 +33,7 @@ MODULES = (
     "trajkit.minari",
     "trajkit.plot",
     "trajkit.ray",
+    "trajkit.report",
     "trajkit.sb3",
     "trajkit.testing",
     "trajkit.torch",

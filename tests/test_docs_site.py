@@ -25,17 +25,9 @@ from urllib.parse import unquote, urlsplit
 
 import pytest
 
+from tests.browser import launch
+
 ROOT = Path(__file__).parents[1]
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-BROWSER_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 
 
 def load_hook(name: str) -> Any:
@@ -99,15 +91,7 @@ def test_every_link_opens_a_file_from_disk(site: Path) -> None:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    sync_api = pytest.importorskip(
-        "playwright.sync_api", reason="Playwright is not installed (dev extra)"
-    )
-    if not os.access(CHROMIUM, os.X_OK):
-        pytest.skip(f"no Chromium at {CHROMIUM}: install Debian's chromium (.ci/run does)")
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=BROWSER_ARGS)
-        yield browser
-        browser.close()
+    yield from launch()
 
 
 @pytest.fixture(scope="module")

@@ -145,6 +145,12 @@ def test_cli_plot(tmp_path: Path, run_npz: Path) -> None:
     assert sorted(p.suffix for p in (tmp_path / "plots").iterdir()) == [".png"] * 3
 
 
+def test_cli_report(tmp_path: Path, run_npz: Path) -> None:
+    out = tmp_path / "report.html"
+    assert cli(tmp_path, "report", str(run_npz), "-o", str(out), "--no-config") == f"{out}\n"
+    assert out.read_text(encoding="utf-8").count("<h1>") == 1
+
+
 def test_cli_export(exported: Path) -> None:
     assert exported.read_bytes()[:4] == b"PAR1"
 
@@ -289,13 +295,16 @@ def test_ray(tmp_path: Path, run_npz: Path) -> None:
     out = python(
         tmp_path,
         f"""
-        import tempfile
+        import tempfile, warnings
         import ray
-        import trajkit.ray
+        with warnings.catch_warnings(record=True) as caught:  # __all__ has no deprecated name
+            warnings.simplefilter("always")
+            from trajkit.ray import *
+        assert not caught, [str(w.message) for w in caught]
         ray.init(address="local", num_cpus=1, include_dashboard=False, log_to_driver=False,
                  logging_level="ERROR", _temp_dir=tempfile.mkdtemp(prefix="tkray-"))
         try:
-            print(trajkit.ray.read_rollouts([{str(run_npz)!r}]).count())
+            print(read_rollouts([{str(run_npz)!r}]).count())
         finally:
             ray.shutdown()
         """,
@@ -375,6 +384,18 @@ def test_plot(tmp_path: Path) -> None:
         """,
     )
     assert (tmp_path / "episodes.png").stat().st_size > 0
+
+
+def test_report(tmp_path: Path, run_npz: Path, exported: Path) -> None:
+    out = python(
+        tmp_path,
+        f"""
+        from trajkit.report import report
+        page = report([{str(run_npz)!r}, {str(exported)!r}], "report.html", jobs=1)
+        print(page.count("<h1>"), "(rollout 0)" in page)
+        """,
+    )
+    assert out == "1 True\n"
 
 
 def test_cli_module(tmp_path: Path, run_npz: Path) -> None:

@@ -19,9 +19,21 @@ import pytest
 SRC = Path(__file__).resolve().parents[1] / "src" / "trajkit"
 ORDER = ["_base", "_core", "_models", "_io", "_cli"]
 # Public modules over optional libraries.
-INTEGRATIONS = ["arrow", "dataset", "gym", "lint", "minari", "plot", "ray", "sb3", "torch"]
-# The integrations that build on others: the SB3 callback lints and records like trajkit.gym.
-USES = {"sb3": ["gym", "lint"]}
+INTEGRATIONS = [
+    "arrow",
+    "dataset",
+    "gym",
+    "lint",
+    "minari",
+    "plot",
+    "ray",
+    "report",
+    "sb3",
+    "torch",
+]
+# The integrations that build on others: the SB3 callback lints and records like trajkit.gym;
+# the report reads datasets, Parquet and Minari, and lints.
+USES = {"sb3": ["gym", "lint"], "report": ["arrow", "dataset", "lint", "minari"]}
 
 
 def _imports(path: Path) -> set[str]:
@@ -79,10 +91,52 @@ def test_integrations_import_only_the_layers_below_the_command_line(module: str)
 
 def test_optional_libraries_are_imported_lazily() -> None:
     code = (
-        "import sys, trajkit, trajkit.cli, trajkit.dataset, trajkit.ray\n"
-        "print(sorted({'fsspec', 'ray', 'tqdm', 'pyarrow', 'zlib_ng'} & set(sys.modules)))\n"
+        "import sys, trajkit, trajkit.cli, trajkit.dataset, trajkit.ray, trajkit.report\n"
+        "print(sorted({'fsspec', 'ray', 'tqdm', 'pyarrow', 'zlib_ng', 'matplotlib', 'minari'}"
+        " & set(sys.modules)))\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
     )
     assert done.stdout.strip() == "[]"
+
+
+def _circle(graph: dict[str, set[str]]) -> list[str] | None:
+    """An import circle of `graph` (module -> the modules it imports), or None."""
+    done: set[str] = set()
+
+    def visit(module: str, path: list[str]) -> list[str] | None:
+        if module in path:
+            return [*path[path.index(module) :], module]
+        if module in done:
+            return None
+        for name in sorted(graph.get(module, ())):
+            found = visit(name, [*path, module])
+            if found:
+                return found
+        done.add(module)
+        return None
+
+    return next(filter(None, (visit(module, []) for module in sorted(graph))), None)
+
+
+def _imported_modules(path: Path) -> set[str]:
+    """`_imports` with `from package import module` as that module too."""
+    names = _imports(path)
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return names
+
+
+@pytest.mark.parametrize("module", INTEGRATIONS)
+def test_an_integration_has_no_import_circle(module: str) -> None:
+    # Type-only imports count: a circle of them is two modules that need each other.
+    names = {
+        ".".join(("trajkit", *path.relative_to(SRC).with_suffix("").parts)).removesuffix(
+            ".__init__"
+        ): path
+        for path in _integration_files(module)
+    }
+    graph = {name: (_imported_modules(path) & set(names)) - {name} for name, path in names.items()}
+    assert _circle(graph) is None, " -> ".join(_circle(graph) or [])

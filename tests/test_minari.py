@@ -179,6 +179,38 @@ def test_data_outside_the_given_spaces_is_refused_by_name() -> None:
     assert not list(Path(os.environ["MINARI_DATASETS_PATH"]).iterdir())  # nothing written
 
 
+SPACE_MISMATCHES = [
+    ("dict", r"^observations have keys \w+, the space \['a'\]$"),
+    ("tuple", r"^observations have \w+; the space is a Tuple of 2$"),
+    ("text", r"^observations: the space Text\(.*\) is not one trajkit stores \(Box, Discrete, "),
+    ("keys", r"^observations have keys \['a', 'b'\], the space \['a'\]$"),
+    ("items", r"^observations have 3 items; the space is a Tuple of 2$"),
+]
+
+
+@pytest.mark.parametrize(
+    ("kind", "message"), SPACE_MISMATCHES, ids=[k for k, _ in SPACE_MISMATCHES]
+)
+def test_data_of_another_structure_than_the_space_is_refused(kind: str, message: str) -> None:
+    from gymnasium import spaces
+
+    box = spaces.Box(-10.0, 10.0, (4,), np.float32)
+    r = example_rollout(num_steps=2, num_envs=1, keys={"actions"})
+    space: Any = {
+        "dict": spaces.Dict({"a": box}),
+        "tuple": spaces.Tuple([box, box]),
+        "text": spaces.Text(5),
+        "keys": spaces.Dict({"a": box}),
+        "items": spaces.Tuple([box, box]),
+    }[kind]
+    if kind == "keys":
+        r = r.replace(obses={"a": r.obses, "b": r.obses})
+    if kind == "items":
+        r = r.replace(obses=(r.obses, r.obses, r.obses))
+    with pytest.raises(ValueError, match=message):
+        tm.to_minari(r, "trajkit/mismatch-v0", observation_space=space)
+
+
 # ----------------------------------------------------------------------------- atomic export
 
 

@@ -95,6 +95,18 @@ def test_the_old_ray_validators_warn_and_give_the_same_verdicts(folder: Path) ->
         )
 
 
+def test_the_old_ray_validators_are_outside_all_and_warn_where_they_are_named() -> None:
+    assert not {"validate", "validate_files"} & set(trajkit.ray.__all__)
+    with pytest.warns(
+        DeprecationWarning, match=r"^trajkit\.ray\.validate\(paths, \.\.\.\) is "
+    ) as caught:
+        from trajkit.ray import validate
+    assert {Path(w.filename) for w in caught} == {Path(__file__)}  # the importing line
+    assert validate is trajkit.ray._validate
+    with pytest.raises(AttributeError, match=r"^module 'trajkit\.ray' has no attribute 'nothing'$"):
+        trajkit.ray.nothing  # noqa: B018
+
+
 @pytest.mark.usefixtures("local_ray")
 def test_stats_match_the_dataset(folder: Path, tmp_path: Path) -> None:
     clean = tmp_path / "clean"
@@ -435,13 +447,18 @@ def test_read_steps_next_obs_is_the_true_final_observation_at_episode_ends(
 def test_step_rows_hold_the_transition_columns_and_td_fields() -> None:
     """The per-file row function, without Ray: the same columns as `trajkit.transitions`."""
     rollout = example_rollout(num_steps=7, num_envs=3, seed=5, truncation=True, final_obs=True)
-    discount = trajkit.ray._check_discount(0.9, 0.8, 3)
-    (rows,) = trajkit.ray._file_steps(rollout, 2, discount, ())
+    discount = trajkit.ray._steps._check_discount(0.9, 0.8, 3)
+    (rows,) = trajkit.ray._steps._file_steps(rollout, 2, discount, ())
     want = trajkit.transitions(rollout, gamma=0.9, n_step=3, source=2)
     for name in want:
         np.testing.assert_array_equal(rows[name], want[name], err_msg=name)
         assert rows[name].dtype == want[name].dtype, name
     assert rows["action"].dtype == np.int64
+    assert rows["next_value"].dtype == rows["n_step_value"].dtype == np.float32
+    untruncated = example_rollout(num_steps=3, num_envs=2, keys={"critic"})
+    assert untruncated.truncated is None
+    (plain,) = trajkit.ray._steps._file_steps(untruncated, 0, discount, ())
+    assert plain["next_value"].dtype == np.float32
     assert (rows["episode"] >> 32 == 2).all()
     critic = rollout.model_outs.arrays["critic"]
     assert rollout.truncated is not None
@@ -479,7 +496,9 @@ def test_step_rows_hold_the_transition_columns_and_td_fields() -> None:
 
 def test_step_rows_without_actions_or_critic() -> None:
     rollout = example_rollout(num_steps=3, num_envs=2, keys={"log_probs"})
-    (rows,) = trajkit.ray._file_steps(rollout, 0, trajkit.ray._check_discount(None, None, None), ())
+    (rows,) = trajkit.ray._steps._file_steps(
+        rollout, 0, trajkit.ray._steps._check_discount(None, None, None), ()
+    )
     assert "action" not in rows
     assert "next_value" not in rows
     assert rows["episode"].dtype == np.int64

@@ -20,7 +20,7 @@ from gymnasium import spaces
 from numpy.typing import NDArray
 from stable_baselines3 import A2C, DQN, PPO
 from stable_baselines3.common.base_class import BaseAlgorithm
-from stable_baselines3.common.buffers import RolloutBuffer
+from stable_baselines3.common.buffers import DictRolloutBuffer, RolloutBuffer
 from stable_baselines3.common.callbacks import BaseCallback, CallbackList
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.vec_env import VecNormalize
@@ -28,6 +28,7 @@ from stable_baselines3.common.vec_env import VecNormalize
 import trajkit
 import trajkit.lint
 import trajkit.sb3
+import trajkit.sb3._callback
 from trajkit import Rollout
 from trajkit.sb3 import RolloutCheckError, TrajkitCallback, from_rollout_buffer
 
@@ -506,10 +507,95 @@ def test_trajkit_does_not_import_sb3_and_its_names_are_sorted() -> None:
 
 
 def test_per_env_wrappers_beyond_make_and_monitor_are_named() -> None:
-    plain = trajkit.sb3._describe_vec_env(_vec_env("CartPole-v1"))
+    plain = trajkit.sb3._callback._describe_vec_env(_vec_env("CartPole-v1"))
     assert plain["wrappers"] == []
     assert (plain["vectorization_mode"], plain["autoreset_mode"]) == ("sync", "SAME_STEP")
     wrapped = make_vec_env(
         "CartPole-v1", n_envs=2, seed=0, wrapper_class=gym.wrappers.FlattenObservation
     )
-    assert trajkit.sb3._describe_vec_env(wrapped)["wrappers"] == ["FlattenObservation"]
+    assert trajkit.sb3._callback._describe_vec_env(wrapped)["wrappers"] == ["FlattenObservation"]
+
+
+# ----------------------------------------------------- what the converter stores, and names
+
+
+def test_the_converter_copies_the_final_observations() -> None:
+    finals = np.zeros((2, 2), np.float32)  # two episode ends: step 1 of each env
+    r = _convert(_filled_buffer(), final_obses=finals)
+    finals[0, 0] = np.nan  # the caller's array, written after the conversion
+    assert r.final_obses is not None
+    np.testing.assert_array_equal(r.final_obses, 0.0)
+    r.revalidate()
+
+
+@pytest.mark.parametrize("truncated", [0, 1], ids=["not-truncated", "truncated"])
+def test_a_non_finite_final_value_is_named_as_one(truncated: int) -> None:
+    cut = TRUNCATED.copy()
+    cut[0, 1] = truncated
+    finals = FINALS.copy()
+    finals[0, 1] = np.nan
+    # The one problem, named: not `rews` (which `gamma * truncated * final_values` made NaN).
+    with pytest.raises(ValueError, match=r"^final_values must be finite, got nan at \(t=0, b=1\)$"):
+        _convert(_folded_buffer(), truncated=cut, final_values=finals)
+
+
+def _as_sb3_before_2_7_1(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make SB3's rollout buffers store observations and actions as float32, as 2.3-2.7.0 did."""
+
+    def float32(reset: Any) -> Any:
+        def old_reset(self: Any) -> None:
+            reset(self)
+            self.actions = self.actions.astype(np.float32)
+            if isinstance(self.observations, dict):
+                self.observations = {k: v.astype(np.float32) for k, v in self.observations.items()}
+            else:
+                self.observations = self.observations.astype(np.float32)
+
+        return old_reset
+
+    for buffer in (RolloutBuffer, DictRolloutBuffer):
+        monkeypatch.setattr(buffer, "reset", float32(buffer.reset))
+
+
+def test_a_float32_buffer_gives_the_spaces_dtypes(monkeypatch: pytest.MonkeyPatch) -> None:
+    _as_sb3_before_2_7_1(monkeypatch)
+    buffer = RolloutBuffer(
+        2, spaces.Box(0, 255, (2,), np.uint8), spaces.Discrete(3), device="cpu", n_envs=1
+    )
+    for t in range(2):
+        buffer.add(
+            np.full((1, 2), 7),
+            np.full((1, 1), t + 1),
+            np.zeros(1),
+            np.zeros(1, bool),
+            torch.zeros(1, 1),
+            torch.zeros(1),
+        )
+    assert buffer.observations.dtype == buffer.actions.dtype == np.dtype(np.float32)
+    r = from_rollout_buffer(buffer, np.full((1, 2), 9), np.zeros(1), np.zeros(1))
+    assert r.obses.dtype == np.uint8
+    actions = r.model_outs.arrays["actions"]
+    assert actions.dtype == np.int32
+    np.testing.assert_array_equal(actions[:, 0], [1, 2, 2])
+    buffer.actions[1, 0, 0] = 1.5
+    with pytest.raises(
+        ValueError, match=r"buffer.actions must be integer-valued, got 1\.5 at \(t=1, b=0\)"
+    ):
+        from_rollout_buffer(buffer, np.full((1, 2), 9), np.zeros(1), np.zeros(1))
+
+
+def test_a_run_with_float32_buffers_records_the_spaces_dtypes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _as_sb3_before_2_7_1(monkeypatch)
+    env = _vec_env(TOY, obs="dict", action="discrete")
+    check = TrajkitCallback()
+    compare = _Compare(check)
+    _model("ppo", env).learn(32 * 2 * 2, callback=CallbackList([check, compare]))
+    assert compare.model.rollout_buffer.actions.dtype == np.float32  # type: ignore[attr-defined]
+    r = compare.rollouts[-1]
+    assert isinstance(r.obses, dict)
+    assert (r.obses["cell"].dtype, r.obses["pos"].dtype) == (np.int64, np.float32)
+    assert r.model_outs.arrays["actions"].dtype == np.int32
+    assert r.final_obses is not None
+    assert r.final_obses["cell"].dtype == np.int64

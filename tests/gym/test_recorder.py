@@ -524,6 +524,7 @@ def test_states_are_empty_by_default_and_recorded_by_state_fn(
         r = recorder.record(25)
         # CartPole's observation is its state: they agree on every row, resets included.
         assert np.array_equal(r.states, r.obses)
+        assert r.states.dtype == np.float32  # CartPole's float64 state, as the rule stores it
 
 
 # ----------------------------------------------------------------------------- errors

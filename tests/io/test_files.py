@@ -296,7 +296,7 @@ def test_load_without_mmap_gives_writable_arrays(tmp_path: Path) -> None:
         save(r, tmp_path / "r.npz", compress=compress)
         loaded = load(tmp_path / "r.npz")
         loaded.rews[0, 0] += 1  # in-place edits work, as on a fresh Rollout
-        assert loaded.obses.flags.writeable
+        assert loaded.obses.base.flags.writeable  # its storage: memory of its own
 
 
 def test_mmap_survives_replacing_the_file(tmp_path: Path) -> None:

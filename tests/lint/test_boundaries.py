@@ -262,7 +262,9 @@ def test_jumps_against_a_slow_reference() -> None:
     r = rollout(dones, obses=obses)
     expected = _reference_jumps(r)
     assert expected is not None
-    np.testing.assert_allclose(boundaries._jumps(r), expected)
+    jumps = boundaries._jumps(r)
+    assert jumps is not None
+    np.testing.assert_allclose(jumps, expected)
     no_inside = rollout(np.ones(3), obses=np.zeros((3, 1, 1)))
     assert boundaries._jumps(no_inside) is None
     assert boundaries._jumps(rollout(dones_for([4], 8), obses=np.zeros((9, 1), np.int64))) is None

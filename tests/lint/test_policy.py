@@ -112,16 +112,21 @@ def test_log_softmax_of_large_logits_row_by_row() -> None:
     np.testing.assert_allclose(out, [expected[0], expected[0][::-1]])
 
 
+def _given(value: Array | None) -> Array:
+    assert value is not None
+    return value
+
+
 def test_gaussian_logp_from_log_std_and_a_shared_std() -> None:
     actions = np.array([[[0.5, -1.0]], [[0.0, 2.0]]])
     mean = np.zeros_like(actions)
     std = np.array([0.5, 2.0])  # one per feature, shared by every row
     expected = (-0.5 * (actions / std) ** 2 - np.log(std) - 0.5 * np.log(2 * np.pi)).sum(-1)
-    np.testing.assert_allclose(gaussian_logp({"mean": mean, "std": std}, actions), expected)
+    np.testing.assert_allclose(_given(gaussian_logp({"mean": mean, "std": std}, actions)), expected)
     with_log = {"mean": mean, "log_std": np.log(np.broadcast_to(std, actions.shape))}
-    np.testing.assert_allclose(gaussian_logp(with_log, actions), expected)
+    np.testing.assert_allclose(_given(gaussian_logp(with_log, actions)), expected)
     both = {"mean": mean, "std": np.broadcast_to(std, actions.shape), "log_std": np.zeros(2)}
-    np.testing.assert_allclose(gaussian_logp(both, actions), expected)  # std wins
+    np.testing.assert_allclose(_given(gaussian_logp(both, actions)), expected)  # std wins
     assert gaussian_logp({"std": std}, actions) is None
     assert gaussian_logp({"mean": mean}, actions) is None
     assert gaussian_logp({"mean": mean, "std": np.ones(3)}, actions) is None
@@ -173,9 +178,9 @@ def test_tk110_messages_name_the_place_and_the_reason() -> None:
     )
     order = ((0, 5), (5, 0))
     swapped = LogpFit(10, 0, (2, 1), order=order)
-    found = mismatch_findings([("a.npz", LogpFit(10, 0, None, order=order)), ("b.npz", swapped)])
-    assert [(f.code, f.path, f.env, f.step) for f in found] == [("TK110", "b.npz", 1, 2)]
-    assert found[0].message == (
+    founds = mismatch_findings([("a.npz", LogpFit(10, 0, None, order=order)), ("b.npz", swapped)])
+    assert [(f.code, f.path, f.env, f.step) for f in founds] == [("TK110", "b.npz", 1, 2)]
+    assert founds[0].message == (
         "log_probs of env 0 fit the policy outputs of env 1 on 10 rows of the dataset, and "
         "their own on 0: log_probs stored in another env order than the actions?"
     )

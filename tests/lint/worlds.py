@@ -521,7 +521,7 @@ def hand_loop(world: World, *, seeded_alike: bool = False) -> tuple[list[Column]
     Returns the columns (`T * files` real steps each) and the recording it would save
     (index 0; `None`-free: the caller drops it when the world saves none).
     """
-    from trajkit.gym.recording import describe_env
+    from trajkit.gym._describe import describe_env
 
     context = _quiet()
     try:

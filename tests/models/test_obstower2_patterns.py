@@ -556,14 +556,17 @@ def test_valid_writes_through_containers_are_stored() -> None:
     assert type(row * 2) is np.ndarray  # arithmetic gives plain arrays
 
 
-def test_in_place_numpy_edits_of_fields_are_checked_and_revalidate_catches_plain_views() -> None:
+def test_in_place_numpy_edits_of_fields_are_checked_and_revalidate_catches_ways_out() -> None:
     r = valid()
     r.rews[1] -= 0.5  # obs-tower2 relies on this
     r.revalidate()
     with pytest.raises(ValueError, match=re.escape("rews must be finite, got nan at (t=2, b=1)")):
         r.rews[2, 1] = np.nan
     r.revalidate()  # the refused write left nothing behind
-    np.asarray(r.rews)[2, 1] = np.nan  # a plain view writes unchecked
+    with pytest.raises(ValueError, match="read-only"):
+        np.asarray(r.rews)[2, 1] = np.nan  # a plain view is read-only
+    storage: Any = r.rews.base  # the storage behind the field writes unchecked
+    storage[2, 1] = np.nan
     with pytest.raises(
         ValidationError, match=re.escape("rews must be finite, got nan at (t=2, b=1)")
     ):

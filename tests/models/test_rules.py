@@ -10,12 +10,14 @@ import pytest
 
 from trajkit import FIELD_DIMS, MODEL_OUTPUT_DIMS
 from trajkit._models.rules import (
+    CROSS_RULES,
     FIELD_RULES,
     OUTPUT_RULES,
     conform,
     conform_into,
     lossless,
     output_rule,
+    rules_reading,
 )
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "validation.md"
@@ -31,6 +33,32 @@ def test_the_validation_page_lists_every_rule_of_the_table_once() -> None:
     want = [f"| `{name}` | {rule.describe()} |" for name, rule in FIELD_RULES.items()]
     want += [f"| `model_outs[{key!r}]` | {rule.describe()} |" for key, rule in OUTPUT_RULES.items()]
     assert lines[2:] == want
+
+
+def test_the_validation_page_lists_every_rule_across_fields_once() -> None:
+    text = PAGE.read_text()
+    block = re.search(r"<!-- cross-rules:.*?-->\n(.*?)<!-- /cross-rules -->", text, re.S)
+    assert block is not None
+    lines = [line for line in block.group(1).splitlines() if line]
+    assert lines[:2] == ["| Rule | Reads |", "| --- | --- |"]
+    want = [
+        f"| {rule.text} | {', '.join(f'`{name}`' for name in rule.reads)} |" for rule in CROSS_RULES
+    ]
+    assert lines[2:] == want
+
+
+def test_writes_re_check_the_rules_that_read_the_written_field() -> None:
+    assert [rule.reads for rule in rules_reading("dones")] == [
+        ("truncated", "dones"),
+        ("dones", "final_obses"),
+    ]
+    assert rules_reading("rews") == ()
+    assert {name for rule in CROSS_RULES for name in rule.reads} == {
+        "truncated",
+        "dones",
+        "final_obses",
+        "model_outs['actions']",
+    }
 
 
 def test_the_dimension_tables_are_views_of_the_rule_table() -> None:

@@ -11,11 +11,12 @@ from trajkit._cli.common import (
     MAX_JOBS,
     PROGRESS_THRESHOLD,
     add_max_bytes,
+    add_verbose,
     dpi_option,
     jobs_option,
     unit_interval_option,
 )
-from trajkit._io.discovery import SUFFIX
+from trajkit._io.defaults import SUFFIX
 
 
 class Parser(argparse.ArgumentParser):
@@ -92,6 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"check files in N processes (default: one per core), or with --engine ray in at "
         f"most N Ray tasks at once, N from 1 to {MAX_JOBS}; the output is the same as with 1",
     )
+    add_verbose(validate)
     validate.add_argument(
         "--engine",
         choices=("local", "ray"),
@@ -239,7 +241,71 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help=f"lint files in N processes (default: one per core), 1 to {MAX_JOBS}",
     )
+    add_verbose(lint)
     add_max_bytes(lint)
+
+    report = commands.add_parser(
+        "report",
+        help="write one HTML page of what rollout files hold (needs trajkit[plot])",
+        description=(
+            "Write one self-contained HTML page (inline styles and figures, no script, "
+            "nothing fetched: it opens from disk, offline) of rollout files: their schema, "
+            "spaces and recording; the counts of files, steps, episodes, terminations and "
+            "truncations; validate's verdicts and lint's findings, grouped by code, each "
+            "with its file, env and step; the distributions of episode returns and lengths, "
+            "rewards, actions and each observation leaf; and the best, median and worst "
+            "episodes (frames of image observations, traces of vector ones). Folders are "
+            "searched as validate searches them; a PATH may also be a Parquet file "
+            "(*.parquet, needs trajkit[arrow]) or minari:ID, a local Minari dataset (needs "
+            "trajkit[minari]). Files are read one at a time, on every core, with bounded "
+            "memory; large observations are sampled. Lint settings are read from "
+            "[tool.trajkit.lint] of the closest pyproject.toml. Exit 0 when every file is "
+            "valid and lint finds no error or warning, 1 when one is invalid or lint finds "
+            "one (the page is written all the same) or the page cannot be written, 2 on a "
+            "usage error."
+        ),
+    )
+    report.add_argument(
+        "paths", nargs="+", metavar="PATH", help="files or folders, *.parquet, minari:ID"
+    )
+    report.add_argument(
+        "-o", "--out", required=True, metavar="FILE", help="the HTML file to write (or replace)"
+    )
+    report.add_argument("--title", metavar="TEXT", help="the page's title")
+    report.add_argument(
+        "--select", metavar="CODES", help="run only these lint codes or prefixes, e.g. TK1,TK203"
+    )
+    report.add_argument("--ignore", metavar="CODES", help="do not run these lint codes")
+    report.add_argument(
+        "--max-episode-steps",
+        type=int,
+        metavar="N",
+        help="the env's time limit, for lint, for files whose recording names none",
+    )
+    report.add_argument("--no-config", action="store_true", help="do not read pyproject.toml")
+    report.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        metavar="N",
+        help="seed of the samples drawn (rewards, episodes, image rows), 0 by default",
+    )
+    report.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help=f"show a progress line on stderr (default: when stderr is a terminal and there "
+        f"are more than {PROGRESS_THRESHOLD} files)",
+    )
+    report.add_argument(
+        "-j",
+        "--jobs",
+        type=jobs_option,
+        default=None,
+        metavar="N",
+        help=f"read and lint files in N processes (default: one per core), 1 to {MAX_JOBS}",
+    )
+    add_max_bytes(report)
 
     schema = commands.add_parser(
         "schema",

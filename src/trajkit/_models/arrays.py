@@ -13,6 +13,7 @@ import numpy as np
 
 from trajkit._base.types import AnyArray, Float32Array, Int32Array
 from trajkit._core import fused
+from trajkit._models.checked import CheckedArray, plain_view
 
 __all__ = [
     "arrays_equal",
@@ -91,6 +92,11 @@ def as_numeric(
     if type(value) is np.ndarray and value.dtype.kind in kinds and value.ndim >= min_ndim:
         # The common case, with nothing to refuse.
         return value.copy() if copy else value
+    if isinstance(value, CheckedArray):  # a rollout's array: its memory, writable where it is
+        plain = plain_view(value)
+        if plain.dtype.kind in kinds and plain.ndim >= min_ndim:
+            return plain.copy() if copy else plain
+        value = plain
     if isinstance(value, str | bytes):
         raise ValueError(f"{name} must be an array, got a {type(value).__name__} {value!r:.40}")
     if isinstance(value, np.ma.MaskedArray):
@@ -154,6 +160,7 @@ def _from_tensor(value: Any, name: str) -> AnyArray:
 
 
 _FUSED_BYTES = 1 << 20  # from this size, copy block by block and check each block in cache
+_DOT_BYTES = 1 << 16  # from this size, one BLAS dot tells "finite" cheaper than `isfinite`
 _BLOCK_BYTES = 1 << 18  # bytes per block: well inside the L2 cache
 
 
@@ -345,7 +352,7 @@ def check_finite(array: AnyArray, name: str, axes: str = "tb") -> None:
         return
     if array.nbytes >= fused.MIN_BYTES:  # one pass, without a boolean array as large
         fast = fused.passes(array, "finite")
-        if fast or (fast is None and _surely_finite(array)):
+        if fast or (fast is None and array.nbytes >= _DOT_BYTES and _surely_finite(array)):
             return
     finite = np.isfinite(array)
     if not np.logical_and.reduce(finite, axis=None):  # `.all()` without its Python wrapper

@@ -1,18 +1,40 @@
-"""Checked arrays: a rollout's arrays, whose every write goes through the field's rule.
+"""Checked arrays: a rollout's arrays, read-only to NumPy, whose supported writes are checked.
 
 A `Rollout` stores each field array (each leaf of nested observations and states) and each
-model output as a `CheckedArray`: an `ndarray` subclass that reads, slices and computes as a
-plain array, and whose writes are checked by a `Guard` before anything is stored. Covered:
-item and slice assignment (`r.rews[t, b] = x`, `r.obses[2:4] = x`), in-place arithmetic
-(`r.rews -= bonus`, `r.rews[t] /= 2`), ufuncs with `out=` (`np.clip(r.rews, -1, 1,
-out=r.rews)`, `np.add.at`), `fill`, `put` and NumPy's mutating functions (`np.copyto`,
-`np.place`, `np.putmask`, `np.put`, `np.put_along_axis`, `np.fill_diagonal`). Views of a checked
-array (`r.rews[t]`, `r.obses.T`, `reshape`) check their writes too; results of arithmetic
-(`r.rews * 2`), copies and fancy-indexed selections are plain arrays.
+model output as a `CheckedArray`: a read-only `ndarray` subclass over storage that the
+rollout keeps private. Reading, slicing and computing cost what they cost on any `ndarray`
+subclass (no Python hook runs: results are plain arrays), and NumPy itself refuses every
+write it is not told about, because the array is read-only. The writes a rollout supports
+are overridden and checked by the array's `Guard` before anything is stored:
 
-What is not covered, on purpose: a plain view taken with `np.asarray(r.rews)` (that is the
-way out for code that must write without checks), `.flat`, `ctypes` and compiled code writing
-through the buffer. `Rollout.revalidate()` checks the rollout as it is after such writes.
+- item and slice assignment (`r.rews[t, b] = x`, `r.obses[2:4] = x`, fancy and boolean
+  indices, `np.put_along_axis`), also through views (`r.rews[t][b] = x`, `r.obses.T[...]`);
+- the in-place operators (`r.rews -= bonus`, `r.rews[t] /= 2`, `+=`, `*=`, `**=`, `//=`,
+  `%=`, `@=`, `<<=`, `>>=`, `&=`, `|=`, `^=`), computed as NumPy computes them;
+- `fill` and `put` (`np.put` too).
+
+Refused loudly (by NumPy, as read-only, or by the array with a message saying what to write
+instead): `out=` of ufuncs and of every other function (`np.clip(..., out=r.rews)`,
+`np.dot`, `np.einsum`, ...), `np.copyto`, `np.place`, `np.putmask`, `np.fill_diagonal`,
+`.flat`, `sort`, `partition`, `byteswap(inplace=True)`, `setfield`, `resize`, setting
+`shape`, `strides`, `dtype`, `real` or `flat`, and writes through a view of another dtype.
+Copies are plain, writable arrays: `copy()`, `astype`, `np.copy`, `copy.copy`, pickling,
+results of arithmetic. Fancy-indexed selections (`r.rews[[0, 2]]`, `take`, `repeat`,
+`flatten`) are new, writable `CheckedArray`s that belong to no rollout: their writes are
+not checked, and they compute as plain arrays.
+
+The ways out, for code that must write without checks (each is a write `Rollout.revalidate()`
+and every writer check before anything is written):
+
+- the storage behind a rollout's array, its `.base` (the base of a view is the rollout's
+  array, whose `.base` is the storage);
+- `flags.writeable = True` (or `setflags(write=True)`) on a rollout's array;
+- `np.add.at` and the other `ufunc.at` methods, which NumPy lets write into read-only arrays;
+- the arrays given to `Rollout(..., copy=False)`, which stay the caller's;
+- memory shared outside NumPy's Python API: `ctypes`, `__array_interface__`, compiled code,
+  CPU tensors of `trajkit.torch`, which share the rollout's memory;
+- a leaf replaced in a nested field's dict (`r.obses["image"] = x`);
+- ndarray's own setters called past the array (`np.ndarray.shape.__set__(r.rews, ...)`).
 
 A refused write raises `ValueError` with the constructor's message for the rollout the write
 would have made, naming the field and position (`rews must be finite, got nan at (t=1,
@@ -21,26 +43,132 @@ b=0)`), and stores nothing.
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+import contextlib
+import math
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from trajkit._base.types import AnyArray, IntArray
-from trajkit._models.arrays import as_numeric
-from trajkit._models.rules import Rule, conform, conform_into, lossless
 
-__all__ = ["CheckedArray", "FieldGuard", "Guard", "checked", "guard_field", "positions_in"]
+__all__ = [
+    "CheckedArray",
+    "Guard",
+    "blockwise",
+    "checked",
+    "compute",
+    "guard_of",
+    "is_region",
+    "plain_view",
+    "positions_in",
+    "proven_finite",
+    "row_blocks",
+]
+
+_BLOCK_BYTES = 1 << 18  # an in-place op on a large array is checked block by block, in cache
+_LARGE_BYTES = 1 << 20  # from this size, an in-place op makes no temporary copy of the array
 
 
-class Guard(Protocol):
-    """What checks and stores the writes into a `CheckedArray` and its views."""
+class Guard:
+    """What checks and stores the writes into a `CheckedArray` and its views.
+
+    A guard holds the writable storage (`owner`) that the checked array views, and its
+    name for messages. Subclasses say how a write is checked (`write`); an in-place
+    operation is computed into a copy and written (`inplace`), unless a subclass does better.
+
+    Args:
+        owner: The writable storage: the checked array's `.base`, of its layout.
+        name: The array's name in messages (`rews`, `obses['image']`).
+    """
+
+    __slots__ = ("name", "owner")
+
+    def __init__(self, owner: AnyArray, name: str) -> None:
+        self.owner = owner
+        self.name = name
 
     def write(self, target: CheckedArray, index: Any, value: Any) -> None:
         """Check `value` for `target[index]` and store it there, or raise `ValueError`."""
+        raise NotImplementedError  # pragma: no cover - every guard says how
+
+    def inplace(self, target: CheckedArray, ufunc: np.ufunc, operand: Any) -> None:
+        """`target = ufunc(target, operand)` in place, checked as a write of the result."""
+        self.write(target, ..., compute(ufunc, self.writable(target), operand))
+
+    def writable(self, target: CheckedArray) -> AnyArray:
+        """A plain, writable view of `target`'s memory (the storage, or a view of it)."""
+        if target.base is self.owner:  # the guarded array itself
+            return self.owner
+        if target.dtype != self.owner.dtype:
+            raise ValueError(
+                f"{self.name} is {self.owner.dtype}: a view of it as {target.dtype} cannot be "
+                f"written (the checks read values as {self.owner.dtype}); write {self.name}"
+                "[index] = value instead"
+            )
+        view: AnyArray = target.view(np.ndarray)
+        try:
+            view.flags.writeable = True
+        except ValueError:
+            raise ValueError(
+                f"{self.name} is read-only memory (a memory map opened read-only, or a "
+                "read-only array given with copy=False): load or build the rollout with a "
+                "copy to write into it"
+            ) from None
+        return view
+
+
+def compute(ufunc: np.ufunc, array: AnyArray, operand: Any) -> AnyArray:
+    """`ufunc(array, operand)` as the in-place operator computes it, into a new array."""
+    out = np.empty_like(array)
+    ufunc(array, operand, out=out, casting="same_kind")
+    return out
+
+
+def guard_of(array: CheckedArray) -> Guard | None:
+    """The guard of a checked array or of its view (the base of a view is the guarded array)."""
+    guard = array._guard
+    if guard is None:
+        base = array.base
+        if type(base) is CheckedArray:
+            guard = base._guard
+    return guard
+
+
+def _in_place(ufunc: np.ufunc, unchecked: Any) -> Any:
+    """The in-place operator of `ufunc` (`+=` of `np.add`): checked where the array has a guard."""
+
+    def operator(self: CheckedArray, operand: Any) -> Any:
+        guard = guard_of(self)
+        if guard is None:
+            return unchecked(self, operand)
+        guard.inplace(self, ufunc, operand)
+        return self
+
+    operator.__name__ = unchecked.__name__
+    return operator
+
+
+_SETTERS: dict[str, type[Exception]] = {
+    "shape": AttributeError,
+    "strides": AttributeError,
+    "dtype": AttributeError,
+    "flat": ValueError,  # (these two write values)
+    "real": ValueError,
+}
+"""Attributes whose assignment would change a rollout's array without its checks, and the
+error it raises (NumPy refuses `flat` and `real` of a read-only array too: the message here
+says what to write instead)."""
 
 
 class CheckedArray(np.ndarray[Any, np.dtype[Any]]):
-    """An array whose writes are checked by its guard; it reads and computes as a plain array.
+    """A rollout's array: read-only to NumPy; its supported writes are checked by its guard.
+
+    It reads and computes as a plain array, at a bare subclass's cost (results are plain
+    `ndarray`s). Item and slice assignment, the in-place operators, `fill` and `put` are
+    checked against the field's rules, and those across fields, before anything is
+    stored; NumPy refuses other writes (`out=`, `np.copyto`, `sort`, ...) as it refuses
+    writes into any read-only array. See the Validation page for every path.
 
     Examples:
         >>> import numpy as np
@@ -52,47 +180,41 @@ class CheckedArray(np.ndarray[Any, np.dtype[Any]]):
         Traceback (most recent call last):
         ...
         ValueError: rews must be finite, got nan at (t=1, b=0)
+        >>> np.clip(r.rews, -1, 1, out=r.rews)
+        Traceback (most recent call last):
+        ...
+        ValueError: output array is read-only
     """
 
-    _guard: Guard | None
+    _guard: Guard | None = None
 
-    def __array_finalize__(self, obj: Any) -> None:
-        # Views of a checked array (their base is one) write through its guard; copies,
-        # fancy-indexed selections and results of arithmetic are the caller's own arrays.
-        self._guard = getattr(obj, "_guard", None) if isinstance(self.base, CheckedArray) else None
+    def __array_wrap__(
+        self, array: AnyArray, context: Any = None, return_scalar: bool = False
+    ) -> Any:
+        # Results of ufuncs on a checked array are plain arrays (or scalars): the caller's.
+        return array[()] if return_scalar and array.ndim == 0 else array
 
     def __setitem__(self, index: Any, value: Any) -> None:
-        guard = self._guard
+        guard = guard_of(self)
         if guard is None:
             np.ndarray.__setitem__(self, index, value)
         else:
             guard.write(self, index, value)
 
-    def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
-        # Inputs are read as plain arrays, so results are plain; an output that is a checked
-        # array is computed into a copy first, then written through its guard.
-        plain = tuple(np.asarray(x) if isinstance(x, CheckedArray) else x for x in inputs)
-        pending: list[tuple[CheckedArray, AnyArray]] = []
-        out = kwargs.get("out")
-        if out is not None:
-            kwargs["out"] = tuple(_scratch(o, pending) for o in out)
-        if method == "at" and isinstance(inputs[0], CheckedArray):
-            plain = (_scratch(inputs[0], pending), *plain[1:])
-        result = getattr(ufunc, method)(*plain, **kwargs)
-        for target, values in pending:
-            target[...] = values
-        if out is not None:
-            return out[0] if len(out) == 1 else out
-        return result
-
-    def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
-        if func in _MUTATORS and args and isinstance(args[0], CheckedArray):
-            pending: list[tuple[CheckedArray, AnyArray]] = []
-            result = func(_scratch(args[0], pending), *args[1:], **kwargs)
-            for target, values in pending:
-                target[...] = values
-            return result
-        return super().__array_function__(func, types, args, kwargs)
+    if not TYPE_CHECKING:  # (typed as ndarray's own)
+        __iadd__ = _in_place(np.add, np.ndarray.__iadd__)
+        __isub__ = _in_place(np.subtract, np.ndarray.__isub__)
+        __imul__ = _in_place(np.multiply, np.ndarray.__imul__)
+        __itruediv__ = _in_place(np.true_divide, np.ndarray.__itruediv__)
+        __ifloordiv__ = _in_place(np.floor_divide, np.ndarray.__ifloordiv__)
+        __imod__ = _in_place(np.remainder, np.ndarray.__imod__)
+        __ipow__ = _in_place(np.power, np.ndarray.__ipow__)
+        __imatmul__ = _in_place(np.matmul, np.ndarray.__imatmul__)
+        __ilshift__ = _in_place(np.left_shift, np.ndarray.__ilshift__)
+        __irshift__ = _in_place(np.right_shift, np.ndarray.__irshift__)
+        __iand__ = _in_place(np.bitwise_and, np.ndarray.__iand__)
+        __ior__ = _in_place(np.bitwise_or, np.ndarray.__ior__)
+        __ixor__ = _in_place(np.bitwise_xor, np.ndarray.__ixor__)
 
     def fill(self, value: Any) -> None:
         """Set every element to `value`, checked as an assignment.
@@ -107,7 +229,7 @@ class CheckedArray(np.ndarray[Any, np.dtype[Any]]):
         self[...] = value
 
     def put(self, indices: Any, values: Any, mode: Any = "raise") -> None:
-        """`numpy.ndarray.put` (flat indices), checked as an assignment.
+        """`numpy.ndarray.put` (flat indices, values repeated), checked as an assignment.
 
         Examples:
             >>> from trajkit.testing import example_rollout
@@ -118,7 +240,16 @@ class CheckedArray(np.ndarray[Any, np.dtype[Any]]):
             ...
             ValueError: dones must hold only 0 and 1, got 2.0 at (t=1, b=1)
         """
-        np.put(self, indices, values, mode=mode)
+        if guard_of(self) is None:
+            np.ndarray.put(self, indices, values, mode=mode)
+            return
+        values = np.asarray(values).reshape(-1)
+        if not values.size:
+            return  # (NumPy's `put` puts nothing)
+        order = np.full(self.size, -1, np.intp)  # which value lands where, as `put` puts them
+        np.put(order, indices, np.arange(np.size(indices)), mode=mode)
+        where = np.flatnonzero(order >= 0)
+        self[np.unravel_index(where, self.shape)] = values[order[where] % values.size]
 
     def copy(self, order: Any = "C") -> AnyArray:  # type: ignore[override]
         """A plain copy (`numpy.ndarray.copy`): the caller's own array, unchecked.
@@ -130,50 +261,118 @@ class CheckedArray(np.ndarray[Any, np.dtype[Any]]):
         """
         return np.array(self, order=order, copy=True)
 
+    def astype(  # type: ignore[override]
+        self,
+        dtype: Any,
+        order: Any = "K",
+        casting: Any = "unsafe",
+        subok: bool = True,
+        copy: bool = True,
+    ) -> AnyArray:
+        """`numpy.ndarray.astype`, as a plain array: a copy is the caller's own, unchecked.
+
+        Examples:
+            >>> from trajkit.testing import example_rollout
+            >>> type(example_rollout().rews.astype("float64")).__name__
+            'ndarray'
+        """
+        plain: AnyArray = self.view(np.ndarray)
+        return plain.astype(dtype, order=order, casting=casting, copy=copy)
+
+    def __copy__(self) -> Any:  # (a plain array, not a `CheckedArray`)
+        return self.copy()
+
+    def __deepcopy__(self, memo: dict[int, Any] | None = None, /) -> Any:
+        return self.copy()
+
+    def __reduce__(self) -> Any:  # pickles as a plain array
+        return self.copy().__reduce__()
+
     def __repr__(self) -> str:
-        return repr(np.asarray(self))
+        return repr(self.view(np.ndarray))
 
-    def __reduce__(self) -> Any:  # pickles (and deep-copies) as a plain array
-        return np.asarray(self).copy().__reduce__()
+    def __setattr__(self, name: str, value: Any) -> None:
+        # (Views are free to change their own layout: NumPy's `view(dtype)` sets it.)
+        guard = self._guard if name in _SETTERS else None
+        if guard is not None:
+            raise _SETTERS[name](
+                f"{guard.name}.{name} cannot be set: a rollout's arrays keep their layout and "
+                f"are written through their checks; write {guard.name}[...] = value, and use "
+                "reshape() or view() for another layout"
+            )
+        super().__setattr__(name, value)
 
+    def resize(self, *shape: Any, refcheck: bool = True) -> None:
+        """`numpy.ndarray.resize`; a rollout's array refuses it (it keeps its shape).
 
-def _scratch(target: Any, pending: list[tuple[CheckedArray, AnyArray]]) -> Any:
-    """A plain copy of a checked `target` to compute into, noted to be written back."""
-    if not isinstance(target, CheckedArray):
-        return target
-    if target._guard is None:
-        return np.asarray(target)
-    copy = np.array(target)
-    pending.append((target, copy))
-    return copy
+        Examples:
+            >>> from trajkit.testing import example_rollout
+            >>> example_rollout().rews.resize(8)
+            Traceback (most recent call last):
+            ...
+            ValueError: rews cannot be resized: a rollout's arrays keep their shape; \
+np.resize(array, shape) makes a resized copy
+        """
+        guard = guard_of(self)
+        if guard is not None:
+            raise ValueError(
+                f"{guard.name} cannot be resized: a rollout's arrays keep their shape; "
+                "np.resize(array, shape) makes a resized copy"
+            )
+        np.ndarray.resize(self, *shape, refcheck=refcheck)
 
-
-_MUTATORS = frozenset(
-    {np.copyto, np.place, np.putmask, np.put, np.put_along_axis, np.fill_diagonal}
-)
+    def __setstate__(self, state: Any) -> None:
+        guard = guard_of(self)
+        if guard is not None:
+            raise ValueError(f"{guard.name} cannot be restored in place: it is a rollout's array")
+        np.ndarray.__setstate__(self, state)
 
 
 def checked(array: AnyArray, guard: Guard) -> CheckedArray:
-    """A checked view of `array` whose writes go through `guard`.
+    """A read-only checked view of `array` (the guard's writable storage) through `guard`.
 
     Examples:
         >>> import numpy as np
-        >>> class Positive:
+        >>> class Positive(Guard):
         ...     def write(self, target, index, value):
         ...         if np.any(np.asarray(value) <= 0):
         ...             raise ValueError("must be positive")
-        ...         np.ndarray.__setitem__(target, index, value)
-        >>> x = checked(np.ones(3), Positive())
+        ...         self.writable(target)[index] = value
+        >>> storage = np.ones(3)
+        >>> x = checked(storage, Positive(storage, "x"))
         >>> x[0] = 2.0
         >>> x[1:] -= 5
         Traceback (most recent call last):
         ...
         ValueError: must be positive
-        >>> np.asarray(x).tolist()
-        [2.0, 1.0, 1.0]
+        >>> x.tolist(), x.flags.writeable
+        ([2.0, 1.0, 1.0], False)
     """
     view = array.view(CheckedArray)
-    view._guard = guard
+    view.__dict__["_guard"] = guard
+    view.setflags(write=False)
+    return view
+
+
+def plain_view(array: AnyArray) -> AnyArray:
+    """A plain view of `array`, writable where its memory is: a rollout's array unwrapped.
+
+    For trajkit's own use where it hands a rollout's memory on (a new rollout built with
+    `copy=False`, CPU tensors): a `CheckedArray` becomes a plain view of the same memory,
+    writable unless the storage is read-only; other arrays are returned as they are.
+
+    Examples:
+        >>> from trajkit.testing import example_rollout
+        >>> r = example_rollout()
+        >>> view = plain_view(r.rews)
+        >>> type(view).__name__, view.flags.writeable, np.shares_memory(view, r.rews)
+        ('ndarray', True, True)
+    """
+    if not isinstance(array, CheckedArray):
+        return array
+    view: AnyArray = array.view(np.ndarray)
+    with contextlib.suppress(ValueError):  # read-only memory: a read-only view
+        view.flags.writeable = True
     return view
 
 
@@ -231,79 +430,113 @@ def _span(shape: tuple[int, ...], steps: list[int]) -> tuple[int, int]:
     return low, high
 
 
-class FieldGuard:
-    """The guard of one field array (or leaf): every write passes the field's rule.
+def is_region(handle: AnyArray, index: Any, value: Any) -> bool:
+    """Whether `value` is the very memory `handle[index]` is: a write of a region into itself.
 
-    A write is converted into the stored dtype only where no value changes and checked as
-    the rule says (`trajkit._models.rules.conform_into`). A refused write raises the
-    constructor's message for the array the write would have made, so it names the first
-    bad position as `(t=1, b=0)`.
-
-    Args:
-        owner: The stored array (C-contiguous when the constructor copied it).
-        rule: The field's rule.
-        name: The field's (or leaf's) name, e.g. `rews` or `obses['image']`.
-        axes: One letter per named leading axis (`"tb"`).
-
-    Examples:
-        >>> import numpy as np
-        >>> from trajkit._models.rules import FIELD_RULES
-        >>> dones = np.zeros((3, 2), np.float32)
-        >>> guarded = checked(dones, FieldGuard(dones, FIELD_RULES["dones"], "dones", "tb"))
-        >>> guarded[1] = [1, 0]
-        >>> guarded[2, 1] = 2
-        Traceback (most recent call last):
-        ...
-        ValueError: dones must hold only 0 and 1, got 2.0 at (t=2, b=1)
+    `r.rews[t] -= x` computes in place, then assigns the row to itself; nothing is left to
+    check or copy.
     """
-
-    __slots__ = ("axes", "name", "owner", "rule")
-
-    def __init__(self, owner: AnyArray, rule: Rule, name: str, axes: str) -> None:
-        self.owner = owner
-        self.rule = rule
-        self.name = name
-        self.axes = axes
-
-    def write(self, target: CheckedArray, index: Any, value: Any) -> None:
-        """Check `value` for `target[index]` by the rule, then store it (nothing if refused)."""
-        if self.rule.passes(value, target.dtype):
-            np.ndarray.__setitem__(target, index, value)
-            return
-        try:
-            array = conform_into(self.rule, target.dtype, value, self.name, axes="")
-        except ValueError:
-            raise self.refusal(target, index, value) from None
-        np.ndarray.__setitem__(target, index, array)
-
-    def refusal(self, target: AnyArray, index: Any, value: Any) -> ValueError:
-        """The constructor's error for the array that writing `value` would make."""
-        try:
-            array = as_numeric(value, self.name, copy=False, min_ndim=0)
-        except ValueError as exc:
-            return exc
-        ids = positions_in(self.owner, target, index)
-        if ids is not None and ids.size:
-            try:
-                values = np.broadcast_to(array, ids.shape)
-            except ValueError:
-                values = None
-            if values is not None:
-                owner = self.owner
-                scratch = owner.astype(np.result_type(owner.dtype, array.dtype), order="C")
-                scratch.reshape(-1)[ids.reshape(-1)] = values.reshape(-1)
-                try:
-                    conform(self.rule, scratch, self.name, copy=False, axes=self.axes)
-                    lossless(scratch, owner.dtype, self.name, axes=self.axes)
-                except ValueError as exc:
-                    return exc
-        try:
-            conform_into(self.rule, target.dtype, array, self.name, axes="")
-        except ValueError as exc:
-            return exc
-        return ValueError(f"{self.name} cannot hold {value!r}")  # pragma: no cover
+    if type(value) is not CheckedArray:
+        return False
+    region = handle[index]
+    return (
+        isinstance(region, np.ndarray)
+        and region.shape == value.shape
+        and region.strides == value.strides
+        and region.dtype == value.dtype
+        and _address(region) == _address(value)
+    )
 
 
-def guard_field(array: AnyArray, rule: Rule, name: str, axes: str) -> CheckedArray:
-    """`array` as a stored field: a checked array whose writes pass `rule`."""
-    return checked(array, FieldGuard(array, rule, name, axes))
+def _address(array: AnyArray) -> int:
+    address: int = array.__array_interface__["data"][0]
+    return address
+
+
+def blockwise(ufunc: np.ufunc, array: AnyArray, operand: Any) -> bool:
+    """Whether `ufunc(array, operand)` in place may be checked block by block over rows.
+
+    Yes for a large array and an elementwise binary ufunc whose operand is a number or an
+    array that broadcasts to `array` without sharing its memory (else NumPy's own in-place
+    semantics need the whole result first).
+    """
+    if array.nbytes < _LARGE_BYTES or array.ndim == 0 or ufunc.signature is not None:
+        return False
+    if isinstance(operand, int | float | bool | np.generic):
+        return True
+    return (
+        isinstance(operand, np.ndarray)
+        and operand.ndim <= array.ndim
+        and np.broadcast_shapes(operand.shape, array.shape) == array.shape
+        and not np.may_share_memory(operand, array)
+    )
+
+
+_BOUNDED: dict[np.ufunc, str] = {
+    np.add: "sum",
+    np.subtract: "sum",
+    np.multiply: "product",
+    np.true_divide: "quotient",
+}
+_CHUNK = 1 << 20  # elements per partial sum of squares: few enough that float32 adds them well
+
+
+def _magnitude(array: AnyArray) -> float:
+    """An upper bound of `max(abs(array))` within 4 %, from sums of squares (`inf` if none).
+
+    One read of the array at BLAS speed (a dot product per chunk of it, summed in float64),
+    without a temporary array; `inf` for an array this cannot bound (not a C-contiguous
+    float array, or one whose squares overflow).
+    """
+    if array.dtype.kind != "f" or not array.flags.c_contiguous:
+        return math.inf
+    flat = array.reshape(-1)
+    total = 0.0
+    with np.errstate(over="ignore", invalid="ignore"):
+        for start in range(0, flat.size, _CHUNK):
+            chunk = flat[start : start + _CHUNK]
+            total += float(np.dot(chunk, chunk))
+    return 1.04 * math.sqrt(total) if math.isfinite(total) else math.inf
+
+
+def proven_finite(ufunc: np.ufunc, array: AnyArray, operand: Any) -> bool:
+    """Whether `ufunc(array, operand)` is surely finite, by bounds, `array` being finite.
+
+    Sums, differences, products and quotients of finite numbers are finite unless they
+    overflow; bounds of the magnitudes (`_magnitude`) rule that out, far from the dtype's
+    range, at the cost of a read of each array, so that a large in-place operation needs no
+    checking pass of its own. `False` means "not proven": check the results.
+    """
+    kind = _BOUNDED.get(ufunc)
+    if kind is None or array.dtype.kind != "f" or array.nbytes < _LARGE_BYTES:
+        return False
+    if isinstance(operand, int | float | np.generic) or np.ndim(operand) == 0:
+        other = abs(float(operand))
+        least = other
+    elif isinstance(operand, np.ndarray) and kind != "quotient" and operand.dtype.kind == "f":
+        other = _magnitude(operand)
+        least = math.nan
+    else:
+        return False
+    if not math.isfinite(other) or (kind == "quotient" and not least):
+        return False
+    mine = _magnitude(array)
+    bound = {"sum": mine + other, "product": mine * other, "quotient": mine / (least or 1.0)}
+    return bound[kind] <= float(np.finfo(array.dtype).max) / 4
+
+
+def row_blocks(ufunc: np.ufunc, array: AnyArray, operand: Any) -> Iterator[AnyArray]:
+    """The result of `ufunc(array, operand)` block by block of rows, each in one buffer."""
+    rows = max(1, _BLOCK_BYTES // max(1, array[0].nbytes))
+    buffer = np.empty((min(rows, len(array)), *array.shape[1:]), array.dtype)
+    split = (
+        isinstance(operand, np.ndarray)
+        and operand.ndim == array.ndim
+        and operand.shape[0] == len(array) != 1
+    )
+    for start in range(0, len(array), rows):
+        block = array[start : start + rows]
+        out = buffer[: len(block)]
+        part = operand[start : start + rows] if split else operand
+        ufunc(block, part, out=out, casting="same_kind")
+        yield out

@@ -1,4 +1,9 @@
-"""Model outputs stored as one stacked array per key, seen as obs-tower2's list of T+1 dicts."""
+"""Model outputs stored as one stacked array per key, seen as obs-tower2's list of T+1 dicts.
+
+The container: `ModelOutputs` and the `StepOutputs` of one timestep. How the accepted forms
+become stacked arrays is `model_outputs_build`; the guards of the arrays it hands out are
+`model_outputs_guards`.
+"""
 
 from __future__ import annotations
 
@@ -9,152 +14,28 @@ from typing import Any, ClassVar, SupportsIndex, overload
 import numpy as np
 
 from trajkit._base.types import AnyArray
-from trajkit._models.arrays import arrays_equal, as_numeric, first_true, kind_name
-from trajkit._models.checked import CheckedArray, checked, positions_in
+from trajkit._models.arrays import arrays_equal, as_numeric, first_true
+from trajkit._models.checked import checked
+from trajkit._models.guards import Link, applicable_rules, check_written, store_checked
+from trajkit._models.model_outputs_build import (
+    Built,
+    build_outputs,
+    check_step,
+    coerce_known,
+    first_step_rows,
+    row_of,
+)
+from trajkit._models.model_outputs_guards import RowGuard, StorageGuard
 from trajkit._models.rules import (
-    FLOAT32_OUTPUTS,
-    OUTPUT_RULES,
-    check_action_range,
-    conform,
+    FieldValues,
     conform_into,
-    lossless,
+    discrete_actions,
+    output_name,
     output_rule,
+    rules_reading,
 )
 
 __all__ = ["ModelOutputs", "StepOutputs", "coerce_model_outs", "discrete_actions"]
-
-_PLACEHOLDER_DTYPES = {"actions": np.dtype(np.int32)}  # other keys' placeholders are float32
-
-
-def _is_discrete(actions: AnyArray, actor: AnyArray | None, lead: int = 2) -> bool:
-    return actor is not None and actions.ndim == lead and actor.ndim == lead + 1
-
-
-def discrete_actions(arrays: Mapping[str, AnyArray]) -> bool:
-    """Whether `arrays` hold Discrete actions: `actions` `[T+1, B]`, `actor` `[T+1, B, A]`.
-
-    Only then are the actions indices into the logits, checked to lie in `[0, A)`.
-
-    Examples:
-        >>> import numpy as np
-        >>> discrete_actions({"actions": np.zeros((3, 2)), "actor": np.zeros((3, 2, 4))})
-        True
-        >>> discrete_actions({"actions": np.zeros((3, 2, 6)), "actor": np.zeros((3, 2, 12))})
-        False
-    """
-    return "actions" in arrays and _is_discrete(arrays["actions"], arrays.get("actor"))
-
-
-def _coerce_key(
-    key: str, array: AnyArray, actor: AnyArray | None, name: str, lead: int = 2, copy: bool = False
-) -> AnyArray:
-    """Convert and check one model output by its rule (`lead` leading dims: 2 stacked, 1 a step).
-
-    `critic`, `log_probs` and `actor` become finite float32; integer and bool `actions` int32,
-    float ones finite float32 (Box) unless they sit next to `actor` logits of one more
-    dimension (Discrete actions written as floats, as obs-tower2 accepted: integer-valued, int32);
-    other keys are kept as given (any real dtype). A value of another key with one dimension
-    fewer than `lead` is a per-step scalar (`*scalar`).
-    """
-    axes = ("tb"[2 - lead :] if lead <= 2 else "tb") + ("a" if key == "actor" else "")
-    rule = output_rule(key, array.ndim + 2 - lead)
-    discrete = key == "actions" and _is_discrete(array, actor, lead)
-    return conform(rule, array, name, copy=copy, axes=axes, min_ndim=0, discrete=discrete)
-
-
-def _min_row_ndim(key: str) -> int:
-    """The fewest dimensions of one step's row of `key`: 0 for a per-step scalar (`*scalar`)."""
-    return 1 if key in OUTPUT_RULES else 0
-
-
-def _is_placeholder(value: Any) -> bool:
-    """Whether `value` is a row of `None`s: obs-tower2's way to allocate outputs filled later."""
-    if isinstance(value, np.ndarray):
-        return value.dtype.kind == "O" and value.size > 0 and all(v is None for v in value.flat)
-    return isinstance(value, list | tuple) and len(value) > 0 and all(v is None for v in value)
-
-
-class _RowGuard:
-    """The guard of one timestep's row of one output: writes go through `ModelOutputs._write`.
-
-    `rollout.model_outs[t]['actions'][b] = 3` and `model_outs[t]['critic'] += 1` are checked
-    as construction would check them; so are writes through views of the row.
-    """
-
-    __slots__ = ("key", "outs", "row", "t", "view")
-
-    def __init__(self, outs: ModelOutputs, key: str, t: int, row: AnyArray) -> None:
-        self.outs, self.key, self.t, self.row = outs, key, t, row
-        self.view: CheckedArray | None = None
-
-    def write(self, target: CheckedArray, index: Any, value: Any) -> None:
-        if target is self.view:
-            self.outs._write(self.key, self.t, index, value)
-            return
-        ids = positions_in(self.row, target, index)  # a view of the row: where it writes
-        if ids is None:
-            raise ValueError(
-                f"model_outs[{self.t}][{self.key!r}]: this view cannot be written; write "
-                f"model_outs[{self.t}][{self.key!r}][index] instead"
-            )
-        array = np.broadcast_to(np.asarray(value), ids.shape).reshape(-1)
-        if not self.row.ndim:
-            self.outs._write(self.key, self.t, ..., array.reshape(()))
-        elif ids.size == 1:  # one element: named by its index, `[1][2]`
-            where = tuple(int(i) for i in np.unravel_index(int(ids.reshape(-1)[0]), self.row.shape))
-            self.outs._write(self.key, self.t, where, array.reshape(()))
-        else:
-            where_all = np.unravel_index(ids.reshape(-1), self.row.shape)
-            self.outs._write(self.key, self.t, where_all, array)
-
-
-class _StorageGuard:
-    """The guard of one key's stacked array, as `ModelOutputs.arrays` hands it out.
-
-    A write is tried on a copy of the whole array, which must then pass the constructor's
-    check of the key (and the action range); only then is it stored. That costs a copy of
-    the array per write: per-step writes (`outs[t][key] = ...`) are the cheap way.
-    """
-
-    __slots__ = ("key", "outs", "storage")
-
-    def __init__(self, outs: ModelOutputs, key: str, storage: AnyArray) -> None:
-        self.outs, self.key, self.storage = outs, key, storage
-
-    def write(self, target: CheckedArray, index: Any, value: Any) -> None:
-        key, storage, outs = self.key, self.storage, self.outs
-        name = f"model_outs[{key!r}]"
-        array = as_numeric(value, name, copy=False, min_ndim=0)
-        ids = positions_in(storage, target, index)
-        if ids is None:
-            raise ValueError(
-                f"model_outs.arrays[{key!r}]: this view cannot be written; write "
-                f"model_outs[t][{key!r}] instead"
-            )
-        try:
-            values = np.broadcast_to(array, ids.shape).reshape(-1)
-        except ValueError:
-            raise ValueError(
-                f"{name} write has shape {array.shape}, expected {ids.shape}"
-            ) from None
-        flat_ids = ids.reshape(-1)
-        scratch = storage.astype(np.result_type(storage.dtype, array.dtype), order="C")
-        scratch.reshape(-1)[flat_ids] = values
-        actor = outs._arrays.get("actor")
-        rows = len(storage)
-        with_actor = None if actor is None or key != "actions" else actor[:rows]
-        converted = _coerce_key(key, scratch, with_actor, name)
-        stored = lossless(converted, storage.dtype, name)
-        if key == "actions" and with_actor is not None and _is_discrete(stored, with_actor):
-            check_action_range(stored, with_actor.shape[-1], name)
-        np.ndarray.__setitem__(target, index, stored.reshape(-1)[ids])
-        mask = outs._unset.get(key)
-        if (
-            mask is not None
-            and mask.shape == storage.shape[: mask.ndim]
-            and mask.size == storage.size
-        ):
-            mask.reshape(-1)[flat_ids] = False
 
 
 class StepOutputs(Mapping[str, AnyArray]):
@@ -186,10 +67,8 @@ class StepOutputs(Mapping[str, AnyArray]):
         self._t = t
 
     def __getitem__(self, key: str) -> AnyArray:
-        row = _row(self._outs._arrays[key], self._t)
-        guard = _RowGuard(self._outs, key, self._t, row)
-        guard.view = checked(row, guard)
-        return guard.view
+        row = row_of(self._outs._arrays[key], self._t)
+        return checked(row, RowGuard(self._outs, key, self._t, row))
 
     def __setitem__(self, key: str, value: Any) -> None:
         if key not in self._outs._arrays:
@@ -250,7 +129,16 @@ class ModelOutputs(Sequence[StepOutputs]):
         (1, dtype('float32'))
     """
 
-    __slots__ = ("_arrays", "_batch", "_building", "_expected", "_num_rows", "_unset", "_views")
+    __slots__ = (
+        "_arrays",
+        "_batch",
+        "_building",
+        "_expected",
+        "_link",
+        "_num_rows",
+        "_unset",
+        "_views",
+    )
 
     def __init__(
         self,
@@ -261,6 +149,7 @@ class ModelOutputs(Sequence[StepOutputs]):
         if num_rows is not None and not outs._arrays:
             outs = ModelOutputs._of({}, num_rows)
         self._setup(outs._arrays, outs._num_rows, building=outs._building, unset=outs._unset)
+        self._check_across()
 
     def _setup(
         self,
@@ -280,6 +169,7 @@ class ModelOutputs(Sequence[StepOutputs]):
         self._expected: int | None = None if building else num_rows
         self._batch = batch
         self._unset = unset or {}
+        self._link: Link | None = None  # the rollout's, once attached to one
 
     @classmethod
     def _of(
@@ -323,7 +213,7 @@ class ModelOutputs(Sequence[StepOutputs]):
         if cached is not None and cached[0] is self._arrays and cached[1] == self._num_rows:
             return cached[2]
         views = MappingProxyType(
-            {k: checked(a, _StorageGuard(self, k, a)) for k, a in self._plain().items()}
+            {k: checked(a, StorageGuard(self, k, a)) for k, a in self._plain().items()}
         )
         self._views = (self._arrays, self._num_rows, views)
         return views
@@ -334,6 +224,26 @@ class ModelOutputs(Sequence[StepOutputs]):
         if any(len(a) != n for a in self._arrays.values()):
             return {k: a[:n] for k, a in self._arrays.items()}
         return self._arrays
+
+    def _values(self) -> FieldValues:
+        """The outputs by name (`model_outs['critic']`), as the rules across fields read them."""
+        return {output_name(key): array for key, array in self._plain().items()}
+
+    def _rule_values(self) -> FieldValues:
+        """What a write's rules across fields read: the rollout's values, or the outputs'.
+
+        (Outputs kept after their rollout is gone still check the rules among themselves.)
+        """
+        values = None if self._link is None else self._link.values()
+        return self._values() if values is None else values
+
+    def _check_across(self) -> None:
+        """The rules across fields that read only model outputs, on these outputs."""
+        values = self._values()
+        for name in values:
+            for rule in rules_reading(name):
+                if rule.applies(values):
+                    rule.check(values)
 
     def keys(self) -> tuple[str, ...]:
         """The output keys, in the order given.
@@ -411,7 +321,8 @@ class ModelOutputs(Sequence[StepOutputs]):
                 f"model_outs[{t}] must have the keys {sorted(self._arrays)}, got "
                 f"{sorted(map(str, step))}"
             )
-        rows = self._check_step(step, t)
+        rows = check_step(self._arrays, self._unset, step, t)
+        self._check_rows(rows, t)
         for key, row in rows.items():
             self._arrays[key][t] = row
             if key in self._unset:
@@ -452,6 +363,16 @@ class ModelOutputs(Sequence[StepOutputs]):
                 f"model_outs[{t}] must be a mapping of key -> array, got {type(step).__name__}"
             )
         rows = self._first_step(step) if t == 0 else self._next_step(step, t)
+        self._check_rows(rows, t)
+        if t == 0:
+            capacity = self._expected or 8
+            self._arrays = {
+                key: np.empty((capacity, *row.shape), row.dtype) for key, row in rows.items()
+            }
+        elif self._expected is None and t == len(next(iter(self._arrays.values()), [])):
+            self._arrays = {  # full: the storage doubles
+                key: np.concatenate([a, np.empty_like(a)]) for key, a in self._arrays.items()
+            }
         for key, row in rows.items():
             self._arrays[key][t] = row
         self._num_rows = t + 1
@@ -459,97 +380,38 @@ class ModelOutputs(Sequence[StepOutputs]):
             self._building = False
 
     def _first_step(self, step: Mapping[Any, Any]) -> dict[str, AnyArray]:
-        """Step 0's rows, checked against B; it sets the keys and allocates the storage."""
-        for key in step:
-            if not isinstance(key, str):
-                raise ValueError(f"model_outs keys must be strings, got {key!r}")
-        rows = {key: self._coerce_row(key, step[key], 0, step) for key in step}
-        if self._batch is not None:
-            for key, row in rows.items():
-                if row.ndim == 0 and key not in OUTPUT_RULES:
-                    continue  # one value per step (`*scalar`)
-                if row.ndim == 0 or row.shape[0] != self._batch:
-                    raise ValueError(
-                        f"model_outs[0][{key!r}] has shape {row.shape}, expected "
-                        f"({self._batch}, ...) (B={self._batch})"
-                    )
-        capacity = self._expected or 8
-        self._arrays = {
-            key: np.empty((capacity, *row.shape), row.dtype) for key, row in rows.items()
-        }
-        return rows
+        """Step 0's rows, checked against B; they set the keys."""
+        return first_step_rows(step, self._batch)
 
     def _next_step(self, step: Mapping[Any, Any], t: int) -> dict[str, AnyArray]:
-        """Step t's rows, checked against step 0's; the storage doubles when it is full."""
+        """Step t's rows, checked against step 0's."""
         if set(step) != set(self._arrays):
             raise ValueError(
                 f"model_outs[{t}] has keys {sorted(map(str, step))}, expected "
                 f"{sorted(self._arrays)} (the keys of model_outs[0])"
             )
-        rows = self._check_step(step, t)
-        if self._expected is None and t == len(next(iter(self._arrays.values()), [])):
-            self._arrays = {
-                key: np.concatenate([a, np.empty_like(a)]) for key, a in self._arrays.items()
-            }
-        return rows
+        return check_step(self._arrays, self._unset, step, t)
 
-    def _coerce_row(self, key: str, value: Any, t: int, step: Mapping[str, Any]) -> AnyArray:
-        name = f"model_outs[{t}][{key!r}]"
-        row = as_numeric(value, name, copy=False, min_ndim=_min_row_ndim(key))
-        actor = step.get("actor") if key == "actions" else None
-        actor_row = None if actor is None else np.asarray(actor)
-        row = _coerce_key(key, row, actor_row, name, lead=1)
-        if key == "actions" and actor_row is not None and _is_discrete(row, actor_row, 1):
-            check_action_range(row, actor_row.shape[-1], name, "b")
-        return row
-
-    def _check_step(self, step: Mapping[str, Any], t: int) -> dict[str, AnyArray]:
-        """Check one step against the stored keys' shapes and dtype kinds; return its rows."""
-        rows: dict[str, AnyArray] = {}
-        for key, storage in self._arrays.items():
-            name = f"model_outs[{t}][{key!r}]"
-            value = step[key]
-            if key in self._unset and _is_placeholder(value):
-                raise ValueError(f"{name} must be an array of values, got a row of None")
-            row = as_numeric(value, name, copy=False, min_ndim=_min_row_ndim(key))
-            if row.shape != storage.shape[1:]:
-                raise ValueError(
-                    f"{name} has shape {row.shape}, expected {storage.shape[1:]} like "
-                    f"model_outs[0][{key!r}]"
-                    + (f" (B={storage.shape[1]})" if storage.ndim > 1 else "")
-                )
-            if row.dtype.kind != storage.dtype.kind and not (
-                key in FLOAT32_OUTPUTS
-                or (key == "actions" and storage.dtype.kind == "i" and row.dtype.kind in "biuf")
-            ):
-                raise ValueError(
-                    f"{name} has dtype {row.dtype} ({kind_name(row.dtype)}), expected the same "
-                    f"kind as model_outs[0][{key!r}] ({storage.dtype}, "
-                    f"{kind_name(storage.dtype)})"
-                )
-            rows[key] = row
+    def _check_rows(self, rows: Mapping[str, AnyArray], t: int) -> None:
+        """The rules across fields that read the outputs, on one step's rows."""
+        values: dict[str, Any] | None = None
         for key, row in rows.items():
-            storage = self._arrays[key]
-            rule = output_rule(key, storage.ndim)
-            name = f"model_outs[{t}][{key!r}]"
-            rows[key] = conform_into(rule, storage.dtype, row, name, axes="b" if row.ndim else "")
-        if (
-            "actions" in rows
-            and "actor" in rows
-            and _is_discrete(rows["actions"], rows["actor"], 1)
-        ):
-            num_actions = rows["actor"].shape[-1]
-            check_action_range(rows["actions"], num_actions, f"model_outs[{t}]['actions']", "b")
-        return rows
+            name = output_name(key)
+            if rules_reading(name):
+                if values is None:  # the step's rows, as a one-step rollout's outputs
+                    values = {output_name(k): r[np.newaxis] for k, r in rows.items()}
+                rules = tuple(rule for rule in rules_reading(name) if rule.applies(values))
+                check_written(rules, values, row, f"model_outs[{t}][{key!r}]", "b")
 
     def _write(self, key: str, t: int, index: Any, value: Any) -> None:
         """Validate `value` for `outs[t][key][index]`, then store it (nothing on failure)."""
         storage = self._arrays[key]
-        row = _row(storage, t)
+        row = row_of(storage, t)
         rule = output_rule(key, storage.ndim)
+        rules, values = applicable_rules(output_name(key), self._rule_values)
         if (  # the rule's fast test, for the usual write of a whole row
             index is Ellipsis
-            and key != "actions"
+            and not rules
             and key not in self._unset
             and np.shape(value) == row.shape
             and rule.passes(value, storage.dtype)
@@ -568,11 +430,9 @@ class ModelOutputs(Sequence[StepOutputs]):
                 f"{name} has shape {array.shape}, expected {np.shape(target)}"
                 + (f" (B={storage.shape[1]})" if storage.ndim > 1 and not suffix else "")
             ) from None
-        array = conform_into(rule, storage.dtype, array, name, axes="" if suffix else "b")
-        actor = self._arrays.get("actor")
-        if key == "actions" and actor is not None and storage.ndim == 2 and actor.ndim == 3:
-            check_action_range(array, actor.shape[-1], name, "" if suffix else "b")
-        row[index] = array
+        axes = "" if suffix else "b"
+        array = conform_into(rule, storage.dtype, array, name, axes=axes)
+        store_checked(row, index, array, rules, values, name, axes)
         mask = self._unset.get(key)
         if mask is not None:
             mask[t][index[0] if isinstance(index, tuple) else index] = False
@@ -584,14 +444,15 @@ class ModelOutputs(Sequence[StepOutputs]):
         if not copy:
             return self
         n = self._num_rows
-        arrays = {k: a.copy() for k, a in self._arrays.items()}
+        arrays = {k: np.array(a) for k, a in self._arrays.items()}
         unset = {k: m.copy() for k, m in self._unset.items()}
         outs = ModelOutputs._of(arrays, n, building=self._building, unset=unset)
         outs._expected, outs._batch = self._expected, self._batch
         return outs
 
-    def _attach(self, num_rows: int, batch: int) -> None:
-        """Bind to a rollout's T+1 and B (called by `Rollout` validation)."""
+    def _attach(self, num_rows: int, batch: int, link: Link) -> None:
+        """Bind to a rollout's T+1 and B, and its writes to its rules (by `Rollout` validation)."""
+        self._link = link
         if self._building:
             n = self._num_rows
             if n > num_rows:
@@ -635,6 +496,26 @@ class ModelOutputs(Sequence[StepOutputs]):
 
     __hash__: ClassVar[None] = None  # type: ignore[assignment]
 
+    def __getstate__(self) -> dict[str, Any]:
+        return {
+            "arrays": self._arrays,
+            "num_rows": self._num_rows,
+            "building": self._building,
+            "unset": self._unset,
+            "expected": self._expected,
+            "batch": self._batch,
+        }
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self._setup(
+            state["arrays"],
+            state["num_rows"],
+            building=state["building"],
+            unset=state["unset"],
+            batch=state["batch"],
+        )
+        self._expected = state["expected"]
+
     def __repr__(self) -> str:
         parts = [f"{k}={a.dtype}{list(a.shape)}" for k, a in self._plain().items()]
         state = f", {self._num_rows} steps appended" if self._building else ""
@@ -651,164 +532,25 @@ def _by_key_hint(key: str, keys: Sequence[str]) -> str:
     )
 
 
-def _row(storage: AnyArray, t: int) -> AnyArray:
-    """Step `t` of a stacked output as a writable view: 0-d for a per-step scalar `[T+1]`."""
-    return storage[t] if storage.ndim > 1 else storage[t : t + 1].reshape(())
-
-
 def _fmt_sub(index: Any) -> str:
     parts = index if isinstance(index, tuple) else (index,)
     return "".join(f"[{p}]" if isinstance(p, int | np.integer) else "[...]" for p in parts)
 
 
-def _stack_steps(steps: Sequence[Any]) -> tuple[dict[str, AnyArray], dict[str, AnyArray]]:
-    """Stack obs-tower2's list of T+1 dicts into one array per key, checking every step.
-
-    Returns the arrays and, for keys with rows of `None`, masks of the entries still unset.
-    """
-    columns: dict[str, list[AnyArray | None]] = {}  # in the order of model_outs[0]'s keys
-    templates: dict[str, AnyArray] = {}  # per key, the first row (a zero row for `None`)
-    for t, step in enumerate(steps):
-        if t == 0:
-            columns = {key: [] for key in _first_keys(step)}
-        else:
-            _check_keys(step, t, list(columns))
-        for key, column in columns.items():
-            column.append(_step_row(step[key], t, key, templates, column))
-    return _stacked(columns, templates)
-
-
-def _first_keys(step: Any) -> list[str]:
-    """The keys of `model_outs[0]`, which every later step must have."""
-    _check_mapping(step, 0)
-    keys = list(step)
-    for key in keys:
-        if not isinstance(key, str):
-            raise ValueError(f"model_outs keys must be strings, got {key!r}")
-    return keys
-
-
-def _check_keys(step: Any, t: int, first_keys: list[str]) -> None:
-    _check_mapping(step, t)
-    keys = list(step)
-    if set(keys) != set(first_keys):
-        raise ValueError(
-            f"model_outs[{t}] has keys {sorted(map(str, keys))}, expected "
-            f"{sorted(first_keys)} (the keys of model_outs[0])"
-        )
-
-
-def _check_mapping(step: Any, t: int) -> None:
-    if not isinstance(step, Mapping):
-        raise ValueError(
-            f"model_outs[{t}] must be a mapping of key -> array, got {type(step).__name__}"
-        )
-
-
-def _step_row(
-    value: Any,
-    t: int,
-    key: str,
-    templates: dict[str, AnyArray],
-    column: Sequence[AnyArray | None],
-) -> AnyArray | None:
-    """Step t's row of `key` (`None` for a placeholder), checked against the template.
-
-    The first row of a key becomes its template; later rows must have its shape and dtype
-    kind (unless every row so far was a placeholder).
-    """
-    if _is_placeholder(value):
-        if key not in templates:
-            dtype = _PLACEHOLDER_DTYPES.get(key, np.dtype(np.float32))
-            templates[key] = np.zeros(len(value), dtype)
-        return None
-    array = as_numeric(value, f"model_outs[{t}][{key!r}]", copy=False, min_ndim=_min_row_ndim(key))
-    ref = templates.get(key)
-    if ref is None:
-        templates[key] = array
-        return array
-    if array.shape != ref.shape:
-        raise ValueError(
-            f"model_outs[{t}][{key!r}] has shape {array.shape}, expected "
-            f"{ref.shape} like model_outs[0][{key!r}]"
-        )
-    if array.dtype.kind != ref.dtype.kind and not _placeholder_only(column):
-        raise ValueError(
-            f"model_outs[{t}][{key!r}] has dtype {array.dtype} "
-            f"({kind_name(array.dtype)}), expected the same kind as "
-            f"model_outs[0][{key!r}] ({ref.dtype}, {kind_name(ref.dtype)})"
-        )
-    return array
-
-
-def _stacked(
-    columns: dict[str, list[AnyArray | None]], templates: dict[str, AnyArray]
-) -> tuple[dict[str, AnyArray], dict[str, AnyArray]]:
-    """One array per key, with `None` rows as zeros and masks of where they were."""
-    arrays: dict[str, AnyArray] = {}
-    unset: dict[str, AnyArray] = {}
-    for key, column in columns.items():
-        template = templates[key]
-        if any(row is None for row in column):
-            if template.ndim != 1:
-                raise ValueError(
-                    f"model_outs[...][{key!r}] mixes rows of None with rows of shape "
-                    f"{template.shape}: None placeholders stand for one value per env"
-                )
-            zeros = np.zeros_like(template)
-            unset[key] = np.array([[row is None] * len(template) for row in column], bool)
-            column = [zeros if row is None else row for row in column]
-        # np.stack always copies: the list form never aliases the caller's arrays.
-        arrays[key] = np.stack(column)  # type: ignore[arg-type]
-    return arrays, unset
-
-
-def _placeholder_only(column: Sequence[AnyArray | None]) -> bool:
-    return all(row is None for row in column)
-
-
-def _coerce_mapping(value: Mapping[Any, Any], *, copy: bool) -> dict[str, AnyArray]:
-    raw: dict[str, AnyArray] = {}
-    for key, item in value.items():
-        if not isinstance(key, str):
-            raise ValueError(f"model_outs keys must be strings, got {key!r}")
-        raw[key] = as_numeric(
-            item, f"model_outs[{key!r}]", copy=False, min_ndim=_min_row_ndim(key) + 1
-        )
-    return _coerce_known(raw, copy=copy)  # copied while converted: one pass per array
-
-
-def _coerce_known(raw: dict[str, AnyArray], *, copy: bool = False) -> dict[str, AnyArray]:
-    return {
-        key: _coerce_key(key, array, raw.get("actor"), f"model_outs[{key!r}]", copy=copy)
-        for key, array in raw.items()
-    }
-
-
 def coerce_model_outs(value: Any, *, copy: bool) -> ModelOutputs:
-    """Turn either accepted form of model outputs into `ModelOutputs`, checking dtypes.
+    """Either accepted form of model outputs, or a `ModelOutputs`, as checked `ModelOutputs`.
 
-    Accepts obs-tower2's list of T+1 mappings (key -> array with leading dim B, or a row of
-    `None` to fill in later), an empty list (outputs to be appended step by step), a mapping of
-    key -> stacked `[T+1, B, ...]` array, or a `ModelOutputs`. Known keys are converted and
-    checked: `critic`, `log_probs` and `actor` to finite float32; `actions` to int32 (integer
-    values only) when they are integers or Discrete (see `discrete_actions`), else to finite
-    float32 (Box). Shapes across fields are checked later, by `Rollout`.
+    The forms are `build_outputs`'; a `ModelOutputs` is checked again by its keys' rules,
+    as a mapping of its arrays would be (writes through a way out may have changed them),
+    and copied where `copy`. The rules across fields are the rollout's to check.
 
     Raises:
         ValueError: With a message naming the key and, for the list form, the timestep.
     """
-    if type(value) is dict or isinstance(value, Mapping):  # a dict without abc's machinery
-        arrays = _coerce_mapping(value, copy=copy)
-        return ModelOutputs._of(arrays, None if arrays else 0)
     if isinstance(value, ModelOutputs):
+        coerce_known(value._plain())  # (the stored dtypes: nothing is converted)
         return value._clone(copy)
-    if isinstance(value, Sequence) and not isinstance(value, str | bytes):
-        if len(value) == 0:
-            return ModelOutputs._of({}, 0, building=True)
-        raw, unset = _stack_steps(value)
-        return ModelOutputs._of(_coerce_known(raw), len(value), unset=unset)
-    raise ValueError(
-        "model_outs must be a list of T+1 mappings (key -> [B, ...] array) or a mapping "
-        f"of key -> stacked [T+1, B, ...] array, got {type(value).__name__}"
+    built: Built = build_outputs(value, copy=copy)
+    return ModelOutputs._of(
+        built.arrays, built.num_rows, building=built.building, unset=built.unset
     )

@@ -25,24 +25,19 @@ from trajkit._core import tree as _tree
 from trajkit._models.arrays import arrays_equal
 from trajkit._models.checked import CheckedArray
 from trajkit._models.errors import clean_validation_error
+from trajkit._models.field_types import InfoRows
 from trajkit._models.model_outputs import ModelOutputs
 from trajkit._models.rollout_checks import (
     FIELD_CHECKS,
     FIELD_DIMS,
     FIELDS,
     MODEL_OUTPUT_DIMS,
-    InfoRows,
     cross_check,
     field_validator,
+    info_rows,
 )
 from trajkit._models.rollout_obs_tower2 import missing_critic
-from trajkit._models.rollout_training import (
-    AdvantageNormalization,
-    TrainingMethods,
-    advantage_normalization,
-    normalized_minibatch,
-    ppo_arrays,
-)
+from trajkit._models.rollout_training import AdvantageNormalization, TrainingMethods
 from trajkit._models.rules import FIELD_RULES
 
 __all__ = [
@@ -51,11 +46,8 @@ __all__ = [
     "AdvantageNormalization",
     "Rollout",
     "RolloutFields",
-    "advantage_normalization",
     "given_infos",
     "missing_critic",
-    "normalized_minibatch",
-    "ppo_arrays",
 ]
 
 ModelOutsLike: TypeAlias = "Sequence[Mapping[str, Any]] | Mapping[str, ArrayLike] | ModelOutputs"
@@ -178,8 +170,12 @@ class Rollout(TrainingMethods, BaseModel):
         validate_assignment=True,
         extra="forbid",
         protected_namespaces=(),
-        use_attribute_docstrings=True,
         revalidate_instances="never",
+        # Built on first use: construction validates the fields directly (see `_validate`), so
+        # loading and checking files never needs pydantic's validator. (No
+        # `use_attribute_docstrings`: reading this class's source cost tens of milliseconds
+        # at import, for descriptions no JSON schema shows.)
+        defer_build=True,
     )
 
     if TYPE_CHECKING:
@@ -293,8 +289,7 @@ class Rollout(TrainingMethods, BaseModel):
             # `infos=None` stores no per-step objects: the T rows of B empty dicts are made
             # the first time `infos` is read, so rollouts without infos cost only arrays.
             if name == "infos" and "dones" in self.__dict__:
-                T, B = self.num_steps, self.batch_size
-                rows: InfoRows = [[{} for _ in range(B)] for _ in range(T)]
+                rows = info_rows(self.num_steps, self.batch_size)
                 self.__dict__["infos"] = rows
                 return rows
             return super().__getattr__(name)
@@ -435,6 +430,52 @@ class Rollout(TrainingMethods, BaseModel):
         values.setdefault("copy", False)
         return cls(**values)
 
+    @classmethod
+    def model_validate(cls, obj: Any, *args: Any, **kwargs: Any) -> Self:
+        """Pydantic's `model_validate`, refusing with a `RolloutValidationError`.
+
+        Examples:
+            >>> import numpy as np
+            >>> Rollout.model_validate(  # doctest: +ELLIPSIS
+            ...     {"states": np.zeros((3, 1, 0)), "obses": np.zeros((3, 1)), "infos": None,
+            ...      "rews": [[np.nan], [0.0]], "dones": np.zeros((3, 1)), "model_outs": {}}
+            ... )
+            Traceback (most recent call last):
+            ...
+            trajkit.RolloutValidationError: rews must be finite, got nan at (t=0, b=0)...
+        """
+        try:
+            return super().model_validate(obj, *args, **kwargs)
+        except ValidationError as exc:
+            raise clean_validation_error(exc) from None
+
+    @classmethod
+    def model_validate_json(cls, json_data: Any, *args: Any, **kwargs: Any) -> Self:
+        """Pydantic's `model_validate_json`, refusing with a `RolloutValidationError`.
+
+        Examples:
+            >>> import json
+            >>> Rollout.model_validate_json(json.dumps(  # doctest: +ELLIPSIS
+            ...     {"states": [[[]], [[]]], "obses": [[0.0], [0.0]], "infos": None,
+            ...      "rews": [[1.0]], "dones": [[0.0], [2.0]], "model_outs": {}}
+            ... ))
+            Traceback (most recent call last):
+            ...
+            trajkit.RolloutValidationError: dones must hold only 0 and 1, got 2.0 at (t=1, b=0)...
+        """
+        try:
+            return super().model_validate_json(json_data, *args, **kwargs)
+        except ValidationError as exc:
+            raise clean_validation_error(exc) from None
+
+    @classmethod
+    def model_validate_strings(cls, obj: Any, *args: Any, **kwargs: Any) -> Self:
+        """Pydantic's `model_validate_strings`, refusing with a `RolloutValidationError`."""
+        try:
+            return super().model_validate_strings(obj, *args, **kwargs)
+        except ValidationError as exc:
+            raise clean_validation_error(exc) from None
+
     def __copy__(self) -> Self:
         return self.model_copy()
 
@@ -446,12 +487,16 @@ class Rollout(TrainingMethods, BaseModel):
         self._validate({name: self.__dict__.get(name) for name in self._FIELDS}, copy=False)
 
     def revalidate(self) -> None:
-        """Run every check of construction again, on the rollout as it is now.
+        """Run every check of construction again, on the whole rollout as it is now.
 
-        Writes into the rollout's arrays are checked as they are made (see the Validation
-        page); writes through a plain view (`np.asarray(r.rews)[t] = x`), `.flat` or compiled
-        code are not: call this to check them. [`trajkit.save`][trajkit.save] calls it before
-        writing anything.
+        The fields, their shapes, the model outputs by their keys' rules and the rules across
+        fields, as the constructor checks them. Writes into the rollout's arrays are checked
+        as they are made (see the Validation page); writes through a documented way out
+        (the storage behind an array, `.base`; `flags.writeable = True`; `np.add.at`;
+        compiled code) are not: this checks them, and seals the arrays read-only again.
+        Every writer ([`trajkit.save`][trajkit.save], `Dataset.append`,
+        `trajkit.arrow.write_parquet`, `trajkit.minari.to_minari`) calls it before writing
+        anything.
 
         Raises:
             pydantic.ValidationError: If a field breaks a rule (the message names it).
@@ -462,7 +507,7 @@ class Rollout(TrainingMethods, BaseModel):
             >>> from trajkit.testing import example_rollout
             >>> r = example_rollout(num_steps=4, num_envs=2)
             >>> r.revalidate()
-            >>> np.asarray(r.rews)[1, 0] = np.nan  # a plain view: not checked until asked
+            >>> r.rews.base[1, 0] = np.nan  # the storage: not checked until asked
             >>> r.revalidate()  # doctest: +ELLIPSIS
             Traceback (most recent call last):
             ...

@@ -2,47 +2,49 @@
 
 `Rollout` runs `FIELD_CHECKS` on every field (directly, or through pydantic with
 `field_validator`), then `cross_check`: the fields' shapes must agree on T and B, and the
-rules that need the shapes (truncation ends an episode, discrete actions within the actor's
-width, one final observation per episode end, laid out as `obses`) hold.
+rules across fields of the rule table (`trajkit._models.rules.CROSS_RULES`: truncation ends
+an episode, Discrete actions within the actor's width, one final observation per episode
+end) hold. It then links the guards of the stored arrays to the rollout, so that a write
+into a field is checked against the rules across fields that read it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 from pydantic import PlainValidator, ValidationInfo
 
 from trajkit._base.types import AnyArray
 from trajkit._core import tree as _tree
-from trajkit._models.arrays import first_true
-from trajkit._models.checked import guard_field
-from trajkit._models.dims import DimSpec, Shape, bind_dims, fmt_shape
-from trajkit._models.model_outputs import ModelOutputs, coerce_model_outs, discrete_actions
+from trajkit._models.checked import CheckedArray, checked, guard_of
+from trajkit._models.dims import DimSpec, Shape, bind_dims
+from trajkit._models.field_types import InfoRow, InfoRows, InfoTable, RolloutLike
+from trajkit._models.guards import FieldGuard, Link, guard_field
+from trajkit._models.model_outputs import ModelOutputs, coerce_model_outs
 from trajkit._models.rules import (
+    CROSS_RULES,
     FIELD_RULES,
     OUTPUT_RULES,
-    check_action_range,
+    FieldValues,
     conform,
+    output_key,
     output_rule,
+    rules_reading,
 )
-
-if TYPE_CHECKING:
-    from trajkit._models.rollout import Rollout
 
 __all__ = [
     "FIELDS",
     "FIELD_CHECKS",
     "FIELD_DIMS",
     "MODEL_OUTPUT_DIMS",
-    "InfoRows",
     "cross_check",
+    "field_values",
     "field_validator",
+    "info_rows",
 ]
-
-InfoRows = list[list[dict[str, Any]]]
 
 FIELD_DIMS: Mapping[str, str] = MappingProxyType(
     {"infos": "T B", **{name: rule.dims for name, rule in FIELD_RULES.items()}}
@@ -95,12 +97,13 @@ def _array_check(name: str) -> Callable[[Any, bool], Any]:
         if value is None and rule.optional:
             return None
         if isinstance(value, np.ndarray) or not rule.nested:  # the common flat case
-            return guard_field(conform(rule, value, name, copy=copy, axes=axes), rule, name, axes)
+            stored = conform(rule, value, name, copy=copy, axes=axes)
+            return checked(stored, FieldGuard(stored, rule, name, axes))
 
         def leaf_check(path: tuple[Any, ...], leaf: Any) -> Any:
             leaf_name = _tree.format_path(name, path)
             stored = conform(rule, leaf, leaf_name, copy=copy, axes=axes)
-            return guard_field(stored, rule, leaf_name, axes)
+            return guard_field(stored, rule, leaf_name, axes, name)
 
         return _tree.map_with_path(leaf_check, _tree.normalize(value, name))
 
@@ -119,18 +122,27 @@ def _v_infos(value: Any, copy: bool) -> InfoRows | None:
         raise ValueError(
             f"infos must be a list of T rows of B mappings, got {type(value).__name__}"
         )
-    rows: InfoRows = []
-    for t, row in enumerate(value):
-        if type(row) is list and set(map(type, row)) <= {dict}:  # the common case, at C speed
-            rows.append(row.copy())
-            continue
-        if isinstance(row, str | bytes | Mapping) or not isinstance(row, Sequence):
-            raise ValueError(f"infos[{t}] must be a list of B mappings, got {type(row).__name__}")
-        for b, item in enumerate(row):
-            if not isinstance(item, Mapping):
-                raise ValueError(f"infos[{t}][{b}] must be a mapping, got {type(item).__name__}")
-        rows.append([item if isinstance(item, dict) else dict(item) for item in row])
-    return rows
+    return InfoTable(_info_row(t, row) for t, row in enumerate(value))
+
+
+def _info_row(t: int, row: Any) -> InfoRow:
+    """Row t of `infos`, checked: a new row of dicts, of fixed length."""
+    if type(row) in _LISTS and set(map(type, row)) <= {dict}:  # the common case, at C speed
+        return InfoRow(row)
+    if isinstance(row, str | bytes | Mapping) or not isinstance(row, Sequence):
+        raise ValueError(f"infos[{t}] must be a list of B mappings, got {type(row).__name__}")
+    for b, item in enumerate(row):
+        if not isinstance(item, Mapping):
+            raise ValueError(f"infos[{t}][{b}] must be a mapping, got {type(item).__name__}")
+    return InfoRow(item if isinstance(item, dict) else dict(item) for item in row)
+
+
+_LISTS = (list, InfoRow)
+
+
+def info_rows(T: int, B: int) -> InfoRows:
+    """T rows of B empty dicts: the infos of a rollout given none."""
+    return InfoTable(InfoRow({} for _ in range(B)) for _ in range(T))
 
 
 FIELD_CHECKS: Mapping[str, Callable[[Any, bool], Any]] = MappingProxyType(
@@ -193,7 +205,7 @@ class _Votes:
 
 
 def _votes(
-    rollout: Rollout, outs: Mapping[str, AnyArray], building: bool, infos: InfoRows | None
+    rollout: RolloutLike, outs: Mapping[str, AnyArray], building: bool, infos: InfoRows | None
 ) -> _Votes:
     """Collect the shape of every field, leaf and model output."""
     votes = _Votes()
@@ -217,20 +229,86 @@ def _votes(
     return votes
 
 
-def cross_check(rollout: Rollout) -> None:
-    """The rules across fields: shapes agree on T and B, and the values that need them."""
+def cross_check(rollout: RolloutLike) -> None:
+    """The rules across fields: shapes agree on T and B, then `CROSS_RULES`.
+
+    Then every guard of the rollout's arrays is linked to it, so that a write into a field
+    is checked against the rules across fields that read it.
+    """
     building = rollout.model_outs.building  # steps still being appended: rows don't vote
     outs = {} if building else rollout.model_outs._plain()
     infos: InfoRows | None = rollout.__dict__.get("infos")  # None: no infos were given
     votes = _votes(rollout, outs, building, infos)
     T, B = _agreed_dims(rollout, votes, infos)
-    _settle(rollout, votes.empty_rows, T, B, infos, keep_outs=bool(outs) or building)
-    _check_values(rollout, rollout.model_outs._plain() if building else outs)
-    if rollout.final_obses is not None:
-        _check_final_obses(rollout.final_obses, rollout.obses, rollout.dones)
+    link = Link(rollout, field_values)
+    _settle(rollout, votes.empty_rows, T, B, infos, keep_outs=bool(outs) or building, link=link)
+    values = field_values(rollout)
+    for rule in CROSS_RULES:
+        if rule.applies(values):
+            rule.check(values)
+    for name in _READ_ACROSS:
+        value = rollout.__dict__.get(name)
+        if value is None:
+            continue
+        for leaf in (value,) if type(value) is CheckedArray else _tree.leaves(value):
+            guard = guard_of(leaf)
+            if isinstance(guard, FieldGuard):
+                guard.link = link
 
 
-def _agreed_dims(rollout: Rollout, votes: _Votes, infos: InfoRows | None) -> tuple[int, int]:
+_ARRAY_FIELDS = tuple(FIELD_RULES)
+_FIELD_NAMES = frozenset(_ARRAY_FIELDS)
+_READ_ACROSS = tuple(name for name in _ARRAY_FIELDS if rules_reading(name))
+"""The fields some rule across fields reads: their guards need the rollout (from the table)."""
+
+
+def field_values(rollout: RolloutLike) -> FieldValues:
+    """The rollout's fields and model outputs by name, as the rules across fields read them."""
+    return _Values(rollout)
+
+
+class _Values(Mapping[str, Any]):
+    """A rollout's values by name, read when asked (a rule may need none of them)."""
+
+    __slots__ = ("_outputs", "_plain", "_rollout")
+
+    def __init__(self, rollout: RolloutLike) -> None:
+        self._rollout = rollout
+        self._outputs: FieldValues | None = None
+        self._plain: Mapping[str, AnyArray] | None = None
+
+    def _outs(self) -> FieldValues:
+        if self._outputs is None:
+            self._outputs = self._rollout.model_outs._values()
+        return self._outputs
+
+    def _output(self, name: str, default: Any) -> Any:
+        key = output_key(name)  # (one output, without naming them all)
+        if key is None:
+            return default
+        if self._plain is None:
+            self._plain = self._rollout.model_outs._plain()
+        return self._plain.get(key, default)
+
+    def __getitem__(self, name: str) -> Any:
+        if name in _FIELD_NAMES:
+            return self._rollout.__dict__.get(name)
+        return self._outs()[name]
+
+    def get(self, name: str, default: Any = None) -> Any:  # (without Mapping's try/except)
+        if name in _FIELD_NAMES:
+            return self._rollout.__dict__.get(name, default)
+        return self._output(name, default)
+
+    def __iter__(self) -> Iterator[str]:
+        yield from _ARRAY_FIELDS
+        yield from self._outs()
+
+    def __len__(self) -> int:
+        return len(_ARRAY_FIELDS) + len(self._outs())
+
+
+def _agreed_dims(rollout: RolloutLike, votes: _Votes, infos: InfoRows | None) -> tuple[int, int]:
     """T and B, remembered for shapes that agreed before."""
     shape_key = tuple(votes.shapes.items())  # the specs follow from the names
     bound = _AGREED_SHAPES.get(shape_key)
@@ -241,13 +319,14 @@ def _agreed_dims(rollout: Rollout, votes: _Votes, infos: InfoRows | None) -> tup
 
 
 def _settle(
-    rollout: Rollout,
+    rollout: RolloutLike,
     empty_rows: list[str],
     T: int,
     B: int,
     infos: InfoRows | None,
     *,
     keep_outs: bool,
+    link: Link,
 ) -> None:
     """Store what T and B decide: `[]` fields as (0, B), no infos, empty model outputs."""
     fields = rollout.__dict__
@@ -258,11 +337,14 @@ def _settle(
         fields.pop("infos", None)
     if not keep_outs:
         fields["model_outs"] = ModelOutputs({}, T + 1)
-    rollout.model_outs._attach(T + 1, B)
+    rollout.model_outs._attach(T + 1, B, link)
 
 
 def _bind(
-    rollout: Rollout, shapes: dict[str, Shape], specs: dict[str, DimSpec], infos: InfoRows | None
+    rollout: RolloutLike,
+    shapes: dict[str, Shape],
+    specs: dict[str, DimSpec],
+    infos: InfoRows | None,
 ) -> tuple[int, int]:
     """T and B from the fields' shapes, or a `ValueError` naming every disagreement."""
     binding = bind_dims(shapes, specs)
@@ -291,7 +373,7 @@ def _bind(
     return T, B
 
 
-def _pair_problems(rollout: Rollout) -> list[str]:
+def _pair_problems(rollout: RolloutLike) -> list[str]:
     """`truncated` and `final_values` come together or not at all."""
     if (rollout.truncated is None) == (rollout.final_values is None):
         return []
@@ -303,60 +385,7 @@ def _pair_problems(rollout: Rollout) -> list[str]:
     return [f"{given} was given without {missing}: give both or neither"]
 
 
-def _check_values(rollout: Rollout, outs: Mapping[str, AnyArray]) -> None:
-    """Rules across fields that need the shapes to agree first (`outs`: the model outputs)."""
-    if rollout.truncated is not None:
-        bad = (rollout.truncated == 1) & (rollout.dones[1:] == 0)
-        if bad.any():
-            t, b = first_true(bad)
-            raise ValueError(
-                f"truncated[{t}, {b}] is 1 but dones[{t + 1}, {b}] is 0: a truncated step "
-                "must end its episode (set dones[t+1] = 1 where truncated[t] = 1)"
-            )
-    if discrete_actions(outs):
-        check_action_range(outs["actions"], outs["actor"].shape[-1], "model_outs['actions']")
-
-
-def _check_final_obses(final: Any, obses: Any, dones: AnyArray) -> None:
-    """`final_obses`: one entry per episode end, with the leaves, dtypes and shapes of `obses`."""
-    want = _tree.flatten(obses)
-    got = _tree.flatten(final)
-    want_paths = [path for path, _ in want]
-    got_paths = [path for path, _ in got]
-    if got_paths != want_paths:
-
-        def describe(paths: list[Any]) -> str:
-            if paths == [()]:
-                return "an array"
-            return "nested (leaves " + ", ".join(_tree.format_path("", p) for p in paths) + ")"
-
-        raise ValueError(
-            f"final_obses must have the structure of obses: obses is {describe(want_paths)}, "
-            f"final_obses is {describe(got_paths)}"
-        )
-    ends = int(np.count_nonzero(dones[1:] == 1))
-    for (path, obs), (_, leaf) in zip(want, got, strict=True):
-        name = _tree.format_path("final_obses", path)
-        obs_name = _tree.format_path("obses", path)
-        if leaf.shape[:1] != (ends,):
-            raise ValueError(
-                f"{name} has {leaf.shape[0] if leaf.ndim else 0} entries (shape "
-                f"{fmt_shape(leaf.shape)}), expected E={ends}: one per episode end, the (t, b) "
-                "with dones[t+1] = 1, in the order of np.nonzero(dones[1:] == 1)"
-            )
-        if leaf.shape[1:] != obs.shape[2:]:
-            raise ValueError(
-                f"{name} has per-step shape {fmt_shape(leaf.shape[1:])}, expected "
-                f"{fmt_shape(obs.shape[2:])} as {obs_name}"
-            )
-        if leaf.dtype.name != obs.dtype.name:  # (byte order aside)
-            raise ValueError(
-                f"{name} has dtype {leaf.dtype.name}, expected {obs.dtype.name} as {obs_name}; "
-                f"convert it with .astype(np.{obs.dtype.name})"
-            )
-
-
-def _per_step_tuple_hints(rollout: Rollout, T: int) -> list[str]:
+def _per_step_tuple_hints(rollout: RolloutLike, T: int) -> list[str]:
     """A hint for a tuple of T+1 per-step arrays, which reads as a Gymnasium Tuple instead."""
     hints = []
     for name in ("obses", "states"):

@@ -71,7 +71,7 @@ class ObsTower2Methods:
         problem = self.model_outs.incomplete()
         if problem is not None:
             raise ValueError(f"{method}() needs complete model outputs, but {problem}")
-        return self.model_outs._plain()
+        return self.model_outs.arrays  # (read-only: the rollout's, checked)
 
     def _model_out(self, key: str, method: str) -> AnyArray:
         """Model output `key`, or the `MissingModelOutputError` naming `method`."""

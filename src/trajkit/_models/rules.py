@@ -19,21 +19,27 @@ Both refuse with a `ValueError` whose message starts with the name given (`rews`
 A `Rule` is the schema of its field: the tables other modules need are derived from it
 (`Rule.stored_dtypes`, `Rule.file_dtype`, `Rule.arrow_type`, `Rule.per_env`,
 `FLOAT32_OUTPUTS`, `PER_ENV_SCALAR_OUTPUTS`), and it owns its fast test beside its full check
-(`Rule.passes`, `all_finite`, `within_float32`), as the `[0, A)` rule of Discrete actions
-owns `check_action_range`.
+(`Rule.passes`, `all_finite`, `within_float32`).
+
+The rules across fields are the table `CROSS_RULES`: each `CrossRule` names the fields whose
+values it reads, so that a write into one of them (`rollout.dones[t, b] = 1`) is checked
+against every rule that reads it, as the constructor checks the whole rollout
+(`rules_reading` derives the list from the table).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import cache
 from types import MappingProxyType
 from typing import Any, Literal
 
 import numpy as np
 
 from trajkit._base.types import AnyArray
+from trajkit._core import tree as _tree
 from trajkit._models.arrays import (
     as_float32,
     as_int32,
@@ -45,19 +51,27 @@ from trajkit._models.arrays import (
     first_true,
     into_int,
 )
+from trajkit._models.dims import fmt_shape
 
 __all__ = [
+    "CROSS_RULES",
     "FIELD_RULES",
     "FLOAT32_OUTPUTS",
     "OUTPUT_RULES",
     "PER_ENV_SCALAR_OUTPUTS",
+    "CrossRule",
+    "FieldValues",
     "Rule",
     "all_finite",
     "check_action_range",
     "conform",
     "conform_into",
+    "discrete_actions",
     "lossless",
+    "output_key",
+    "output_name",
     "output_rule",
+    "rules_reading",
     "within_float32",
 ]
 
@@ -178,6 +192,18 @@ class Rule:
             return within_float32(value)
         return False
 
+    def constrains(self, dtype: np.dtype[Any]) -> bool:
+        """Whether some value of `dtype` breaks the rule (else a value of it needs no check).
+
+        Examples:
+            >>> obses, dones = FIELD_RULES["obses"], FIELD_RULES["dones"]
+            >>> obses.constrains(np.dtype(np.uint8)), obses.constrains(np.dtype(np.float32))
+            (False, True)
+            >>> dones.constrains(np.dtype(np.float32))
+            True
+        """
+        return (self.flag and dtype.kind != "b") or (self.finite and dtype.kind not in "biu")
+
     def describe(self) -> str:
         """The rule in words, as the Validation page lists it.
 
@@ -283,30 +309,6 @@ def within_float32(array: AnyArray) -> bool:
 def _within(array: AnyArray, limit: float) -> bool:
     """Whether every value's magnitude is at most `limit` (NaN fails); never warns."""
     return bool(np.maximum.reduce(np.abs(array), axis=None, initial=0.0) <= limit)
-
-
-def check_action_range(actions: AnyArray, num_actions: int, name: str, axes: str = "tb") -> None:
-    """The rule of Discrete actions next to `actor` logits of width A: each in `[0, A)`.
-
-    The one home of this rule: the constructor, model-output writes and the recorder call it.
-
-    Raises:
-        ValueError: Naming `name`, the first action out of range and its position.
-
-    Examples:
-        >>> check_action_range(np.array([[0, 2], [1, 3]]), 3, "model_outs['actions']")
-        Traceback (most recent call last):
-        ...
-        ValueError: model_outs['actions'] must be in [0, A) with A=3 from model_outs['actor'], \
-got 3 at (t=1, b=1)
-    """
-    bad = (actions < 0) | (actions >= num_actions)
-    if np.logical_or.reduce(bad, axis=None):
-        pos = first_true(bad) if bad.ndim else ()
-        raise ValueError(
-            f"{name} must be in [0, A) with A={num_actions} from model_outs['actor'], "
-            f"got {actions[pos].item()}{at(pos, axes)}"
-        )
 
 
 def conform(
@@ -447,3 +449,205 @@ def conform_into(
     if rule.flag:
         check_binary(converted, name, axes)
     return converted
+
+
+# --------------------------------------------------------------------------------------------
+# Rules across fields
+# --------------------------------------------------------------------------------------------
+
+FieldValues = Mapping[str, Any]
+"""A rollout's values by name, as the rules across fields read them: the fields (`dones`,
+`final_obses`, ...; `None` where absent) and the model outputs as `model_outs['key']`."""
+
+
+@cache
+def output_name(key: str) -> str:
+    """The name of model output `key` in messages and in `FieldValues`: `model_outs['critic']`.
+
+    Examples:
+        >>> output_name("actions")
+        "model_outs['actions']"
+    """
+    name = f"model_outs[{key!r}]"
+    _OUTPUT_KEYS[name] = key
+    return name
+
+
+_OUTPUT_KEYS: dict[str, str] = {}
+
+
+def output_key(name: str) -> str | None:
+    """The key of a model output's name (`output_name`'s inverse), or `None` for another name.
+
+    Examples:
+        >>> output_key(output_name("critic")), output_key("rews")
+        ('critic', None)
+    """
+    return _OUTPUT_KEYS.get(name)
+
+
+_ACTIONS, _ACTOR = output_name("actions"), output_name("actor")
+
+
+def discrete_actions(arrays: Mapping[str, Any]) -> bool:
+    """Whether `arrays` hold Discrete actions: `actions` `[T+1, B]`, `actor` `[T+1, B, A]`.
+
+    Only then are the actions indices into the logits, checked to lie in `[0, A)`. `arrays`
+    maps model-output keys (`actions`) to arrays.
+
+    Examples:
+        >>> discrete_actions({"actions": np.zeros((3, 2)), "actor": np.zeros((3, 2, 4))})
+        True
+        >>> discrete_actions({"actions": np.zeros((3, 2, 6)), "actor": np.zeros((3, 2, 12))})
+        False
+    """
+    actions, actor = arrays.get("actions"), arrays.get("actor")
+    return actions is not None and actor is not None and actions.ndim == 2 and actor.ndim == 3
+
+
+def check_action_range(actions: AnyArray, num_actions: int, name: str, axes: str = "tb") -> None:
+    """The rule of Discrete actions next to `actor` logits of width A: each in `[0, A)`.
+
+    Raises:
+        ValueError: Naming `name`, the first action out of range and its position.
+
+    Examples:
+        >>> check_action_range(np.array([[0, 2], [1, 3]]), 3, "model_outs['actions']")
+        Traceback (most recent call last):
+        ...
+        ValueError: model_outs['actions'] must be in [0, A) with A=3 from model_outs['actor'], \
+got 3 at (t=1, b=1)
+    """
+    bad = (actions < 0) | (actions >= num_actions)
+    if np.logical_or.reduce(bad, axis=None):
+        pos = first_true(bad) if bad.ndim else ()
+        raise ValueError(
+            f"{name} must be in [0, A) with A={num_actions} from {_ACTOR}, "
+            f"got {actions[pos].item()}{at(pos, axes)}"
+        )
+
+
+@dataclass(frozen=True)
+class CrossRule:
+    """A rule across fields: the fields whose values it reads, and its check.
+
+    Attributes:
+        text: The rule in words, as the Validation page lists it.
+        reads: The fields (model outputs as `model_outs['key']`) whose values it reads. A
+            write into one of them is checked against the rule as construction checks it;
+            what it compares of other fields (shapes, dtypes, structure) no write changes.
+        applies: Whether the rule applies to these values (the fields it needs are present).
+        check: The constructor's check of the whole rollout: a `ValueError` with the rule's
+            message.
+        check_written: For a rule that holds value by value in the field written (each
+            Discrete action in its range), the check of written values alone:
+            `(values, written, name, axes)`; `None` where the whole field must be checked.
+    """
+
+    text: str
+    reads: tuple[str, ...]
+    applies: Callable[[FieldValues], bool]
+    check: Callable[[FieldValues], None]
+    check_written: Callable[[FieldValues, AnyArray, str, str], None] | None = None
+
+
+def _truncation_ends_episode(values: FieldValues) -> None:
+    truncated, dones = values["truncated"], values["dones"]
+    bad = (truncated == 1) & (dones[1:] == 0)
+    if np.logical_or.reduce(bad, axis=None):
+        t, b = first_true(bad)
+        raise ValueError(
+            f"truncated[{t}, {b}] is 1 but dones[{t + 1}, {b}] is 0: a truncated step "
+            "must end its episode (set dones[t+1] = 1 where truncated[t] = 1)"
+        )
+
+
+def _is_discrete(values: FieldValues) -> bool:
+    return discrete_actions({"actions": values.get(_ACTIONS), "actor": values.get(_ACTOR)})
+
+
+def _actions_in_range(values: FieldValues) -> None:
+    check_action_range(values[_ACTIONS], values[_ACTOR].shape[-1], _ACTIONS)
+
+
+def _written_actions_in_range(values: FieldValues, written: AnyArray, name: str, axes: str) -> None:
+    check_action_range(written, values[_ACTOR].shape[-1], name, axes)
+
+
+def _final_obses_per_episode_end(values: FieldValues) -> None:
+    """`final_obses`: one entry per episode end, with the leaves, dtypes and shapes of `obses`."""
+    want = _tree.flatten(values["obses"])
+    got = _tree.flatten(values["final_obses"])
+    want_paths = [path for path, _ in want]
+    got_paths = [path for path, _ in got]
+    if got_paths != want_paths:
+
+        def describe(paths: list[Any]) -> str:
+            if paths == [()]:
+                return "an array"
+            return "nested (leaves " + ", ".join(_tree.format_path("", p) for p in paths) + ")"
+
+        raise ValueError(
+            f"final_obses must have the structure of obses: obses is {describe(want_paths)}, "
+            f"final_obses is {describe(got_paths)}"
+        )
+    ends = int(np.count_nonzero(values["dones"][1:] == 1))
+    for (path, obs), (_, leaf) in zip(want, got, strict=True):
+        name = _tree.format_path("final_obses", path)
+        obs_name = _tree.format_path("obses", path)
+        if leaf.shape[:1] != (ends,):
+            raise ValueError(
+                f"{name} has {leaf.shape[0] if leaf.ndim else 0} entries (shape "
+                f"{fmt_shape(leaf.shape)}), expected E={ends}: one per episode end, the (t, b) "
+                "with dones[t+1] = 1, in the order of np.nonzero(dones[1:] == 1)"
+            )
+        if leaf.shape[1:] != obs.shape[2:]:
+            raise ValueError(
+                f"{name} has per-step shape {fmt_shape(leaf.shape[1:])}, expected "
+                f"{fmt_shape(obs.shape[2:])} as {obs_name}"
+            )
+        if leaf.dtype.name != obs.dtype.name:  # (byte order aside)
+            raise ValueError(
+                f"{name} has dtype {leaf.dtype.name}, expected {obs.dtype.name} as {obs_name}; "
+                f"convert it with .astype(np.{obs.dtype.name})"
+            )
+
+
+CROSS_RULES: tuple[CrossRule, ...] = (
+    CrossRule(
+        "a truncated step ends its episode: truncated[t] = 1 needs dones[t+1] = 1",
+        reads=("truncated", "dones"),
+        applies=lambda values: values.get("truncated") is not None,
+        check=_truncation_ends_episode,
+    ),
+    CrossRule(
+        "Discrete actions ([T+1, B], next to actor logits [T+1, B, A]) lie in [0, A)",
+        reads=(_ACTIONS,),
+        applies=_is_discrete,
+        check=_actions_in_range,
+        check_written=_written_actions_in_range,
+    ),
+    CrossRule(
+        "final_obses has one entry per episode end (dones[t+1] = 1), laid out as obses",
+        reads=("dones", "final_obses"),
+        applies=lambda values: values.get("final_obses") is not None,
+        check=_final_obses_per_episode_end,
+    ),
+)
+"""The rules across fields, in the order the constructor checks them (after the fields and
+their shapes). The agreement of shapes on T and B is the dimension table's (`Rule.dims`)."""
+
+
+@cache
+def rules_reading(name: str) -> tuple[CrossRule, ...]:
+    """The rules across fields that read the values of field `name` (or `model_outs['key']`).
+
+    A write into the field is checked against these, derived from `CROSS_RULES`.
+
+    Examples:
+        >>> [rule.reads for rule in rules_reading("dones")]
+        [('truncated', 'dones'), ('dones', 'final_obses')]
+        >>> rules_reading("rews")
+        ()
+    """
+    return tuple(rule for rule in CROSS_RULES if name in rule.reads)

@@ -147,7 +147,8 @@ except (ImportError, AttributeError) as _missing:  # pragma: no cover - gymnasiu
         "install it with: pip install 'trajkit[gym]'"
     ) from _missing
 
+from trajkit.gym._policy import Policy, StateFn
 from trajkit.gym.episodes import CompletedEpisodes
-from trajkit.gym.recorder import Policy, RolloutRecorder, StateFn
+from trajkit.gym.recorder import RolloutRecorder
 
 __all__ = ["CompletedEpisodes", "Policy", "RolloutRecorder", "StateFn"]

@@ -2,9 +2,10 @@
 
 Public through [`trajkit.gym`][trajkit.gym]; the package documentation there explains the
 choices (phantom transitions, truncation, infos, states). The package's other modules hold
-the recorder's parts: `_gate` checks what the env and the policy return, `_log` logs whole
+the recorder's parts: `_guard` checks what the env and the policy return, `_log` logs whole
 vector steps, `_infos` turns vector infos into per-env ones, `episodes` counts completed
-episodes. In short:
+episodes, `_describe` gives the env's fields of the recording metadata, and `_policy` names
+the callables the recorder is given. In short:
 
 * Every autoreset mode of Gymnasium >= 1.0 is handled, read from `env.metadata`. The
   NEXT_STEP phantom transition (the reset step, reward 0, action ignored) is dropped, and the
@@ -15,7 +16,7 @@ episodes. In short:
   observation in `final_values`; every ended episode's true final observation is kept in
   `final_obses`.
 * Every value the env and the policy return is checked through the rule table
-  (`trajkit._models.rules`, by `trajkit.gym._gate`) as it is logged, so a refused value
+  (`trajkit._models.rules`, by `trajkit.gym._guard`) as it is logged, so a refused value
   stops the recording at the step it appeared, and `_build` changes nothing until the
   rollout is built.
 """
@@ -25,35 +26,23 @@ from __future__ import annotations
 import enum
 import uuid
 from collections.abc import Callable, Collection, Mapping
-from typing import Any, TypeAlias
+from typing import Any
 
 import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 
-from trajkit._base.types import AnyArray, ArrayLike, ArrayTree
+from trajkit._base.types import AnyArray, ArrayTree
 from trajkit._core import tree as _tree
 from trajkit._models.rollout import Rollout
 from trajkit._models.rules import within_float32
-from trajkit.gym._gate import Gate
+from trajkit.gym._describe import describe_env
+from trajkit.gym._guard import StepGuard
 from trajkit.gym._infos import episode_returns, keeps_infos, step_info
 from trajkit.gym._log import Log, positions, rows_and_steps
+from trajkit.gym._policy import Policy, StateFn
 from trajkit.gym.episodes import EP_FIELDS, CompletedEpisodes, episode_sums, no_episodes
-from trajkit.gym.recording import describe_env
 
-__all__ = ["Policy", "RolloutRecorder", "StateFn"]
-
-Policy: TypeAlias = Callable[[Any], Mapping[str, ArrayLike]]
-"""A policy: a batch of observations -> model outputs, each `[B, ...]`.
-
-The batch is what the vector env returns: an array `[B, ...]`, or for `Dict` and `Tuple`
-observation spaces a dict or tuple of such arrays. The outputs must include `actions` (an
-element of the action space per env: integer `[B]` for Discrete, `[B, K]` for MultiDiscrete
-and MultiBinary, float `[B, ...]` for Box); `critic` (float `[B]`), `log_probs` (float `[B]`)
-and `actor` (logits `[B, A]`) are recorded when present, as is any other key.
-"""
-
-StateFn: TypeAlias = Callable[[Any], ArrayLike]
-"""An optional hook: the vector env -> its environments' states `[B, ...]` (stored as float32)."""
+__all__ = ["RolloutRecorder"]
 
 
 class _Mode(enum.Enum):
@@ -164,7 +153,7 @@ class RolloutRecorder:
             )
         else:
             self._mode = _parse_mode(autoreset_mode, "autoreset_mode")
-        self._gate = Gate(env, policy, state_fn)
+        self._guard = StepGuard(env, policy, state_fn)
         self._env = env
         self._info_keys = None if info_keys is None else frozenset(info_keys)
         self._seed = seed
@@ -182,7 +171,6 @@ class RolloutRecorder:
         self._log = Log(
             {
                 "row_new": np.bool_,
-                "state": np.float32,
                 "real": np.bool_,
                 "rew": np.float64,
                 "terminated": np.bool_,
@@ -430,11 +418,11 @@ class RolloutRecorder:
 
     def _start(self) -> None:
         """Reset the env and call the policy; on failure nothing is kept, so a retry is safe."""
-        self._gate.step = 0
+        self._guard.step = 0
         reset_obs, _ = self._env.reset(seed=self._seed)
-        obs = self._gate.obs_batch(reset_obs)
-        outs = self._gate.call_policy(obs)
-        states = self._gate.states()
+        obs = self._guard.obs_batch(reset_obs)
+        outs = self._guard.call_policy(obs)
+        states = self._guard.states()
         nobody = ~self._everyone
         zeros = self._zeros if self._mode is not _Mode.NEXT_STEP else None
         self._append(obs, outs, states, self._zeros, nobody, nobody, zeros)
@@ -472,7 +460,7 @@ class RolloutRecorder:
         """Log one entry: the rows shown (and which are new), and the step that showed them.
 
         The first entry fixes the log's fields (`self._fields`), named here in the order of
-        the values; `outs` keeps the keys of the first call, in that order (`Gate.call_policy`
+        the values; `outs` keeps the keys of the first call, in that order (`StepGuard.call_policy`
         sees to it), and the other parts are there every time or never.
         """
         values = [rew, terminated, truncs]
@@ -500,9 +488,9 @@ class RolloutRecorder:
         transitions (`_settle`), and `dones`, truncation, final values and episode sums
         (`_build`) follow from the raw flags and rewards logged here, over whole arrays.
         """
-        self._gate.step += 1
+        self._guard.step += 1
         obs, rews, terms, truncs, infos = self._env.step(self._outs["actions"])
-        new_obs = self._gate.obs_batch(obs)
+        new_obs = self._guard.obs_batch(obs)
         rews, terms, truncs = self._checked_flags(rews, terms, truncs)
         final_values = None  # NEXT_STEP's are in the log already: the critic's outputs
         if self._mode is not _Mode.NEXT_STEP:
@@ -514,8 +502,8 @@ class RolloutRecorder:
                 new_obs = self._reset_ended(new_obs, ended)
         # Under NEXT_STEP, ended envs show their final observation now, and their next step
         # is the phantom reset (`_settle` tells these entries apart).
-        new_outs = self._gate.call_policy(new_obs)
-        states = None if self._state_fn is None else self._gate.states()
+        new_outs = self._guard.call_policy(new_obs)
+        states = None if self._state_fn is None else self._guard.states()
         if infos:
             self._log_infos(infos)
         self._append(new_obs, new_outs, states, rews, terms, truncs, final_values)
@@ -524,34 +512,34 @@ class RolloutRecorder:
     def _checked_flags(
         self, rews: Any, terms: Any, truncs: Any
     ) -> tuple[AnyArray, AnyArray, AnyArray]:
-        """The step's rewards and flags, each checked by the gate unless it is already right.
+        """The step's rewards and flags, each checked by the guard unless it is already right.
 
-        The fast path: a `[B]` array of the dtype the gate would give (and rewards that pass
+        The fast path: a `[B]` array of the dtype the guard would give (and rewards that pass
         the float32 rule's own fast test, `rules.within_float32`: the log keeps float64) is
         taken as it is.
         """
         per_env = (self._num_envs,)
         if type(terms) is not np.ndarray or terms.shape != per_env or terms.dtype != np.bool_:
-            terms = self._gate.flags(terms, "terminated")
+            terms = self._guard.flags(terms, "terminated")
         if type(truncs) is not np.ndarray or truncs.shape != per_env or truncs.dtype != np.bool_:
-            truncs = self._gate.flags(truncs, "truncated")
+            truncs = self._guard.flags(truncs, "truncated")
         if (
             type(rews) is not np.ndarray
             or rews.shape != per_env
             or rews.dtype != np.float64
             or not within_float32(rews)
         ):
-            rews = self._gate.rewards(rews)
+            rews = self._guard.rewards(rews)
         return rews, terms, truncs
 
     def _keep_finals(self, new_obs: ArrayTree, infos: Any, ended: AnyArray) -> ArrayTree:
         """Keep the final observations of the envs that `ended`; the batch with them in place.
 
         Under SAME_STEP they come in `infos["final_obs"]` (checked against the space by the
-        gate); under DISABLED the batch holds them, before the recorder resets those envs.
+        guard); under DISABLED the batch holds them, before the recorder resets those envs.
         """
         if self._mode is _Mode.SAME_STEP:
-            finals = self._gate.with_final_obs(new_obs, infos, ended)
+            finals = self._guard.with_final_obs(new_obs, infos, ended)
         else:
             finals = new_obs
         leaves = [finals] if type(finals) is np.ndarray else _tree.leaves(finals)
@@ -570,14 +558,14 @@ class RolloutRecorder:
         truncated = np.logical_and(truncs, np.logical_not(terms))
         if not truncated.any():
             return self._zeros
-        return self._gate.critic(finals)
+        return self._guard.critic(finals)
 
     def _reset_ended(self, new_obs: ArrayTree, ended: AnyArray) -> ArrayTree:
         """With autoreset disabled: reset the envs that ended, and return their first obs."""
         if not ended.any():
             return new_obs
         reset_obs, _ = self._env.reset(options={"reset_mask": ended})
-        return self._gate.obs_batch(reset_obs)
+        return self._guard.obs_batch(reset_obs)
 
     def _log_infos(self, infos: Any) -> None:
         """Keep the step's infos and the episode returns they report, at the next log entry."""
@@ -607,7 +595,7 @@ class RolloutRecorder:
         real = fields["real"]
         ended = np.logical_or(fields["terminated"], fields["truncs"])
         # A row starts an episode where the step that showed it ended one, or was a phantom.
-        dones = np.less_equal(real, ended)[row_at, envs].astype(np.float32)
+        dones = np.less_equal(real, ended)[row_at, envs]
         # The steps of this rollout and later ones: those after the entry of its row 0.
         entry = np.arange(log.size)[:, None]
         counted = real & (entry > row_at[0])
@@ -649,15 +637,15 @@ class RolloutRecorder:
         kept = {kb: info for kb, info in self._infos.items() if real[kb]}  # no phantom steps'
         if kept:
             infos = [[kept.get((int(step_at[t, b]), b), {}) for b in range(B)] for t in range(T)]
-        leaves = [at_rows(f"obs{i}") for i in range(len(self._gate.obs_leaves))]
+        leaves = [at_rows(f"obs{i}") for i in range(len(self._guard.obs_leaves))]
         states = np.zeros((T + 1, B, 0), np.float32)
         if self._state_fn is not None:
             states = at_rows("state")
         rollout = Rollout(
             states=states,
             obses=leaves[0]
-            if self._gate.obs_structure is None
-            else _tree.unflatten(self._gate.obs_structure, leaves),
+            if self._guard.obs_structure is None
+            else _tree.unflatten(self._guard.obs_structure, leaves),
             rews=at_steps(fields["rew"], np.float64),
             dones=dones,
             infos=infos,
@@ -701,7 +689,7 @@ class RolloutRecorder:
         """
         log, count = self._log, len(entries)
         leaves: list[AnyArray] = []
-        for i in range(len(self._gate.obs_leaves)):
+        for i in range(len(self._guard.obs_leaves)):
             logged = log.arrays[f"obs{i}"]
             if self._mode is _Mode.NEXT_STEP:
                 leaves.append(logged[entries + log.start, envs])
@@ -710,6 +698,6 @@ class RolloutRecorder:
             for k, (entry, b) in enumerate(zip(entries.tolist(), envs.tolist(), strict=True)):
                 out[k] = self._finals[entry, b][i]
             leaves.append(out)
-        if self._gate.obs_structure is None:
+        if self._guard.obs_structure is None:
             return leaves[0]
-        return _tree.unflatten(self._gate.obs_structure, leaves)
+        return _tree.unflatten(self._guard.obs_structure, leaves)

@@ -23,14 +23,24 @@ from trajkit._io.discovery import Found, discover
 from trajkit._io.engine import checked_jobs, cpu_count, run_ordered
 from trajkit._io.filecheck import FileCheck, file_error
 from trajkit._io.files import DEFAULT_MAX_BYTES, load, read_metadata
+from trajkit._io.metadata import RolloutFileMetadata
 from trajkit._io.remote import file_size, local_copy, mappable, naming
+from trajkit._models.rollout import Rollout
 from trajkit.lint.checks import check_rollout
 from trajkit.lint.config import LintOptions
 from trajkit.lint.crossfile import CrossFileChecks, FileSummary, summarize
 from trajkit.lint.join import EpisodeEdges, EpisodeJoiner, episode_edges
 from trajkit.lint.registry import Finding
 
-__all__ = ["FileResult", "LintRun", "lint_chunk", "lint_file"]
+__all__ = [
+    "FileResult",
+    "LintFold",
+    "LintRun",
+    "lint_chunk",
+    "lint_file",
+    "lint_refused",
+    "lint_rollout",
+]
 
 
 @dataclass(frozen=True)
@@ -76,12 +86,33 @@ def lint_file(path: str, *, options: LintOptions, max_bytes: int | None) -> File
             rollout = load(local, mmap=mappable(path), max_bytes=max_bytes)
             file_size(local)
     except RolloutFileError as exc:
-        return _unreadable(path, file_error(exc), options)
+        return lint_refused(path, file_error(exc), options)
     except Exception as exc:  # a bug must not stop the batch
-        return _unreadable(
+        return lint_refused(
             path, f"internal error (please report it): {type(exc).__name__}: {exc}", options
         )
-    recorded = getattr(meta, "recording", None)
+    return lint_rollout(rollout, path, meta, options)
+
+
+def lint_rollout(
+    rollout: Rollout, path: str, metadata: RolloutFileMetadata | None, options: LintOptions
+) -> FileResult:
+    """Lint's per-file work on a rollout already loaded from `path` (what `lint_file` does).
+
+    The checks that need the file alone, its summary for the checks across files and its
+    episodes' edges, as `options` asks for them; `trajkit report` calls it on the rollouts
+    it loads, so that it reads each file once.
+
+    Examples:
+        >>> from trajkit.lint.config import LintOptions
+        >>> from trajkit.testing import example_rollout
+        >>> r = example_rollout(num_steps=8, keys=("actions",))
+        >>> r.model_outs.arrays["actions"][2, 0] = 7
+        >>> options = LintOptions(frozenset({"TK106"}), action_space={"type": "Discrete", "n": 3})
+        >>> [f.code for f in lint_rollout(r, "a.npz", None, options).findings]
+        ['TK106']
+    """
+    recorded = None if metadata is None else metadata.recording
     recording = None if recorded is None else recorded.model_dump(mode="json")
     codes = options.codes
     findings = check_rollout(rollout, options, path=path, recording=recording)
@@ -98,7 +129,14 @@ _JOINED = frozenset({"TK101", "TK105", "TK112", "TK113"})  # checks on episodes 
 _ACROSS = frozenset({"TK102", "TK103", "TK108", "TK109", "TK110", "TK112", "TK114", "TK115"})
 
 
-def _unreadable(path: str, problem: str, options: LintOptions) -> FileResult:
+def lint_refused(path: str, problem: str, options: LintOptions) -> FileResult:
+    """What lint says of a file it cannot read: TK001 with the problem.
+
+    Examples:
+        >>> from trajkit.lint.config import LintOptions
+        >>> lint_refused("a.npz", "damaged", LintOptions(frozenset({"TK001"}))).findings
+        (Finding(code='TK001', message='damaged', path='a.npz', env=None, step=None),)
+    """
     found = (Finding("TK001", problem, path),) if "TK001" in options.codes else ()
     return FileResult(path, found, None, None, readable=False)
 
@@ -117,11 +155,51 @@ def lint_chunk(
         (Finding(code='TK001', message='no such file', path='x', env=None, step=None),)
     """
     return [
-        _unreadable(item.path, "; ".join(item.problems), options)
+        lint_refused(item.path, "; ".join(item.problems), options)
         if isinstance(item, FileCheck)
         else lint_file(item.path, options=options, max_bytes=max_bytes)
         for item in items
     ]
+
+
+class LintFold:
+    """Per-file results folded in file order: the findings as `LintRun` yields them.
+
+    Per file, its own findings and those of the episodes joined across files, then those of
+    the checks across files as they arise; at the end, the joined episodes' and the checks
+    across files' last findings. `trajkit report` folds its own per-file results with it.
+
+    Examples:
+        >>> from trajkit.lint.config import LintOptions
+        >>> fold = LintFold(LintOptions(frozenset({"TK001"})))
+        >>> missing = lint_file("missing.npz", options=fold.options, max_bytes=None)
+        >>> [f.code for f in fold.add(missing)], fold.finish(), fold.recordings
+        (['TK001'], [], [])
+    """
+
+    def __init__(self, options: LintOptions) -> None:
+        self.options = options
+        self.recordings: list[tuple[str, Mapping[str, Any] | None]] = []
+        """The readable files and their recordings, in file order (what replay needs)."""
+        self._across = CrossFileChecks(options)
+        self._joiner = EpisodeJoiner(options)
+
+    def add(self, result: FileResult | None) -> list[Finding]:
+        """The findings that the next file (`None`: one lint's checks failed on) brings."""
+        if result is None:
+            self._joiner.add(None)
+            return []
+        own = [*result.findings, *self._joiner.add(result.edges)]
+        found = sorted(own, key=lambda f: f.code)  # stable: code order, as checked
+        if result.summary is not None:
+            found.extend(self._across.add(result.summary))
+        if result.readable:
+            self.recordings.append((result.path, result.recording))
+        return found
+
+    def finish(self) -> list[Finding]:
+        """The last findings, once every file is in."""
+        return [*self._joiner.finish(), *self._across.finish()]
 
 
 class LintRun:
@@ -160,26 +238,18 @@ class LintRun:
 
     def __iter__(self) -> Iterator[Finding]:
         work = partial(lint_chunk, options=self.options, max_bytes=self.max_bytes)
-        across = CrossFileChecks(self.options)
-        joiner = EpisodeJoiner(self.options)
-        recordings: list[tuple[str, Mapping[str, Any] | None]] = []
+        fold = LintFold(self.options)
         results = run_ordered(work, discover(self.paths), jobs=self.jobs)
         self._results = results
         for result in results:
             self.files += 1
-            own = [*result.findings, *joiner.add(result.edges)]
-            yield from sorted(own, key=lambda f: f.code)  # stable: code order, as checked
-            if result.summary is not None:
-                yield from across.add(result.summary)
-            if result.readable:
-                recordings.append((result.path, result.recording))
-        yield from joiner.finish()
-        yield from across.finish()
+            yield from fold.add(result)
+        yield from fold.finish()
         if self.replay and self.options.runs("TK3"):
             from trajkit.lint.replay import replay_recordings  # imports gymnasium
 
             yield from replay_recordings(
-                recordings, self.options, max_bytes=self.max_bytes, replayed=self.replayed
+                fold.recordings, self.options, max_bytes=self.max_bytes, replayed=self.replayed
             )
 
     def close(self) -> None:

@@ -1,4 +1,4 @@
-"""What a recording needs to be replayed: the env's id and arguments, its spaces, the seed.
+"""The env's fields of a recording's metadata (`trajkit.lint.Recording`): id, arguments, spaces.
 
 `describe_space` writes a Gymnasium space as JSON (the form `Recording.observation_space`
 and `Recording.action_space` hold); `describe_env` reads the rest from a vector env.

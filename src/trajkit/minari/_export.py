@@ -1,53 +1,4 @@
-"""Rollouts to and from Minari datasets, Farama's standard for offline RL (`trajkit[minari]`).
-
-A Minari dataset is a list of episodes, each with `n + 1` observations (the last one is where
-the episode stopped), `n` actions and rewards, and separate `terminations` and `truncations`
-flags. A trajkit rollout is B env timelines of T steps cut at arbitrary points. The two meet
-as follows.
-
-**Export** ([`to_minari`][trajkit.minari.to_minari]) walks each env's timeline across the
-rollouts given (in order: consecutive rollouts of one recorder share a row, so an episode that
-spans rollouts is exported whole) and cuts it at episode ends:
-
-- an episode that ended inside the data becomes one Minari episode, flagged terminated or
-  truncated as the rollout says (`truncated`); its last observation is the true final
-  observation from the rollout's `final_obses` (which the Gymnasium recorder always keeps).
-  A rollout without `final_obses` does not know it (row t+1 is already the next episode's
-  first, as in obs-tower2), so the observation before it is **repeated** instead;
-- the still-running episode of each env at the end of the data becomes an episode with
-  neither flag set, whose last observation is the rollout's bootstrap row, which is exact.
-
-The dataset's spaces are the env's when given (`observation_space=`, `action_space=`, or
-`env=`), and the data is checked against them; otherwise they are inferred from the data
-(see [`to_minari`][trajkit.minari.to_minari]). The dataset is written into a hidden
-temporary folder of Minari's datasets root and renamed into place when complete, so a
-killed export leaves no partial dataset under its id.
-
-**Import** ([`from_minari`][trajkit.minari.from_minari]) gives one rollout per episode, with
-B = 1 and T = n: `obses` are the n + 1 observations, `dones[0] = 1`, and `dones[T] = 1` when
-the episode ended (so that GAE does not bootstrap past it). `truncated` and `final_values`
-are always given, zeros where nothing was truncated, as the Gymnasium recorder gives them, and
-so is `final_obses`: the episode's last observation when it ended (`obses[T]`, then also its
-true final observation), empty when it did not. A
-truncated episode carries `truncated[T-1] = 1` and `final_values = 0`: there is no critic in
-a dataset, so compute `final_values` with yours (on `obses[T]`) before using advantages. A
-last step both terminated and truncated counts as terminated, as the recorder counts it.
-`model_outs['actions']` has T + 1 rows, the last a copy of the one before (no action is
-taken from the final observation). Each episode is checked before its rollout is built (see
-[`from_minari`][trajkit.minari.from_minari]).
-
-Examples:
-    >>> import os, tempfile
-    >>> import trajkit.minari
-    >>> from trajkit.testing import example_rollout
-    >>> r = example_rollout(num_steps=8, num_envs=2, keys={"actions", "critic"})
-    >>> with tempfile.TemporaryDirectory() as tmp:
-    ...     os.environ["MINARI_DATASETS_PATH"] = tmp
-    ...     dataset = trajkit.minari.to_minari([r], "trajkit/example-v0")
-    ...     episodes = trajkit.minari.from_minari(dataset)
-    >>> dataset.total_steps == sum(e.num_steps for e in episodes) == 16
-    True
-"""
+"""Rollouts to a Minari dataset: env timelines cut into episodes, fitted to the spaces, staged."""
 
 from __future__ import annotations
 
@@ -61,23 +12,20 @@ import tempfile
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from trajkit._base.optional import require
 from trajkit._base.types import AnyArray
 from trajkit._core import tree as _tree
 from trajkit._io.atomic import fsync_path
 from trajkit._models.rollout import Rollout
-from trajkit._models.rules import FIELD_RULES, conform_into, lossless
+from trajkit._models.rules import lossless
+from trajkit.minari._spaces import along, optional
 
-__all__ = ["MinariDatasetError", "from_minari", "to_minari"]
-
-
-def _import(name: str) -> Any:
-    return require(name, "minari", "trajkit.minari")
+__all__ = ["to_minari"]
 
 
 @dataclass
@@ -109,7 +57,7 @@ def _buffer(index: int, episode: _Episode, final_obs: Any, ended: bool) -> Any:
     truncations = np.zeros(n, dtype=bool)
     if ended:
         (truncations if episode.truncated else terminations)[-1] = True
-    data_collector = _import("minari.data_collector")
+    data_collector = optional("minari.data_collector")
     return data_collector.EpisodeBuffer(
         id=index,
         observations=_stack([*episode.obs, final_obs]),
@@ -135,8 +83,6 @@ def _episodes(rollouts: Sequence[Rollout]) -> list[Cut]:
             raise ValueError(
                 f"the rollouts must have the same number of envs, got B={B} and B={r.batch_size}"
             )
-        if "actions" not in r.model_outs.arrays:
-            raise ValueError("to_minari needs model_outs['actions'] in every rollout")
         # Entry k of `final_obses` is the k-th episode end in (t, b) order.
         end_index = np.full(r.dones[1:].shape, -1, np.int64)
         ends = np.nonzero(r.dones[1:] == 1)
@@ -197,7 +143,7 @@ def _action_space(spaces: Any, rollouts: Sequence[Rollout]) -> Any:
     per_rollout = [r.model_outs.arrays["actions"] for r in rollouts]
     actions = np.concatenate([a.reshape(-1, *a.shape[2:]) for a in per_rollout])
     if actions.dtype.kind == "f":
-        return spaces.Box(-np.inf, np.inf, actions.shape[1:], np.float32)
+        return spaces.Box(-np.inf, np.inf, actions.shape[1:], actions.dtype)  # as stored
     actor = rollouts[0].model_outs.arrays.get("actor")
     if actions.ndim == 1:
         n = actor.shape[-1] if actor is not None else int(actions.max()) + 1
@@ -266,12 +212,13 @@ def to_minari(
         >>> ds.total_episodes, ep.observations.shape, ds.observation_space == box
         (1, (7, 4), True)
     """
-    minari = _import("minari")
-    spaces = _import("gymnasium.spaces")
+    minari = optional("minari")
+    spaces = optional("gymnasium.spaces")
     items = [rollouts] if isinstance(rollouts, Rollout) else list(rollouts)
     if not items:
         raise ValueError("to_minari needs at least one rollout")
     for r in items:
+        r.revalidate()  # ways out since construction: nothing is written that fails the rules
         if "actions" not in r.model_outs.arrays:
             raise ValueError("to_minari needs model_outs['actions'] in every rollout")
     if metadata.get("env") is not None:
@@ -314,7 +261,7 @@ def _env_spaces(env: Any) -> tuple[Any, Any]:
     """The observation and action spaces of `env` (a `gym.Env`, an env id or an `EnvSpec`)."""
     if hasattr(env, "observation_space") and hasattr(env, "action_space"):
         return env.observation_space, env.action_space
-    gymnasium = _import("gymnasium")
+    gymnasium = optional("gymnasium")
     made = gymnasium.make(env)
     try:
         return made.observation_space, made.action_space
@@ -329,7 +276,7 @@ def _storable_env(env: Any) -> Any:
     write as JSON) becomes a copy of its spec naming that callable as `"module:name"`, which
     `gymnasium.make` imports back.
     """
-    gymnasium = _import("gymnasium")
+    gymnasium = optional("gymnasium")
     spec = gymnasium.spec(env) if isinstance(env, str) else getattr(env, "spec", env)
     entry = getattr(spec, "entry_point", None)
     if not callable(entry):
@@ -351,7 +298,7 @@ def _storable_env(env: Any) -> Any:
 
 def _write_staged(dataset_id: str, write: Callable[[], None]) -> None:
     """Run `write` (which creates `dataset_id`) in a hidden folder, then rename it into place."""
-    storage = _import("minari.storage")
+    storage = optional("minari.storage")
     final = Path(storage.get_dataset_path(dataset_id))
     root = Path(storage.get_dataset_path())
     if final.exists():
@@ -410,12 +357,12 @@ def _adopt_namespace(stage: Path, root: Path, dataset_id: str) -> None:
 def _in_spaces(rollout: Rollout, observation_space: Any, action_space: Any) -> Rollout:
     """`rollout` with observations and actions in their spaces' dtypes, checked against them."""
     T = rollout.num_steps
-    obses = _fit(observation_space, rollout.obses, (), "observations")
+    obses = along(observation_space, rollout.obses, "observations", _fit)
     finals = rollout.final_obses
     if finals is not None:
-        finals = _fit(observation_space, finals, (), "final observations", axes="e")
+        finals = along(observation_space, finals, "final observations", partial(_fit, axes="e"))
     actions = rollout.model_outs.arrays["actions"]
-    fitted = _fit(action_space, actions[:T], (), "actions")  # the last row is not exported
+    fitted = along(action_space, actions[:T], "actions", _fit)  # the last row is not exported
     outs = {**rollout.model_outs.arrays, "actions": np.concatenate([fitted, fitted[-1:]])}
     if not T:
         outs["actions"] = actions
@@ -433,24 +380,11 @@ def _in_spaces(rollout: Rollout, observation_space: Any, action_space: Any) -> R
     )
 
 
-def _fit(space: Any, tree: Any, path: _tree.Path, what: str, axes: str = "tb") -> Any:
-    """`tree` in `space`'s dtypes, shapes and bounds, or refused.
+def _fit(space: Any, tree: AnyArray, name: str, axes: str = "tb") -> AnyArray:
+    """An array in its space's dtype, shape and bounds, or refused (a leaf of `along`).
 
-    Its leaves are `[rows, B, ...]`, or with `axes="e"` `[E, ...]` (final observations).
+    Its rows are `[rows, B, ...]`, or with `axes="e"` `[E, ...]` (final observations).
     """
-    spaces = _import("gymnasium.spaces")
-    name = _tree.format_path(what, path)
-    if isinstance(space, spaces.Dict | spaces.Tuple):
-        return _fit_nested(space, tree, path, what, axes)
-    if isinstance(tree, dict | tuple):
-        raise ValueError(f"{name} are nested, but the space is {space}")
-    if not isinstance(
-        space, spaces.Box | spaces.Discrete | spaces.MultiDiscrete | spaces.MultiBinary
-    ):
-        raise ValueError(
-            f"{name}: the space {space} is not one trajkit exports (Box, Discrete, "
-            "MultiDiscrete, MultiBinary, and Dict and Tuple of them)"
-        )
     lead = len(axes)
     if tree.shape[lead:] != space.shape:
         per = "per step and env" if lead == 2 else "each"
@@ -462,24 +396,9 @@ def _fit(space: Any, tree: Any, path: _tree.Path, what: str, axes: str = "tb") -
     return values
 
 
-def _fit_nested(space: Any, tree: Any, path: _tree.Path, what: str, axes: str) -> Any:
-    """`_fit` of a Dict or Tuple space: the same keys or length, each item fitted."""
-    spaces = _import("gymnasium.spaces")
-    name = _tree.format_path(what, path)
-    if isinstance(space, spaces.Dict):
-        if not isinstance(tree, dict) or set(tree) != set(space.spaces):
-            got = sorted(tree) if isinstance(tree, dict) else type(tree).__name__
-            raise ValueError(f"{name} have keys {got}, the space {sorted(space.spaces)}")
-        return {key: _fit(sub, tree[key], (*path, key), what, axes) for key, sub in space.items()}
-    if not isinstance(tree, tuple) or len(tree) != len(space.spaces):
-        got = f"{len(tree)} items" if isinstance(tree, tuple) else type(tree).__name__
-        raise ValueError(f"{name} have {got}; the space is a Tuple of {len(space.spaces)}")
-    return tuple(_fit(sub, tree[i], (*path, i), what, axes) for i, sub in enumerate(space.spaces))
-
-
 def _bounds(space: Any) -> tuple[AnyArray, AnyArray]:
     """The least and greatest value of a Box, Discrete, MultiDiscrete or MultiBinary space."""
-    spaces = _import("gymnasium.spaces")
+    spaces = optional("gymnasium.spaces")
     if isinstance(space, spaces.Box):
         return space.low, space.high
     if isinstance(space, spaces.Discrete):
@@ -514,225 +433,3 @@ def _check_bounds(values: AnyArray, space: Any, name: str, axes: str) -> None:
         f"{name} hold {values[where].item()!r} {at}at ({position}), outside the space's "
         f"bounds [{lo.item()!r}, {hi.item()!r}] ({space})"
     )
-
-
-def from_minari(dataset: Any) -> list[Rollout]:
-    """Read a Minari dataset as validated rollouts, one per episode (B = 1, T = its length).
-
-    See the module documentation for how episode ends, truncations and the final observation
-    map onto a rollout. Each episode's structure is checked before its rollout is built:
-    one action, reward, termination and truncation flag per step and one more observation;
-    only the last step may end the episode; observations of the shape and dtype of the
-    dataset's observation space (stored in its dtype only where no value changes), finite.
-    A step both terminated and truncated counts as terminated, as the Gymnasium recorder
-    counts it.
-
-    Args:
-        dataset: A `minari.MinariDataset`, or the id of a local dataset.
-
-    Returns:
-        One rollout per episode, in the dataset's order.
-
-    Raises:
-        ImportError: If minari is not installed.
-        MinariDatasetError: If a file, a metadata field or an episode's data that the
-            dataset declares is missing (a `ValueError`).
-        ValueError: Naming the episode and what is wrong with it.
-
-    Examples:
-        >>> import os, tempfile
-        >>> import trajkit.minari
-        >>> from trajkit.testing import example_rollout
-        >>> r = example_rollout(num_steps=6, num_envs=1, keys={"actions"}, done_prob=0.0)
-        >>> with tempfile.TemporaryDirectory() as tmp:
-        ...     os.environ["MINARI_DATASETS_PATH"] = tmp
-        ...     _ = trajkit.minari.to_minari(r, "trajkit/one-v0")
-        ...     (back,) = trajkit.minari.from_minari("trajkit/one-v0")
-        >>> back.num_steps, bool((back.obses == r.obses).all())
-        (6, True)
-    """
-    minari = _import("minari")
-    name = dataset if isinstance(dataset, str) else _dataset_name(dataset)
-    with _refusing(name):
-        if isinstance(dataset, str):
-            try:
-                dataset = minari.load_dataset(dataset)
-            except ValueError as exc:  # Minari's own refusals: no data, a malformed id, ...
-                raise MinariDatasetError(name, str(exc)) from None
-        space = dataset.observation_space
-        return [
-            _read_episode(dataset, int(index), space, name) for index in dataset.episode_indices
-        ]
-
-
-class MinariDatasetError(ValueError):
-    """A Minari dataset that cannot be read as it declares itself.
-
-    A file, a field of its metadata or an episode's data is missing (or malformed).
-
-    Attributes:
-        dataset_id: The dataset (its id, or its path where it has none).
-
-    Examples:
-        >>> str(MinariDatasetError("me/run-v0", "episode 3 has no data"))
-        "Minari dataset 'me/run-v0': episode 3 has no data"
-    """
-
-    def __init__(self, dataset_id: str, reason: str) -> None:
-        self.dataset_id = dataset_id
-        self.reason = reason
-        super().__init__(f"Minari dataset {dataset_id!r}: {reason}")
-
-    def __reduce__(self) -> tuple[object, ...]:
-        return (type(self), (self.dataset_id, self.reason))
-
-
-def _dataset_name(dataset: Any) -> str:
-    with contextlib.suppress(Exception):
-        return str(dataset.spec.dataset_id)
-    return repr(dataset)
-
-
-@contextlib.contextmanager
-def _refusing(name: str) -> Iterator[None]:
-    """Turn what Minari raises for a dataset missing a file or a field into a refusal."""
-    try:
-        yield
-    except FileNotFoundError as exc:
-        raise MinariDatasetError(name, f"{exc.filename or exc} is missing") from None
-    except KeyError as exc:
-        what = exc.args[0] if exc.args else exc
-        raise MinariDatasetError(name, f"missing from its metadata or data: {what}") from None
-    except (AssertionError, IndexError, TypeError, OSError) as exc:
-        raise MinariDatasetError(
-            name, f"its metadata or data is malformed ({type(exc).__name__}: {exc})"
-        ) from None
-
-
-def _read_episode(dataset: Any, index: int, space: Any, name: str) -> Rollout:
-    """Episode `index` as a rollout, read alone: Minari pairs ids with the data it finds."""
-    try:
-        found = list(dataset.iterate_episodes([index]))
-    except FileNotFoundError as exc:
-        found = [f"{exc.filename or exc} is missing"]
-    if len(found) != 1 or isinstance(found[0], str):
-        missing = f" ({found[0]})" if found and isinstance(found[0], str) else ""
-        raise MinariDatasetError(
-            name,
-            f"episode {index} has no data{missing}, but the dataset declares "
-            f"{dataset.total_episodes} episodes (total_episodes)",
-        )
-    try:
-        return _episode_rollout(found[0], space)
-    except ValueError as exc:
-        raise ValueError(f"episode {index}: {exc}") from None
-
-
-def _episode_rollout(episode: Any, space: Any) -> Rollout:
-    rewards = np.asarray(episode.rewards)
-    if rewards.ndim != 1:
-        raise ValueError(f"rewards have shape {rewards.shape}; an episode has one per step")
-    T = len(rewards)
-    actions = np.asarray(episode.actions)
-    if actions.ndim == 0 or len(actions) != T:
-        raise ValueError(
-            f"{len(actions) if actions.ndim else 'no'} actions for {T} rewards; an episode "
-            "has one action per step"
-        )
-    ends = [_end_flags(episode, name, T) for name in ("terminations", "truncations")]
-    terminated = bool(T and ends[0][-1])
-    truncated = bool(T and ends[1][-1]) and not terminated  # both: terminated wins
-    obses = _observations(_as_tree(episode.observations), space, T)
-    if T:  # no action is taken from the final observation: repeat the last one
-        actions = np.concatenate([actions, actions[-1:]])
-    else:
-        actions = np.zeros((1, *actions.shape[1:]), actions.dtype)
-    dones = np.zeros((T + 1, 1), dtype=np.float32)
-    dones[0] = 1
-    if terminated or truncated:
-        dones[T] = 1
-    cut = np.zeros((T, 1), dtype=np.float32)
-    if truncated:
-        cut[-1] = 1
-    rews = conform_into(FIELD_RULES["rews"], np.dtype(np.float32), rewards[:, None], "rews")
-    start = T if terminated or truncated else T + 1  # the last observation of an ended episode
-    return Rollout(
-        states=np.zeros((T + 1, 1, 0), np.float32),
-        obses=obses,
-        rews=rews,
-        dones=dones,
-        infos=None,
-        model_outs={"actions": actions[:, None]},
-        truncated=cut,
-        final_values=np.zeros((T, 1), np.float32),
-        final_obses=_tree.map_leaves(lambda leaf: leaf[start:, 0], obses),
-    )
-
-
-def _end_flags(episode: Any, name: str, T: int) -> AnyArray:
-    """An episode's `terminations` or `truncations`: T flags, set at most at the last step."""
-    flags = np.asarray(getattr(episode, name))
-    if flags.shape != (T,):
-        raise ValueError(
-            f"{name} has shape {flags.shape}, expected ({T},): one flag per step, as many as "
-            "actions and rewards"
-        )
-    flags = lossless(flags, np.dtype(bool), name, axes="t")
-    if T and flags[:-1].any():
-        t = int(np.argmax(flags[:-1]))
-        raise ValueError(
-            f"{name}[{t}] is set, before the last step ({T - 1}); only an episode's last step "
-            "may end it"
-        )
-    return flags
-
-
-def _observations(tree: Any, space: Any, T: int, path: _tree.Path = ()) -> Any:
-    """`tree` checked against the observation `space` (shapes, dtypes, values), as `[T+1, 1, ...]`.
-
-    Each leaf is stored in its space's dtype, only where no value changes, and must be
-    finite; Dict and Tuple spaces give dicts and tuples of leaves.
-    """
-    spaces = _import("gymnasium.spaces")
-    name = _tree.format_path("observations", path)
-    if isinstance(space, spaces.Dict):
-        if not isinstance(tree, dict) or set(tree) != set(space.spaces):
-            got = sorted(tree) if isinstance(tree, dict) else type(tree).__name__
-            raise ValueError(
-                f"{name} have keys {got}, the observation space {sorted(space.spaces)}"
-            )
-        return {key: _observations(tree[key], sub, T, (*path, key)) for key, sub in space.items()}
-    if isinstance(space, spaces.Tuple):
-        if not isinstance(tree, tuple) or len(tree) != len(space.spaces):
-            got = f"{len(tree)} items" if isinstance(tree, tuple) else type(tree).__name__
-            raise ValueError(
-                f"{name} have {got}; the observation space is a Tuple of {len(space.spaces)}"
-            )
-        return tuple(
-            _observations(tree[i], sub, T, (*path, i)) for i, sub in enumerate(space.spaces)
-        )
-    if not isinstance(
-        space, spaces.Box | spaces.Discrete | spaces.MultiDiscrete | spaces.MultiBinary
-    ):
-        raise ValueError(
-            f"{name}: the observation space {space} is not one trajkit reads (Box, "
-            "Discrete, MultiDiscrete, MultiBinary, and Dict and Tuple of them)"
-        )
-    if isinstance(tree, dict | tuple):
-        raise ValueError(f"{name} are nested, but the observation space is {space}")
-    expected = (T + 1, *space.shape)
-    if tree.shape != expected:
-        raise ValueError(
-            f"{name} have shape {tree.shape}, expected {expected}: {T + 1} rows (one more "
-            f"than the steps) of the observation space's shape {space.shape}"
-        )
-    leaf = conform_into(FIELD_RULES["obses"], np.dtype(space.dtype), tree, name, axes="t")
-    return leaf[:, None]
-
-
-def _as_tree(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {str(key): _as_tree(item) for key, item in value.items()}
-    if isinstance(value, tuple | list):
-        return tuple(_as_tree(item) for item in value)
-    return np.asarray(value)

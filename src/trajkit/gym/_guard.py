@@ -1,6 +1,6 @@
-"""The recorder's gate: everything the env and the policy return, checked as it comes.
+"""The recorder's guard: everything the env and the policy return, checked as it comes.
 
-`Gate` holds what the spaces and the first policy call fix (each observation leaf's shape
+`StepGuard` holds what the spaces and the first policy call fix (each observation leaf's shape
 and dtype, each model output's rule, dtype and cheap test) and checks every batch through
 the rule table (`trajkit._models.rules`), so a refused value stops the recording at the step
 it appeared, with a message that starts as the constructor's and ends with the env, the
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 import numpy as np
 from gymnasium import spaces
@@ -30,14 +30,11 @@ from trajkit._models.rules import (
     output_rule,
     within_float32,
 )
+from trajkit.gym._policy import Policy, StateFn
 
-if TYPE_CHECKING:
-    from trajkit.gym.recorder import Policy, StateFn
-
-__all__ = ["Gate", "within_float32"]
+__all__ = ["StepGuard"]
 
 _ARRAY_SPACES: Final = (spaces.Box, spaces.Discrete, spaces.MultiBinary, spaces.MultiDiscrete)
-_F32_MAX: Final = float(np.finfo(np.float32).max)
 _I32: Final = np.iinfo(np.int32)
 _OBS_RULE: Final = FIELD_RULES["obses"]
 _REWS_RULE: Final = FIELD_RULES["rews"]
@@ -139,7 +136,7 @@ def _first_bad_env(conformed: Callable[[Any], object], value: Any) -> int | None
     return None
 
 
-class Gate:
+class StepGuard:
     """Checks of one vector env's observations, flags, rewards, states and policy outputs.
 
     Built from the env's spaces (refusing spaces trajkit cannot store); the first policy
