@@ -6,12 +6,16 @@ lam = 0.95) it times, as the minimum over several repeats of `time.perf_counter`
 
 * seed: the obs-tower2 `Rollout` loop, written out below (one NumPy row operation per step);
 * numpy: `trajkit._core.gae.gae(..., backend="numpy")`;
-* numba(bench): this script's own numba kernel, a direct translation of the seed loop;
+* numba(bench): the faster of this script's two hand-written numba kernels: a direct
+  translation of the seed loop (row by row, with a buffer of the running advantages), and a
+  loop env by env that carries each env's advantage in a register (what one writes for a
+  single env);
 * trajkit-numba: `gae(..., backend="numba")`, including its argument checks.
 
 It prints a Markdown table of times and ratios, and whether each target is met: numpy at least
 50x the seed on `narrow`, 300x on `long` and 1.2x on `wide`; numpy within 6x of numba(bench) on
 every shape; trajkit-numba within 1.3x of numba(bench). Targets are reported, never asserted.
+Then the fixed cost of a call: `gae(..., backend="numba")` and the hand kernels at T=1, B=1.
 """
 
 from __future__ import annotations
@@ -81,6 +85,22 @@ def seed_kernel(rews: F32, values: F32, dones: F32, gamma: float, lam: float) ->
     return result
 
 
+def env_kernel(rews: F32, values: F32, dones: F32, gamma: float, lam: float) -> F32:
+    """A hand-written loop env by env, the running advantage in a register, all in float32."""
+    T, B = rews.shape
+    g = np.float32(gamma)
+    gl = np.float32(gamma * lam)
+    one = np.float32(1.0)
+    result = np.empty((T, B), dtype=np.float32)
+    for b in range(B):
+        last = np.float32(0.0)
+        for t in range(T - 1, -1, -1):
+            not_done = one - dones[t + 1, b]
+            last = rews[t, b] - values[t, b] + not_done * (g * values[t + 1, b] + gl * last)
+            result[t, b] = last
+    return result
+
+
 def make_inputs(T: int, B: int, seed: int = 0) -> tuple[F32, F32, F32]:
     rng = np.random.default_rng(seed)
     rews = rng.standard_normal((T, B)).astype(np.float32)
@@ -109,13 +129,27 @@ def best_time(fn: Callable[[], object], repeats: int, batch_seconds: float = 0.0
     return best
 
 
-def load_numba_kernel() -> Callable[[F32, F32, F32, float, float], F32] | None:
+Kernel = Callable[[F32, F32, F32, float, float], F32]
+
+
+def load_numba_kernels() -> list[Kernel] | None:
+    """The two hand-written kernels compiled by numba, or `None` without numba."""
     try:
         numba: Any = importlib.import_module("numba")
     except ImportError:
         return None
-    kernel: Callable[[F32, F32, F32, float, float], F32] = numba.njit(seed_kernel)
-    return kernel
+    return [numba.njit(seed_kernel), numba.njit(env_kernel)]
+
+
+def best_kernel_time(kernels: list[Kernel], args: tuple[Any, ...], repeats: int) -> float:
+    """The time of the faster hand kernel on `args` (checked against the first)."""
+    expected = kernels[0](*args)
+    times = []
+    for kernel in kernels:
+        if not np.allclose(kernel(*args), expected, rtol=1e-4, atol=1e-4):
+            raise RuntimeError("the hand-written kernels disagree")
+        times.append(best_time(partial(kernel, *args), repeats))
+    return min(times)
 
 
 def mark(ok: bool) -> str:
@@ -123,7 +157,7 @@ def mark(ok: bool) -> str:
 
 
 def main() -> None:
-    bench_kernel = load_numba_kernel()
+    bench_kernels = load_numba_kernels()
     print(
         f"numpy {np.__version__}, Python {platform.python_version()}, "
         f"gamma={GAMMA}, lam={LAM}, ~1% dones, float32; times are min over repeats (ms).\n"
@@ -161,8 +195,8 @@ def main() -> None:
             checks.append(f"{mark(ok)} (>= {SPEEDUP_TARGETS[name]:g}x seed)")
             all_met &= ok
         cells = [name, str(T), str(B), f"{t_seed * 1e3:.3f}", f"{t_numpy * 1e3:.3f}"]
-        if bench_kernel is not None:
-            t_bench = best_time(partial(bench_kernel, *args), REPEATS)
+        if bench_kernels is not None:
+            t_bench = best_kernel_time(bench_kernels, args, REPEATS)
             t_trajkit = best_time(partial(gae, *args, backend="numba"), REPEATS)
             numpy_ratio = t_numpy / t_bench
             numba_ratio = t_trajkit / t_bench
@@ -177,10 +211,24 @@ def main() -> None:
             cells += ["n/a", "n/a"]
             ratios = [f"{speedup:.1f}x", "n/a", "n/a"]
         print("| " + " | ".join([*cells, *ratios, "; ".join(checks) or "n/a"]) + " |", flush=True)
-    if bench_kernel is None:
+    if bench_kernels is None:
         print("\nnumba is not installed: the numba columns and targets were skipped.")
     print(f"\nAll targets met: {'yes' if all_met else 'NO'}")
+    if bench_kernels is not None:
+        fixed_cost(bench_kernels)
     backend_grid()
+
+
+def fixed_cost(kernels: list[Kernel]) -> None:
+    """What a call costs besides the loop: T=1, B=1, where the loop is a few instructions."""
+    args = (*make_inputs(1, 1), GAMMA, LAM)
+    t_trajkit = best_time(partial(gae, *args, backend="numba"), REPEATS)
+    t_bench = best_kernel_time(kernels, args, REPEATS)
+    print(
+        f"\nFixed cost of a call (T=1, B=1): trajkit-numba {t_trajkit * 1e6:.2f} us, "
+        f"numba(bench) {t_bench * 1e6:.2f} us: {(t_trajkit - t_bench) * 1e6:.2f} us of "
+        "argument checks and dispatch per call."
+    )
 
 
 GRID_T = (16, 64, 256, 1024, 4096)

@@ -4,9 +4,9 @@ The job: draw 256-transition minibatches (observation, action, reward, next obse
 done flags) from a recording, as an offline learner (behaviour cloning, DQN, IQL) does each
 update. The recording is one trajkit file of B=8 envs, memory-mapped. The contenders:
 
-* `trajkit numpy` / `trajkit torch`: `trajkit.transition_minibatches` and
-  `trajkit.torch.transition_minibatches` over the memory-mapped rollout (each epoch a
-  permutation of every transition: sampling without replacement; the true final
+* `trajkit numpy` / `trajkit torch`: `trajkit.transition_minibatches` over the
+  memory-mapped rollout, and `trajkit.torch.to_tensors` of each of its minibatches (each
+  epoch a permutation of every transition: sampling without replacement; the true final
   observation at episode ends);
 * `sb3`: stable-baselines3's `ReplayBuffer.sample(256)` (with replacement), the buffer filled
   from the same data (its arrays assigned whole, not `add`ed step by step), on the CPU. With
@@ -92,12 +92,11 @@ def make_file(path: str, n: int, shape: tuple[int, ...], dtype: str, action: str
 
 def _trajkit(path: str, torch_out: bool) -> Callable[[], object]:
     rollout = trajkit.load(path, mmap=True)
+    batches = trajkit.transition_minibatches(rollout, BATCH, epochs=10**6, seed=0)
     if torch_out:
         import trajkit.torch as tt
 
-        batches = tt.transition_minibatches(rollout, BATCH, epochs=10**6, seed=0)
-    else:
-        batches = trajkit.transition_minibatches(rollout, BATCH, epochs=10**6, seed=0)
+        return lambda: tt.to_tensors(next(batches))
     return lambda: next(batches)
 
 

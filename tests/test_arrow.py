@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import sys
 from pathlib import Path
 from typing import Any
@@ -9,13 +10,14 @@ from typing import Any
 import numpy as np
 import pytest
 from hypothesis import given, settings
+from hypothesis import strategies as st
 
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
 
 import trajkit  # noqa: E402
 import trajkit.arrow as ta  # noqa: E402
-from trajkit.arrow._export import episode_ids  # noqa: E402
+from trajkit.arrow._export import EpisodeIds, episode_ids  # noqa: E402
 from trajkit.testing import ACTION_KINDS, example_rollout, rollouts  # noqa: E402
 
 
@@ -118,6 +120,51 @@ def test_episode_ids_run_across_consecutive_rollouts() -> None:
     assert ids[2][0].tolist() == [5, 6, 7]
     alone = ta.to_arrow(b).column("episode_id").to_pylist()
     assert alone == [0, 1, 0, 1]  # a table of one rollout numbers its own
+
+
+def reference_ids(all_dones: list[Any]) -> list[Any]:
+    """write_parquet's numbering, one cell at a time: env by env, carried across rollouts."""
+    next_id, running, out = 0, None, []
+    for dones in all_dones:
+        T, B = dones.shape[0] - 1, dones.shape[1]
+        ids = np.zeros((T, B), np.int64)
+        for b in range(B):
+            carried = running is not None and len(running) == B and running[b] >= 0
+            carried = carried and dones[0, b] != 1
+            current = running[b] if carried and running is not None else -1
+            for t in range(T):
+                if (t == 0 and not carried) or (t > 0 and dones[t, b] == 1):
+                    current, next_id = next_id, next_id + 1
+                ids[t, b] = current
+        running = [-1 if dones[T, b] == 1 else int(ids[T - 1, b]) for b in range(B)]
+        out.append(ids)
+    return out
+
+
+@st.composite
+def _dones_and_splits(draw: st.DrawFn) -> tuple[list[Any], list[list[int]]]:
+    all_dones, splits = [], []
+    for _ in range(draw(st.integers(1, 4))):
+        T, B = draw(st.integers(1, 6)), draw(st.sampled_from([1, 2, 3]))
+        flags = draw(st.lists(st.booleans(), min_size=(T + 1) * B, max_size=(T + 1) * B))
+        all_dones.append(np.array(flags, np.float32).reshape(T + 1, B))
+        cuts = draw(st.lists(st.integers(1, T * B), max_size=4))
+        splits.append(sorted({0, T * B, *cuts}))
+    return all_dones, splits
+
+
+@settings(max_examples=200, deadline=None)
+@given(_dones_and_splits())
+def test_episode_ids_in_blocks_of_rows_are_the_reference_numbering(
+    case: tuple[list[Any], list[list[int]]],
+) -> None:
+    all_dones, splits = case
+    numbering = EpisodeIds()
+    for dones, bounds, expected in zip(all_dones, splits, reference_ids(all_dones), strict=True):
+        ids = numbering.next(dones)
+        got = [ids.rows(a, b) for a, b in itertools.pairwise(bounds)]
+        np.testing.assert_array_equal(np.concatenate(got), expected.reshape(-1))
+        np.testing.assert_array_equal(ids.steps(0, dones.shape[0] - 1), expected)  # again
 
 
 def test_infos_are_json_strings_and_absent_infos_are_nulls() -> None:

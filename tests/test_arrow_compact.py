@@ -366,3 +366,98 @@ def test_a_null_image_is_refused_naming_its_step(tmp_path: Path) -> None:
         ),
     ):
         ta.read_parquet(tmp_path / "hole.parquet")
+
+
+# ------------------------------------------------------------------ issue 42's Parquet doors
+
+
+@pytest.mark.parametrize(
+    ("shape", "cell"),
+    [([2**64], 2**64), ([2**32, 2**32], 2**64), ([2**63], 2**63), ([3, 2**62], 3 * 2**62)],
+)
+def test_a_cell_numpy_cannot_hold_is_refused_by_the_layout(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], shape: list[int], cell: int
+) -> None:
+    """2**64 escaped as OverflowError; 2**32 x 2**32 wrapped to a cell of 0 bytes."""
+    from trajkit.cli import main
+
+    table = ta.to_arrow(image_rollout(final=False), layout="compact")
+    bad = _declare(table, lambda m: m["fields"]["obses"]["leaves"][0].update(shape=shape))
+    message = (
+        f"the table's trajkit layout is inconsistent: leaf obses['image'] has shape {shape}: a "
+        f"cell of {cell} bytes, more than a NumPy array can hold (9223372036854775807)"
+    )
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        ta.from_arrow(bad)
+    pq.write_table(bad, tmp_path / "bad.parquet")
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        ta.read_parquet(tmp_path / "bad.parquet")
+    assert main(["import", str(tmp_path / "bad.parquet"), "--out", str(tmp_path / "out")]) == 1
+    assert capsys.readouterr().err == f"{tmp_path / 'bad.parquet'}: invalid: {message}\n"
+
+
+def test_a_cell_numpy_can_hold_is_refused_by_its_column_type() -> None:
+    table = ta.to_arrow(image_rollout(final=False), layout="compact")
+    largest = 2**63 - 1  # uint8: the largest cell NumPy holds
+    bad = _declare(table, lambda m: m["fields"]["obses"]["leaves"][0].update(shape=[largest]))
+    with pytest.raises(
+        ValueError,
+        match=re.escape(
+            f"column 'obs.image' has type fixed_size_binary[1024]; the layout stores it as "
+            f"bytes, fixed_size_binary[{largest}] (|u1 of shape [{largest}])"
+        ),
+    ):
+        ta.from_arrow(bad)
+
+
+def _bool_image(final: bool) -> trajkit.Rollout:
+    r = image_rollout(final=final)
+    assert isinstance(r.obses, dict)
+    obses = {**r.obses, "image": np.asarray(r.obses["image"]) > 128}
+    finals = r.final_obses
+    if isinstance(finals, dict):
+        finals = {**finals, "image": np.asarray(finals["image"]) > 128}
+    return r.replace(obses=obses, final_obses=finals)
+
+
+def _with_byte(table: Any, name: str, row: int, byte: int) -> Any:
+    """`table` whose column `name` holds `byte` as the first byte of its value at `row`."""
+    column = table.column(name).combine_chunks()
+    values = column.to_pylist()
+    values[row] = bytes([byte]) + values[row][1:]
+    i = table.column_names.index(name)
+    return table.set_column(i, name, pa.array(values, column.type))
+
+
+@pytest.mark.parametrize(
+    ("name", "row", "where"),
+    [
+        ("obs.image", 4, "step 1, env 1 (row 4)"),
+        ("next_obs.image", 25, "step 8, env 1 (row 25)"),  # the bootstrap row
+        ("reset_obs.image", None, None),  # at an end on the last step, if any
+    ],
+)
+def test_a_bool_byte_other_than_0_and_1_is_refused_on_import(
+    tmp_path: Path, name: str, row: int | None, where: str | None
+) -> None:
+    """It imported, and then `save` refused it: what trajkit reads, trajkit writes."""
+    r = _bool_image(final=True)
+    table = ta.to_arrow(r, layout="compact")
+    if row is None:
+        values = table.column(name).to_pylist()
+        if all(v is None for v in values):
+            pytest.skip("no episode ends on the last step")
+        row = next(i for i, v in enumerate(values) if v is not None)
+        where = f"step {row // 3}, env {row % 3} (row {row})"
+    bad = _with_byte(table, name, row, 2)
+    message = (
+        f"column {name!r} holds the byte 2 in a bool cell at {where}; a bool is stored as "
+        "the byte 0 or 1 (as trajkit's file format stores it)"
+    )
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        ta.from_arrow(bad)
+    pq.write_table(bad, tmp_path / "bad.parquet")
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        ta.read_parquet(tmp_path / "bad.parquet")
+    back = ta.from_arrow(_with_byte(table, name, row, 1))  # 1: a bool the file format stores
+    trajkit.save(back, tmp_path / "back.npz")

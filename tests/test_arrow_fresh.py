@@ -59,3 +59,26 @@ def test_export_then_import_commands_in_fresh_interpreters(tmp_path: Path, layou
     done = _python("-m", "trajkit", "import", str(out), "--out", "back", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert trajkit.load(tmp_path / "back" / "rollout-00000.npz") == rollout
+
+
+def test_read_parquet_imports_no_pandas_whatever_the_row_order(tmp_path: Path) -> None:
+    """pyarrow imports pandas (about a second) on its first `pa.array(ndarray)`: none here."""
+    import numpy as np
+    import pyarrow.parquet as pq
+
+    import trajkit.arrow
+    from tests.test_arrow_compact import image_rollout
+
+    trajkit.arrow.write_parquet(image_rollout(), tmp_path / "run.parquet")  # compact, finals
+    table = pq.read_table(tmp_path / "run.parquet")
+    order = np.random.default_rng(0).permutation(table.num_rows)
+    pq.write_table(table.take(order), tmp_path / "shuffled.parquet")
+    read = (
+        "import sys, trajkit.arrow\n"
+        "a = trajkit.arrow.read_parquet('run.parquet')\n"
+        "b = trajkit.arrow.read_parquet('shuffled.parquet')\n"
+        "print(a == b, 'pandas' in sys.modules)\n"
+    )
+    done = _python("-c", read, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "False"]

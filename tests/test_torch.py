@@ -13,6 +13,7 @@ nn_functional = pytest.importorskip("torch.nn.functional")
 
 import trajkit  # noqa: E402
 import trajkit.torch as tt  # noqa: E402
+import trajkit.torch._convert as convert  # noqa: E402
 from trajkit._core import tree  # noqa: E402
 from trajkit.testing import example_rollout  # noqa: E402
 
@@ -172,7 +173,7 @@ def test_torch_is_imported_once_not_per_call(monkeypatch: pytest.MonkeyPatch) ->
     def no_import(*args: object) -> None:
         raise AssertionError("torch must not be imported again")
 
-    monkeypatch.setattr(tt, "require", no_import)
+    monkeypatch.setattr(convert, "require", no_import)
     r = example_rollout(num_steps=4, num_envs=2)
     assert len(list(tt.minibatches(r, 3, gamma=0.9, lam=0.9, seed=0))) == 3
     assert tt.to_tensor(np.zeros(2, np.float32), "cpu").shape == (2,)
@@ -287,42 +288,46 @@ def test_integer_actions_of_any_width_or_sign_become_int64(dtype: type[np.generi
     assert tt.to_tensor(r.actions().astype(dtype), key="actions").dtype == torch.int64
     mb = next(tt.minibatches(r, 8, gamma=0.9, lam=0.9, seed=0))
     assert mb["actions"].dtype == torch.int64
-    tr = next(tt.transition_minibatches(r, 8, seed=0))
+    tr = tt.to_tensors(next(trajkit.transition_minibatches(r, 8, seed=0)))
     assert tr["action"].dtype == torch.int64
-    np.testing.assert_array_equal(
-        tr["action"].numpy(), next(trajkit.transition_minibatches(r, 8, seed=0))["action"]
-    )
     assert torch.isfinite(nn_functional.cross_entropy(torch.zeros(8, 3), tr["action"]))
 
 
-def test_transition_minibatches_equal_the_numpy_ones_for_the_same_seed() -> None:
-    rs = [example_rollout(6, 2, seed=s, nested=True, final_obs=True) for s in range(3)]
-    got = list(tt.transition_minibatches(rs, 5, gamma=0.9, n_step=3, epochs=2, seed=4))
-    want = list(trajkit.transition_minibatches(rs, 5, gamma=0.9, n_step=3, epochs=2, seed=4))
-    assert len(got) == len(want)
-    for g, w in zip(got, want, strict=True):
-        assert_same_batch(g, w)
+def test_transition_tensors_keep_the_conversion_rules() -> None:
     box = example_rollout(4, 2, action_kind="box", action_shape=(2,))
-    first = next(tt.transition_minibatches(box, 8, gamma=0.5, seed=0))
+    first = tt.to_tensors(next(trajkit.transition_minibatches(box, 8, gamma=0.5, seed=0)))
     assert first["action"].dtype == first["n_step_return"].dtype == torch.float32
     assert first["terminated"].dtype == torch.bool
     assert first["episode"].dtype == torch.int64
 
 
-def test_transition_minibatches_refuse_bad_arguments_at_the_call() -> None:
-    with pytest.raises(ValueError, match="n_step must be an integer of at least 1, got 0"):
+def test_the_deprecated_transition_minibatches_pass_every_argument_on() -> None:
+    rs = [example_rollout(6, 2, seed=s, nested=True, final_obs=True) for s in range(3)]
+    args: dict[str, Any] = {"gamma": 0.9, "n_step": 3, "epochs": 2, "seed": 4}
+    args |= {"drop_last": True, "shuffle": True}
+    with pytest.warns(DeprecationWarning, match=r"trajkit\.torch\.transition_minibatches is dep"):
+        got = list(tt.transition_minibatches(rs, 5, device="cpu", **args))
+    want = list(trajkit.transition_minibatches(rs, 5, **args))
+    assert len(got) == len(want) == 14  # 2 epochs of 36 transitions, drop_last
+    for g, w in zip(got, want, strict=True):
+        assert_same_batch(g, w)
+    with (
+        pytest.warns(DeprecationWarning, match="transition_minibatches"),
+        pytest.raises(ValueError, match="n_step must be an integer of at least 1, got 0"),
+    ):
         tt.transition_minibatches(example_rollout(), 4, gamma=0.9, n_step=0)
 
 
 @needs_cuda
 def test_cuda_transition_minibatches_live_on_the_device_and_equal_the_cpu_ones() -> None:
     r = example_rollout(6, 2, seed=1, nested=True, final_obs=True)
-    cpu = list(tt.transition_minibatches(r, 5, gamma=0.9, n_step=2, seed=0))
-    gpu = list(tt.transition_minibatches(r, 5, gamma=0.9, n_step=2, seed=0, device="cuda"))
+    cpu = list(trajkit.transition_minibatches(r, 5, gamma=0.9, n_step=2, seed=0))
+    with pytest.warns(DeprecationWarning, match="transition_minibatches"):
+        gpu = list(tt.transition_minibatches(r, 5, gamma=0.9, n_step=2, seed=0, device="cuda"))
     for c, g in zip(cpu, gpu, strict=True):
         for name in c:
             for (_, want), (_, got) in zip(
                 tree.flatten(c[name]), tree.flatten(g[name]), strict=True
             ):
                 assert got.device.type == "cuda"
-                torch.testing.assert_close(got.cpu(), want)
+                torch.testing.assert_close(got.cpu(), tt.to_tensor(want, key=name))

@@ -19,12 +19,13 @@ torch = pytest.importorskip("torch")
 
 import trajkit  # noqa: E402
 import trajkit.torch as tt  # noqa: E402
+import trajkit.torch._convert as convert  # noqa: E402
 from trajkit.dataset import Dataset  # noqa: E402
 from trajkit.testing import example_rollout  # noqa: E402
 
 
 def test_without_torch_the_error_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(tt, "_torch_module", None)
+    monkeypatch.setattr(convert, "_torch_module", None)
     monkeypatch.setitem(sys.modules, "torch", None)  # (import torch now raises ImportError)
     message = "trajkit.torch needs torch; install it with: pip install 'trajkit[torch]'"
     with pytest.raises(ImportError, match=re.escape(message)):
@@ -32,9 +33,9 @@ def test_without_torch_the_error_names_the_extra(monkeypatch: pytest.MonkeyPatch
 
 
 def test_torch_is_imported_on_first_use(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(tt, "_torch_module", None)
+    monkeypatch.setattr(convert, "_torch_module", None)
     assert tt.to_tensor(np.zeros(2, np.float32)).dtype == torch.float32
-    assert tt._torch_module is torch
+    assert convert._torch_module is torch
 
 
 def test_to_tensors_makes_integer_actions_int64_on_the_cpu_by_default() -> None:
@@ -109,31 +110,41 @@ def test_a_one_row_minibatch_keeps_its_advantage() -> None:
         np.testing.assert_array_equal(got["advantages"].numpy(), want["advantages"])
 
 
-def test_transition_minibatches_defaults_are_those_of_the_numpy_path() -> None:
+def test_the_deprecated_transition_minibatches_defaults_are_those_of_the_numpy_path() -> None:
     r = example_rollout(num_steps=6, num_envs=2, seed=3, final_obs=True)
-    got = list(tt.transition_minibatches(r, 5, gamma=0.9, seed=1))
+    with pytest.warns(DeprecationWarning, match="transition_minibatches"):
+        got = list(tt.transition_minibatches(r, 5, gamma=0.9, seed=1))
     want = list(trajkit.transition_minibatches(r, 5, gamma=0.9, seed=1))
     assert len(got) == len(want) == 3  # one epoch of 12 transitions, the last one short
     for g, w in zip(got, want, strict=True):
         np.testing.assert_array_equal(g["n_step_return"].numpy(), w["n_step_return"])
         np.testing.assert_array_equal(g["episode"].numpy(), w["episode"])
+        assert g["reward"].device.type == "cpu"
 
 
-def test_transition_minibatches_drop_the_short_last_one_when_asked() -> None:
-    r = example_rollout(num_steps=6, num_envs=2, seed=3)
-    sizes = [len(mb["action"]) for mb in tt.transition_minibatches(r, 5, drop_last=True, seed=1)]
-    assert sizes == [5, 5]
+def test_the_deprecated_transition_minibatches_warn_at_the_callers_line() -> None:
+    with pytest.warns(DeprecationWarning, match="to_tensors over") as caught:
+        tt.transition_minibatches(example_rollout(), 4)
+    assert caught[0].filename == __file__
+
+
+def test_the_deprecated_name_is_out_of_all_but_served() -> None:
+    assert "transition_minibatches" not in tt.__all__
+    assert callable(tt.transition_minibatches)
+    with pytest.raises(AttributeError, match="has no attribute 'nothing'"):
+        _ = tt.nothing
 
 
 @pytest.mark.parametrize("per_buffer", [None, 2])
-def test_transition_minibatches_of_a_dataset_shuffle_as_the_numpy_path(
+def test_the_deprecated_transition_minibatches_of_a_dataset_shuffle_as_the_numpy_path(
     tmp_path: Path, per_buffer: int | None
 ) -> None:
     ds = Dataset.write(tmp_path / "ds", [example_rollout(3, 2, seed=s) for s in range(6)])
     args: dict[str, Any] = {"seed": 2}
     if per_buffer is not None:
-        args["rollouts_per_buffer"] = per_buffer
-    got = [mb["reward"].numpy() for mb in tt.transition_minibatches(ds, 4, **args)]
+        args["files_per_buffer"] = per_buffer
+    with pytest.warns(DeprecationWarning, match="transition_minibatches"):
+        got = [mb["reward"].numpy() for mb in tt.transition_minibatches(ds, 4, **args)]
     want = [mb["reward"] for mb in trajkit.transition_minibatches(ds, 4, **args)]
     assert len(got) == len(want) == 9
     for g, w in zip(got, want, strict=True):

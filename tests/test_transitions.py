@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
@@ -232,7 +233,8 @@ BAD: list[tuple[dict[str, Any], type[Exception], str]] = [
     ({"n_step": 0}, ValueError, "n_step must be an integer of at least 1, got 0"),
     ({"n_step": True}, ValueError, "n_step must be an integer of at least 1, got True"),
     ({"gamma": 1.5}, ValueError, r"gamma must be a finite number in \[0, 1\], got 1.5"),
-    ({"rollouts_per_buffer": 0}, ValueError, "rollouts_per_buffer"),
+    ({"files_per_buffer": 0}, ValueError, "files_per_buffer must be >= 1, got 0"),
+    ({"minibatch_size": 7, "drop_last": True}, ValueError, r"\(N=6\), so drop_last=True would"),
     ({"seed": 1.5}, TypeError, "seed must be"),
 ]
 
@@ -243,7 +245,7 @@ def test_bad_arguments_are_refused_at_the_call(
 ) -> None:
     args: dict[str, Any] = {"minibatch_size": 4, **kwargs}
     with pytest.raises(error, match=message):
-        transition_minibatches(example_rollout(), **args)
+        transition_minibatches(example_rollout(num_steps=3, num_envs=2), **args)
 
 
 def test_a_rollout_without_actions_is_refused() -> None:
@@ -282,9 +284,33 @@ def test_a_source_of_another_type_is_refused() -> None:
             ),
             r"truncated must have shape \(2, 1\)",
         ),
-        (lambda: episode_ids(np.zeros((3, 1)), source=-1), "source must be a non-negative"),
+        (lambda: episode_ids(np.zeros((3, 1)), source=-1), r"source must be an integer in \[0, "),
+        (lambda: episode_ids(np.zeros((3, 1)), source=True), r"source must be an integer in \[0, "),
     ],
 )
 def test_bad_core_inputs_are_refused(call: Any, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         call()
+
+
+def test_the_last_source_below_two_to_the_31_gets_the_last_ids_int64_holds() -> None:
+    dones = np.array([[0], [1], [0]])  # two episodes
+    last = episode_ids(dones, source=2**31 - 1)
+    assert last.tolist() == [[(2**31 - 1) * 2**32], [(2**31 - 1) * 2**32 + 1]]
+    assert int(last.max()) <= np.iinfo(np.int64).max
+    r = example_rollout(num_steps=2, num_envs=1)
+    assert transitions(r, source=2**31 - 1)["episode"][0] == (2**31 - 1) * 2**32
+
+
+@pytest.mark.parametrize("source", [2**31, 2**32, 2**40, np.int64(2**31)])
+def test_a_source_whose_ids_overflow_int64_is_refused(source: int) -> None:
+    # Before, source=2**31 wrapped around to negative ids, silently.
+    message = (
+        rf"source must be an integer in \[0, 2\*\*31\), got {re.escape(repr(source))}: "
+        r"episode ids start at "
+        r"source \* 2\*\*32 and are int64"
+    )
+    with pytest.raises(ValueError, match=message):
+        episode_ids(np.zeros((3, 1)), source=source)
+    with pytest.raises(ValueError, match=message):
+        transitions(example_rollout(num_steps=2, num_envs=1), source=source)

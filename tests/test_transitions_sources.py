@@ -44,7 +44,7 @@ def test_a_dataset_streams_the_same_transitions_as_the_rollouts_in_memory(
     rs = unique_obs_rollouts(5)
     ds = Dataset.write(tmp_path / "ds", rs)
     kw: dict[str, Any] = {"gamma": 0.9, "n_step": 3, "epochs": 2, "seed": 0}
-    streamed = list(ds.transition_minibatches(3, files_per_buffer=2, **kw))
+    streamed = list(transition_minibatches(ds, 3, files_per_buffer=2, **kw))
     assert [len(b["reward"]) for b in streamed] == [3] * 16 + [2] + [3] * 16 + [2]
     want = by_obs(list(transition_minibatches(rs, 7, **kw))[:8])
     for epoch in (streamed[:17], streamed[17:]):
@@ -69,14 +69,14 @@ def test_a_dataset_is_read_memory_mapped_and_its_episode_ids_name_the_file(
 
 def test_one_file_per_buffer_still_mixes_the_left_overs(tmp_path: Path) -> None:
     ds = Dataset.write(tmp_path / "ds", unique_obs_rollouts(3))
-    batches = list(ds.transition_minibatches(4, files_per_buffer=1, seed=2, drop_last=True))
+    batches = list(transition_minibatches(ds, 4, files_per_buffer=1, seed=2, drop_last=True))
     assert [len(b["reward"]) for b in batches] == [4] * 7  # 30 transitions, 2 dropped
     assert any(len(set((b["episode"] >> 32).tolist())) > 1 for b in batches)
 
 
 def test_a_dataset_file_without_actions_is_refused_when_reached(tmp_path: Path) -> None:
     ds = Dataset.write(tmp_path / "ds", [example_rollout(keys={"critic"})])
-    batches = ds.transition_minibatches(4)  # no error yet: files are read lazily
+    batches = transition_minibatches(ds, 4)  # no error yet: files are read lazily
     with pytest.raises(trajkit.MissingModelOutputError, match="needs model_outs"):
         next(batches)
 
@@ -84,7 +84,7 @@ def test_a_dataset_file_without_actions_is_refused_when_reached(tmp_path: Path) 
 def test_an_empty_source_yields_nothing(tmp_path: Path) -> None:
     assert list(transition_minibatches([], 4)) == []
     spec = trajkit.RolloutSpec.from_rollout(example_rollout())
-    assert list(Dataset.create(tmp_path / "ds", spec).transition_minibatches(4)) == []
+    assert list(transition_minibatches(Dataset.create(tmp_path / "ds", spec), 4)) == []
 
 
 def test_a_parquet_file_gives_the_rollouts_transitions(tmp_path: Path) -> None:
@@ -143,7 +143,8 @@ with tempfile.TemporaryDirectory() as tmp:
     for i in range(2):
         trajkit.save(example_rollout(6, 2, seed=i, keys={"actions"}), os.path.join(tmp, f"{i}.npz"))
     ds = Dataset.adopt(tmp)
-    sizes = [len(b["action"]) for b in ds.transition_minibatches(10, gamma=0.9, n_step=2, seed=0)]
+    batches = trajkit.transition_minibatches(ds, 10, gamma=0.9, n_step=2, seed=0)
+    sizes = [len(b["action"]) for b in batches]
 print(sizes, sorted(m for m in ("torch", "ray", "pyarrow", "minari") if m in sys.modules))
 """
 
@@ -185,7 +186,7 @@ def test_any_shuffle_buffer_gives_every_transition_once_per_epoch(
     rs = unique_obs_rollouts(count)
     source = FakeFiles(rs)
     kw: dict[str, Any] = {"gamma": 0.8, "n_step": 2, "seed": seed, "drop_last": drop_last}
-    batches = list(transition_minibatches(source, size, rollouts_per_buffer=per_buffer, **kw))
+    batches = list(transition_minibatches(source, size, files_per_buffer=per_buffer, **kw))
     n = 10 * count
     assert [len(b["reward"]) for b in batches] == [size] * (n // size) + (
         [] if drop_last or n % size == 0 else [n % size]

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from dataclasses import replace
+from pathlib import Path
 
 import hypothesis.extra.numpy as hnp
 import numpy as np
@@ -12,9 +14,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+import trajkit
 import trajkit._core.gae as gae_module
 from trajkit._base.types import Float32Array
 from trajkit._core.gae import gae, gae_backend, lambda_returns
+from trajkit.testing import example_rollout
 
 from .test_gae import (
     GOLDEN_ADVANTAGES,
@@ -338,3 +342,78 @@ def test_importing_trajkit_does_not_import_numba() -> None:
         "assert 'trajkit._core._numba_gae' not in sys.modules\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+@needs_numba
+def test_a_preferred_backend_holds_within_its_block_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(ENV, raising=False)
+    with gae_module.preferring("numpy"):
+        assert gae_backend() == "numpy"
+        with monkeypatch.context() as patch:
+            patch.setattr(gae_module, "_gae_numba", _fail)
+            np.testing.assert_array_equal(gae(*SMALL), [[1.5], [1.0]])
+        monkeypatch.setenv(ENV, "numba")  # the environment variable still wins
+        assert gae_backend() == "numba"
+        monkeypatch.delenv(ENV)
+        assert gae(*SMALL, backend="numba").shape == (2, 1)  # and so does the argument
+    assert gae_backend() == "numba"
+
+
+def test_trajkit_info_computes_its_advantages_without_numba(tmp_path: Path) -> None:
+    """One file's advantages: numba's import and kernels would cost more than NumPy takes."""
+    path = tmp_path / "r.npz"
+    trajkit.save(example_rollout(num_steps=8, num_envs=2), path)
+    code = (
+        "import sys\n"
+        "from trajkit.cli import main\n"
+        f"assert main(['info', {str(path)!r}]) == 0\n"
+        "assert 'numba' not in sys.modules, 'numba imported'\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != ENV}
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120, env=env)
+
+
+# --------------------------------------------------------------------------------------------
+# The two numba loops: row by row, and env by env for one or two envs
+# --------------------------------------------------------------------------------------------
+
+
+@needs_numba
+@given(case=cases(with_truncation=False) | cases(with_truncation=True), data=st.data())
+def test_the_loop_env_by_env_gives_the_same_bits_and_the_same_first_bad_step(
+    case: Case, data: st.DataObject
+) -> None:
+    from trajkit._core import _numba_gae
+
+    truncated = case.truncated
+    if truncated is not None and truncated.size and data.draw(st.booleans()):
+        truncated = data.draw(  # any flags: some may sit on steps that do not end an episode
+            hnp.arrays(np.float32, truncated.shape, elements=st.sampled_from([0.0, 1.0]))
+        )
+    flags = (
+        (truncated, case.final_values, True)
+        if truncated is not None and case.final_values is not None
+        else (gae_module._NO_FLAGS, gae_module._NO_FLAGS, False)
+    )
+    args = (case.rewards, case.values, case.dones, flags[0], flags[1])
+    rows, bad_rows = _numba_gae.compiled_kernel(_numba_gae.gae_loop)(
+        *args, case.gamma, case.lam, flags[2]
+    )
+    envs, bad_envs = _numba_gae.compiled_kernel(_numba_gae.gae_loop_by_env)(
+        *args, case.gamma, case.lam, flags[2]
+    )
+    assert bad_envs == bad_rows
+    if bad_rows < 0:
+        np.testing.assert_array_equal(envs.view(np.uint32), rows.view(np.uint32))
+
+
+@needs_numba
+@pytest.mark.parametrize("n_envs", [1, 2, 3])
+def test_one_or_two_envs_run_env_by_env(n_envs: int) -> None:
+    """Just below and above `BY_ENV_MAX`; each loop is the same Python function compiled."""
+    from trajkit._core import _numba_gae
+
+    assert _numba_gae.BY_ENV_MAX == 2
+    expected = _numba_gae.gae_loop_by_env if n_envs <= 2 else _numba_gae.gae_loop
+    assert _numba_gae.kernel_for(n_envs) is _numba_gae.compiled_kernel(expected)
+    assert _numba_gae.kernel_for(n_envs).py_func is expected  # type: ignore[attr-defined]

@@ -147,11 +147,9 @@ def test_cpu_count() -> None:
     assert engine.cpu_count() >= 1
 
 
-class _NoPool:
+def _no_pool(*args: object, **kwargs: object) -> None:
     """Stands in for the process pool: starting one fails the test."""
-
-    def __init__(self, *args: object, **kwargs: object) -> None:
-        raise AssertionError("a process pool was started")
+    raise AssertionError("a process pool was started")
 
 
 def _files(tmp_path: Path, count: int, nbytes: int = 0) -> list[discovery.Found | FileCheck]:
@@ -160,7 +158,7 @@ def _files(tmp_path: Path, count: int, nbytes: int = 0) -> list[discovery.Found 
 
 def test_small_work_stays_in_this_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 30: `--jobs 2` was slower than `--jobs 1` on 200 small files (pool start-up)."""
-    monkeypatch.setattr(engine, "ProcessPoolExecutor", _NoPool)
+    monkeypatch.setattr(engine, "_pool", _no_pool)
     monkeypatch.setattr(engine, "CHUNK_FILES", 3)  # many chunks, still small work
     work = partial(check_chunk, spec=None, quick=True, max_bytes=None)
     items = _files(tmp_path, engine.IN_PROCESS_FILES)
@@ -176,7 +174,8 @@ def test_small_work_stays_in_this_process(tmp_path: Path, monkeypatch: pytest.Mo
 def test_larger_work_goes_to_the_workers(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, count: int, nbytes: int, by_size: bool
 ) -> None:
-    monkeypatch.setattr(engine, "ProcessPoolExecutor", _NoPool)
+    monkeypatch.setattr(engine, "_pool", _no_pool)
+    monkeypatch.setattr(engine, "start_method", lambda: "fork")  # the limits of forked workers
     work = partial(check_chunk, spec=None, quick=not by_size, max_bytes=None)
     with pytest.raises(AssertionError, match="a process pool was started"):
         next(

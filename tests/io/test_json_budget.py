@@ -193,3 +193,52 @@ def test_save_refuses_what_load_refuses_at_its_defaults(tmp_path: Path) -> None:
     ):
         trajkit.save(r, path, max_bytes=8 << 20)
     assert path.read_bytes() == b"old"
+
+
+@settings(max_examples=200)
+@given(
+    data=st.one_of(
+        st.binary(max_size=2000),
+        st.text(alphabet='{}[]:,"\\u0é a1', max_size=2000).map(str.encode),
+    ),
+    cuts=st.lists(st.integers(0, 2000), max_size=6),
+)
+def test_no_member_of_a_size_costs_more_than_its_most(data: bytes, cuts: list[int]) -> None:
+    # The reader skips counting a member whose `most` is within the budget.
+    pieces = JsonCost()
+    start = 0
+    for cut in sorted(cuts):
+        pieces.add(data[start:cut])
+        start = max(start, cut)
+    pieces.add(data[start:])
+    assert JsonCost.of(data).bound <= pieces.bound <= JsonCost.most(len(data))
+
+
+@pytest.mark.parametrize("over", [False, True])
+def test_the_reader_counts_a_member_only_if_its_size_allows_passing_the_budget(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, over: bool
+) -> None:
+    path = tmp_path / "r.npz"
+    trajkit.save(trajkit.load(_example(tmp_path)), path)
+    with zipfile.ZipFile(path) as archive:  # the larger of the two JSON members
+        size = max(archive.getinfo(name).file_size for name in ("metadata.json", "infos.json"))
+    budget = JsonCost.most(size) - over  # at the member's most, or just below it
+    counted: list[int] = []
+    add = JsonCost.add
+
+    def counting(self: JsonCost, piece: bytes) -> None:
+        counted.append(len(piece))
+        add(self, piece)
+
+    monkeypatch.setattr(JsonCost, "add", counting)
+    monkeypatch.setattr("trajkit._io.reader.json_budget", lambda max_bytes: budget)
+    trajkit.load(path)
+    assert bool(counted) == over
+
+
+def _example(tmp_path: Path) -> Path:
+    from trajkit.testing import example_rollout
+
+    path = tmp_path / "example.npz"
+    trajkit.save(example_rollout(num_steps=8, num_envs=2), path)
+    return path

@@ -1,4 +1,9 @@
-"""What every command shares: safe printing, one-line errors, option types and outputs."""
+"""What every command shares: safe printing, one-line errors, option types and outputs.
+
+The parser and `main` import this module for every command, `--help` included, so it
+imports the standard library only; the helpers that read or write files import the file
+layer when they are called.
+"""
 
 from __future__ import annotations
 
@@ -8,14 +13,15 @@ import re
 import struct
 import sys
 from collections.abc import Sequence
-from typing import Any, NoReturn
 
-from trajkit._base.errors import RolloutFileError
-from trajkit._io.atomic import atomic_write, same_file
-from trajkit._io.filecheck import file_error
-from trajkit._io.files import DEFAULT_MAX_BYTES, load
-from trajkit._io.remote import is_url
-from trajkit._models.rollout import Rollout
+from trajkit._io.defaults import DEFAULT_MAX_BYTES
+
+TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing at start-up
+if TYPE_CHECKING:
+    from typing import Any, NoReturn
+
+    from trajkit._base.errors import RolloutFileError
+    from trajkit._models.rollout import Rollout
 
 PROGRESS_THRESHOLD = 20
 """`validate` shows a progress line on a terminal when it checks more files than this."""
@@ -120,6 +126,27 @@ def add_max_bytes(command: argparse.ArgumentParser) -> None:
     )
 
 
+def add_verbose(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="say on stderr how the files are shared out (in this process, or in how many "
+        "worker processes)",
+    )
+
+
+def verbose() -> None:
+    """Show what the `trajkit` logger says (how the work runs), on stderr: `-v`."""
+    import logging  # imported here: without -v nothing is logged
+
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("trajkit: %(message)s"))
+    logger = logging.getLogger("trajkit")
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+
+
 def one_line(problem: str) -> str:
     return "; ".join(part.strip() for part in problem.splitlines() if part.strip())
 
@@ -147,6 +174,8 @@ def problem_line(path: str, problem: str) -> str:
 
 
 def starts_as_zip(path: str) -> bool:
+    from trajkit._io.remote import is_url
+
     if is_url(path):
         return False
     try:
@@ -168,6 +197,8 @@ def starts_as_zip(path: str) -> bool:
 
 def refused(path: str, exc: RolloutFileError) -> str:
     """`PATH: invalid: PROBLEM`, one line, for a file that `load` refused."""
+    from trajkit._io.filecheck import file_error
+
     return printable(f"{path}: invalid: {one_line(problem_line(path, file_error(exc)))}")
 
 
@@ -179,6 +210,8 @@ def check_folder(out: str) -> None:
 
 def check_outputs(targets: Sequence[str], inputs: Sequence[str]) -> None:
     """Refuse, before anything is read or written, an output that is one of the inputs."""
+    from trajkit._io.atomic import same_file
+
     for target in targets:
         for source in inputs:
             if same_file(target, source):
@@ -195,6 +228,8 @@ def make_folder(out: str) -> None:
 
 def write_output(target: str, write: Any, inputs: Sequence[str]) -> None:
     """Write one output atomically; a failure is one line and exit 1."""
+    from trajkit._io.atomic import atomic_write
+
     try:
         atomic_write(target, write, inputs=inputs, verb="write", by="trajkit")
     except ValueError as exc:  # became one of the inputs since it was checked
@@ -214,6 +249,9 @@ def fail(message: str) -> NoReturn:
 
 def load_all(paths: Sequence[str], max_bytes: int | None) -> list[Rollout] | None:
     """Memory-map every file, in order; `None` (having said which) if one is refused."""
+    from trajkit._base.errors import RolloutFileError
+    from trajkit._io.files import load
+
     rollouts: list[Rollout] = []
     for path in paths:
         try:

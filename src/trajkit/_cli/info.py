@@ -16,6 +16,7 @@ from trajkit._cli.common import (
     printable,
     refused,
 )
+from trajkit._core import gae as _gae
 from trajkit._core import tree as _tree
 from trajkit._io.files import load, read_metadata
 from trajkit._io.metadata import RolloutFileMetadata
@@ -94,7 +95,8 @@ def info_command(args: argparse.Namespace) -> int:
         rews = np.asarray(r.rews, np.float64)
         lines.append(f"rewards:           sum {rews.sum():.6g}, {_stats(rews)}")
         if "critic" in r.model_outs.arrays:
-            adv = r.advantages(args.gamma, args.lam)
+            with _gae.preferring("numpy"):  # one file: numba's import would cost more
+                adv = r.advantages(args.gamma, args.lam)
             lines.append(f"advantages:        {_stats(adv)} (gamma={args.gamma}, lam={args.lam})")
     print("\n".join(map(printable, lines)))
     return 0

@@ -1,4 +1,4 @@
-"""The `trajkit` command line: `validate`, `lint`, `info`, `plot`, `export`, `import`, `schema`.
+"""The `trajkit` command line: validate, lint, report, info, plot, export, import and schema.
 
 Exit codes: 0 success (every file valid), 1 a file is invalid, missing or unreadable (or an
 output cannot be written), 2 a usage error (bad options, unreadable `--spec` file, an `--out`
@@ -6,13 +6,18 @@ that is one of the inputs or the wrong kind of file), 130 interrupted. Every fai
 line on stderr, never a traceback. stdlib argparse only.
 
 One module per command group beside this one: `parser` (every command's options),
-`validate`, `info` (`info` and `schema`), `plot`, `interchange` (`export` and `import`) and
-`lint`; `common` holds what they share (safe printing, one-line errors, option types, outputs).
-`report` (one HTML page of the files) is imported only when it runs.
+`validate`, `info` (`info` and `schema`), `plot`, `interchange` (`export` and `import`),
+`lint` and `report`; `common` holds what they share (safe printing, one-line errors, option
+types, outputs).
+
+The command line starts at once: `--help`, `--version` and a usage error import the parser
+and the standard library only, and a command imports its module (and so NumPy, pydantic or
+an extra) when it runs (`COMMANDS`).
 """
 
 from __future__ import annotations
 
+import importlib
 import io
 import os
 import sys
@@ -26,16 +31,32 @@ from trajkit._cli.common import (
     UsageError,
     one_line,
     printable,
+    verbose,
 )
-from trajkit._cli.info import info_command, schema_command
-from trajkit._cli.interchange import export_command, import_command
-from trajkit._cli.lint import lint_command
 from trajkit._cli.parser import build_parser
-from trajkit._cli.plot import plot_command
-from trajkit._cli.validate import validate_command
-from trajkit._io.discovery import SUFFIX
+from trajkit._io.defaults import SUFFIX
 
-__all__ = ["DPI_RANGE", "MAX_JOBS", "PROGRESS_THRESHOLD", "SUFFIX", "console_main", "main"]
+__all__ = [
+    "COMMANDS",
+    "DPI_RANGE",
+    "MAX_JOBS",
+    "PROGRESS_THRESHOLD",
+    "SUFFIX",
+    "console_main",
+    "main",
+]
+
+COMMANDS = {
+    "validate": ("trajkit._cli.validate", "validate_command"),
+    "info": ("trajkit._cli.info", "info_command"),
+    "plot": ("trajkit._cli.plot", "plot_command"),
+    "export": ("trajkit._cli.interchange", "export_command"),
+    "import": ("trajkit._cli.interchange", "import_command"),
+    "lint": ("trajkit._cli.lint", "lint_command"),
+    "report": ("trajkit._cli.report", "report_command"),
+    "schema": ("trajkit._cli.info", "schema_command"),
+}
+"""Each command's handler, `(module, function)`: the module is imported when the command runs."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -87,24 +108,13 @@ def _main(argv: list[str]) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse: --help/--version (0) or a usage error (2)
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
+    if getattr(args, "verbose", False):
+        verbose()
+    module, function = COMMANDS[args.command]
+    handler = getattr(importlib.import_module(module), function)
     try:
-        if args.command == "validate":
-            return validate_command(args)
-        if args.command == "info":
-            return info_command(args)
-        if args.command == "plot":
-            return plot_command(args)
-        if args.command == "export":
-            return export_command(args)
-        if args.command == "import":
-            return import_command(args)
-        if args.command == "lint":
-            return lint_command(args)
-        if args.command == "report":
-            from trajkit._cli.report import report_command  # imports the report when run
-
-            return report_command(args)
-        return schema_command(args)
+        code: int = handler(args)
+        return code
     except (UsageError, ImportError) as exc:  # a missing extra is a usage error too
         print(printable(f"trajkit {args.command}: error: {one_line(str(exc))}"), file=sys.stderr)
         return 2

@@ -11,11 +11,12 @@ from trajkit._cli.common import (
     MAX_JOBS,
     PROGRESS_THRESHOLD,
     add_max_bytes,
+    add_verbose,
     dpi_option,
     jobs_option,
     unit_interval_option,
 )
-from trajkit._io.discovery import SUFFIX
+from trajkit._io.defaults import SUFFIX
 
 
 class Parser(argparse.ArgumentParser):
@@ -92,6 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"check files in N processes (default: one per core), or with --engine ray in at "
         f"most N Ray tasks at once, N from 1 to {MAX_JOBS}; the output is the same as with 1",
     )
+    add_verbose(validate)
     validate.add_argument(
         "--engine",
         choices=("local", "ray"),
@@ -239,6 +241,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help=f"lint files in N processes (default: one per core), 1 to {MAX_JOBS}",
     )
+    add_verbose(lint)
     add_max_bytes(lint)
 
     report = commands.add_parser(

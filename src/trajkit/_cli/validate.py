@@ -8,8 +8,7 @@ import json
 import sys
 import time
 from collections.abc import Iterator
-from concurrent.futures.process import BrokenProcessPool
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from trajkit._base.errors import RolloutFileError
 from trajkit._cli.common import (
@@ -21,13 +20,18 @@ from trajkit._cli.common import (
     problem_line,
 )
 from trajkit._io.discovery import count_files
-from trajkit._io.filecheck import FileCheck
-from trajkit._models.spec import RolloutSpec
-from trajkit.dataset import read_spec_file, validate_files
+from trajkit._io.engine import pool_broke
+from trajkit._io.items import FileCheck
+from trajkit._io.validate import validate_files
+
+if TYPE_CHECKING:
+    from trajkit._models.spec import RolloutSpec
 
 
 def _read_spec(path: str) -> RolloutSpec:
     """The `--spec` file, read as `Dataset.open` reads `spec.json`; a usage error if refused."""
+    from trajkit.dataset import read_spec_file  # the dataset package, only for --spec
+
     try:
         return read_spec_file(path)
     except OSError as exc:  # missing, unreadable
@@ -83,6 +87,8 @@ class _ProgressBar(_Progress):
     """A tqdm progress bar on stderr (`trajkit[progress]`)."""
 
     def __init__(self, tqdm: Any, total: int | None, stream: TextIO) -> None:
+        # No monitor thread: while another thread runs, the engine cannot fork its workers.
+        tqdm.monitor_interval = 0
         self._tqdm = tqdm
         self._bar = tqdm(total=total, file=stream, unit="file", dynamic_ncols=True, leave=False)
 
@@ -160,7 +166,9 @@ def validate_command(args: argparse.Namespace) -> int:
                 more = len(problems) - MAX_SHOWN
                 extra = f" (+{more} more)" if more > 0 else ""
                 progress.write(printable(f"{check.path}: invalid: {shown}{extra}"))
-    except BrokenProcessPool:
+    except Exception as exc:
+        if not pool_broke(exc):
+            raise
         progress.close()
         out.flush()
         print(

@@ -21,26 +21,33 @@ Two interchangeable backends compute the recursion:
   cumulative products of discounts, so it neither underflows nor loses precision on long
   horizons. For very wide batches (many environments, few steps) a lean loop over time,
   vectorised over environments, is faster and is used instead.
-* ``"numba"`` is a compiled reverse loop (`trajkit._core._numba_gae`), imported lazily.
+* ``"numba"`` is a compiled reverse loop (`trajkit._core._numba_gae`), imported lazily: over
+  time row by row, or env by env for one or two environments.
 
 `gae_backend` reports which one is used by default.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import math
 import numbers
 import os
-from typing import Final, Literal
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Final, Literal
 
 import numpy as np
 import numpy.typing as npt
 
 from trajkit._base.types import ArrayLike, Float32Array
 
-__all__ = ["gae", "gae_backend", "lambda_returns", "normalize_advantages"]
+if TYPE_CHECKING:
+    from trajkit._core._numba_gae import Kernel
+
+__all__ = ["gae", "gae_backend", "lambda_returns", "normalize_advantages", "preferring"]
 
 Backend = Literal["numpy", "numba"]
 
@@ -51,6 +58,9 @@ _BACKENDS: Final = ("numpy", "numba")
 
 _NEGLIGIBLE_WEIGHT: Final = 2.0**-80
 """The doubling scan stops once every remaining discount weight is below this."""
+
+_FLOAT32: Final = np.dtype(np.float32)
+"""NumPy's one native float32 dtype: `arr.dtype is _FLOAT32` is the quick test."""
 
 _NO_FLAGS: Final = np.empty((0, 0), dtype=np.float32)
 """The (unread) `truncated` and `final_values` of a numba kernel call without truncation."""
@@ -90,7 +100,7 @@ def check_discount(gamma: object, lam: object) -> tuple[float, float]:
 
 def _as_float32(name: str, value: ArrayLike) -> Float32Array:
     """Return `value` as a C-contiguous float32 array (no copy when it already is one)."""
-    if type(value) is np.ndarray and value.dtype == np.float32 and value.flags.c_contiguous:
+    if type(value) is np.ndarray and value.dtype is _FLOAT32 and value.flags.c_contiguous:
         return value  # the usual call, without the generic conversion's overhead
     try:
         arr: Float32Array = np.asarray(value, dtype=np.float32)
@@ -171,12 +181,37 @@ def _numba_available() -> bool:
     return True
 
 
+_PREFERRED: ContextVar[Backend | None] = ContextVar("trajkit_gae_backend", default=None)
+
+
+@contextlib.contextmanager
+def preferring(backend: Backend) -> Iterator[None]:
+    """Within the block, `backend=None` means `backend` unless `TRAJKIT_BACKEND` says otherwise.
+
+    For a caller that computes advantages once, such as `trajkit info`: importing numba and
+    loading its kernels costs about a second, far more than the NumPy backend takes.
+
+    Examples:
+        >>> with preferring("numpy"):
+        ...     gae_backend() if not os.environ.get(BACKEND_ENV_VAR) else "numpy"
+        'numpy'
+    """
+    token = _PREFERRED.set(backend)
+    try:
+        yield
+    finally:
+        _PREFERRED.reset(token)
+
+
 def _resolve_backend(backend: object) -> Backend:
     """Return the backend to use for an explicit `backend` argument (or None)."""
     source = "backend"
     if backend is None:
         env = os.environ.get(BACKEND_ENV_VAR, "").strip()
         if not env:
+            preferred = _PREFERRED.get()
+            if preferred is not None:
+                return preferred
             return "numba" if _numba_available() else "numpy"
         source = BACKEND_ENV_VAR
         backend = env.lower() if env.lower() in _BACKENDS else env
@@ -381,6 +416,14 @@ def _gae_numpy(
     return _gae_scan(r, v, d, boot, gamma, lam)
 
 
+@functools.cache
+def _kernel_for() -> Callable[[int], Kernel]:
+    """`_numba_gae.kernel_for`, imported on first use (an import statement costs a call more)."""
+    from trajkit._core._numba_gae import kernel_for
+
+    return kernel_for
+
+
 def _gae_numba(
     r: Float32Array,
     v: Float32Array,
@@ -390,9 +433,7 @@ def _gae_numba(
     gamma: float,
     lam: float,
 ) -> Float32Array:
-    from trajkit._core._numba_gae import compiled_kernel
-
-    kernel = compiled_kernel()
+    kernel = _kernel_for()(r.shape[1])
     if tr is None or fv is None:
         return kernel(r, v, d, _NO_FLAGS, _NO_FLAGS, gamma, lam, False)[0]
     out, bad = kernel(r, v, d, tr, fv, gamma, lam, True)

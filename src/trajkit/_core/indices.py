@@ -3,33 +3,30 @@
 [`minibatch_indices`][trajkit.minibatch_indices] + [`gather`][trajkit.gather] (or
 [`sequence_minibatch_indices`][trajkit.sequence_minibatch_indices] +
 [`gather_sequences`][trajkit.gather_sequences]) draw and gather as `Rollout.minibatches` does,
-for arrays that are not a rollout's; the indices and the arrays are checked here, the drawing
-and the gathering are the engine's (`trajkit._core.minibatch`). `index_stream` and
-`index_batches`, obs-tower2's stream as arrays, are deprecated.
+for arrays that are not a rollout's: the indices come from the minibatch engine
+(`trajkit._core.minibatch`) with the same plan, and the gathers check your indices and arrays.
+`index_stream` and `index_batches`, obs-tower2's stream as arrays, are deprecated.
 """
 
 from __future__ import annotations
 
-import itertools
 import random
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
 
-from trajkit._base.deprecation import deprecated
 from trajkit._base.rng import as_generator
-from trajkit._base.types import AnyArray, IntArray
+from trajkit._base.types import AnyArray, IntArray, Seed
 from trajkit._core.minibatch import (
+    Entries,
     MinibatchPlan,
-    Seed,
     StreamSeed,
-    epoch_pairs,
+    Table,
+    check_size,
     obs_tower2_batches,
     obs_tower2_epochs,
-    plan_minibatches,
-    plan_sequences,
-    sequence_rows,
+    sample,
     take_into,
 )
 
@@ -51,23 +48,26 @@ def minibatch_indices(
     epochs: int = 1,
     drop_last: bool = False,
     seed: Seed = None,
+    shuffle: bool = True,
 ) -> Iterator[tuple[IntArray, IntArray]]:
     """Shuffled `(t, b)` minibatches over a rollout, epoch by epoch.
 
     Each epoch draws a fresh permutation of the T·B steps and cuts it into minibatches of
-    `minibatch_size`. With `drop_last=False` an epoch's last, smaller minibatch is kept, so every
-    epoch covers each `(t, b)` with `0 <= t < T`, `0 <= b < B` exactly once; with
-    `drop_last=True` it is dropped and every minibatch has exactly `minibatch_size` entries.
-    A permutation is drawn only when its epoch starts.
+    `minibatch_size`, as [`MinibatchPlan`][trajkit.MinibatchPlan] describes: with
+    `drop_last=False` every epoch covers each `(t, b)` with `0 <= t < T`, `0 <= b < B`
+    exactly once; with `drop_last=True` every minibatch has exactly `minibatch_size` entries.
+    The same entries, in the same order, as
+    [`Rollout.minibatches`][trajkit.Rollout.minibatches] with the same arguments.
 
     Args:
         num_steps: T, the number of steps in the rollout (may be 0: nothing is yielded).
         num_envs: B, the number of environments (at least 1).
         minibatch_size: Entries per minibatch (at least 1).
-        epochs: How many passes over the rollout (at least 0).
+        epochs: Passes over the rollout (at least 0).
         drop_last: Drop each epoch's last minibatch when it is smaller than `minibatch_size`.
         seed: An int seed, a `numpy.random.Generator` (which advances), or `None` for fresh
             entropy.
+        shuffle: `False` for the entries in order, `t` by `t`.
 
     Returns:
         An iterator of `(t_idx, b_idx)` pairs of equal-length 1-D `np.intp` arrays, ready for
@@ -90,20 +90,11 @@ def minibatch_indices(
         >>> [len(t) for t, _ in minibatch_indices(3, 2, 4, drop_last=True, seed=0)]
         [4]
     """
-    plan = plan_minibatches(num_steps, num_envs, minibatch_size, epochs=epochs, drop_last=drop_last)
-    return _pair_minibatches(plan, as_generator(seed))
-
-
-def _pair_minibatches(
-    plan: MinibatchPlan, rng: np.random.Generator
-) -> Iterator[tuple[IntArray, IntArray]]:
-    """`minibatch_rows` as `(t_idx, b_idx)` pairs: the same permutations, split."""
-    starts, size = plan.starts(), plan.size
-    for t_idx, b_idx in itertools.islice(
-        epoch_pairs(plan.num_steps, plan.num_envs, rng), plan.epochs
-    ):
-        for start in starts:
-            yield t_idx[start : start + size], b_idx[start : start + size]
+    entries = Entries(check_size("num_steps", num_steps, 0), check_size("num_envs", num_envs, 1))
+    plan = MinibatchPlan(
+        minibatch_size, epochs=epochs, drop_last=drop_last, seed=seed, shuffle=shuffle
+    )
+    return sample(plan, [entries])
 
 
 def sequence_minibatch_indices(
@@ -113,21 +104,24 @@ def sequence_minibatch_indices(
     epochs: int = 1,
     drop_last: bool = False,
     seed: Seed = None,
+    shuffle: bool = True,
 ) -> Iterator[IntArray]:
     """Shuffled minibatches of whole environment columns, for recurrent policies.
 
     Each minibatch is a set of env indices `b`; with [`gather_sequences`][trajkit.gather_sequences]
     it selects all T steps of those environments, keeping the time order a recurrent policy
-    needs. Each epoch draws a fresh permutation of `range(B)`; with `drop_last=False` the last,
-    smaller minibatch is kept, so each epoch covers every env exactly once.
+    needs. The envs are the items of a [`MinibatchPlan`][trajkit.MinibatchPlan] of
+    `envs_per_batch`: each epoch a fresh permutation of `range(B)`, the last, smaller
+    minibatch kept unless `drop_last`.
 
     Args:
         num_envs: B, the number of environments (at least 1).
         envs_per_batch: Environments per minibatch (at least 1).
-        epochs: How many passes over the environments (at least 0).
+        epochs: Passes over the environments (at least 0).
         drop_last: Drop each epoch's last minibatch when it is smaller than `envs_per_batch`.
         seed: An int seed, a `numpy.random.Generator` (which advances), or `None` for fresh
             entropy.
+        shuffle: `False` for the envs in order.
 
     Returns:
         An iterator of 1-D `np.intp` arrays of env indices.
@@ -143,8 +137,15 @@ def sequence_minibatch_indices(
         >>> sorted(np.concatenate(batches).tolist())
         [0, 1, 2, 3, 4]
     """
-    plan = plan_sequences(num_envs, envs_per_batch, epochs=epochs, drop_last=drop_last)
-    return sequence_rows(plan, as_generator(seed))
+    envs = Table(check_size("num_envs", num_envs, 1), what="B")  # an env's index is its item
+    plan = MinibatchPlan(
+        check_size("envs_per_batch", envs_per_batch, 1),
+        epochs=epochs,
+        drop_last=drop_last,
+        seed=seed,
+        shuffle=shuffle,
+    )
+    return sample(plan, [envs], name="envs_per_batch")
 
 
 def _as_index(name: str, idx: Any) -> AnyArray:
@@ -349,15 +350,6 @@ def gather_sequences(arrays: Mapping[str, AnyArray], b_idx: IntArray) -> dict[st
 # --------------------------------------------------------------------------------------------
 
 
-def _deprecated(name: str, instead: str) -> None:
-    deprecated(
-        f"trajkit.{name}",
-        f"{instead} for obs-tower2's stream, or trajkit.minibatch_indices for index arrays, "
-        "epoch by epoch",
-        stacklevel=4,
-    )
-
-
 def _numpy_default(seed: StreamSeed) -> StreamSeed:
     """These functions shuffle with fresh NumPy entropy where `seed` is `None`."""
     return as_generator(None) if seed is None else seed
@@ -373,40 +365,19 @@ def index_stream(
 
     Deprecated after 0.1.0: use [`Rollout.entries`][trajkit.Rollout.entries] for obs-tower2's
     stream, or [`minibatch_indices`][trajkit.minibatch_indices] for arrays, epoch by epoch.
-    It warns with a `DeprecationWarning` and will be removed.
+    `trajkit.index_stream` warns with a `DeprecationWarning` (`trajkit.__getattr__`) and will
+    be removed.
 
-    obs-tower2's `Rollout.entries()` reshuffled the list of all `(t, b)` and yielded it entry by
-    entry, forever. This yields the same sequence epoch by epoch: each item is one fresh
-    permutation of all T·B steps as a pair of arrays. Iterate
-    `zip(t_idx.tolist(), b_idx.tolist())` for obs-tower2's `(int, int)` tuples.
-
-    Args:
-        num_steps: T, the number of steps (at least 1, see Raises).
-        num_envs: B, the number of environments (at least 1).
-        seed: An int seed, a `numpy.random.Generator` (which advances), a `random.Random`
-            (which shuffles a Python list exactly as obs-tower2's `entries()` did), or `None`
-            for fresh entropy.
-
-    Returns:
-        An endless iterator of `(t_idx, b_idx)` pairs of `np.intp` arrays of length T·B.
-
-    Raises:
-        ValueError: If a size argument is not an integer or is below its minimum, or if
-            T·B == 0 (the stream would never yield: obs-tower2 looped forever).
-        TypeError: If `seed` is not an int, a Generator or `None`.
+    Each item is one fresh permutation of all T·B steps, as a pair of `np.intp` arrays
+    `(t_idx, b_idx)`: the stream of `Rollout.entries`, epoch by epoch, with its `seed` (but
+    `None` is fresh NumPy entropy) and its refusals (T·B == 0: obs-tower2 looped forever).
 
     Examples:
-        >>> import warnings
-        >>> with warnings.catch_warnings(record=True) as caught:
-        ...     warnings.simplefilter("always")
-        ...     stream = index_stream(2, 2, seed=0)
-        >>> caught[0].category.__name__
-        'DeprecationWarning'
+        >>> stream = index_stream(2, 2, seed=0)
         >>> t_idx, b_idx = next(stream)
         >>> sorted(zip(t_idx.tolist(), b_idx.tolist()))
         [(0, 0), (0, 1), (1, 0), (1, 1)]
     """
-    _deprecated("index_stream", "Rollout.entries(seed=...)")
     return obs_tower2_epochs(num_steps, num_envs, _numpy_default(seed), method="index_stream")
 
 
@@ -422,43 +393,18 @@ def index_batches(
 
     Deprecated after 0.1.0: use [`Rollout.batches`][trajkit.Rollout.batches] for obs-tower2's
     batches, or [`minibatch_indices`][trajkit.minibatch_indices] for arrays, epoch by epoch.
-    It warns with a `DeprecationWarning` and will be removed.
+    `trajkit.index_batches` warns with a `DeprecationWarning` (`trajkit.__getattr__`) and will
+    be removed.
 
-    Batches are cut from the endless sequence of permutations of
-    [`index_stream`][trajkit.index_stream]: every consecutive run of T·B entries of the
-    concatenated batches, starting at 0, is a permutation of all `(t, b)`, and a batch may span
-    an epoch boundary (or several, when `batch_size > T·B`). Permutations are drawn lazily, only
-    when the next entry is needed.
-
-    Args:
-        num_steps: T, the number of steps.
-        num_envs: B, the number of environments (at least 1).
-        batch_size: Entries per batch (at least 1).
-        count: How many batches to yield (at least 0).
-        seed: An int seed, a `numpy.random.Generator` (which advances), a `random.Random`
-            (which shuffles a Python list exactly as obs-tower2's `batches()` did), or `None`
-            for fresh entropy.
-
-    Returns:
-        An iterator of `count` pairs `(t_idx, b_idx)` of `np.intp` arrays of length
-        `batch_size`.
-
-    Raises:
-        ValueError: If a size argument is not an integer or is below its minimum, or if
-            T·B == 0 while `count > 0`. With `count == 0` nothing is yielded, even when T·B == 0.
-        TypeError: If `seed` is not an int, a Generator or `None`.
+    Each batch is a pair of `np.intp` arrays `(t_idx, b_idx)`: the batches of
+    `Rollout.batches` (which may span epochs), with its `seed` (but `None` is fresh NumPy
+    entropy) and its refusals.
 
     Examples:
-        >>> import warnings
-        >>> with warnings.catch_warnings(record=True) as caught:
-        ...     warnings.simplefilter("always")
-        ...     batches = list(index_batches(2, 3, 4, 3, seed=0))
-        >>> caught[0].category.__name__
-        'DeprecationWarning'
+        >>> batches = list(index_batches(2, 3, 4, 3, seed=0))
         >>> [len(t_idx) for t_idx, b_idx in batches]
         [4, 4, 4]
     """
-    _deprecated("index_batches", "Rollout.batches(batch_size, count, seed=...)")
     return obs_tower2_batches(
         num_steps, num_envs, batch_size, count, _numpy_default(seed), method="index_batches"
     )

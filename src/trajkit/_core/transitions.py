@@ -1,19 +1,20 @@
 """Transitions for offline RL and imitation learning: episode ids, n-step targets, gathering.
 
 A rollout of T steps of B envs holds T·B transitions `(obs, action, reward, next_obs)`.
-This module is the pure NumPy engine every transition API draws on
+This module is the pure NumPy part every transition API draws on
 ([`trajkit.transitions`][trajkit.transitions],
-[`trajkit.transition_minibatches`][trajkit.transition_minibatches],
-`trajkit.torch.transition_minibatches`, the `read_steps` rows of `trajkit.ray`):
+[`trajkit.transition_minibatches`][trajkit.transition_minibatches], the `read_steps` rows of
+`trajkit.ray`):
 
 * **Targets**: [`episode_ids`][trajkit.episode_ids] numbers the episodes of a rollout, and
   [`n_step_returns`][trajkit.n_step_returns] computes the n-step return, the discount of its
   bootstrap value and the step whose next observation bootstraps it.
 * **Tables**: `TransitionTable` keeps a rollout's per-transition columns (small) next to
   its observation leaves seen as rows (`[(T+1)·B, ...]`: a view of a memory-mapped file,
-  never copied) and the rows where each transition's observations are; `concat_tables`
-  joins the tables of rollouts in memory into one, and `gather_tables` gathers the rows of
-  a minibatch from one or several tables, reading only the observations it needs.
+  never copied) and the rows where each transition's observations are; it is a table of the
+  minibatch engine (`trajkit._core.minibatch`), which takes a minibatch's rows from one or
+  several of them, reading only the observations it needs. `concat_tables` joins the
+  tables of rollouts in memory into one.
 
 Rows are numbered env by env, step by step: row `b * T + t` is step `t` of env `b`, so the
 transitions of an episode are consecutive rows.
@@ -28,22 +29,26 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from trajkit._base.types import AnyArray, BoolArray, Float32Array, Int64Array
+from trajkit._base.types import AnyArray, BoolArray, Float32Array, Int64Array, IntArray
 from trajkit._core.gae import check_discount
+from trajkit._core.minibatch import Table
 
 __all__ = [
     "EPISODE_STRIDE",
+    "SOURCE_LIMIT",
     "TransitionTable",
     "check_gamma",
-    "concat_tables",
     "check_n_step",
+    "concat_tables",
     "episode_ids",
-    "gather_tables",
     "n_step_returns",
 ]
 
 EPISODE_STRIDE = 1 << 32
 """Episode ids of source `i` (a file of a dataset, a rollout of a list) start at `i * 2**32`."""
+
+SOURCE_LIMIT = 1 << 31
+"""Sources are numbered below 2**31: the ids of source 2**31 would start at 2**63, past int64."""
 
 
 def _flags(name: str, value: ArrayLike, shape: tuple[int, ...] | None = None) -> BoolArray:
@@ -80,13 +85,14 @@ def episode_ids(dones: ArrayLike, *, source: int = 0) -> Int64Array:
 
     Args:
         dones: Episode starts `[T+1, B]`, 0/1, at times [0, T].
-        source: The index of the rollout among several (its file's index in a dataset).
+        source: The index of the rollout among several (its file's index in a dataset), in
+            [0, 2**31): the ids are int64, and those of source 2**31 would start at 2**63.
 
     Returns:
         int64 ids `[T, B]`, for steps [0, T-1].
 
     Raises:
-        ValueError: If `dones` is not 2-D 0/1 or `source` is negative.
+        ValueError: If `dones` is not 2-D 0/1, or `source` is not an integer in [0, 2**31).
 
     Examples:
         >>> import numpy as np
@@ -98,8 +104,15 @@ def episode_ids(dones: ArrayLike, *, source: int = 0) -> Int64Array:
         True
     """
     flags = _flags("dones", dones)
-    if isinstance(source, bool) or not isinstance(source, int | np.integer) or source < 0:
-        raise ValueError(f"source must be a non-negative integer, got {source!r}")
+    if (
+        isinstance(source, bool)
+        or not isinstance(source, int | np.integer)
+        or not 0 <= source < SOURCE_LIMIT
+    ):
+        raise ValueError(
+            f"source must be an integer in [0, 2**31), got {source!r}: episode ids start at "
+            "source * 2**32 and are int64"
+        )
     T = flags.shape[0] - 1
     starts = flags[:T].copy() if T > 0 else flags[:0].copy()
     if T > 0:
@@ -199,12 +212,12 @@ def _rows_of(leaf: AnyArray) -> AnyArray:
 
 
 @dataclass
-class TransitionTable:
+class TransitionTable(Table):
     """Transitions as rows: per-transition columns, and where their observations are.
 
     Observations are not copied: `leaves` are the rollout's observation leaves seen as rows
     (`obses[t, b]` is row `t * B + b`, a view of a memory-mapped file stays one), `finals`
-    the leaves of its true final observations. `gather` reads only the rows it is asked for.
+    the leaves of its true final observations. `take` reads only the rows it is asked for.
 
     Attributes:
         leaves: Observation rows, one array per leaf of `obses`.
@@ -222,10 +235,8 @@ class TransitionTable:
     next_at: Int64Array
     n_step_at: Int64Array | None = None
 
-    @property
-    def rows(self) -> int:
-        """N: the number of transitions."""
-        return len(self.obs_at)
+    def __post_init__(self) -> None:
+        Table.__init__(self, len(self.obs_at))
 
     @classmethod
     def from_steps(
@@ -273,7 +284,7 @@ class TransitionTable:
         out[final] = np.take(self.finals[leaf], -1 - at[final], axis=0)
         return out
 
-    def gather(self, rows: Int64Array) -> dict[str, Any]:
+    def take(self, rows: IntArray) -> dict[str, Any]:
         """The transitions at `rows`: columns, and `obs`/`next_obs`/`n_step_obs` leaf lists."""
         out: dict[str, Any] = {
             name: np.take(col, rows, axis=0) for name, col in self.columns.items()
@@ -316,35 +327,3 @@ def concat_tables(tables: Sequence[TransitionTable]) -> TransitionTable:
             [moved(t.n_step_at, i) for i, t in enumerate(tables) if t.n_step_at is not None]
         ),
     )
-
-
-def _assemble(parts: list[tuple[AnyArray, Any]], n: int) -> Any:
-    """Put the gathered parts `(positions, values)` into one array (or list of leaves)."""
-    first = parts[0][1]
-    if isinstance(first, list):
-        return [_assemble([(p, v[i]) for p, v in parts], n) for i in range(len(first))]
-    out = np.empty((n, *first.shape[1:]), dtype=first.dtype)
-    for at, values in parts:
-        out[at] = values
-    return out
-
-
-def gather_tables(
-    tables: Sequence[TransitionTable], which: Int64Array, rows: Int64Array
-) -> dict[str, Any]:
-    """Gather the transitions `(tables[which[i]], rows[i])`, in that order.
-
-    Returns name to `[n, ...]` array, with `obs`, `next_obs` and `n_step_obs` as lists of
-    leaves (in the tree order of the rollout's `obses`).
-    """
-    if len(tables) == 1:
-        return tables[0].gather(rows)
-    parts: dict[str, list[tuple[AnyArray, Any]]] = {}
-    order = np.argsort(which, kind="stable")
-    bounds = np.flatnonzero(np.diff(which[order])) + 1
-    for group in np.split(order, bounds):
-        if group.size:
-            got = tables[int(which[group[0]])].gather(rows[group])
-            for name, value in got.items():
-                parts.setdefault(name, []).append((group, value))
-    return {name: _assemble(got, len(rows)) for name, got in parts.items()}

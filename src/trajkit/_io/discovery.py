@@ -12,26 +12,15 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from typing import Final
 
-from trajkit._io.filecheck import FileCheck
+from trajkit._io.defaults import SUFFIX
+from trajkit._io.items import FileCheck, Found
 from trajkit._io.remote import file_size, filesystem, is_url, join_url
 
 __all__ = ["SUFFIX", "Found", "NaturalKey", "count_files", "discover", "natural_key", "walk_key"]
 
-SUFFIX = ".npz"
-"""Files with this suffix are found when a folder is searched."""
-
 _DIGITS: Final = re.compile(r"(\d+)")
-
-
-@dataclass(frozen=True)
-class Found:
-    """A file to check, with its size (to balance the chunks) when known."""
-
-    path: str
-    nbytes: int = 0
 
 
 def discover(

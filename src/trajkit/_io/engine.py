@@ -8,51 +8,67 @@ of one, such as `partial(check_chunk, spec=None, quick=False, max_bytes=None)`. 
 come back in input order, so the output of N processes is the output of one, and memory
 stays bounded however many files there are (at most a few chunks per worker in flight).
 
-Small work stays in this process: a process pool costs a few hundred milliseconds to start
-(each worker imports trajkit), more than checking a few hundred small files, so a stream that
-ends within `IN_PROCESS_FILES` files and `IN_PROCESS_BYTES` bytes is worked through here
-whatever `jobs` says. More jobs is then never slower, and large folders still spread over
-`jobs` processes (or Ray tasks, through `submit`).
-
 This process is one of the `jobs`: it starts `jobs - 1` workers and, whenever the next
 results in order are not ready, works through a chunk itself (one the workers have not
-started, else the next one from the stream), so that it is busy while the workers start
-(each imports trajkit, a few hundred milliseconds) and `jobs` processes share `jobs` cores
-without a third waiting on them.
+started, else the next one from the stream), so that `jobs` processes share `jobs` cores
+without a third waiting on them. Chunks are small (`CHUNK_FILES`) and handed out as workers
+free up, so that a worker that gets less of the machine (another program holds a core)
+holds up little: this process takes back what it has not started.
+
+Workers are forked from this process where that is safe (POSIX but macOS, and no other
+Python thread running): they start in milliseconds with everything imported, and import
+nothing. Elsewhere they come from a fork server that imports the work's module once (or are
+spawned where there is no fork server): a few hundred milliseconds of start-up, paid while
+this process works alone.
+
+Small work stays in this process: a stream that ends within `IN_PROCESS_FILES` files and
+`IN_PROCESS_BYTES` bytes (`SERVER_FACTOR` times as much when workers cannot be forked) is
+worked through here whatever `jobs` says, since starting workers would cost more than they
+save; the `trajkit` logger says so (`trajkit validate -v`). More jobs is then never slower,
+and large folders still spread over `jobs` processes (or Ray tasks, through `submit`).
+
+The process-pool modules (`concurrent.futures`, `multiprocessing`) are imported only when a
+pool is started, so that a command on a few files starts as fast as one on a single file.
 """
 
 from __future__ import annotations
 
 import contextlib
+import gc
 import math
-import multiprocessing
-import multiprocessing.forkserver
 import os
 import signal
+import sys
 import threading
+import warnings
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
 from functools import partial
 from itertools import chain
-from typing import Generic, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeAlias, TypeVar
 
-from trajkit._io.discovery import Found
-from trajkit._io.filecheck import FileCheck
+from trajkit._io.items import FileCheck, Found
 from trajkit._io.remote import runs_in_any_process
+
+if TYPE_CHECKING:
+    import multiprocessing.context
+    from concurrent.futures import Future, ProcessPoolExecutor
 
 __all__ = [
     "CHUNK_BYTES",
     "CHUNK_FILES",
     "IN_PROCESS_BYTES",
     "IN_PROCESS_FILES",
+    "SERVER_FACTOR",
     "Item",
     "Submit",
     "Work",
     "checked_jobs",
     "chunks",
     "cpu_count",
+    "pool_broke",
     "run_ordered",
+    "start_method",
 ]
 
 CHUNK_FILES = 16
@@ -61,11 +77,15 @@ CHUNK_FILES = 16
 CHUNK_BYTES = 16 << 20
 """A chunk is closed once its files hold this many bytes (so large files spread out)."""
 
-IN_PROCESS_FILES = 256
+IN_PROCESS_FILES = 48
 """A stream of at most this many files (and `IN_PROCESS_BYTES`) is worked through in-process."""
 
-IN_PROCESS_BYTES = 32 << 20
+IN_PROCESS_BYTES = 8 << 20
 """A stream of at most this many bytes (and `IN_PROCESS_FILES`) is worked through in-process."""
+
+SERVER_FACTOR = 6
+"""How many times the in-process limits grow when workers come from a fork server or are
+spawned: each then imports trajkit before it works (about 0.3 s of a core)."""
 
 _WINDOW_PER_JOB = 4  # chunks in flight per worker: enough to keep every worker busy
 
@@ -175,16 +195,33 @@ def run_ordered(
         yield from _pipeline(work, groups, submit, window or _WINDOW_PER_JOB * max(jobs, 1))
         return
     head: list[list[Item]] = []
-    if jobs <= 1 or _all_small(head, groups, by_size):
-        for group in chain(head, groups):
+    if jobs <= 1:
+        for group in groups:
             yield from work(group)
         return
-    context = _mp_context(work)
-    _start_server(context)
-    pool = ProcessPoolExecutor(jobs - 1, mp_context=context, initializer=_ignore_interrupts)
+    method = start_method()
+    small = _small(head, groups, by_size, 1 if method == "fork" else SERVER_FACTOR)
+    if small is not None:
+        _say(
+            "%d jobs: %d files (%s) are worked through in this process, too few to pay for "
+            "starting worker processes",
+            jobs,
+            *small,
+        )
+        for group in head:
+            yield from work(group)
+        return
+    how = {"fork": "forked from it", "forkserver": "from a fork server"}.get(method, method)
+    _say("%d jobs: this process and %d worker process(es), %s", jobs, jobs - 1, how)
+    pool = _pool(work, jobs - 1, method)
     try:
         yield from _shared(
-            work, chain(head, groups), pool, jobs - 1, window or _WINDOW_PER_JOB * jobs
+            work,
+            chain(head, groups),
+            pool,
+            jobs - 1,
+            window or _WINDOW_PER_JOB * jobs,
+            forked=method == "fork",
         )
     except BaseException:  # Ctrl-C, or the results no longer wanted: stop the work in flight
         for process in list((pool._processes or {}).values()):
@@ -192,6 +229,59 @@ def run_ordered(
         raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+def start_method() -> str:
+    """How worker processes start here: `"fork"` where that is safe, else a fork server.
+
+    Forking is safe on POSIX systems but macOS (whose system libraries do not survive a
+    fork) while no other Python thread runs: a thread holding a lock at the fork (a progress
+    bar's monitor, Ray's driver) would leave it locked in the child for good. Elsewhere
+    `"forkserver"`, or `"spawn"` where there is no fork server (Windows, ...).
+
+    Examples:
+        >>> start_method() in ("fork", "forkserver", "spawn")
+        True
+    """
+    if hasattr(os, "fork") and sys.platform != "darwin" and threading.active_count() == 1:
+        return "fork"
+    import multiprocessing
+
+    return "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
+
+
+def pool_broke(exc: BaseException) -> bool:
+    """Whether `exc` says that a worker process stopped (killed, out of memory).
+
+    Checked without importing the process pool, which only a pool that was started needs.
+    """
+    process = sys.modules.get("concurrent.futures.process")
+    return process is not None and isinstance(exc, process.BrokenProcessPool)
+
+
+def _say(message: str, *args: object) -> None:
+    """Tell the `trajkit` logger how the work runs (shown by `trajkit validate -v`).
+
+    Where nothing has imported `logging`, no handler can be listening: the message is
+    dropped without importing it (a few milliseconds of every command's start).
+    """
+    logging = sys.modules.get("logging")
+    if logging is not None:
+        logging.getLogger("trajkit").info(message, *args)
+
+
+def _pool(work: Work[R], workers: int, method: str) -> ProcessPoolExecutor:
+    """A process pool of `workers` processes, started by `method` (not started yet)."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    context: multiprocessing.context.BaseContext
+    if method == "fork":
+        context = multiprocessing.get_context("fork")
+    else:
+        context = _server_context(work, method)
+        _start_server(context)
+    return ProcessPoolExecutor(workers, mp_context=context, initializer=_ignore_interrupts)
 
 
 class _Chunk(Generic[R]):
@@ -223,25 +313,33 @@ def _shared(
     pool: ProcessPoolExecutor,
     workers: int,
     window: int,
+    *,
+    forked: bool,
 ) -> Iterator[R]:
     """Chunks to `pool` (at most `window` in it) and to this process; results in order.
 
-    The workers are started by a thread (starting one blocks until the fork server has
-    imported trajkit); meanwhile this process works through the stream alone. Then, while
-    the next results are not ready, it takes back the oldest chunk no worker has started,
-    else works through the next chunk of the stream (up to `window` more chunks held
-    here), else waits.
+    Forked workers are started first, here. Others are started by a thread (starting one
+    blocks until the fork server has imported trajkit); meanwhile this process works through
+    the stream alone. Then, while the next results are not ready, it takes back the oldest
+    chunk no worker has started, else works through the next chunk of the stream (up to
+    `window` more chunks held here), else waits.
     """
     stream = iter(groups)
     pending: deque[_Chunk[R]] = deque()
     more = True
-    starting = threading.Thread(target=_start_workers, args=(pool, workers), daemon=True)
-    starting.start()
-    while more and starting.is_alive():
+    if forked:  # milliseconds, while no other thread runs
+        # The first chunk is worked through here first (its results held): what it builds
+        # once, such as pydantic's validators, the workers then inherit.
         more = _add(pending, next(stream, None), work, None)
-        while pending:
-            yield from pending.popleft().get()
-    starting.join()
+        _fork_workers(pool, workers)
+    else:
+        starting = threading.Thread(target=_start_workers, args=(pool, workers), daemon=True)
+        starting.start()
+        while more and starting.is_alive():
+            more = _add(pending, next(stream, None), work, None)
+            while pending:
+                yield from pending.popleft().get()
+        starting.join()
     while True:
         while more and sum(c.future is not None for c in pending) < window:
             more = _add(pending, next(stream, None), work, pool)
@@ -267,6 +365,26 @@ def _start_workers(pool: ProcessPoolExecutor, count: int) -> None:
             pool.submit(int)
 
 
+def _fork_workers(pool: ProcessPoolExecutor, count: int) -> None:
+    """Fork the `count` workers of `pool` now (a pool forks them all at its first task).
+
+    Python 3.12 and later warn about any fork while the process has another thread, even
+    one a library started and prepared for forks (NumPy's OpenBLAS starts one); no Python
+    thread runs here (`start_method` checked), so that warning is silenced for this fork.
+    The objects made so far are frozen during the fork (`gc.freeze`), so the workers'
+    garbage collections never visit them, and never copy the memory pages that hold them.
+    """
+    gc.freeze()  # the objects so far stay out of the workers' collections (fewer page copies)
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings(
+                "ignore", r"This process \(pid=\d+\) is multi-threaded", DeprecationWarning
+            )
+            _start_workers(pool, count)
+    finally:
+        gc.unfreeze()
+
+
 def _start_server(context: multiprocessing.context.BaseContext) -> None:
     """Start the fork server now, ignoring Ctrl-C, which is for this process.
 
@@ -276,6 +394,8 @@ def _start_server(context: multiprocessing.context.BaseContext) -> None:
     """
     if context.get_start_method() != "forkserver":
         return
+    import multiprocessing.forkserver
+
     if threading.current_thread() is not threading.main_thread():
         return
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -315,20 +435,22 @@ def _ignore_interrupts() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def _all_small(head: list[list[Item]], groups: Iterator[list[Item]], by_size: bool) -> bool:
-    """Whether the stream ends within the in-process limits; the chunks read go into `head`.
+def _small(
+    head: list[list[Item]], groups: Iterator[list[Item]], by_size: bool, scale: int
+) -> tuple[int, str] | None:
+    """`(files, size)` if the stream ends within the in-process limits, else `None`.
 
-    Reads chunks from `groups` until the stream ends (True) or its files pass
-    `IN_PROCESS_FILES`, or its bytes `IN_PROCESS_BYTES` when `by_size` (False).
+    Reads chunks from `groups` into `head` until the stream ends or its files pass
+    `scale * IN_PROCESS_FILES`, or (with `by_size`) its bytes `scale * IN_PROCESS_BYTES`.
     """
     files = size = 0
     for group in groups:
         head.append(group)
         files += len(group)
         size += sum(item.nbytes for item in group)
-        if files > IN_PROCESS_FILES or (by_size and size > IN_PROCESS_BYTES):
-            return False
-    return True
+        if files > scale * IN_PROCESS_FILES or (by_size and size > scale * IN_PROCESS_BYTES):
+            return None
+    return files, f"{size / 1024:,.0f} KiB"
 
 
 def _pipeline(
@@ -353,15 +475,15 @@ def _identity(value: list[R]) -> list[R]:
     return value
 
 
-def _mp_context(work: Work[R]) -> multiprocessing.context.BaseContext:
-    # forkserver (Python 3.14's default on Linux) or spawn, never plain fork: forking a
-    # process that runs threads (a progress bar's monitor, Ray's driver) can deadlock.
-    if "forkserver" not in multiprocessing.get_all_start_methods():
-        return multiprocessing.get_context("spawn")
-    context = multiprocessing.get_context("forkserver")
-    # The server imports the engine and the work's module once; each worker forked from it
-    # starts ready to work. ("__main__" is the server's default preload, kept.)
-    func = work.func if isinstance(work, partial) else work
-    module = getattr(func, "__module__", None)
-    context.set_forkserver_preload(["__main__", __name__, *([module] if module else [])])
+def _server_context(work: Work[R], method: str) -> multiprocessing.context.BaseContext:
+    """A `forkserver` (or `spawn`) context, never plain fork: see `start_method`."""
+    import multiprocessing
+
+    context = multiprocessing.get_context(method)
+    if method == "forkserver":
+        # The server imports the engine and the work's module once; each worker forked from
+        # it starts ready to work. ("__main__" is the server's default preload, kept.)
+        func = work.func if isinstance(work, partial) else work
+        module = getattr(func, "__module__", None)
+        context.set_forkserver_preload(["__main__", __name__, *([module] if module else [])])
     return context

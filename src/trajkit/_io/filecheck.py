@@ -1,4 +1,4 @@
-"""Checking one rollout file: the verdict (`FileCheck`) and the check every engine runs.
+"""Checking one rollout file: the check every engine runs, whose verdict is a `FileCheck`.
 
 `check_file` is pure and picklable: it takes a path and options and returns a small
 `FileCheck`, never raising for a bad file, so that any engine can run it (this process, a
@@ -8,58 +8,23 @@ process pool, Ray tasks; see `trajkit._io.engine`) and the verdicts are the same
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from trajkit._base.errors import RolloutFileError
 from trajkit._io.files import DEFAULT_MAX_BYTES, load
+from trajkit._io.items import FileCheck, Found
 from trajkit._io.remote import file_size, local_copy, mappable, metadata_and_size, naming
 from trajkit._models.rollout import Rollout
 from trajkit._models.spec import RolloutSpec
 
-if TYPE_CHECKING:
-    from trajkit._io.discovery import Found
+__all__ = ["MAP_BYTES", "FileCheck", "check_chunk", "check_file", "file_error", "matching_spec"]
 
-__all__ = ["FileCheck", "check_chunk", "check_file", "file_error", "matching_spec"]
+MAP_BYTES = 1 << 20
+"""A file of at least this size is checked through a memory map; a smaller one is read.
 
-
-@dataclass(frozen=True)
-class FileCheck:
-    """The verdict on one rollout file: its path, the problems found (none if valid), its size.
-
-    Attributes:
-        path: The path or URL, as given or as found in a folder.
-        problems: One sentence per problem; empty when the file is valid.
-        nbytes: The size of the file in bytes (0 when it could not be read).
-
-    Examples:
-        >>> check = FileCheck("runs/a.npz", ("member rews.npy: CRC-32 mismatch",), 1024)
-        >>> check.ok, check.to_json()["problems"]
-        (False, ['member rews.npy: CRC-32 mismatch'])
-    """
-
-    path: str
-    problems: tuple[str, ...] = ()
-    nbytes: int = 0
-
-    @property
-    def ok(self) -> bool:
-        """Whether the file is valid (no problems).
-
-        Examples:
-            >>> FileCheck("a.npz").ok
-            True
-        """
-        return not self.problems
-
-    def to_json(self) -> dict[str, object]:
-        """The JSON object `trajkit validate --json` prints: `{path, ok, problems}`.
-
-        Examples:
-            >>> FileCheck("a.npz", nbytes=10).to_json()
-            {'path': 'a.npz', 'ok': True, 'problems': []}
-        """
-        return {"path": self.path, "ok": self.ok, "problems": list(self.problems)}
+Mapping saves copying a large file's bytes, but a small file reads faster (15 % for 25 kB
+files: no map to make, and plain arrays rather than views of one), and a check keeps no
+array to share with the page cache.
+"""
 
 
 def file_error(exc: RolloutFileError) -> str:
@@ -115,7 +80,8 @@ def check_file(
         else:
             with local_copy(path, max_bytes) as local, naming(path):
                 nbytes = file_size(local)
-                rollout = load(local, mmap=mappable(path), verify=True, max_bytes=max_bytes)
+                mmap = nbytes >= MAP_BYTES and mappable(path)
+                rollout = load(local, mmap=mmap, verify=True, max_bytes=max_bytes)
                 if spec is not None:
                     problems += spec.check(rollout)
                 del rollout

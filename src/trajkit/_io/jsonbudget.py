@@ -41,6 +41,15 @@ _BYTE_COST_WIDE = 9  # else (or a `\u` escape): a copy and strings of up to 4 by
 _KEY_BYTE_COST = 1  # the bytes of repeated keys make no characters: one byte less each
 _BASE_COST = 4096  # the outer value, for a member of no separator
 
+# The most one byte adds to the bound: its characters, and the costliest token it can be.
+_MOST_PER_BYTE = _BYTE_COST_WIDE + max(
+    _COST_PER_BRACE,
+    _COST_PER_BRACKET,
+    _COST_PER_COLON + _COST_PER_KEY,
+    _COST_PER_COMMA,
+    _COST_PER_QUOTE,
+)
+
 # A key without escapes: an object member's name, counted to find the keys that repeat.
 _BACKSLASH = ord("\\")
 _KEY = re.compile(rb'"([^"\\]{0,256})":')
@@ -179,6 +188,18 @@ class JsonCost:
         for start in range(0, len(data), IO_CHUNK):
             cost.add(data[start : start + IO_CHUNK])
         return cost
+
+    @staticmethod
+    def most(size: int) -> int:
+        """The greatest bound of any `size` bytes: no member of that size can cost more.
+
+        A reader need not count a member whose size alone keeps it within the budget.
+
+        Examples:
+            >>> JsonCost.of(b"{" * 1000).bound <= JsonCost.most(1000)
+            True
+        """
+        return _BASE_COST + _MOST_PER_BYTE * size
 
     @staticmethod
     def least(size: int) -> int:

@@ -15,6 +15,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
 from typing_extensions import Self
 
+from trajkit._base.docstrings import described
 from trajkit._base.version import __version__
 from trajkit._core import tree as _tree
 from trajkit._models.rollout import Rollout
@@ -143,7 +144,11 @@ class Recording(BaseModel):
     """
 
     model_config: ClassVar[ConfigDict] = ConfigDict(
-        extra="forbid", frozen=True, use_attribute_docstrings=True, protected_namespaces=()
+        extra="forbid",
+        frozen=True,
+        protected_namespaces=(),
+        defer_build=True,  # built when a file is first read, not at import
+        json_schema_extra=described(),  # the fields' docstrings describe them
     )
 
     id: Annotated[str, Field(min_length=1, max_length=64)]
@@ -210,7 +215,11 @@ class RolloutFileMetadata(BaseModel):
     """
 
     model_config: ClassVar[ConfigDict] = ConfigDict(
-        extra="forbid", frozen=True, use_attribute_docstrings=True, protected_namespaces=()
+        extra="forbid",
+        frozen=True,
+        protected_namespaces=(),
+        defer_build=True,  # built when a file is first read, not at import
+        json_schema_extra=described(),  # the fields' docstrings describe them
     )
 
     format: Literal["trajkit.rollout"]

@@ -27,6 +27,7 @@ from trajkit._base.types import AnyArray
 from trajkit._core import tree as _tree
 from trajkit._io.atomic import PathLike, path_str
 from trajkit._io.crc import crc32
+from trajkit._io.defaults import DEFAULT_MAX_BYTES
 from trajkit._io.infos import _all_empty as all_empty_infos
 from trajkit._io.infos import (
     infos_from_json,
@@ -50,9 +51,6 @@ from trajkit._io.zipfmt import check_end, check_entry, data_start
 from trajkit._models.rollout import Rollout
 
 __all__ = ["DEFAULT_MAX_BYTES", "load", "read_metadata", "read_metadata_from"]
-
-DEFAULT_MAX_BYTES = 4 << 30
-"""The default limit on the declared size of a file's contents: 4 GiB."""
 
 _CHUNK = 16 << 20  # bytes per CRC step over a memory map
 
@@ -179,9 +177,8 @@ def load(
         verify = not mmap
     name = path_str(path)
     with _Reader(name, max_bytes) as reader, reader.refusing(None):
-        metadata = reader.metadata
         reader.check_layout()
-        members = metadata.arrays()
+        members = reader.arrays
         arrays = {m.name: reader.read_array(m, mmap=mmap, verify=verify) for m in members}
         infos = reader.read_infos()
         # Building and validating the rollout is guarded too: a MemoryError while checking
@@ -375,6 +372,7 @@ class _Reader:
         with self.refusing(METADATA_MEMBER):
             data = self._read_json(first)
             metadata = self._parse_metadata(data)
+        self.arrays = metadata.arrays()  # the `.npy` members, listed once per file
         self._check_members(metadata)
         return metadata
 
@@ -458,7 +456,7 @@ class _Reader:
                 f"the members declare {total} bytes uncompressed, over the limit of {limit} "
                 "bytes; pass a larger max_bytes to load it"
             )
-        for member in metadata.arrays():
+        for member in self.arrays:
             size = actual[member.name].file_size
             if not member.nbytes < size <= member.nbytes + MAX_NPY_HEADER:
                 self.fail(
@@ -511,6 +509,8 @@ class _Reader:
         exempt = empty is not None and size == len(empty)
         if budget is not None and not exempt and JsonCost.least(size) > budget:
             self._over_budget(info, budget, 0)
+        # Counted only where the member's size allows a cost over the budget.
+        limit = budget if budget is not None and JsonCost.most(size) > budget else None
         stream = self._stream(info)
         cost = JsonCost()
         pieces: list[bytes | bytearray] = []
@@ -519,15 +519,16 @@ class _Reader:
             piece = stream.read(min(IO_CHUNK, size - read))
             if not piece:
                 break
-            cost.add(piece)
             pieces.append(piece)
             read += len(piece)
-            if budget is not None and not exempt and cost.over(budget):
-                self._over_budget(info, budget, read)
+            if limit is not None:
+                cost.add(piece)
+                if not exempt and cost.over(limit):
+                    self._over_budget(info, limit, read)
         stream.finish()
         data = b"".join(pieces)
-        if budget is not None and exempt and data != empty and cost.over(budget):
-            self._over_budget(info, budget, read)
+        if limit is not None and exempt and data != empty and cost.over(limit):
+            self._over_budget(info, limit, read)
         return data
 
     def _over_budget(self, info: zipfile.ZipInfo, budget: int, read: int) -> NoReturn:

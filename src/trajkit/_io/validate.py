@@ -11,7 +11,6 @@ from collections.abc import Iterable, Iterator
 from functools import partial
 from typing import Literal
 
-from trajkit._io import raytasks
 from trajkit._io.discovery import discover
 from trajkit._io.engine import checked_jobs, cpu_count, run_ordered
 from trajkit._io.filecheck import FileCheck, check_chunk
@@ -43,11 +42,13 @@ def validate_files(
     Engines:
 
     * `"local"`: `jobs` processes on this machine (every core by default): this one and
-      `jobs - 1` workers. A few hundred small files are checked in this process whatever
+      `jobs - 1` workers. A few dozen small files are checked in this process whatever
       `jobs` says, since starting workers would cost more than it saves. The workers are
-      started with multiprocessing's `forkserver` method (`spawn` where there is none),
-      which imports the main module in each worker: a script that checks many files with
-      `jobs > 1` must do so under `if __name__ == "__main__":`.
+      forked from this process where that is safe (Linux and other POSIX systems but macOS,
+      with no other Python thread running); elsewhere they come from multiprocessing's
+      `forkserver` (`spawn` where there is none), which imports the main module in each
+      worker: a script that may run there and checks many files with `jobs > 1` must do so
+      under `if __name__ == "__main__":`.
     * `"ray"` (`trajkit[ray]`): chunks go to one-CPU Ray tasks, at most four chunks per CPU
       of the cluster in flight, or `jobs` tasks. Ray is connected to (`ray.init(address=)`)
       when this is called, unless it runs already; every worker must be able to read the
@@ -98,6 +99,8 @@ def validate_files(
     found = discover(paths)
     if engine == "local":
         return run_ordered(work, found, jobs=most or cpu_count(), by_size=not quick)
+    from trajkit._io import raytasks  # Ray, and logging, only for this engine
+
     ray = raytasks.connect(address)
     return run_ordered(
         work,

@@ -37,13 +37,7 @@ from trajkit._models.rollout_checks import (
     info_rows,
 )
 from trajkit._models.rollout_obs_tower2 import missing_critic
-from trajkit._models.rollout_training import (
-    AdvantageNormalization,
-    TrainingMethods,
-    advantage_normalization,
-    normalized_minibatch,
-    ppo_arrays,
-)
+from trajkit._models.rollout_training import AdvantageNormalization, TrainingMethods
 from trajkit._models.rules import FIELD_RULES
 
 __all__ = [
@@ -52,11 +46,8 @@ __all__ = [
     "AdvantageNormalization",
     "Rollout",
     "RolloutFields",
-    "advantage_normalization",
     "given_infos",
     "missing_critic",
-    "normalized_minibatch",
-    "ppo_arrays",
 ]
 
 ModelOutsLike: TypeAlias = "Sequence[Mapping[str, Any]] | Mapping[str, ArrayLike] | ModelOutputs"
@@ -179,8 +170,12 @@ class Rollout(TrainingMethods, BaseModel):
         validate_assignment=True,
         extra="forbid",
         protected_namespaces=(),
-        use_attribute_docstrings=True,
         revalidate_instances="never",
+        # Built on first use: construction validates the fields directly (see `_validate`), so
+        # loading and checking files never needs pydantic's validator. (No
+        # `use_attribute_docstrings`: reading this class's source cost tens of milliseconds
+        # at import, for descriptions no JSON schema shows.)
+        defer_build=True,
     )
 
     if TYPE_CHECKING:

@@ -2,35 +2,36 @@
 
 Mixed into [`Rollout`][trajkit.Rollout], which is one class. The minibatch methods are thin
 adapters over the minibatch engine (`trajkit._core.minibatch`): `ppo_arrays` is what every
-adapter (these methods, `trajkit.torch`, `Dataset.minibatches`) starts from.
+PPO source (these methods, `trajkit.torch`, `Dataset.minibatches`) starts from, and
+`ppo_table` makes a rollout's PPO rows a table the engine draws from.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Literal, TypeAlias
+from collections.abc import Callable, Iterator
+from typing import Any
 
-import numpy as np
-
-from trajkit._base.rng import as_generator
-from trajkit._base.types import ArrayTree
+from trajkit._base.types import ArrayTree, Seed
 from trajkit._core import gae as _gae
-from trajkit._core import minibatch as _mb
 from trajkit._core import tree as _tree
 from trajkit._core.episodes import EpisodeStats, episode_stats
-from trajkit._core.indices import gather_sequences
+from trajkit._core.minibatch import (
+    AdvantageNormalization,
+    ArraysTable,
+    MinibatchPlan,
+    as_rows,
+    check_size,
+    sample,
+)
 from trajkit._models.rollout_obs_tower2 import ObsTower2Methods
 
 __all__ = [
     "AdvantageNormalization",
     "TrainingMethods",
-    "advantage_normalization",
-    "normalized_minibatch",
     "ppo_arrays",
+    "ppo_finish",
+    "ppo_table",
 ]
-
-AdvantageNormalization: TypeAlias = Literal["rollout", "minibatch"] | None
-"""How minibatch methods standardize advantages: not at all, over the rollout, or per batch."""
 
 
 class TrainingMethods(ObsTower2Methods):
@@ -94,14 +95,15 @@ class TrainingMethods(ObsTower2Methods):
         lam: float,
         epochs: int = 1,
         drop_last: bool = False,
-        seed: int | np.random.Generator | None = None,
+        seed: Seed = None,
+        shuffle: bool = True,
         normalize_advantages: AdvantageNormalization = None,
     ) -> Iterator[dict[str, ArrayTree]]:
         """Yield shuffled PPO minibatches: every training array gathered at once.
 
-        Advantages and returns are computed once; each epoch is a fresh permutation of all
-        (t, b), cut into minibatches of `minibatch_size` (the last one smaller unless
-        `drop_last`). Each minibatch maps the names of
+        Advantages and returns are computed once, at the call; each epoch is a fresh
+        permutation of all (t, b), cut into minibatches as
+        [`MinibatchPlan`][trajkit.MinibatchPlan] describes. Each minibatch maps the names of
         [`training_arrays`][trajkit.Rollout.training_arrays] to `[n, ...]` arrays; nested
         `obses` and `states` come out with the same structure, every leaf gathered.
 
@@ -112,22 +114,18 @@ class TrainingMethods(ObsTower2Methods):
             epochs: Passes over the data.
             drop_last: Drop each epoch's last, smaller minibatch.
             seed: An int, a `numpy.random.Generator`, or `None` for fresh entropy.
-            normalize_advantages: `None` (the default) leaves `advantages` as computed;
-                `"rollout"` standardizes them once over the whole rollout (population std);
-                `"minibatch"` standardizes each minibatch on its own with the unbiased std,
-                as stable-baselines3 and CleanRL do (a minibatch of one is left as is).
-                `returns` are never changed.
+            shuffle: `False` for the entries in order, `t` by `t`.
+            normalize_advantages: `None`, `"rollout"` (over the rollout) or `"minibatch"`
+                (each minibatch, as stable-baselines3 and CleanRL), see `MinibatchPlan`.
 
         Returns:
             An iterator of minibatches, each name to `[n, ...]` array.
 
         Raises:
             MissingModelOutputError: If there is no `critic` (advantages need it).
-            ValueError: If a size argument is not an integer or is below its minimum, if
-                `drop_last` would yield nothing, or gamma, lam or `normalize_advantages` is
-                invalid.
-            TypeError: If `seed` is of another type. All of these are raised at the call,
-                before the first minibatch.
+            ValueError: If an argument is out of range (`MinibatchPlan`'s, gamma, lam), or
+                `drop_last` would yield nothing.
+            TypeError: If `seed` is of another type. All of these are raised at the call.
 
         Examples:
             >>> from trajkit.testing import example_rollout
@@ -139,18 +137,15 @@ class TrainingMethods(ObsTower2Methods):
             >>> round(float(mb["advantages"].std(ddof=1)), 4)
             1.0
         """
-        per_minibatch = advantage_normalization(normalize_advantages)
-        plan = _mb.plan_minibatches(
-            self.num_steps, self.batch_size, minibatch_size, epochs=epochs, drop_last=drop_last
+        plan = MinibatchPlan(
+            minibatch_size,
+            epochs=epochs,
+            drop_last=drop_last,
+            seed=seed,
+            shuffle=shuffle,
+            normalize_advantages=normalize_advantages,
         )
-        rng = as_generator(seed)
-        arrays = ppo_arrays(self, "minibatches", gamma, lam, normalize_advantages)
-        rows_of = _mb.as_rows(_tree.flatten_fields(arrays))
-        rebuild = _tree.fields_rebuilder(arrays)
-        return (
-            normalized_minibatch(rebuild(_mb.take_rows(rows_of, rows)), per_minibatch)
-            for rows in _mb.minibatch_rows(plan, rng)
-        )
+        return sample(plan, [ppo_table(self, "minibatches", gamma, lam, plan)])
 
     def sequence_minibatches(
         self,
@@ -160,7 +155,8 @@ class TrainingMethods(ObsTower2Methods):
         lam: float,
         epochs: int = 1,
         drop_last: bool = False,
-        seed: int | np.random.Generator | None = None,
+        seed: Seed = None,
+        shuffle: bool = True,
         normalize_advantages: AdvantageNormalization = None,
     ) -> Iterator[dict[str, ArrayTree]]:
         """Yield minibatches of whole env columns (all T steps) for recurrent policies.
@@ -177,17 +173,16 @@ class TrainingMethods(ObsTower2Methods):
             epochs: Passes over the envs.
             drop_last: Drop each epoch's last, smaller minibatch.
             seed: An int, a `numpy.random.Generator`, or `None` for fresh entropy.
-            normalize_advantages: As for [`minibatches`][trajkit.Rollout.minibatches]:
-                `None`, `"rollout"` or `"minibatch"` (over the `[T, n]` advantages of each).
+            shuffle: `False` for the envs in order.
+            normalize_advantages: As for [`minibatches`][trajkit.Rollout.minibatches]
+                (over the `[T, n]` advantages of each minibatch).
 
         Returns:
             An iterator of minibatches, each name to `[T, n, ...]` array.
 
         Raises:
             MissingModelOutputError: If there is no `critic`.
-            ValueError: If a size argument is invalid, or gamma, lam or
-                `normalize_advantages` is. As for
-                [`minibatches`][trajkit.Rollout.minibatches], all raised at the call.
+            ValueError: As for [`minibatches`][trajkit.Rollout.minibatches], at the call.
             TypeError: If `seed` is of another type.
 
         Examples:
@@ -196,18 +191,18 @@ class TrainingMethods(ObsTower2Methods):
             >>> [mb["obses"].shape[:2] for mb in r.sequence_minibatches(2, gamma=0.9, lam=0.9)]
             [(4, 2), (4, 1)]
         """
-        per_minibatch = advantage_normalization(normalize_advantages)
-        plan = _mb.plan_sequences(
-            self.batch_size, envs_per_batch, epochs=epochs, drop_last=drop_last
+        plan = MinibatchPlan(
+            check_size("envs_per_batch", envs_per_batch, 1),
+            epochs=epochs,
+            drop_last=drop_last,
+            seed=seed,
+            shuffle=shuffle,
+            normalize_advantages=normalize_advantages,
         )
-        rng = as_generator(seed)
-        arrays = ppo_arrays(self, "sequence_minibatches", gamma, lam, normalize_advantages)
-        flat = _tree.flatten_fields(arrays)
-        rebuild = _tree.fields_rebuilder(arrays)
-        return (
-            normalized_minibatch(rebuild(gather_sequences(flat, b_idx)), per_minibatch)
-            for b_idx in _mb.sequence_rows(plan, rng)
-        )
+        arrays = ppo_arrays(self, "sequence_minibatches", gamma, lam, plan.normalize_advantages)
+        finish = ppo_finish(_tree.fields_rebuilder(arrays), plan)
+        columns = ArraysTable(_tree.flatten_fields(arrays), self.batch_size, finish, axis=1)
+        return sample(plan, [columns], name="envs_per_batch")
 
 
 def ppo_arrays(
@@ -253,17 +248,39 @@ def ppo_arrays(
     return arrays
 
 
-def advantage_normalization(mode: object) -> bool:
-    """Check a `normalize_advantages=` argument; return whether it asks for per-minibatch."""
-    if mode is not None and mode not in ("rollout", "minibatch"):
-        raise ValueError(
-            f"normalize_advantages must be None, 'rollout' or 'minibatch', got {mode!r}"
-        )
-    return mode == "minibatch"
+def _unbiased(advantages: Any) -> Any:
+    return _gae.normalize_advantages(advantages, ddof=1)
 
 
-def normalized_minibatch(batch: dict[str, ArrayTree], normalize: bool) -> dict[str, ArrayTree]:
-    """Standardize a minibatch's advantages with the unbiased std when `normalize`."""
-    if normalize:
-        batch["advantages"] = _gae.normalize_advantages(batch["advantages"], ddof=1)
-    return batch
+def ppo_finish(
+    rebuild: Callable[[Any], dict[str, Any]],
+    plan: MinibatchPlan,
+    standardize: Callable[[Any], Any] = _unbiased,
+    kind: Callable[[dict[str, Any]], Any] = dict,
+) -> Callable[[dict[str, Any]], Any]:
+    """What makes taken rows a minibatch of `kind`: the nested fields rebuilt, as `plan` says.
+
+    With `normalize_advantages="minibatch"`, each minibatch's advantages are standardized
+    with the unbiased std (`standardize`: NumPy's by default, torch's for tensors).
+    """
+    per_minibatch = plan.normalize_advantages == "minibatch"
+    if not per_minibatch and kind is dict:
+        return rebuild
+
+    def finish(flat: dict[str, Any]) -> Any:
+        batch = rebuild(flat)
+        if per_minibatch:
+            batch["advantages"] = standardize(batch["advantages"])
+        return batch if kind is dict else kind(batch)
+
+    return finish
+
+
+def ppo_table(
+    rollout: ObsTower2Methods, method: str, gamma: float, lam: float, plan: MinibatchPlan
+) -> ArraysTable:
+    """The PPO rows of `rollout` (`ppo_arrays`, checked now) as a table for the engine."""
+    arrays = ppo_arrays(rollout, method, gamma, lam, plan.normalize_advantages)
+    rows = rollout.num_steps * rollout.batch_size
+    finish = ppo_finish(_tree.fields_rebuilder(arrays), plan)
+    return ArraysTable(as_rows(_tree.flatten_fields(arrays)), rows, finish)

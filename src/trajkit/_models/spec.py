@@ -25,6 +25,7 @@ from pydantic import (
 )
 from typing_extensions import Self
 
+from trajkit._base.docstrings import described
 from trajkit._core import tree as _tree
 from trajkit._models.dims import fmt_shape
 from trajkit._models.rules import OUTPUT_RULES
@@ -116,7 +117,7 @@ class OutputSpec(BaseModel):
         {'shape': (6,), 'dtype': 'float32'}
     """
 
-    model_config: ClassVar[ConfigDict] = ConfigDict(extra="forbid", frozen=True)
+    model_config: ClassVar[ConfigDict] = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     shape: Shape
     """Trailing shape after `[T+1, B]`."""
@@ -199,15 +200,23 @@ class RolloutSpec(BaseModel):
     model_config: ClassVar[ConfigDict] = ConfigDict(
         extra="forbid",
         frozen=True,
-        use_attribute_docstrings=True,
         protected_namespaces=(),
-        # Each field is described flat or nested, never both: say so to JSON Schema validators.
-        json_schema_extra={
-            "allOf": [
-                {"oneOf": [{"required": ["obs_shape", "obs_dtype"]}, {"required": ["obs_leaves"]}]},
-                {"oneOf": [{"required": ["state_shape"]}, {"required": ["state_leaves"]}]},
-            ]
-        },
+        defer_build=True,  # built on first use, not at import
+        # The fields' docstrings describe them; each field is described flat or nested, never
+        # both: say so to JSON Schema validators.
+        json_schema_extra=described(
+            {
+                "allOf": [
+                    {
+                        "oneOf": [
+                            {"required": ["obs_shape", "obs_dtype"]},
+                            {"required": ["obs_leaves"]},
+                        ]
+                    },
+                    {"oneOf": [{"required": ["state_shape"]}, {"required": ["state_leaves"]}]},
+                ]
+            }
+        ),
     )
 
     obs_shape: Shape | None = None

@@ -1,10 +1,10 @@
 """Transitions of rollouts for offline RL and imitation learning: no critic, no discount needed.
 
-The adapters over the engine of `trajkit._core.transitions`:
+The adapters over `trajkit._core.transitions` and the minibatch engine:
 [`transitions`][trajkit.transitions] (every transition of one rollout) and
 [`transition_minibatches`][trajkit.transition_minibatches] (shuffled minibatches over a
-rollout, a list of rollouts or a dataset, streamed file by file). `trajkit.torch` gives the
-same minibatches as tensors, and `trajkit.ray.read_steps` the same columns as rows.
+rollout, a list of rollouts or a dataset, streamed file by file). `trajkit.ray.read_steps`
+gives the same columns as rows.
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ from typing import Any, Final, Protocol, TypeAlias, cast, runtime_checkable
 
 import numpy as np
 
-from trajkit._base.rng import as_generator
-from trajkit._base.types import AnyArray, ArrayTree, Int64Array
-from trajkit._core import minibatch as _mb
+from trajkit._base.deprecation import deprecated
+from trajkit._base.types import AnyArray, ArrayTree, Int64Array, Seed
 from trajkit._core import transitions as _tr
 from trajkit._core import tree as _tree
+from trajkit._core.minibatch import MinibatchPlan, sample
 from trajkit._models.errors import MissingModelOutputError
 from trajkit._models.rollout import Rollout
 
@@ -133,13 +133,22 @@ def _table(
 ) -> _tr.TransitionTable:
     """The transition table of `rollout`, the `source`-th of its dataset or list."""
     columns, last = step_columns(rollout, source, discount, method)
-    return _tr.TransitionTable.from_steps(
+    table = _tr.TransitionTable.from_steps(
         _tree.leaves(rollout.obses),
         None if rollout.final_obses is None else _tree.leaves(rollout.final_obses),
         rollout.dones,
         columns,
         last,
     )
+    table.finish = _rebuilder(rollout)
+    return table
+
+
+def _file_table(
+    files: RolloutFiles, path: str, index: int, discount: tuple[float, int] | None, method: str
+) -> _tr.TransitionTable:
+    """The transition table of file `path`, the `index`-th of `files`, loaded now."""
+    return _table(files.load(path), index, discount, method)
 
 
 def n_step_discount(gamma: float | None, n_step: int) -> tuple[float, int] | None:
@@ -216,7 +225,8 @@ def transitions(
         (dtype('int64'), [False, True, False])
     """
     table = _table(rollout, source, n_step_discount(gamma, n_step), "transitions()")
-    return _rebuilder(rollout)(table.gather(np.arange(table.rows, dtype=np.int64)))
+    everything: dict[str, ArrayTree] = table.finish(table.take(np.arange(table.rows)))
+    return everything
 
 
 def _rollouts(source: object, method: str) -> list[Rollout] | None:
@@ -267,24 +277,26 @@ def transition_minibatches(
     n_step: int = 1,
     epochs: int = 1,
     drop_last: bool = False,
-    seed: int | np.random.Generator | None = None,
-    rollouts_per_buffer: int = 4,
+    seed: Seed = None,
+    shuffle: bool = True,
+    files_per_buffer: int = 4,
+    rollouts_per_buffer: int | None = None,
 ) -> Iterator[dict[str, ArrayTree]]:
     """Yield shuffled minibatches of transitions: behaviour cloning, offline RL, GAIL.
 
     Each minibatch maps the columns of [`transitions`][trajkit.transitions] to `[n, ...]`
-    arrays, with no critic and no discount needed. Every transition appears once per
+    arrays, with no critic and no discount needed, drawn as
+    [`MinibatchPlan`][trajkit.MinibatchPlan] describes: every transition appears once per
     epoch; each epoch's last minibatch is smaller unless `drop_last`.
 
     - From a rollout or a list of rollouts (`trajkit.minari.from_minari`,
       `trajkit.arrow.read_parquet`): the transitions of all of them are shuffled together.
       Episode ids of rollout `i` start at `i * 2**32`.
-    - From a `trajkit.dataset.Dataset`, larger than memory: each epoch shuffles the order
-      of the files and streams them through a shuffle buffer of `rollouts_per_buffer`
-      files, as [`Dataset.minibatches`][trajkit.dataset.Dataset.minibatches] does, and the
-      transitions left over from one buffer join the next. Files are memory-mapped and
-      observations are never copied whole: a minibatch reads its rows only. Episode ids of
-      file `i` (in `files` order) start at `i * 2**32`.
+    - From a `trajkit.dataset.Dataset`, larger than memory: the files stream through a
+      shuffle buffer of `files_per_buffer` files, as
+      [`Dataset.minibatches`][trajkit.dataset.Dataset.minibatches] does. Files are
+      memory-mapped and observations are never copied whole: a minibatch reads its rows
+      only. Episode ids of file `i` (in `files` order) start at `i * 2**32`.
 
     Args:
         source: A `Rollout`, a sequence of rollouts, or a `Dataset`.
@@ -294,7 +306,10 @@ def transition_minibatches(
         epochs: Passes over the data.
         drop_last: Drop each epoch's last, smaller minibatch.
         seed: An int, a `numpy.random.Generator`, or `None` for fresh entropy.
-        rollouts_per_buffer: For a dataset, files in the shuffle buffer at a time.
+        shuffle: `False` for the transitions in order: rollout by rollout (file by file),
+            env by env, step by step.
+        files_per_buffer: For a dataset, files in the shuffle buffer at a time.
+        rollouts_per_buffer: Deprecated name of `files_per_buffer` (it warns).
 
     Returns:
         An iterator of minibatches, each name to `[n, ...]` array.
@@ -302,7 +317,8 @@ def transition_minibatches(
     Raises:
         MissingModelOutputError: If a rollout has no `model_outs['actions']` (raised at the
             call for a rollout or a list, when the file is reached for a dataset).
-        ValueError: If a size argument, `gamma` or `n_step` is out of range.
+        ValueError: If a size argument, `gamma` or `n_step` is out of range, or `drop_last`
+            would yield nothing from rollouts in memory.
         TypeError: If `source` or `seed` is of another type.
 
     Examples:
@@ -316,78 +332,37 @@ def transition_minibatches(
         ['action', 'episode', 'next_obs', 'obs', 'reward', 'terminated', 'truncated']
     """
     method = "transition_minibatches()"
-    size = _mb.check_size("minibatch_size", minibatch_size, 1)
-    per_buffer = _mb.check_size("rollouts_per_buffer", rollouts_per_buffer, 1)
-    passes = _mb.check_size("epochs", epochs, 0)
+    plan = MinibatchPlan(
+        minibatch_size,
+        epochs=epochs,
+        drop_last=drop_last,
+        seed=seed,
+        shuffle=shuffle,
+        files_per_buffer=_renamed_buffer(files_per_buffer, rollouts_per_buffer),
+    )
     discount = n_step_discount(gamma, n_step)
-    rng = as_generator(seed)
     rollouts = _rollouts(source, method)
-    if rollouts is not None:
-        if not rollouts:
-            return iter(())
-        tables = [_table(r, i, discount, method) for i, r in enumerate(rollouts)]
-        _check_same_layout(rollouts, method)
-        whole = _tr.concat_tables(tables)
-        return _in_memory(whole, _rebuilder(rollouts[0]), size, passes, drop_last, rng)
-    files = cast(RolloutFiles, source)
-    loaders = [partial(files.load, path) for path in files.files]
-    return _streamed(loaders, discount, size, passes, per_buffer, drop_last, rng, method)
+    if rollouts is None:
+        files = cast(RolloutFiles, source)
+        loaders = [
+            partial(_file_table, files, path, i, discount, method)
+            for i, path in enumerate(files.files)
+        ]
+        return sample(plan, loaders)
+    if not rollouts:
+        return iter(())
+    tables = [_table(r, i, discount, method) for i, r in enumerate(rollouts)]
+    _check_same_layout(rollouts, method)
+    whole = _tr.concat_tables(tables)
+    whole.finish = tables[0].finish
+    return sample(plan, [whole])
 
 
-def _in_memory(
-    table: _tr.TransitionTable,
-    rebuild: Rebuild,
-    size: int,
-    epochs: int,
-    drop_last: bool,
-    rng: np.random.Generator,
-) -> Iterator[dict[str, ArrayTree]]:
-    n = table.rows
-    for _ in range(epochs):
-        perm = rng.permutation(n)
-        stop = n - n % size if drop_last else n
-        for at in range(0, stop, size):
-            yield rebuild(table.gather(perm[at : at + size]))
-
-
-def _streamed(
-    loaders: Sequence[Callable[[], Rollout]],
-    discount: tuple[float, int] | None,
-    size: int,
-    epochs: int,
-    per_buffer: int,
-    drop_last: bool,
-    rng: np.random.Generator,
-    method: str,
-) -> Iterator[dict[str, ArrayTree]]:
-    rebuild: Rebuild | None = None
-    for _ in range(epochs):
-        order = rng.permutation(len(loaders))
-        tables: list[_tr.TransitionTable] = []
-        which: Int64Array = np.zeros(0, np.int64)
-        rows: Int64Array = np.zeros(0, np.int64)
-        for start in range(0, len(loaders), per_buffer):
-            for index in order[start : start + per_buffer]:
-                rollout = loaders[index]()
-                table = _table(rollout, int(index), discount, method)
-                rebuild = rebuild or _rebuilder(rollout)
-                which = np.concatenate([which, np.full(table.rows, len(tables), np.int64)])
-                rows = np.concatenate([rows, np.arange(table.rows, dtype=np.int64)])
-                tables.append(table)
-            perm = rng.permutation(len(rows))
-            full = len(rows) - len(rows) % size
-            for at in range(0, full, size):
-                pick = perm[at : at + size]
-                yield cast(Rebuild, rebuild)(_tr.gather_tables(tables, which[pick], rows[pick]))
-            tables, which, rows = _keep(tables, which[perm[full:]], rows[perm[full:]])
-        if len(rows) and not drop_last:
-            yield cast(Rebuild, rebuild)(_tr.gather_tables(tables, which, rows))
-
-
-def _keep(
-    tables: list[_tr.TransitionTable], which: Int64Array, rows: Int64Array
-) -> tuple[list[_tr.TransitionTable], Int64Array, Int64Array]:
-    """The tables still holding left-over rows, and those rows re-indexed onto them."""
-    used, compact = np.unique(which, return_inverse=True)
-    kept: Int64Array = compact.astype(np.int64)
-    return [tables[int(i)] for i in used], kept, rows
+def _renamed_buffer(files_per_buffer: int, rollouts_per_buffer: int | None) -> int:
+    """`files_per_buffer`, or the value of its deprecated name `rollouts_per_buffer`."""
+    if rollouts_per_buffer is None:
+        return files_per_buffer
+    deprecated("transition_minibatches(rollouts_per_buffer=...)", "files_per_buffer", stacklevel=4)
+    if files_per_buffer != 4:
+        raise ValueError("pass files_per_buffer only: rollouts_per_buffer is its deprecated name")
+    return rollouts_per_buffer

@@ -132,7 +132,7 @@ def new_episodes(dones: AnyArray, carried: AnyArray) -> AnyArray:
 def episode_ids(rollouts: Sequence[Rollout]) -> list[AnyArray]:
     """Each rollout's `[T, B]` episode ids, numbered across the sequence (see `EpisodeIds`)."""
     numbering = EpisodeIds()
-    return [numbering.next(r) for r in rollouts]
+    return [numbering.next(r.dones).steps(0, r.num_steps) for r in rollouts]
 
 
 class EpisodeIds:
@@ -148,27 +148,75 @@ class EpisodeIds:
         self.next_id = 0
         self.running: AnyArray | None = None  # per env, the id going on, or -1
 
-    def next(self, r: Rollout) -> AnyArray:
-        """The `[T, B]` episode ids of `r`, the rollout after the previous ones."""
-        B, running = r.batch_size, self.running
+    def next(self, dones: AnyArray) -> RolloutIds:
+        """The episode ids of the rollout with these `dones`, the one after the previous ones."""
+        B, running = dones.shape[1], self.running
         carried = np.zeros(B, bool)
+        previous = np.zeros(B, np.int64)
         if running is not None and len(running) == B:
-            carried = (running >= 0) & (r.dones[0] != 1)
-        new = new_episodes(r.dones, carried)
-        count = np.cumsum(new.T.reshape(-1)).reshape(B, -1).T  # env-major numbering
-        seen = np.cumsum(new, axis=0) > 0
-        previous = running if running is not None and len(running) == B else np.zeros(B, int)
-        ids: AnyArray = np.where(seen, self.next_id + count - 1, previous[None, :])
-        ids = ids.astype(np.int64)
-        self.next_id += int(new.sum())
-        self.running = np.where(r.dones[-1] == 1, -1, ids[-1])
+            carried = (running >= 0) & (dones[0] != 1)
+            previous = running
+        ids = RolloutIds(dones, self.next_id, carried, previous)
+        self.next_id += int(ids.totals.sum())
+        self.running = np.where(dones[-1] == 1, -1, ids.last())
         return ids
+
+
+class RolloutIds:
+    """One rollout's episode ids, given a block of steps at a time (no `[T, B]` array needed).
+
+    Env b's id at step t is `base[b] + c`, where c counts the new ids of env b up to step t,
+    or its carried id (`previous[b]`) before its first new one.
+    """
+
+    def __init__(
+        self, dones: AnyArray, first_id: int, carried: AnyArray, previous: AnyArray
+    ) -> None:
+        self.dones, self.carried, self.previous = dones, carried, previous.astype(np.int64)
+        T = dones.shape[0] - 1
+        self.totals: AnyArray = np.count_nonzero(dones[1:T] == 1, axis=0) + ~carried
+        before = np.cumsum(self.totals) - self.totals  # new ids of the envs before each
+        self.base: AnyArray = first_id + before.astype(np.int64) - 1
+        self._at = (0, np.zeros(len(carried), np.int64))  # (step t, new ids before t)
+        self._before_last = self._at
+
+    def _new(self, t0: int, t1: int) -> AnyArray:
+        """`[t1 - t0, B]`: where a new id starts (an episode start, or t = 0 unless carried)."""
+        new: AnyArray = self.dones[t0:t1] == 1
+        if t0 == 0 and t1 > 0:
+            new[0] = ~self.carried
+        return new
+
+    def steps(self, t0: int, t1: int) -> AnyArray:
+        """The `[t1 - t0, B]` ids of steps t0 to t1 (fastest when asked for in order)."""
+        if t0 == self._at[0]:
+            counted = self._at[1]
+        elif t0 == self._before_last[0]:
+            counted = self._before_last[1]
+        else:
+            counted = np.count_nonzero(self._new(0, t0), axis=0).astype(np.int64)
+        counts = counted + np.cumsum(self._new(t0, t1), axis=0)
+        if t1 > t0:
+            self._before_last = (t1 - 1, counts[-2] if t1 - t0 > 1 else counted)
+            self._at = (t1, counts[-1])
+        ids: AnyArray = np.where(counts > 0, self.base + counts, self.previous)
+        return ids
+
+    def rows(self, r0: int, r1: int) -> AnyArray:
+        """The ids of rows r0 to r1 (row `t * B + b`), flat."""
+        B = self.dones.shape[1]
+        t0, t1 = r0 // B, -(-r1 // B)
+        return self.steps(t0, t1).reshape(-1)[r0 - t0 * B : r1 - t0 * B]
+
+    def last(self) -> AnyArray:
+        """The ids of the last step (`[B]`)."""
+        return np.where(self.totals > 0, self.base + self.totals, self.previous)
 
 
 def rollout_table(
     rollout: Rollout,
     index: int,
-    ids: AnyArray | None,
+    ids: RolloutIds | None,
     tensor_type: TensorType,
     style: Style = "readable",
 ) -> Any:
@@ -181,7 +229,7 @@ def rollout_table(
 def rollout_tables(
     rollout: Rollout,
     index: int,
-    ids: AnyArray | None,
+    ids: RolloutIds | None,
     tensor_type: TensorType,
     style: Style,
     group_bytes: int | None,
@@ -194,7 +242,7 @@ def rollout_tables(
     pa = load_pyarrow()
     _check_exportable(rollout, tensor_type)
     if ids is None:
-        ids = episode_ids([rollout])[0]
+        ids = EpisodeIds().next(rollout.dones)
     layout = _layout(rollout, style)
     layout_text = json.dumps(layout)
     metadata = {META_KEY: layout_text.encode()}
@@ -379,7 +427,7 @@ class _Columns:
 
 
 def _step_columns(
-    columns: _Columns, context: _Context, index: int, ids: AnyArray, steps: tuple[int, int]
+    columns: _Columns, context: _Context, index: int, ids: RolloutIds, steps: tuple[int, int]
 ) -> None:
     """The index columns, then what a transition is: obs, action, reward, flags, next_obs."""
     rollout, (t0, t1), B = context.rollout, steps, context.B
@@ -389,7 +437,7 @@ def _step_columns(
     columns.flat("rollout", np.full(n * B, index, np.int32))
     columns.flat("step", np.repeat(np.arange(t0, t1, dtype=np.int32), B))
     columns.flat("env", np.tile(np.arange(B, dtype=np.int32), n))
-    columns.flat("episode_id", ids[t0:t1].reshape(-1))
+    columns.flat("episode_id", ids.steps(t0, t1).reshape(-1))
     for name, leaf in context.obses:
         columns.leaf(name, leaf[t0:t1])
     outs = rollout.model_outs.arrays

@@ -7,6 +7,7 @@ columns it names, each of a type that can hold it.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -47,6 +48,7 @@ _INDEX = ("rollout", "step", "env", "episode_id")
 _FLAGS = ("reward", "terminated", "truncated", "is_first", "final_value")
 _MAX_PATH = 64  # the deepest tree path a leaf may have in the layout
 _MAX_CELL_DIMS = 32  # trailing dimensions of a leaf (NumPy allows 64 in all)
+_MAX_CELL_BYTES = int(np.iinfo(np.intp).max)  # the most bytes a NumPy array can index
 
 
 def load_pyarrow() -> Any:
@@ -65,7 +67,8 @@ def reset_column(column: str) -> str:
 
 def cell_bytes(item: dict[str, Any]) -> int:
     """The bytes of one cell of a leaf or output of the layout (its dtype times its shape)."""
-    return int(np.dtype(item["dtype"]).itemsize * np.prod(item["shape"], dtype=np.int64))
+    size: int = np.dtype(item["dtype"]).itemsize * math.prod(item["shape"])  # Python ints
+    return size
 
 
 def _kind(item: dict[str, Any], sparse: bool = False) -> str:
@@ -101,15 +104,9 @@ def _needed(layout: dict[str, Any]) -> dict[str, tuple[str, dict[str, Any]]]:
     return needed
 
 
-def check_columns(
-    pa: Any, table: Any, layout: dict[str, Any], more: dict[str, Any] | None = None
-) -> None:
-    """Every column the layout needs is there, of a type that holds it; no other column.
-
-    `more`: the names and types of the columns of the file left out of `table`.
-    """
-    more = more or {}
-    names = [*table.column_names, *more]
+def check_columns(pa: Any, schema: Any, layout: dict[str, Any]) -> None:
+    """Every column the layout needs is in `schema`, of a type that holds it; no other column."""
+    names = list(schema.names)
     if len(set(names)) != len(names):
         twice = next(name for name in names if names.count(name) > 1)
         raise ValueError(f"the table has two columns named {twice!r}")
@@ -129,7 +126,7 @@ def check_columns(
                 "(trajkit does not drop data it cannot place)"
             )
     for name, (kind, item) in needed.items():
-        type_ = more[name] if name in more else table.schema.field(name).type
+        type_ = schema.field(name).type
         if kind in ("binary", "sparse binary"):
             _check_binary(pa, name, type_, item, kind == "sparse binary")
         else:
@@ -287,6 +284,11 @@ def _check_cell(item: dict[str, Any], name: str, style: str) -> None:
     """A leaf's or output's `dtype` and `shape`, and `binary` (only in the compact layout)."""
     _check_dtype(item["dtype"], name)
     _check_shape(item["shape"], name)
+    if cell_bytes(item) > _MAX_CELL_BYTES:
+        raise _bad_layout(
+            f"{name} has shape {item['shape']!r}: a cell of {cell_bytes(item)} bytes, more "
+            f"than a NumPy array can hold ({_MAX_CELL_BYTES})"
+        )
     binary = item.get("binary", False)
     if binary is not False and not (binary is True and style == "compact" and item["shape"]):
         raise _bad_layout(

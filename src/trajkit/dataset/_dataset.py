@@ -9,15 +9,13 @@ import secrets
 import tempfile
 from collections.abc import Iterable, Iterator
 from functools import partial
-from typing import Literal
+from typing import Any, Literal
 
-import numpy as np
-
+from trajkit._base.deprecation import deprecated
 from trajkit._base.errors import RolloutFileError
-from trajkit._base.rng import as_generator
-from trajkit._base.types import ArrayTree
-from trajkit._core import minibatch as _mb
+from trajkit._base.types import ArrayTree, Seed
 from trajkit._core.gae import check_discount
+from trajkit._core.minibatch import ArraysTable, MinibatchPlan, sample
 from trajkit._io.atomic import TEMP_PREFIX, TEMP_SUFFIX
 from trajkit._io.discovery import Found, NaturalKey, discover, walk_key
 from trajkit._io.engine import checked_jobs, cpu_count, run_ordered
@@ -26,12 +24,8 @@ from trajkit._io.files import DEFAULT_MAX_BYTES, save
 from trajkit._io.remote import copy_out, filesystem, is_url, join_url, load_any, metadata_and_size
 from trajkit._io.stats import DatasetStats, stats_chunk
 from trajkit._io.validate import validate_files
-from trajkit._models.rollout import (
-    AdvantageNormalization,
-    Rollout,
-    advantage_normalization,
-    missing_critic,
-)
+from trajkit._models.rollout import AdvantageNormalization, Rollout, missing_critic
+from trajkit._models.rollout_training import ppo_table
 from trajkit._models.spec import RolloutSpec
 from trajkit._models.transitions import transition_minibatches
 from trajkit.dataset._folder import (
@@ -44,7 +38,6 @@ from trajkit.dataset._folder import (
     read_spec,
     write_spec,
 )
-from trajkit.dataset._minibatches import buffered_minibatches
 
 
 class Dataset:
@@ -583,30 +576,20 @@ class Dataset:
         epochs: int = 1,
         files_per_buffer: int = 4,
         drop_last: bool = False,
-        seed: int | np.random.Generator | None = None,
+        seed: Seed = None,
+        shuffle: bool = True,
         normalize_advantages: AdvantageNormalization = None,
     ) -> Iterator[dict[str, ArrayTree]]:
         """Yield shuffled PPO minibatches drawn across the dataset's files (offline training).
 
-        The sampling scheme, per epoch:
-
-        1. shuffle the order of the files;
-        2. take the next `files_per_buffer` files, load each (memory-mapped), check it
-           against the spec, and compute its advantages and returns with GAE over its own
-           rollout (each file is a separate rollout, with its own bootstrap values);
-        3. put all their `(t, b)` entries in a buffer, together with the entries left over
-           from the previous buffer, shuffle the buffer and cut it into minibatches of
-           `minibatch_size`; the entries left over (fewer than `minibatch_size`) carry over
-           to the next buffer;
-        4. at the end of the epoch, the last entries make one smaller minibatch (dropped
-           with `drop_last`).
-
-        So every entry of every file appears exactly once per epoch, every minibatch but the
-        epoch's last is full, and a minibatch mixes entries of up to `files_per_buffer + 1`
-        files. Memory holds the training arrays of one buffer: a larger buffer mixes files
-        more at the cost of memory. Each minibatch maps the names of
-        [`Rollout.training_arrays`][trajkit.Rollout.training_arrays] to `[n, ...]` arrays
-        (nested `obses` and `states` keep their structure), as
+        The files go through the shuffle buffer of [`MinibatchPlan`][trajkit.MinibatchPlan]:
+        each epoch shuffles the order of the files, then loads `files_per_buffer` of them at
+        a time (memory-mapped, checked against the spec, each with its own advantages and
+        returns by GAE over its own rollout), shuffles their `(t, b)` entries with those left
+        over from the previous buffer and cuts full minibatches. So every entry appears once
+        per epoch and every minibatch but the epoch's last is full. Memory holds the training
+        arrays of one buffer (copied together) and the few entries carried over: a larger
+        buffer mixes the files more, at the cost of memory. Each minibatch is as
         [`Rollout.minibatches`][trajkit.Rollout.minibatches] gives.
 
         Args:
@@ -616,11 +599,11 @@ class Dataset:
             epochs: Passes over the dataset.
             files_per_buffer: Files loaded into the shuffle buffer at a time, at least 1.
             drop_last: Drop each epoch's last, smaller minibatch.
-            seed: An int, a `numpy.random.Generator`, or `None` for fresh entropy. It drives
-                both the file order and the shuffles.
-            normalize_advantages: `None` (the default) leaves `advantages` as computed;
-                `"rollout"` standardizes them over each file's rollout (population std);
-                `"minibatch"` standardizes each minibatch on its own (unbiased std).
+            seed: An int, a `numpy.random.Generator`, or `None` for fresh entropy (it drives
+                the file order and the shuffles).
+            shuffle: `False` for the entries in order, file by file.
+            normalize_advantages: As for [`Rollout.minibatches`][trajkit.Rollout.minibatches]
+                (`"rollout"`: over each file's rollout).
 
         Raises:
             MissingModelOutputError: If the spec has no `critic` output (advantages need
@@ -641,86 +624,46 @@ class Dataset:
             >>> [len(b["advantages"]) for b in batches]  # 3 files x 8 steps x 2 envs = 48
             [10, 10, 10, 10, 8]
         """
-        size = _mb.check_size("minibatch_size", minibatch_size, 1)
-        per_buffer = _mb.check_size("files_per_buffer", files_per_buffer, 1)
-        passes = _mb.check_size("epochs", epochs, 0)
-        per_minibatch = advantage_normalization(normalize_advantages)
-        check_discount(gamma, lam)
-        rng = as_generator(seed)
-        if "critic" not in self._spec.model_outputs:
-            raise missing_critic("minibatches()", self._spec.model_outputs, "the dataset's spec")
-        return buffered_minibatches(
-            self.load,
-            self.files,
-            size,
-            gamma,
-            lam,
-            passes,
-            per_buffer,
-            drop_last,
-            rng,
-            normalize_advantages,
-            per_minibatch,
-        )
-
-    def transition_minibatches(
-        self,
-        minibatch_size: int,
-        *,
-        gamma: float | None = None,
-        n_step: int = 1,
-        epochs: int = 1,
-        files_per_buffer: int = 4,
-        drop_last: bool = False,
-        seed: int | np.random.Generator | None = None,
-    ) -> Iterator[dict[str, ArrayTree]]:
-        """Yield shuffled transition minibatches across the files: offline RL, imitation.
-
-        [`trajkit.transition_minibatches`][trajkit.transition_minibatches] over this
-        dataset: no critic and no discount needed, so a Minari import or a recording
-        without values trains as is. The files stream through a shuffle buffer of
-        `files_per_buffer` files, memory-mapped: a minibatch reads only its own rows, so
-        the dataset may be far larger than memory. Episode ids of file `i` (in `files`
-        order) start at `i * 2**32`.
-
-        Args:
-            minibatch_size: Transitions per minibatch, at least 1.
-            gamma: The discount of the `n_step_*` columns, in [0, 1]; `None` for none.
-            n_step: Rewards summed at most by `n_step_return`, at least 1.
-            epochs: Passes over the dataset.
-            files_per_buffer: Files in the shuffle buffer at a time, at least 1.
-            drop_last: Drop each epoch's last, smaller minibatch.
-            seed: An int, a `numpy.random.Generator`, or `None` for fresh entropy.
-
-        Returns:
-            An iterator of minibatches, each name to `[n, ...]` array.
-
-        Raises:
-            ValueError: If an argument is out of range.
-            MissingModelOutputError: When a file without `model_outs['actions']` is reached.
-            RolloutFileError: When a file is refused or does not conform to the spec.
-
-        Examples:
-            >>> import tempfile
-            >>> from trajkit.dataset import Dataset
-            >>> from trajkit.testing import example_rollout
-            >>> rollouts = [example_rollout(8, 2, seed=s, keys={"actions"}) for s in range(3)]
-            >>> with tempfile.TemporaryDirectory() as tmp:
-            ...     ds = Dataset.write(tmp, rollouts)
-            ...     batches = list(ds.transition_minibatches(10, gamma=0.99, n_step=3, seed=0))
-            >>> [len(b["reward"]) for b in batches], batches[0]["n_step_obs"].shape
-            ([10, 10, 10, 10, 8], (10, 4))
-        """
-        return transition_minibatches(
-            self,
+        plan = MinibatchPlan(
             minibatch_size,
-            gamma=gamma,
-            n_step=n_step,
             epochs=epochs,
             drop_last=drop_last,
             seed=seed,
-            rollouts_per_buffer=files_per_buffer,
+            shuffle=shuffle,
+            files_per_buffer=files_per_buffer,
+            normalize_advantages=normalize_advantages,
         )
+        check_discount(gamma, lam)
+        if "critic" not in self._spec.model_outputs:
+            raise missing_critic("minibatches()", self._spec.model_outputs, "the dataset's spec")
+        loaders = [partial(self._ppo_table, path, gamma, lam, plan) for path in self.files]
+        return sample(plan, loaders)
+
+    def _ppo_table(self, path: str, gamma: float, lam: float, plan: MinibatchPlan) -> ArraysTable:
+        return ppo_table(self.load(path), "minibatches", gamma, lam, plan)
+
+    def transition_minibatches(
+        self, minibatch_size: int, **kwargs: Any
+    ) -> Iterator[dict[str, ArrayTree]]:
+        """Deprecated: [`trajkit.transition_minibatches`][trajkit.transition_minibatches] of it.
+
+        Deprecated after 0.1.0: call `trajkit.transition_minibatches(dataset, ...)`, which
+        takes the same arguments. It warns with a `DeprecationWarning` and will be removed.
+
+        Examples:
+            >>> import tempfile, warnings
+            >>> from trajkit.dataset import Dataset
+            >>> from trajkit.testing import example_rollout
+            >>> with tempfile.TemporaryDirectory() as tmp:
+            ...     ds = Dataset.write(tmp, [example_rollout(keys={"actions"})])
+            ...     with warnings.catch_warnings(record=True) as caught:
+            ...         warnings.simplefilter("always")
+            ...         batch = next(ds.transition_minibatches(4, seed=0))
+            >>> caught[0].category.__name__, len(batch["reward"])
+            ('DeprecationWarning', 4)
+        """
+        deprecated("Dataset.transition_minibatches", "trajkit.transition_minibatches(dataset, ...)")
+        return transition_minibatches(self, minibatch_size, **kwargs)
 
 
 def _list(root: str) -> list[Found]:
