@@ -79,6 +79,32 @@ def test_a_binary_cell_is_bytes_plus_a_reshape() -> None:
     np.testing.assert_array_equal(images, r.obses["image"][:-1].reshape(-1, 16, 16, 4))
 
 
+@pytest.mark.parametrize("type_", [pa.binary(6), pa.binary(), pa.large_binary()], ids=str)
+def test_a_slice_of_a_bytes_column_is_read_from_its_own_offset(type_: Any) -> None:
+    # A slice shares its parent's buffers: its first cell is the parent's row `offset`, and
+    # the offsets of a variable-size column count bytes from the parent's first row.
+    from trajkit.arrow._cells import binary_values
+
+    values = np.arange(7 * 3, dtype=np.int16).reshape(7, 3)
+    column = pa.array([row.tobytes() for row in values], type_)
+    for start, stop in [(0, 7), (2, 5), (6, 7), (3, 3)]:
+        got = binary_values(column.slice(start, stop - start), np.dtype(np.int16), (3,))
+        np.testing.assert_array_equal(got, values[start:stop])
+
+
+@pytest.mark.parametrize("dtype", [np.bool_, np.float32, np.int64])
+def test_a_slice_of_a_number_column_is_read_from_its_own_offset(dtype: Any) -> None:
+    # Booleans are bits: a slice starting mid-byte unpacks from its own bit.
+    from trajkit.arrow._buffers import to_numpy
+
+    values = (np.arange(19) ** 2 % 7 < 3).astype(dtype)  # no period a slice could hide in
+    column = pa.array(values)
+    for start, stop in [(0, 19), (3, 12), (9, 10), (5, 5)]:
+        got = to_numpy(column.slice(start, stop - start))
+        assert got.dtype == values.dtype
+        np.testing.assert_array_equal(got, values[start:stop])
+
+
 def test_other_tools_read_the_bytes_with_the_documented_reshape(tmp_path: Path) -> None:
     r = image_rollout()
     path = tmp_path / "run.parquet"
