@@ -263,11 +263,51 @@ def test_a_declared_dtype_trajkit_cannot_store_is_refused(dtype: str) -> None:
             "leaf obses\\['image'\\] has 'binary': True; only a leaf with a shape, in the "
             "compact layout",
         ),
+        # each flag on the kind of leaf or output it is for, and with the value it takes
+        (
+            lambda m: m["model_outs"][0].update(binary=True),
+            "model output 'critic' has 'binary': True; only a leaf with a shape",
+        ),
+        (
+            lambda m: m["fields"]["obses"]["leaves"][0].update(binary=1),
+            "leaf obses\\['image'\\] has 'binary': 1; only a leaf with a shape",
+        ),
+        (
+            lambda m: m["model_outs"][0].update(binary=0),
+            "model output 'critic' has 'binary': 0; only a leaf with a shape",
+        ),
+        (
+            lambda m: m["fields"]["obses"]["leaves"][1].update(per_step=True),
+            "each leaf of 'obses' must have 'column', 'next', 'path', 'dtype' and 'shape'$",
+        ),
+        (
+            lambda m: m["model_outs"][1].update(per_step=False),
+            "each of 'model_outs' must be \\{'key': str, ",
+        ),
     ],
 )
 def test_an_inconsistent_compact_layout_is_refused(change: Any, match: str) -> None:
     bad = _declare(ta.to_arrow(image_rollout()), change)
     with pytest.raises(ValueError, match="^the table's trajkit layout is inconsistent: " + match):
+        ta.from_arrow(bad)
+
+
+@pytest.mark.parametrize(
+    ("name", "cell"),
+    [
+        ("obs.image", "fixed_size_binary[1024] (|u1 of shape [16, 16, 4])"),
+        ("state", "fixed_size_binary[8] (<f4 of shape [2])"),
+        ("out.actor", "fixed_size_binary[12] (<f4 of shape [3])"),
+    ],
+)
+def test_variable_size_bytes_are_for_next_columns_only(name: str, cell: str) -> None:
+    # A column with a value on every row holds fixed-size bytes, whether a leaf's or a model
+    # output's; only the mostly-null `next_` columns may hold variable-size ones.
+    table = ta.to_arrow(image_rollout(final=False), layout="compact")
+    values = pa.array(table.column(name).to_pylist(), pa.large_binary())
+    bad = table.set_column(table.column_names.index(name), name, values)
+    message = f"column {name!r} has type large_binary; the layout stores it as bytes, {cell}"
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
         ta.from_arrow(bad)
 
 
