@@ -113,6 +113,16 @@ def test_a_symbol_fixed_by_a_field_without_offset_counts_its_rows() -> None:
     ]
 
 
+@pytest.mark.parametrize("rows", [7, 8, 10])
+def test_a_field_with_an_offset_is_checked_against_a_symbol_fixed_before_it(rows: int) -> None:
+    # T is fixed by rews (no offset) first: dones must then have T+1 rows, not T-1, T or T+2.
+    binding = bind_dims({"rews": (8, 4), "dones": (rows, 4)}, SPECS)
+    assert binding.values == {"T": 8, "B": 4}
+    assert binding.problems == [
+        f"dones has shape ({rows}, 4), expected (T+1, B) = (9, 4); T=8 from rews (8 rows is T)"
+    ]
+
+
 def test_a_later_dimension_counts_entries() -> None:
     binding = bind_dims({"dones": (9, 4), "rews": (8, 4), "values": (8, 3, 2)}, SPECS)
     assert binding.problems == [
@@ -162,6 +172,16 @@ def test_a_field_of_the_wrong_rank_is_reported_and_does_not_vote(
     assert binding.problems == [problem]
     assert binding.values == {"T": 8, "B": 4}
     assert binding.sources == {"T": ["dones"], "B": ["dones"]}
+
+
+def test_fields_all_of_the_wrong_rank_are_each_reported() -> None:
+    # No field of the right rank: nothing binds, and each field is reported.
+    binding = bind_dims({"rews": (8, 4, 1), "dones": (9, 4, 1)}, SPECS)
+    assert binding.problems == [
+        "rews must have exactly 2 dimensions (T, B), got 3 (shape (8, 4, 1))",
+        "dones must have exactly 2 dimensions (T+1, B), got 3 (shape (9, 4, 1))",
+    ]
+    assert binding.values == {}
 
 
 def test_a_variadic_field_takes_any_number_of_trailing_dimensions() -> None:
