@@ -94,6 +94,8 @@ def test_an_unknown_size_does_not_vote() -> None:
     binding = bind_dims({"dones": (9, None), "rews": (None, 4)}, SPECS)
     assert binding.values == {"T": 8, "B": 4}
     assert binding.problems == []
+    first = bind_dims({"rews": (None, 4), "dones": (9, 4)}, SPECS)  # the first size unknown
+    assert (first.values, first.problems) == ({"B": 4, "T": 8}, [])
 
 
 def test_the_wrong_field_is_blamed_with_the_fields_that_fixed_the_symbol() -> None:
