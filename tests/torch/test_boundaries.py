@@ -2,7 +2,7 @@
 
 Each test pins behaviour that a small change to `trajkit.torch` (a mutant of `make mutate`)
 would break without any other CPU test noticing. The on-device branches (pinned-memory
-copies, `index_select` on the GPU) are exercised only where CUDA is (`tests/test_torch.py`).
+copies, `index_select` on the GPU) are exercised only where CUDA is (`tests/torch/test_torch.py`).
 """
 
 from __future__ import annotations

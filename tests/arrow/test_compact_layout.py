@@ -17,7 +17,7 @@ pq = pytest.importorskip("pyarrow.parquet")
 
 import trajkit  # noqa: E402
 import trajkit.arrow as ta  # noqa: E402
-from tests.test_arrow_final_obs import with_finals  # noqa: E402
+from tests.arrow.test_final_obs import with_finals  # noqa: E402
 from trajkit.testing import ACTION_KINDS, example_rollout, rollouts  # noqa: E402
 
 

@@ -182,7 +182,7 @@ def test_a_custom_env_exports_in_a_fresh_interpreter(tmp_path: Path) -> None:
         """
         import gymnasium, numpy as np, trajkit.minari as tm
         from trajkit.testing import example_rollout
-        from tests.test_minari_damaged import Custom
+        from tests.minari.test_damaged import Custom
         gymnasium.register("TrajkitCustom-v0", entry_point=Custom)
         r = example_rollout(num_steps=6, num_envs=1, keys={"actions"}, seed=2)
         r = r.replace(obses=np.clip(r.obses, -10, 10))
@@ -196,11 +196,11 @@ def test_a_custom_env_exports_in_a_fresh_interpreter(tmp_path: Path) -> None:
         capture_output=True,
         text=True,
         env=env,
-        cwd=Path(__file__).parents[1],  # where `tests` is a package
+        cwd=Path(__file__).parents[2],  # where `tests` is a package
         timeout=300,
         check=False,
     )
     assert done.returncode == 0, done.stderr
     entry_point, episodes = done.stdout.split()
-    assert entry_point == "tests.test_minari_damaged:Custom"
+    assert entry_point == "tests.minari.test_damaged:Custom"
     assert int(episodes) >= 1
