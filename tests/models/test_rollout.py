@@ -17,7 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from tests.reference import as_seed_model_outs, gae_loop, stack_key
+from tests.models.reference import as_seed_model_outs, gae_loop, stack_key
 from trajkit import ModelOutputs, Rollout
 from trajkit._core import fused, tree
 from trajkit._models import arrays

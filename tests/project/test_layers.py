@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-SRC = Path(__file__).resolve().parents[1] / "src" / "trajkit"
+SRC = Path(__file__).resolve().parents[2] / "src" / "trajkit"
 ORDER = ["_base", "_core", "_models", "_io", "_cli"]
 # Public modules over optional libraries.
 INTEGRATIONS = [

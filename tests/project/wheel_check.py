@@ -1,6 +1,6 @@
 """`make wheel`: the wheel users install is the one the tests prove.
 
-Run with the dev environment's Python (`python tests/wheel_check.py`); it
+Run with the dev environment's Python (`python tests/project/wheel_check.py`); it
 
 1. builds the sdist, and the wheel from the sdist, into `build/wheel-check/dist`
    (`python -m build`), and checks their metadata with `twine check --strict`;
@@ -11,9 +11,9 @@ Run with the dev environment's Python (`python tests/wheel_check.py`); it
    are not downloaded again: the environment sees the dev environment's site-packages, minus
    anything of trajkit, through a `.pth` file (a view of the folder, not a copy), so the
    install resolves against them and puts nothing of trajkit anywhere but the new environment;
-4. runs `tests/test_fresh_process.py` and `tests/test_public_api.py` with the new environment's
-   Python (`TRAJKIT_EXPECT_INSTALLED` makes them prove that `trajkit` comes from it, not from
-   `src/`), then `examples/demo.py`.
+4. runs `tests/project/test_fresh_process.py` and `tests/project/test_public_api.py` with the
+   new environment's Python (`TRAJKIT_EXPECT_INSTALLED` makes them prove that `trajkit` comes
+   from it, not from `src/`), then `examples/demo.py`.
 
 Exits non-zero at the first step that fails. Takes about two minutes on two cores.
 """
@@ -32,7 +32,7 @@ import venv
 import zipfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 WORK = ROOT / "build" / "wheel-check"
 
 
@@ -140,7 +140,7 @@ def run_against(python: Path, where: Path) -> None:
     """The fresh-process tests, the API snapshot and the demo, with the installed wheel."""
     env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
     env["TRAJKIT_EXPECT_INSTALLED"] = str(where)
-    tests = ["tests/test_fresh_process.py", "tests/test_public_api.py"]
+    tests = ["tests/project/test_fresh_process.py", "tests/project/test_public_api.py"]
     _step(
         "tests",
         [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests],

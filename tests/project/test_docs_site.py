@@ -27,7 +27,7 @@ import pytest
 
 from tests.browser import launch
 
-ROOT = Path(__file__).parents[1]
+ROOT = Path(__file__).parents[2]
 
 
 def load_hook(name: str) -> Any:

@@ -49,7 +49,7 @@ def test_pyright_agrees() -> None:
     if pyright is None:
         pytest.skip("pyright is not installed (it comes with the dev extra)")
     files = sorted(CASES.glob("pass_*.py")) + sorted(CASES.glob("fail_*.py"))
-    src = Path(__file__).parents[1] / "src"
+    src = Path(__file__).parents[2] / "src"
     env = {**os.environ, "PYTHONPATH": str(src)}
     result = subprocess.run(
         [pyright, *map(str, files)], capture_output=True, text=True, env=env, check=False

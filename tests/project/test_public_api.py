@@ -1,7 +1,8 @@
 """The public surface: `trajkit.__all__` is sorted, complete and importable, and pinned.
 
 Every public name and signature, and every CLI option, is in the checked-in snapshot
-`tests/public_api.txt` (see `tests/api_snapshot.py`): an unplanned change fails here.
+`tests/project/public_api.txt` (see `tests/project/api_snapshot.py`): an unplanned change fails
+here.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pathlib import Path
 import pytest
 
 import trajkit
-from tests.api_snapshot import MODULES, SNAPSHOT, render
+from tests.project.api_snapshot import MODULES, SNAPSHOT, render
 
 
 def test_all_is_sorted() -> None:
@@ -117,7 +118,7 @@ def test_the_public_api_is_the_snapshot() -> None:
             difflib.unified_diff(
                 expected.splitlines(keepends=True),
                 actual.splitlines(keepends=True),
-                "tests/public_api.txt (snapshot)",
+                "tests/project/public_api.txt (snapshot)",
                 "the API now",
             )
         )

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _dry_run(target: str, venv: Path) -> list[str]:
@@ -30,9 +30,9 @@ def test_typecheck_runs_pyright_against_the_venvs_packages(tmp_path: Path) -> No
     # Without --pythonpath, pyright asks the first `python` on PATH for its search paths and
     # checks against that interpreter's packages (another pydantic, or none).
     venv = tmp_path / "venv"
-    runs = [line for line in _dry_run("typecheck", venv) if "tests/verify_types.py" in line]
+    runs = [line for line in _dry_run("typecheck", venv) if "tests/project/verify_types.py" in line]
     assert len(runs) == 1, runs
-    assert f"{venv}/bin/python tests/verify_types.py" in runs[0]
+    assert f"{venv}/bin/python tests/project/verify_types.py" in runs[0]
     source = (Path(__file__).parent / "verify_types.py").read_text(encoding="utf-8")
     assert '"--pythonpath", sys.executable' in source
 
@@ -43,6 +43,6 @@ def test_ci_tests_the_installed_wheel_and_another_order(tmp_path: Path) -> None:
     venv = tmp_path / "venv"
     commands = _dry_run("test", venv)
     pytest_runs = [line for line in commands if line.startswith(f"{venv}/bin/pytest")]
-    expected = f"{venv}/bin/pytest --reverse-order --ignore=tests/test_fresh_process.py"
+    expected = f"{venv}/bin/pytest --reverse-order --ignore=tests/project/test_fresh_process.py"
     assert pytest_runs == [expected]
-    assert f"{venv}/bin/python tests/wheel_check.py" in commands
+    assert f"{venv}/bin/python tests/project/wheel_check.py" in commands

@@ -6,8 +6,8 @@ file), a Hypothesis-chosen bad value at a Hypothesis-chosen position is refused 
 `ValueError` subclass whose message holds the field's name and the rule's words; and valid
 values pass every door unchanged. The Arrow and Minari importers and the recorder (a real
 CartPole vector env with one value spoiled) refuse the same values with the same words; each
-door's own tests pin its full messages (tests/test_arrow_import.py, tests/test_minari_import.py,
-tests/gym/test_recorder_gate.py).
+door's own tests pin its full messages (tests/arrow/test_import.py, tests/minari/test_import.py,
+tests/gym/test_recorder_refusals.py).
 """
 
 from __future__ import annotations
@@ -243,7 +243,7 @@ def test_the_minari_importer_refuses_what_the_constructor_refuses(
     pytest.importorskip("minari")
     monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path))
     import trajkit.minari as tm
-    from tests.test_minari_import import _edited, _make
+    from tests.minari.test_import import _edited, _make
 
     dataset = _make()
     (ok,) = tm.from_minari(dataset)

@@ -1,4 +1,4 @@
-"""`tests/wheel_check.py`'s check of what the sdist and the wheel hold, on hand-made archives.
+"""`tests/project/wheel_check.py`'s check of what the sdist and wheel hold, on hand-made archives.
 
 `make wheel` runs the whole check (build, twine, install, tests against the install); this
 pins that a missing module, LICENSE or console script is reported, naming the file.
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.wheel_check import missing_files
+from tests.project.wheel_check import missing_files
 
 MODULES = ["trajkit/__init__.py", "trajkit/py.typed"]
 INFO = "trajkit-0.1.0.dist-info"

@@ -42,7 +42,7 @@ import trajkit.sb3
 import trajkit.testing
 import trajkit.torch
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 REFERENCE = DOCS / "reference"
 SKIP_MARKER = "<!-- docs-test: skip -->"
@@ -395,7 +395,8 @@ def test_contributing_names_files_and_names_that_exist() -> None:
     text = (ROOT / "CONTRIBUTING.md").read_text(encoding="utf-8")
     assert "(CONTRIBUTING.md)" in (ROOT / "README.md").read_text(encoding="utf-8")
     paths = set(re.findall(r"`((?:src|tests|docs|benchmarks|\.ci)/[^`<>*\s]+)`", text))
-    assert {"src/trajkit/_models/rules.py", "tests/test_layers.py", "src/trajkit/_cli/"} <= paths
+    named = {"src/trajkit/_models/rules.py", "tests/project/test_layers.py", "src/trajkit/_cli/"}
+    assert named <= paths
     missing = sorted(p for p in paths if not (ROOT / p).exists())
     assert not missing, f"CONTRIBUTING.md names missing paths: {missing}"
     from trajkit._models import rules
@@ -403,4 +404,5 @@ def test_contributing_names_files_and_names_that_exist() -> None:
     for name in ("FIELD_RULES", "OUTPUT_RULES", "conform", "conform_into"):
         assert f"`{name}`" in text
         assert hasattr(rules, name), name
-    assert "INTEGRATIONS" in (ROOT / "tests" / "test_layers.py").read_text(encoding="utf-8")
+    layers = ROOT / "tests" / "project" / "test_layers.py"
+    assert "INTEGRATIONS" in layers.read_text(encoding="utf-8")

@@ -8,7 +8,7 @@ clean working folder, on files written by trajkit and on trajkit's Parquet expor
 by the tools the Interchange page names (polars, DuckDB, pandas).
 
 `make test` also runs this module with the Python of a fresh virtual environment that has the
-built wheel installed (`tests/wheel_check.py`), setting `TRAJKIT_EXPECT_INSTALLED` to that
+built wheel installed (`tests/project/wheel_check.py`), setting `TRAJKIT_EXPECT_INSTALLED` to that
 environment's folder: then `test_trajkit_comes_from_the_expected_install` proves that the
 children import the installed wheel, not the source tree.
 """
@@ -94,7 +94,7 @@ def test_trajkit_comes_from_the_expected_install(tmp_path: Path) -> None:
     where = python(tmp_path, "import trajkit; print(trajkit.__file__)").strip()
     expected = os.environ.get("TRAJKIT_EXPECT_INSTALLED")
     if expected is None:
-        pytest.skip("TRAJKIT_EXPECT_INSTALLED is not set (set by tests/wheel_check.py)")
+        pytest.skip("TRAJKIT_EXPECT_INSTALLED is not set (set by tests/project/wheel_check.py)")
     assert Path(where).resolve().is_relative_to(Path(expected).resolve()), where
     assert "site-packages" in Path(where).parts, where
 

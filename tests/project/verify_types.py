@@ -6,7 +6,8 @@ known, external one: `trajkit.sb3.TrajkitCallback` subclasses stable-baselines3'
 "Type of metaclass unknown"), which `--ignoreexternal` does not cover for a base class. Any
 other diagnostic, on `TrajkitCallback`'s own members too, fails the check.
 
-Run as `python tests/verify_types.py`; PYTHONPATH must find the source (the Makefile sets it).
+Run as `python tests/project/verify_types.py`; PYTHONPATH must find the source (the Makefile sets
+it).
 """
 
 from __future__ import annotations
