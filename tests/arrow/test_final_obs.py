@@ -17,24 +17,12 @@ pq = pytest.importorskip("pyarrow.parquet")
 
 import trajkit  # noqa: E402
 import trajkit.arrow as ta  # noqa: E402
-from trajkit._core import tree  # noqa: E402
 from trajkit.testing import ACTION_KINDS, example_rollout, rollouts  # noqa: E402
-
-
-def with_finals(r: trajkit.Rollout) -> trajkit.Rollout:
-    """`r` with a final observation per end that no row holds (-obses[t+1] - 5, or 7 - x)."""
-    ends = np.nonzero(r.dones[1:] == 1)
-
-    def final(leaf: Any) -> Any:
-        after = leaf[1:][ends]
-        return (7 - after if leaf.dtype.kind == "u" else -after - 5).astype(leaf.dtype)
-
-    return r.replace(final_obses=tree.map_leaves(final, r.obses))
 
 
 def rollout(**kwargs: Any) -> trajkit.Rollout:
     base = {"num_steps": 8, "num_envs": 3, "done_prob": 0.3, "truncation": True, "seed": 2}
-    return with_finals(example_rollout(**{**base, **kwargs}))
+    return example_rollout(**{**base, **kwargs}, final_obs=True)
 
 
 def layout(table: Any) -> dict[str, Any]:
@@ -48,14 +36,13 @@ def with_column(table: Any, name: str, values: list[Any]) -> Any:
 
 
 @given(
-    rollouts(action_kinds=ACTION_KINDS, nested=None, truncation=None, min_steps=1),
+    rollouts(action_kinds=ACTION_KINDS, nested=None, truncation=None, min_steps=1, final_obs=True),
     st.sampled_from(["list", "extension"]),
 )
 def test_every_rollout_with_final_observations_round_trips(
     r: trajkit.Rollout, tensor_type: str
 ) -> None:
-    f = with_finals(r)
-    assert ta.from_arrow(ta.to_arrow(f, tensor_type=tensor_type)) == f  # type: ignore[arg-type]
+    assert ta.from_arrow(ta.to_arrow(r, tensor_type=tensor_type)) == r  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("nested", [False, True])

@@ -24,7 +24,6 @@ import trajkit.arrow as ta  # noqa: E402
 import trajkit.arrow._ahead as _ahead  # noqa: E402
 import trajkit.arrow._import as reader  # noqa: E402
 from tests.arrow.test_compact_layout import image_rollout  # noqa: E402
-from tests.arrow.test_final_obs import with_finals  # noqa: E402
 from tests.arrow.test_import import _mutations  # noqa: E402
 from trajkit.arrow._ahead import Ahead  # noqa: E402
 from trajkit.testing import ACTION_KINDS, example_rollout, rollouts  # noqa: E402
@@ -40,15 +39,13 @@ def tiny_batches(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @settings(max_examples=30, deadline=None)
 @given(
-    rollouts(action_kinds=ACTION_KINDS, nested=None, truncation=None, min_steps=1),
+    rollouts(action_kinds=ACTION_KINDS, nested=None, truncation=None, min_steps=1, final_obs=None),
     st.sampled_from(["readable", "compact"]),
-    st.booleans(),
     st.integers(1, 64),
 )
 def test_any_batch_size_reads_the_same_rollouts(
-    r: trajkit.Rollout, layout: str, finals: bool, batch_bytes: int
+    r: trajkit.Rollout, layout: str, batch_bytes: int
 ) -> None:
-    r = with_finals(r) if finals else r
     table = ta.to_arrow(r, layout=layout)  # type: ignore[arg-type]
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(reader, "BATCH_BYTES", batch_bytes * 64)
@@ -136,7 +133,7 @@ def test_the_second_pass_reads_one_row_group_at_a_time(
 
 def test_rows_out_of_order_and_steps_split_across_row_groups_read_back(tmp_path: Path) -> None:
     rs = [
-        with_finals(example_rollout(num_steps=7, num_envs=3, seed=s, done_prob=0.3))
+        example_rollout(num_steps=7, num_envs=3, seed=s, done_prob=0.3, final_obs=True)
         for s in range(2)
     ]
     table = pq.read_table(_written(tmp_path, rs))

@@ -12,7 +12,6 @@ pytest.importorskip("minari")
 
 import trajkit
 import trajkit.minari as tm
-from trajkit._core import tree
 from trajkit.testing import example_rollout
 
 
@@ -20,12 +19,6 @@ from trajkit.testing import example_rollout
 def datasets(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path))
     return tmp_path
-
-
-def with_finals(r: trajkit.Rollout) -> trajkit.Rollout:
-    """`r` with a distinct final observation per end (-(obses[t+1]) - 5: no row has it)."""
-    ends = np.nonzero(r.dones[1:] == 1)
-    return r.replace(final_obses=tree.map_leaves(lambda leaf: -leaf[1:][ends] - 5, r.obses))
 
 
 def rows(r: trajkit.Rollout, start: int, stop: int) -> trajkit.Rollout:
@@ -52,7 +45,7 @@ def last_observations(dataset: Any) -> list[tuple[bool, Any]]:
 
 
 def test_an_ended_episode_ends_on_its_true_final_observation() -> None:
-    r = with_finals(example_rollout(num_steps=12, num_envs=3, done_prob=0.3, seed=4))
+    r = example_rollout(num_steps=12, num_envs=3, done_prob=0.3, seed=4, final_obs=True)
     assert r.final_obses is not None
     episodes = list(tm.to_minari(r, "trajkit/finals-v0").iterate_episodes())
     nxt = r.next_obses()
@@ -110,7 +103,7 @@ def test_a_recording_exports_the_envs_final_observations() -> None:
 
 
 def test_an_episode_ending_in_a_later_rollout_gets_that_rollouts_final_observation() -> None:
-    whole = with_finals(example_rollout(num_steps=10, num_envs=2, done_prob=0.15, seed=7))
+    whole = example_rollout(num_steps=10, num_envs=2, done_prob=0.15, seed=7, final_obs=True)
     parts = [rows(whole, 0, 4), rows(whole, 4, 10)]
     got = last_observations(tm.to_minari(parts, "trajkit/parts-v0"))
     want = last_observations(tm.to_minari(whole, "trajkit/whole-v0"))
@@ -121,7 +114,7 @@ def test_an_episode_ending_in_a_later_rollout_gets_that_rollouts_final_observati
 
 
 def test_import_fills_final_obses_from_the_last_observation_of_an_ended_episode() -> None:
-    r = with_finals(example_rollout(num_steps=9, num_envs=2, truncation=True, done_prob=0.3))
+    r = example_rollout(num_steps=9, num_envs=2, truncation=True, done_prob=0.3, final_obs=True)
     dataset = tm.to_minari(r, "trajkit/back-v0")
     for back, ep in zip(tm.from_minari(dataset), dataset.iterate_episodes(), strict=True):
         assert back.final_obses is not None
