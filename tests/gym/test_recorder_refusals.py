@@ -10,7 +10,7 @@ first reset: a retry records the same steps) or refuses further use, saying why.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -98,14 +98,6 @@ class Tamper(gym.vector.VectorWrapper):
         if self.armed and self.steps == self.at:
             parts[self.part] = self.change(parts[self.part])
         return tuple(parts.values())
-
-
-@pytest.fixture
-def envs() -> Iterator[list[VecEnv]]:
-    made: list[VecEnv] = []
-    yield made
-    for env in made:
-        env.close()
 
 
 def counter_env(

@@ -4,29 +4,17 @@ from __future__ import annotations
 
 import io
 import json
-import zipfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
+from tests.io.test_hostile_files import members, rebuild
 from trajkit import RolloutFileError, load, read_metadata, save
 from trajkit._core import tree
 from trajkit._io.metadata import FINAL_OBSES_VERSION
 from trajkit.testing import example_rollout
-
-
-def members(path: Path) -> dict[str, bytes]:
-    with zipfile.ZipFile(path) as archive:
-        return {name: archive.read(name) for name in archive.namelist()}
-
-
-def rebuild(path: Path, contents: dict[str, bytes]) -> Path:
-    with zipfile.ZipFile(path, "w") as archive:
-        for name, data in contents.items():
-            archive.writestr(name, data)
-    return path
 
 
 def edit_metadata(contents: dict[str, bytes], **changes: Any) -> dict[str, bytes]:

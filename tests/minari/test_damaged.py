@@ -32,12 +32,6 @@ from trajkit.testing import example_rollout
 ID = "trajkit/damaged-v0"
 
 
-@pytest.fixture(autouse=True)
-def datasets(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path))
-    return tmp_path
-
-
 @pytest.fixture
 def data(datasets: Path) -> Path:
     """A dataset of several episodes; its `data` folder, to damage."""

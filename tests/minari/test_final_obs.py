@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -13,12 +12,6 @@ pytest.importorskip("minari")
 import trajkit
 import trajkit.minari as tm
 from trajkit.testing import example_rollout
-
-
-@pytest.fixture(autouse=True)
-def datasets(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path))
-    return tmp_path
 
 
 def rows(r: trajkit.Rollout, start: int, stop: int) -> trajkit.Rollout:

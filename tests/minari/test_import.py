@@ -27,12 +27,6 @@ import trajkit.minari as tm  # noqa: E402
 STEPS = 8
 
 
-@pytest.fixture(autouse=True)
-def datasets(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path))
-    return tmp_path
-
-
 def _make(
     dataset_id: str = "test/made-v0",
     *,

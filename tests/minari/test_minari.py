@@ -17,12 +17,6 @@ from trajkit._core import tree
 from trajkit.testing import example_rollout
 
 
-@pytest.fixture(autouse=True)
-def datasets(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path))
-    return tmp_path
-
-
 def _rows(r: trajkit.Rollout, start: int, stop: int) -> trajkit.Rollout:
     """Rows start..stop of a rollout (stop included): a consecutive piece of it."""
 
