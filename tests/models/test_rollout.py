@@ -986,6 +986,11 @@ def _python_calls_to_build(num_steps: int, num_envs: int) -> int:
         "truncated": np.zeros((num_steps, num_envs), np.float32),
         "final_values": np.zeros((num_steps, num_envs), np.float32),
     }
+    return python_calls_to_build(fields)
+
+
+def python_calls_to_build(fields: dict[str, Any]) -> int:
+    """Count the function calls made while `Rollout(**fields)` validates its inputs."""
     calls = 0
 
     def profile(frame: Any, event: str, arg: Any) -> None:
