@@ -2,7 +2,7 @@
 refuses, except the documented ways out, which `revalidate()` and every writer catch.
 
 The NumPy API as a whole is covered by `test_numpy_paths.py` (a table generated from NumPy),
-the writers and readers by `test_writers_readers.py`; this file pins each defect the issue
+the writers and readers by `tests/io/test_writers_readers.py`; this file pins each defect the issue
 names, as a user met it.
 """
 
