@@ -20,6 +20,8 @@ import gymnasium as gym
 from gymnasium.vector import AutoresetMode, VectorWrapper
 
 import trajkit
+from tests.gym.test_recorder import choose
+from tests.gym.test_recorder_spaces import DICT_SPACE, split
 from trajkit import Rollout
 from trajkit._base.types import AnyArray
 from trajkit.gym import RolloutRecorder
@@ -27,12 +29,6 @@ from trajkit.gym import RolloutRecorder
 LIMIT = 15
 B = 3
 SEED = 11
-
-
-def choose(obs: AnyArray) -> AnyArray:
-    """A deterministic, pseudo-random action per observation (a hash of its digits)."""
-    actions: AnyArray = np.floor(np.abs(obs).sum(axis=1) * 1e4).astype(np.int64) % 2
-    return actions
 
 
 def policy(obs: AnyArray) -> dict[str, AnyArray]:
@@ -116,19 +112,9 @@ def test_a_rollout_without_ends_has_empty_final_obses(envs: list[Any]) -> None:
     assert r.final_obses.dtype == np.float32
 
 
-def split(obs: AnyArray) -> dict[str, AnyArray]:
-    return {"position": obs[:2], "velocity": obs[2:]}
-
-
 def dict_cartpole() -> Any:
-    space = gym.spaces.Dict(
-        {
-            "position": gym.spaces.Box(-np.inf, np.inf, (2,), np.float32),
-            "velocity": gym.spaces.Box(-np.inf, np.inf, (2,), np.float32),
-        }
-    )
     env = gym.make("CartPole-v1", max_episode_steps=LIMIT)
-    return gym.wrappers.TransformObservation(env, split, space)
+    return gym.wrappers.TransformObservation(env, split, DICT_SPACE)
 
 
 def dict_policy(obs: dict[str, AnyArray]) -> dict[str, AnyArray]:
