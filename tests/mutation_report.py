@@ -1,20 +1,23 @@
 """`make mutate`'s summary: the kill rate per package and per module, from mutmut's results.
 
 Run after `mutmut run` (from the repository root): reads `mutants/**/*.py.meta` and prints two
-Markdown tables, one row per package of `trajkit` (`_models`, `gym`, ...; a single module such
-as `plot` is its own package) and one per module, with the mutants killed (a test failed, or it
-timed out), those not killed (survived, or no test reached them), how many of those are listed
-as equivalent in `tests/mutation_equivalents.md` (by name, in backquotes:
-`trajkit.<module>.x_<function>__mutmut_<n>`), and those not run yet (a run restricted to some
-names, or interrupted). The kill rate is killed / (run - equivalent), the rate among the
-mutants a test could kill; "raw" is killed / run. Below the tables: the survivors that are not
-listed (the gaps to close with a test), and the listed names that are stale (killed now, or
-no longer a mutant of their module). `mutmut show NAME` shows one mutant.
+Markdown tables, one row per package of `trajkit` in layer order (`_base`, `_core`, `_models`,
+`_io`, each integration: `arrow`, `gym`, ...; a single module such as `plot` is its own; `_cli`
+with `cli.py` and `__main__.py`; `trajkit` for `__init__.py`) and one per module, with the
+mutants killed (a test failed, or it timed out), those not killed (survived, or no test
+reached them), how many of those are listed as equivalent in `tests/mutation_equivalents.md`
+(by name, in backquotes: `trajkit.<module>.x_<function>__mutmut_<n>`), and those not run yet
+(a run restricted to some names, or interrupted). The kill rate is killed / (run -
+equivalent), the rate among the mutants a test could kill; "raw" is killed / run. Below the
+tables: the survivors that are not listed (the gaps to close with a test), and the listed
+names that are stale (killed now, or no longer a mutant of their module).
+`mutmut show NAME` shows one mutant.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 from collections import Counter
@@ -22,6 +25,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 MUTANTS = Path("mutants")
+UNDER_MUTMUT = "MUTANT_UNDER_TEST" in os.environ
+"""True in a test that mutmut runs: its trampolines add frames between a caller and a warning,
+so the tests of a warning's frame check it only outside mutmut."""
 EQUIVALENTS = Path(__file__).with_name("mutation_equivalents.md")
 # mutmut's names: the module, then `x_<function>` or `xǁ<Class>ǁ<method>`, then the number.
 NAME = re.compile(r"`(trajkit\.[\w.ǁ]+__mutmut_\d+)`")
@@ -72,9 +78,25 @@ def module_name(meta: Path, root: Path = MUTANTS) -> str:
     return meta.relative_to(root / "src" / "trajkit").as_posix().removesuffix(".meta")
 
 
+# Modules at the top of `trajkit` that belong to a layer: the command line's entry points.
+LAYER_OF = {"cli.py": "_cli", "__main__.py": "_cli", "__init__.py": "trajkit"}
+# The packages in layer order (tests/test_layers.py); the integrations sort between.
+FIRST, LAST = ("_base", "_core", "_models", "_io"), ("_cli", "trajkit")
+
+
 def package_name(module: str) -> str:
-    """`_models` for `_models/rules.py`; `plot` for `plot.py`."""
-    return module.split("/")[0].removesuffix(".py")
+    """`_models` for `_models/rules.py`; `plot` for `plot.py`; `_cli` for `cli.py`."""
+    head = module.split("/")[0]
+    return LAYER_OF.get(head, head.removesuffix(".py"))
+
+
+def layer_order(package: str) -> tuple[int, str]:
+    """Sorts `_base`, `_core`, `_models`, `_io`, the integrations by name, `_cli`, `trajkit`."""
+    if package in FIRST:
+        return (FIRST.index(package), "")
+    if package in LAST:
+        return (len(FIRST) + 1 + LAST.index(package), "")
+    return (len(FIRST), package)
 
 
 def tally(meta: Path, listed: set[str]) -> Tally:
@@ -120,7 +142,8 @@ def report(root: Path = MUTANTS, listed: set[str] | None = None) -> str:
         total += result
     head = " | ".join(COLUMNS) + " |"
     lines = ["| package | " + head, "|---" * (len(COLUMNS) + 1) + "|"]
-    lines += [result.row(f"`{name}`") for name, result in sorted(packages.items())]
+    order = sorted(packages, key=layer_order)
+    lines += [packages[name].row(f"`{name}`") for name in order]
     lines += [total.row("**all**"), "", "| module | " + head, "|---" * (len(COLUMNS) + 1) + "|"]
     lines += [result.row(f"`{name}`") for name, result in modules.items()]
     if total.survivors:

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import inspect
-import os
 import warnings
 from typing import Any
 
 import pytest
 
+from tests.mutation_report import UNDER_MUTMUT
 from trajkit._base.deprecation import deprecated
 
 
@@ -18,8 +18,7 @@ def _old_name() -> int:
 
 
 @pytest.mark.skipif(
-    "MUTANT_UNDER_TEST" in os.environ,
-    reason="mutmut's trampoline adds frames between the caller and the warning",
+    UNDER_MUTMUT, reason="mutmut's trampoline adds frames between the caller and the warning"
 )
 def test_the_warning_points_at_the_line_that_called_the_deprecated_function() -> None:
     with warnings.catch_warnings(record=True) as caught:
