@@ -16,6 +16,7 @@ import textwrap
 from functools import partial
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import trajkit
@@ -126,6 +127,25 @@ def test_write_output_passes_its_inputs_and_its_words_on(tmp_path: Path) -> None
         write_output(str(tmp_path / "no" / "out.txt"), lambda file: file.write(b"new"), [])
     write_output(str(path), lambda file: file.write(b"new"), [str(tmp_path / "other")])
     assert path.read_bytes() == b"new"
+
+
+def test_load_all_maps_every_file_within_the_limit_or_names_the_one_refused(
+    capsys: pytest.CaptureFixture[str], run_npz: Path
+) -> None:
+    from trajkit._cli.common import load_all
+
+    loaded = load_all([str(run_npz), str(run_npz)], None)
+    assert loaded is not None
+    assert len(loaded) == 2
+    base = loaded[0].rews.base
+    while base is not None and not isinstance(base, np.memmap):
+        base = base.base
+    assert isinstance(base, np.memmap)  # mapped, not read
+    assert load_all([str(run_npz)], 100) is None
+    assert capsys.readouterr().err == (
+        f"{run_npz}: invalid: the metadata declares 1896 bytes of array data (T=16, B=2), over "
+        "the limit of 100 bytes; pass a larger --max-bytes to load it\n"
+    )
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="maps are listed on Linux")
