@@ -114,25 +114,43 @@ def iter_file(
     if index.runs is None:  # rollouts out of order, or one's rows apart: read whole
         yield from _whole(pa, file, layout, names, max_rows)
         return
-    fields = pa.schema([schema.field(name) for name in SMALL_COLUMNS])
-    others = pa.schema([schema.field(name) for name in names])
-    numbering = EpisodeIds()
     small = _Cut(file_batches(reopen(file.metadata), list(SMALL_COLUMNS), _SMALL_BATCH_ROWS))
     with Batches(file, reopen, names, _batch_rows(layout)) as batches:
-        rest = _Cut(batches)
+        rollouts = _Rollouts(pa, schema, layout, small, _Cut(batches))
         for k, rows in enumerate(index.runs):
-            part = pa.Table.from_batches(list(small.take(len(rows))), schema=fields)
-            plan = plan_rollout(pa, part, layout, rows)
-            plan.ids = numbering.next(plan.dones)
-            assembly = Assembly(pa, layout, plan, k)
-            if plan.order is None:
-                for batch in rest.take(len(rows)):
-                    assembly.feed(batch, assembly.filled)
-            else:  # its rows in another order: taken in order, a rollout's worth
-                taken = pa.Table.from_batches(list(rest.take(len(rows))), schema=others)
-                _feed(assembly, taken.take(from_numpy(pa, plan.order)), layout)
-            yield assembly.finish()
-        rest.end()
+            yield rollouts.read(k, rows)  # nothing of it stays here once the caller lets go
+        rollouts.rest.end()
+
+
+class _Rollouts:
+    """The second pass over a file in `write_parquet`'s order: one rollout after the other.
+
+    `small`: the small columns' rows; `rest`: the other columns', both from the file's start.
+    """
+
+    def __init__(
+        self, pa: Any, schema: Any, layout: dict[str, Any], small: _Cut, rest: _Cut
+    ) -> None:
+        self.pa, self.layout, self.small, self.rest = pa, layout, small, rest
+        self.fields = pa.schema([schema.field(name) for name in SMALL_COLUMNS])
+        others = [name for name in schema.names if name not in (*SMALL_COLUMNS, LAYOUT_COLUMN)]
+        self.others = pa.schema([schema.field(name) for name in others])
+        self.numbering = EpisodeIds()
+
+    def read(self, k: int, rows: range) -> Rollout:
+        """Rollout `k` (of the file's rows `rows`), the next in the file."""
+        pa, layout = self.pa, self.layout
+        part = pa.Table.from_batches(list(self.small.take(len(rows))), schema=self.fields)
+        plan = plan_rollout(pa, part, layout, rows)
+        plan.ids = self.numbering.next(plan.dones)
+        assembly = Assembly(pa, layout, plan, k)
+        if plan.order is None:
+            for batch in self.rest.take(len(rows)):
+                assembly.feed(batch, assembly.filled)
+        else:  # its rows in another order: taken in order, a rollout's worth
+            taken = pa.Table.from_batches(list(self.rest.take(len(rows))), schema=self.others)
+            _feed(assembly, taken.take(from_numpy(pa, plan.order)), layout)
+        return assembly.finish()
 
 
 class _Index:
