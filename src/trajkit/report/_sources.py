@@ -5,15 +5,17 @@ Every source becomes a stream of rollout files, the items `trajkit validate` wor
 and lints them all. Files and folders (local or fsspec URLs) are discovered lazily, as
 `trajkit validate` discovers them; a `Dataset` is its folder, each file also checked against
 its pinned spec. A Parquet file (`*.parquet`, read by
-[`trajkit.arrow.read_parquet`][trajkit.arrow.read_parquet]) and a Minari dataset (a
+[`trajkit.arrow.iter_parquet`][trajkit.arrow.iter_parquet]) and a Minari dataset (a
 `minari.MinariDataset`, or `minari:ID` for a local one, read by
-[`trajkit.minari.from_minari`][trajkit.minari.from_minari]) are read whole by their readers,
-and their rollouts written as temporary rollout files, named on the page by their source
-(`run.parquet (rollout 3)`). A source that its reader refuses is one invalid "file".
+[`trajkit.minari.iter_minari`][trajkit.minari.iter_minari]) are read one rollout at a time,
+each written as a temporary rollout file as it comes and let go, so that one rollout is in
+memory at a time; the files are named on the page by their source (`run.parquet (rollout
+3)`). A source that its reader refuses, at once or midway, is one invalid "file".
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from collections.abc import Iterable, Iterator
@@ -180,20 +182,20 @@ def _is_minari(value: Any) -> bool:
 
 
 def _add_parquet(inputs: Inputs, path: str, scratch: str, number: int) -> None:
-    from trajkit.arrow import read_parquet  # imports pyarrow
+    from trajkit.arrow import iter_parquet  # imports pyarrow
 
     inputs.described.append(path)
     try:
-        rollouts = read_parquet(path)
+        items = _spill(inputs, iter_parquet(path), path, "rollout", scratch, number)
     except (OSError, ValueError) as exc:
         inputs.parts.append([FileCheck(path, (f"not readable as a trajkit Parquet file: {exc}",))])
         return
-    inputs.notes.append({"kind": "Parquet file", "source": path, "rollouts": len(rollouts)})
-    inputs.parts.append(_spill(inputs, rollouts, path, "rollout", scratch, number))
+    inputs.notes.append({"kind": "Parquet file", "source": path, "rollouts": len(items)})
+    inputs.parts.append(items)
 
 
 def _add_minari(inputs: Inputs, dataset: Any, scratch: str, number: int) -> None:
-    from trajkit.minari import from_minari  # imports minari
+    from trajkit.minari import iter_minari  # imports minari
 
     if isinstance(dataset, str):
         dataset = dataset[len(MINARI_PREFIX) :]
@@ -201,16 +203,17 @@ def _add_minari(inputs: Inputs, dataset: Any, scratch: str, number: int) -> None
     where = f"{MINARI_PREFIX}{name}"
     inputs.described.append(where)
     try:
-        rollouts = from_minari(dataset)
+        episodes = iter_minari(dataset)  # loads a dataset named by id, or refuses it
         if isinstance(dataset, str):
             import minari
 
-            dataset = minari.load_dataset(dataset)
+            dataset = minari.load_dataset(dataset)  # for what it says of itself
+        items = _spill(inputs, episodes, where, "episode", scratch, number)
     except (OSError, ValueError) as exc:
         inputs.parts.append([FileCheck(where, (f"not readable as a Minari dataset: {exc}",))])
         return
     inputs.notes.append({"kind": "Minari dataset", "source": where, **_minari_facts(dataset)})
-    inputs.parts.append(_spill(inputs, rollouts, where, "episode", scratch, number))
+    inputs.parts.append(items)
 
 
 def _minari_facts(dataset: Any) -> dict[str, Any]:
@@ -231,17 +234,29 @@ def _minari_facts(dataset: Any) -> dict[str, Any]:
 
 
 def _spill(
-    inputs: Inputs, rollouts: list[Rollout], origin: str, unit: str, scratch: str, number: int
+    inputs: Inputs, rollouts: Iterator[Rollout], origin: str, unit: str, scratch: str, number: int
 ) -> list[Item]:
-    """Write `rollouts` as temporary files (then let them go); their items, in order."""
+    """Write each rollout as a temporary file as it comes, and let it go; their items, in order.
+
+    So one rollout is in memory at a time, whatever the size of the source. When the reader
+    refuses the source midway, the files already written are removed and the error raised:
+    the source is one invalid "file", as when its reader refuses it at once.
+    """
     items: list[Item] = []
-    rollouts.reverse()
-    index = 0
-    while rollouts:  # each rollout is let go once written
-        path = os.path.join(scratch, f"{number:04d}-{unit}-{index:06d}.npz")
-        save(rollouts.pop(), path, max_bytes=None)
-        inputs.labels[path] = f"{origin} ({unit} {index})"
-        inputs.origins[path] = origin
-        items.append(Found(path, file_size(path)))
-        index += 1
+    try:
+        for rollout in rollouts:  # not enumerate: its tuple would hold the last rollout
+            index = len(items)
+            path = os.path.join(scratch, f"{number:04d}-{unit}-{index:06d}.npz")
+            save(rollout, path, max_bytes=None)
+            del rollout  # let go before the next one is read
+            inputs.labels[path] = f"{origin} ({unit} {index})"
+            inputs.origins[path] = origin
+            items.append(Found(path, file_size(path)))
+    except BaseException:
+        for item in items:
+            inputs.labels.pop(item.path, None)
+            inputs.origins.pop(item.path, None)
+            with contextlib.suppress(OSError):
+                os.remove(item.path)
+        raise
     return items
