@@ -58,7 +58,7 @@ Examples:
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Generator, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from trajkit._base.optional import require
@@ -375,7 +375,7 @@ def _rollout_arrays(rollout: Rollout) -> Iterator[AnyArray]:
 
 def iter_parquet(
     path: str | os.PathLike[str], *, max_rows: int | None = MAX_ROWS
-) -> Iterator[Rollout]:
+) -> Generator[Rollout, None, None]:
     """Read the rollouts of a Parquet file in trajkit's layout one at a time (see `write_parquet`).
 
     Each rollout is validated and yielded before the next one is read, so the memory it takes
@@ -441,7 +441,7 @@ def iter_parquet(
 
 def _rollouts(
     pa: Any, parquet: Any, fs: Any, where: str, max_rows: int | None
-) -> Iterator[Rollout]:
+) -> Generator[Rollout, None, None]:
     """`iter_parquet`'s generator: the file opened, read, and closed when it ends."""
     filesystem = fs.LocalFileSystem()
     if is_url(where):

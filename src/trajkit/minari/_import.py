@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from functools import partial
 from typing import Any
 
@@ -18,7 +18,7 @@ from trajkit.minari._spaces import along, optional
 __all__ = ["MinariDatasetError", "from_minari", "iter_minari"]
 
 
-def iter_minari(dataset: Any) -> Iterator[Rollout]:
+def iter_minari(dataset: Any) -> Generator[Rollout, None, None]:
     """Read a Minari dataset one episode at a time, as validated rollouts (B = 1, T = its length).
 
     See the module documentation for how episode ends, truncations and the final observation
@@ -68,7 +68,7 @@ def iter_minari(dataset: Any) -> Iterator[Rollout]:
     return _episodes(dataset, indices, space, name)
 
 
-def _episodes(dataset: Any, indices: Any, space: Any, name: str) -> Iterator[Rollout]:
+def _episodes(dataset: Any, indices: Any, space: Any, name: str) -> Generator[Rollout, None, None]:
     """`iter_minari`'s generator: each episode read alone, checked, and let go."""
     for index in indices:
         yield _read_episode(dataset, int(index), space, name)  # not kept here once yielded
