@@ -112,7 +112,7 @@ def iter_file(
         raise ValueError("the table has no rows; a rollout has at least one step per env")
     names = [name for name in schema.names if name not in (*SMALL_COLUMNS, LAYOUT_COLUMN)]
     if index.runs is None:  # rollouts out of order, or one's rows apart: read whole
-        yield from _whole(pa, file, layout, names, max_rows)
+        yield from _whole(pa, file, layout, names)
         return
     small = _Cut(file_batches(reopen(file.metadata), list(SMALL_COLUMNS), _SMALL_BATCH_ROWS))
     with Batches(file, reopen, names, _batch_rows(layout)) as batches:
@@ -169,25 +169,17 @@ class _Index:
     """
 
     def __init__(self, pa: Any, file: Any, max_rows: int | None) -> None:
-        schema, declared = file.schema_arrow, file.metadata.num_rows
+        schema = file.schema_arrow
         names = [name for name in ("rollout", LAYOUT_COLUMN) if name in schema.names]
         self.runs: list[range] | None = [] if "rollout" in names else None
         self.problem: ValueError | None = None
         self._last: int | None = None
-        texts, count = [], 0
-        for batch in file_batches(file, names, _SMALL_BATCH_ROWS) if names else ():
+        texts, start = [], 0
+        for batch in _counted(file, names, max_rows) if names else ():
             if LAYOUT_COLUMN in names:
                 texts.append(load_compute().unique(batch.column(LAYOUT_COLUMN).drop_null()))
-            if self.runs is not None and self.problem is None:
-                self._runs(pa, batch, count)
-            count += batch.num_rows
-            if max_rows is not None and count > max_rows:
-                raise ValueError(
-                    f"the file holds more than max_rows={max_rows} rows (its footer "
-                    f"declares {declared}); pass a larger max_rows (or None) to read it"
-                )
-        if names and count != declared:
-            raise ValueError(f"the file declares {declared} rows but holds {count}")
+            self._runs(pa, batch, start)
+            start += batch.num_rows
         fields = [schema.field(LAYOUT_COLUMN)] if LAYOUT_COLUMN in names else []
         columns = [pa.chunked_array(texts, fields[0].type)] if fields else []
         self.layouts = pa.Table.from_arrays(
@@ -197,8 +189,10 @@ class _Index:
     def _runs(self, pa: Any, batch: Any, start: int) -> None:
         """Extend the runs by a batch of the `rollout` column (its first row: `start`)."""
         runs = self.runs
-        if runs is None or not pa.types.is_integer(batch.column("rollout").type):
-            self.runs = None  # not an integer column: refused by `check_columns`
+        if runs is None or self.problem is not None:
+            return
+        if not pa.types.is_integer(batch.column("rollout").type):
+            self.runs = None  # refused by `check_columns`
             return
         try:
             ids = index_column(batch, "rollout", start)
@@ -246,12 +240,10 @@ class _Cut:
             raise ValueError("the file's columns hold more rows than its index columns")
 
 
-def _whole(
-    pa: Any, file: Any, layout: dict[str, Any], names: list[str], max_rows: int | None
-) -> Iterator[Rollout]:
+def _whole(pa: Any, file: Any, layout: dict[str, Any], names: list[str]) -> Iterator[Rollout]:
     """A file whose rollouts are out of order, or one's rows apart: read whole, then taken."""
     schema = file.schema_arrow
-    plans = plan_rollouts(pa, _read_small(pa, file, max_rows), layout)
+    plans = plan_rollouts(pa, _read_small(pa, file), layout)
     number(plans)
     table = pa.Table.from_batches(
         list(file_batches(file, names, _batch_rows(layout))),
@@ -271,18 +263,13 @@ def _feed(assembly: Assembly, table: Any, layout: dict[str, Any]) -> None:
         assembly.feed(batch, start)
 
 
-def _read_small(pa: Any, file: Any, max_rows: int | None) -> Any:
-    """The file's small columns (`SMALL_COLUMNS` and the layout's), refused past `max_rows`.
+def _counted(file: Any, names: list[str], max_rows: int | None) -> Iterator[Any]:
+    """The file's columns `names` in batches, its rows counted against `max_rows` as they come.
 
-    Its rows are counted as they are read: a file is refused as soon as it has given more,
-    whatever its footer declares.
+    A file is refused as soon as it has given more, whatever its footer declares; and if it
+    holds another number of rows than its footer declares.
     """
-    schema, declared = file.schema_arrow, file.metadata.num_rows
-    names = [name for name in (*SMALL_COLUMNS, LAYOUT_COLUMN) if name in schema.names]
-    fields = pa.schema([schema.field(name) for name in names], metadata=schema.metadata)
-    if not names:
-        return fields.empty_table()
-    batches, count = [], 0
+    declared, count = file.metadata.num_rows, 0
     for batch in file_batches(file, names, _SMALL_BATCH_ROWS):
         count += batch.num_rows
         if max_rows is not None and count > max_rows:
@@ -290,10 +277,17 @@ def _read_small(pa: Any, file: Any, max_rows: int | None) -> Any:
                 f"the file holds more than max_rows={max_rows} rows (its footer "
                 f"declares {declared}); pass a larger max_rows (or None) to read it"
             )
-        batches.append(batch)
+        yield batch
     if count != declared:
         raise ValueError(f"the file declares {declared} rows but holds {count}")
-    return pa.Table.from_batches(batches, schema=fields)
+
+
+def _read_small(pa: Any, file: Any) -> Any:
+    """The file's small columns (`SMALL_COLUMNS`), whole (its rows were counted before)."""
+    schema = file.schema_arrow
+    fields = pa.schema([schema.field(name) for name in SMALL_COLUMNS])
+    batches = file_batches(file, list(SMALL_COLUMNS), _SMALL_BATCH_ROWS)
+    return pa.Table.from_batches(list(batches), schema=fields)
 
 
 def _slices(table: Any, rows: int) -> Iterator[tuple[int, Any]]:
