@@ -175,3 +175,18 @@ def test_iter_parquet_refuses_a_missing_file_when_iterated(tmp_path: Path) -> No
     rollouts = ta.iter_parquet(tmp_path / "missing.parquet")  # opened when iterated
     with pytest.raises(FileNotFoundError):
         next(rollouts)
+
+
+def test_cut_takes_rows_across_batches_and_refuses_too_few_or_too_many() -> None:
+    batches = [pa.record_batch({"x": list(range(a, b))}) for a, b in ((0, 3), (3, 3), (3, 7))]
+    cut = reader._Cut(batches)
+    taken = [[b.column("x").to_pylist() for b in cut.take(n)] for n in (2, 4)]
+    assert taken == [[[0, 1]], [[2], [], [3, 4, 5]]]
+    with pytest.raises(ValueError, match=r"^the file's columns hold more rows than its index"):
+        cut.end()
+    cut = reader._Cut(batches)
+    with pytest.raises(ValueError, match=r"^the file's columns hold fewer rows than its index"):
+        list(cut.take(8))
+    cut = reader._Cut(batches)
+    assert sum(b.num_rows for b in cut.take(7)) == 7
+    cut.end()  # nothing left: no refusal
