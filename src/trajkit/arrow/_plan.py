@@ -52,11 +52,6 @@ class Plan:
     truncated: AnyArray | None
     ids: RolloutIds | None = None
 
-    @property
-    def streamed(self) -> bool:
-        """Whether its rows are consecutive and in (step, env) order in the table."""
-        return self.order is None and isinstance(self.rows, range)
-
     def where(self, i: int) -> str:
         """Cell `i` (`t * B + b`) for a message: its step, env and row in the rollout."""
         return where(i, self.B, self.order)
