@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import itertools
+import tempfile
 import threading
 import weakref
 from pathlib import Path
@@ -16,6 +18,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 pa = pytest.importorskip("pyarrow", reason="trajkit.arrow needs pyarrow (trajkit[arrow])")
 pq = pytest.importorskip("pyarrow.parquet")
@@ -24,7 +28,8 @@ import trajkit  # noqa: E402
 import trajkit.arrow as ta  # noqa: E402
 import trajkit.arrow._import as reader  # noqa: E402
 from tests.test_arrow_compact import image_rollout  # noqa: E402
-from trajkit.testing import example_rollout  # noqa: E402
+from tests.test_arrow_final_obs import with_finals  # noqa: E402
+from trajkit.testing import ACTION_KINDS, example_rollout, rollouts  # noqa: E402
 
 ROLLOUTS = 6
 
@@ -156,6 +161,43 @@ def test_files_in_another_order_read_the_same(tmp_path: Path, order: str) -> Non
         rows = rng.permutation(42)
     pq.write_table(table.take(rows), tmp_path / "odd.parquet", row_group_size=5)
     assert list(ta.iter_parquet(tmp_path / "odd.parquet")) == rs
+
+
+def _reordered(table: Any, order: str, sizes: list[int], rng: np.random.Generator) -> Any:
+    """`table` (rollouts of `sizes` rows, in order) with its rows in another `order`."""
+    starts = np.cumsum([0, *sizes])
+    parts = [np.arange(a, b) for a, b in itertools.pairwise(starts)]
+    if order == "shuffled within":
+        parts = [rng.permutation(part) for part in parts]
+    elif order == "rollouts reversed":
+        parts = parts[::-1]
+    rows = np.concatenate(parts)
+    return table.take(rng.permutation(rows) if order == "interleaved" else rows)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    rollouts(action_kinds=ACTION_KINDS, nested=None, truncation=None, min_steps=1),
+    st.booleans(),
+    st.integers(1, 3),
+    st.sampled_from(["as written", "shuffled within", "rollouts reversed", "interleaved"]),
+    st.integers(1, 5),
+    st.integers(0, 2**32 - 1),
+)
+def test_any_file_of_rollouts_in_any_order_reads_back(
+    r: trajkit.Rollout, finals: bool, count: int, order: str, group_rows: int, seed: int
+) -> None:
+    """Against the rollouts written: streamed or read whole, whatever the row groups."""
+    r = with_finals(r) if finals else r
+    rs = [r] * count
+    with tempfile.TemporaryDirectory() as tmp:
+        ta.write_parquet(rs, Path(tmp, "runs.parquet"))
+        table = pq.read_table(Path(tmp, "runs.parquet"))
+        size = r.num_steps * r.batch_size
+        rng = np.random.default_rng(seed)
+        odd = _reordered(table, order, [size] * count, rng)
+        pq.write_table(odd, Path(tmp, "odd.parquet"), row_group_size=group_rows)
+        assert list(ta.iter_parquet(Path(tmp, "odd.parquet"))) == rs
 
 
 def test_the_first_pass_names_the_files_row(tmp_path: Path) -> None:
