@@ -185,13 +185,10 @@ def _add_parquet(inputs: Inputs, path: str, scratch: str, number: int) -> None:
     from trajkit.arrow import iter_parquet  # imports pyarrow
 
     inputs.described.append(path)
-    try:
-        items = _spill(inputs, iter_parquet(path), path, "rollout", scratch, number)
-    except (OSError, ValueError) as exc:
-        inputs.parts.append([FileCheck(path, (f"not readable as a trajkit Parquet file: {exc}",))])
-        return
-    inputs.notes.append({"kind": "Parquet file", "source": path, "rollouts": len(items)})
-    inputs.parts.append(items)
+    refused = "not readable as a trajkit Parquet file"
+    count = _spill(inputs, iter_parquet(path), path, "rollout", scratch, number, refused)
+    if count is not None:
+        inputs.notes.append({"kind": "Parquet file", "source": path, "rollouts": count})
 
 
 def _add_minari(inputs: Inputs, dataset: Any, scratch: str, number: int) -> None:
@@ -202,18 +199,18 @@ def _add_minari(inputs: Inputs, dataset: Any, scratch: str, number: int) -> None
     name = dataset if isinstance(dataset, str) else str(getattr(dataset, "id", "?"))
     where = f"{MINARI_PREFIX}{name}"
     inputs.described.append(where)
+    refused = "not readable as a Minari dataset"
     try:
         episodes = iter_minari(dataset)  # loads a dataset named by id, or refuses it
         if isinstance(dataset, str):
             import minari
 
             dataset = minari.load_dataset(dataset)  # for what it says of itself
-        items = _spill(inputs, episodes, where, "episode", scratch, number)
     except (OSError, ValueError) as exc:
-        inputs.parts.append([FileCheck(where, (f"not readable as a Minari dataset: {exc}",))])
+        inputs.parts.append([FileCheck(where, (f"{refused}: {exc}",))])
         return
-    inputs.notes.append({"kind": "Minari dataset", "source": where, **_minari_facts(dataset)})
-    inputs.parts.append(items)
+    if _spill(inputs, episodes, where, "episode", scratch, number, refused) is not None:
+        inputs.notes.append({"kind": "Minari dataset", "source": where, **_minari_facts(dataset)})
 
 
 def _minari_facts(dataset: Any) -> dict[str, Any]:
@@ -234,29 +231,39 @@ def _minari_facts(dataset: Any) -> dict[str, Any]:
 
 
 def _spill(
-    inputs: Inputs, rollouts: Iterator[Rollout], origin: str, unit: str, scratch: str, number: int
-) -> list[Item]:
+    inputs: Inputs,
+    rollouts: Iterator[Rollout],
+    origin: str,
+    unit: str,
+    scratch: str,
+    number: int,
+    refused: str,
+) -> int | None:
     """Write each rollout as a temporary file as it comes, and let it go; their items, in order.
 
-    So one rollout is in memory at a time, whatever the size of the source. When the reader
-    refuses the source midway, the files already written are removed and the error raised:
-    the source is one invalid "file", as when its reader refuses it at once.
+    So one rollout is in memory at a time, whatever the size of the source. The items go
+    into `inputs`, and their count is returned. When the reader refuses the source (at once,
+    or midway), the files already written are removed and the source is one invalid "file",
+    its problem `refused` and the reader's reason; then `None` is returned. A temporary file
+    that cannot be written is an error of the report (`OSError`), not of the source.
     """
     items: list[Item] = []
-    try:
-        for rollout in rollouts:  # not enumerate: its tuple would hold the last rollout
-            index = len(items)
-            path = os.path.join(scratch, f"{number:04d}-{unit}-{index:06d}.npz")
-            save(rollout, path, max_bytes=None)
-            del rollout  # let go before the next one is read
-            inputs.labels[path] = f"{origin} ({unit} {index})"
-            inputs.origins[path] = origin
-            items.append(Found(path, file_size(path)))
-    except BaseException:
-        for item in items:
-            inputs.labels.pop(item.path, None)
-            inputs.origins.pop(item.path, None)
-            with contextlib.suppress(OSError):
-                os.remove(item.path)
-        raise
-    return items
+    while True:
+        try:
+            rollout = next(rollouts, None)
+        except (OSError, ValueError) as exc:
+            for item in items:
+                del inputs.labels[item.path], inputs.origins[item.path]
+                with contextlib.suppress(OSError):
+                    os.remove(item.path)
+            inputs.parts.append([FileCheck(origin, (f"{refused}: {exc}",))])
+            return None
+        if rollout is None:
+            inputs.parts.append(items)
+            return len(items)
+        path = os.path.join(scratch, f"{number:04d}-{unit}-{len(items):06d}.npz")
+        save(rollout, path, max_bytes=None)
+        del rollout  # let go before the next one is read
+        inputs.labels[path] = f"{origin} ({unit} {len(items)})"
+        inputs.origins[path] = origin
+        items.append(Found(path, file_size(path)))
