@@ -18,6 +18,7 @@ import pytest
 
 import trajkit
 from trajkit._io.filecheck import FileCheck
+from trajkit.report import _sources
 from trajkit.report._sources import open_inputs
 from trajkit.testing import example_rollout
 
@@ -109,3 +110,17 @@ def test_a_minari_dataset_is_spilled_one_episode_at_a_time(
         "trajkit/spill-v0"
     )
     assert inputs.notes[0]["episodes"] == 3
+
+
+def test_a_temporary_file_that_cannot_be_written_is_not_the_sources_fault(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    arrow = pytest.importorskip("trajkit.arrow")
+    arrow.write_parquet([example_rollout(num_steps=4)], tmp_path / "runs.parquet")
+
+    def full(*args: Any, **kwargs: Any) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(_sources, "save", full)
+    with pytest.raises(OSError, match="No space left on device"):
+        open_inputs([str(tmp_path / "runs.parquet")], str(tmp_path))
