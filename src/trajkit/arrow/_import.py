@@ -250,11 +250,16 @@ def _whole(pa: Any, file: Any, layout: dict[str, Any], names: list[str]) -> Iter
         schema=pa.schema([schema.field(name) for name in names]),
     )
     for i, plan in enumerate(plans):
-        rows = np.asarray(plan.rows)
-        assembly = Assembly(pa, layout, plan, i)
-        taken = rows if plan.order is None else rows[plan.order]
-        _feed(assembly, table.take(from_numpy(pa, taken)), layout)
-        yield assembly.finish()
+        yield _taken(pa, table, layout, plan, i)  # nothing of it stays here once yielded
+
+
+def _taken(pa: Any, table: Any, layout: dict[str, Any], plan: Plan, number: int) -> Rollout:
+    """Rollout `number` of a table of the whole file, its rows taken in order."""
+    rows = np.asarray(plan.rows)
+    assembly = Assembly(pa, layout, plan, number)
+    taken = rows if plan.order is None else rows[plan.order]
+    _feed(assembly, table.take(from_numpy(pa, taken)), layout)
+    return assembly.finish()
 
 
 def _feed(assembly: Assembly, table: Any, layout: dict[str, Any]) -> None:
