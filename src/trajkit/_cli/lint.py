@@ -13,6 +13,9 @@ from trajkit._cli.common import (
     printable,
 )
 
+FAILED = 3
+"""The exit code when a check raised (a bug in lint): the findings printed are incomplete."""
+
 
 def lint_command(args: argparse.Namespace) -> int:
     from trajkit.lint import report, run  # the lint package is imported for this command
@@ -61,4 +64,7 @@ def lint_command(args: argparse.Namespace) -> int:
     print(tally.summary(linted.files), file=sys.stderr)
     if args.replay:
         print(f"Replayed {len(linted.replayed)} of {linted.files} files.", file=sys.stderr)
-    return tally.exit_code
+    for failure in linted.failures:
+        message = f"trajkit lint: a check failed (please report it): {failure}"
+        print(printable(message), file=sys.stderr)
+    return FAILED if linted.failures else tally.exit_code
