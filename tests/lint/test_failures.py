@@ -56,7 +56,9 @@ def test_the_file_a_check_failed_on_keeps_its_recording_for_replay(
 ) -> None:
     raising_on("a.npz", monkeypatch)
     result = lint_file(str(folder / "a.npz"), options=LintOptions(frozenset()), max_bytes=None)
-    assert result.readable and result.failure is not None and result.findings == ()
+    assert result.readable
+    assert result.failure is not None
+    assert result.findings == ()
     fold = LintFold(LintOptions(frozenset()))
     assert fold.add(result) == []
     assert fold.failures == [result.failure]
@@ -114,5 +116,6 @@ def test_failed_names_the_error_and_where_it_was_raised() -> None:
     except AttributeError as exc:
         text = failed("a.npz", exc)
     assert text.startswith("a.npz: AttributeError: ")
-    assert "(at trajkit/" in text and "in summarize)" in text
+    assert "(at trajkit/" in text
+    assert "in summarize)" in text
     assert FileResult("a.npz", (), None, None).failure is None
