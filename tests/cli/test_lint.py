@@ -12,6 +12,7 @@ import pytest
 import trajkit
 from trajkit.cli import main
 from trajkit.lint import run
+from trajkit.lint.checks import check_rollout
 from trajkit.testing import example_rollout
 
 
@@ -35,12 +36,11 @@ def test_a_check_that_raises_is_reported_and_the_run_exits_3(
 ) -> None:
     for i, name in enumerate("abc"):
         trajkit.save(example_rollout(num_steps=8, seed=i), tmp_path / f"{name}.npz")
-    checks = run.check_rollout
 
     def check(rollout: Any, options: Any, *, path: str | None = None, **kw: Any) -> Any:
         if path is not None and path.endswith("b.npz"):
             raise IndexError("index 0 is out of bounds")
-        return checks(rollout, options, path=path, **kw)
+        return check_rollout(rollout, options, path=path, **kw)
 
     monkeypatch.setattr(run, "check_rollout", check)
     code = main(["lint", "--jobs", "1", "--select", "TK203", "--no-config", str(tmp_path)])
@@ -63,12 +63,11 @@ def test_a_failure_beside_findings_still_exits_3(
     trajkit.save(r, tmp_path / "a.npz")
     trajkit.save(r, tmp_path / "b.npz")  # TK203, an error
     trajkit.save(example_rollout(num_steps=8, seed=2), tmp_path / "c.npz")
-    checks = run.check_rollout
 
     def check(rollout: Any, options: Any, *, path: str | None = None, **kw: Any) -> Any:
         if path is not None and path.endswith("c.npz"):
             raise RuntimeError("a bug")
-        return checks(rollout, options, path=path, **kw)
+        return check_rollout(rollout, options, path=path, **kw)
 
     monkeypatch.setattr(run, "check_rollout", check)
     code = main(["lint", "--jobs", "1", "--select", "TK203", "--no-config", str(tmp_path)])

@@ -9,6 +9,7 @@ import pytest
 
 import trajkit
 from trajkit.lint import crossfile, run
+from trajkit.lint.checks import check_rollout
 from trajkit.lint.config import LintOptions
 from trajkit.lint.registry import Finding
 from trajkit.lint.run import FileResult, LintFold, LintRun, failed, lint_file
@@ -28,12 +29,11 @@ def folder(tmp_path: Path) -> Path:
 
 def raising_on(path_end: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """`check_rollout` (the checks of one file) raises on the file whose path ends so."""
-    checks = run.check_rollout
 
     def check(rollout: Any, options: Any, *, path: str | None = None, **kw: Any) -> Any:
         if path is not None and path.endswith(path_end):
             raise RuntimeError("a bug")
-        return checks(rollout, options, path=path, **kw)
+        return check_rollout(rollout, options, path=path, **kw)
 
     monkeypatch.setattr(run, "check_rollout", check)
 
@@ -119,3 +119,32 @@ def test_failed_names_the_error_and_where_it_was_raised() -> None:
     assert "(at trajkit/" in text
     assert "in summarize)" in text
     assert FileResult("a.npz", (), None, None).failure is None
+
+
+def test_a_replay_that_raises_leaves_the_other_recordings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("gymnasium")
+    from trajkit.lint import replay
+
+    def group(files: list[tuple[str, Any]], *args: Any) -> Any:
+        if files[0][1]["id"] == "a":
+            raise ZeroDivisionError("a bug")
+        yield Finding("TK300", "replayed", files[0][0])
+
+    monkeypatch.setattr(replay, "_replay_group", group)
+    r = example_rollout(num_steps=4, num_envs=1)
+    for rid in "ab":
+        recording = {"id": rid, "index": 0, "num_envs": 1, "autoreset_mode": "NEXT_STEP"}
+        trajkit.save(r, tmp_path / f"{rid}.npz", recording=recording)
+    linted = LintRun([str(tmp_path)], LintOptions(frozenset({"TK300"})), replay=True, jobs=1)
+    assert [Path(f.path or "").name for f in linted] == ["b.npz"]
+    [failure] = linted.failures
+    assert failure.startswith("the replay of recording a: ZeroDivisionError: a bug (at ")
+    with pytest.raises(ZeroDivisionError):  # without a list to report it in, it propagates
+        list(
+            replay.replay_recordings(
+                [(str(tmp_path / "a.npz"), {"id": "a", "index": 0})],
+                LintOptions(frozenset({"TK300"})),
+            )
+        )

@@ -123,7 +123,7 @@ def lint_file(path: str, *, options: LintOptions, max_bytes: int | None) -> File
         return FileResult(path, (), None, _recording(meta), failure=failed(path, exc))
 
 
-def _recording(metadata: RolloutFileMetadata | None) -> Mapping[str, Any] | None:
+def _recording(metadata: RolloutFileMetadata | None) -> dict[str, Any] | None:
     """A file's `recording` metadata as JSON, if it has one."""
     recorded = None if metadata is None else metadata.recording
     return None if recorded is None else recorded.model_dump(mode="json")
@@ -306,7 +306,11 @@ class LintRun:
             from trajkit.lint.replay import replay_recordings  # imports gymnasium
 
             yield from replay_recordings(
-                fold.recordings, self.options, max_bytes=self.max_bytes, replayed=self.replayed
+                fold.recordings,
+                self.options,
+                max_bytes=self.max_bytes,
+                replayed=self.replayed,
+                failures=self.failures,
             )
 
     def close(self) -> None:
