@@ -95,10 +95,21 @@ def _space(r: Rollout, kind: str) -> dict[str, Any] | None:
     return {"type": "MultiDiscrete", "nvec": nvec, "start": np.zeros_like(nvec).tolist()}
 
 
-def _observation_space(r: Rollout, kind: str) -> dict[str, Any] | None:
-    if kind == "none" or not isinstance(r.obses, np.ndarray):
+def _observation_space(obses: Any, kind: str) -> dict[str, Any] | None:
+    """A space for `obses` (Dict and Tuple for nested ones): Box [0, 1], or by dtype."""
+    if kind == "none":
         return None
-    return {"type": "Box", "low": 0.0, "high": 1.0, "shape": list(r.obses.shape[2:])}
+    if isinstance(obses, dict):
+        return {
+            "type": "Dict",
+            "spaces": {k: _observation_space(v, kind) for k, v in obses.items()},
+        }
+    if isinstance(obses, tuple):
+        return {"type": "Tuple", "spaces": [_observation_space(v, kind) for v in obses]}
+    shape = list(obses.shape[2:])
+    if kind == "dtype" and obses.dtype == np.uint8:
+        return {"type": "MultiBinary", "n": shape} if shape else {"type": "Discrete", "n": 256}
+    return {"type": "Box", "low": 0.0, "high": 1.0, "shape": shape}
 
 
 @st.composite
@@ -117,7 +128,9 @@ def metadata(draw: st.DrawFn, r: Rollout, index: int) -> RolloutFileMetadata | N
         autoreset_mode=draw(st.sampled_from(["NEXT_STEP", "SAME_STEP", "DISABLED"])),
         max_episode_steps=draw(st.sampled_from([None, 1, 2, 5])),
         action_space=_space(r, draw(st.sampled_from(["none", "fit", "tight"]))),
-        observation_space=_observation_space(r, draw(st.sampled_from(["none", "box"]))),
+        observation_space=_observation_space(
+            r.obses, draw(st.sampled_from(["none", "box", "dtype"]))
+        ),
         wrappers=draw(st.sampled_from([[], ["NormalizeReward", "NormalizeObservation"]])),
     )
     return RolloutFileMetadata.from_rollout(r, recording=recording)
