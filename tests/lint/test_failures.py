@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 import trajkit
+import trajkit.lint
 from trajkit.lint import crossfile, run
 from trajkit.lint.checks import check_rollout
 from trajkit.lint.config import LintOptions
@@ -148,3 +149,12 @@ def test_a_replay_that_raises_leaves_the_other_recordings(
                 LintOptions(frozenset({"TK300"})),
             )
         )
+
+
+def test_lint_warns_of_a_check_that_raised_and_returns_the_other_findings(
+    folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    raising_on("b.npz", monkeypatch)
+    with pytest.warns(RuntimeWarning, match=r"a check failed \(please report it\): .*b\.npz"):
+        found = trajkit.lint.lint(folder, select=["TK106"], action_space=SPACE, jobs=1)
+    assert [Path(f.path or "").name for f in found] == ["a.npz", "c.npz"]
