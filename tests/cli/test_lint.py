@@ -16,17 +16,19 @@ from trajkit.lint.checks import check_rollout
 from trajkit.testing import example_rollout
 
 
-def test_a_file_of_no_steps_is_linted_without_finding(tmp_path: Path) -> None:
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_a_file_of_no_steps_is_linted_without_finding(tmp_path: Path, jobs: str) -> None:
     r = example_rollout(num_steps=0)
     assert (r.num_steps, r.rews.shape[0], r.dones.shape[0]) == (0, 0, 1)
     trajkit.save(r, tmp_path / "a.npz")
     trajkit.save(example_rollout(num_steps=0, num_envs=1, seed=1), tmp_path / "b.npz")
     done = subprocess.run(
-        [sys.executable, "-m", "trajkit", "lint", "--jobs", "1", str(tmp_path)],
+        [sys.executable, "-m", "trajkit", "lint", "--jobs", jobs, str(tmp_path)],
         capture_output=True,
         text=True,
         check=False,
         timeout=120,
+        cwd=tmp_path,  # no pyproject.toml above it to read
     )
     assert (done.returncode, done.stdout, done.stderr) == (0, "", "All checks passed (2 files).\n")
 

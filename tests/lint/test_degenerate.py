@@ -139,12 +139,18 @@ def metadata(draw: st.DrawFn, r: Rollout, index: int) -> RolloutFileMetadata | N
 def lint_in_memory(
     files: list[tuple[Rollout, RolloutFileMetadata | None]], options: LintOptions
 ) -> list[Finding]:
-    """`trajkit lint`'s per-file work and fold on in-memory files (replay aside)."""
+    """`trajkit lint`'s per-file work and fold on in-memory files (replay aside).
+
+    A check that raises fails the test: `lint_rollout` raises, and the fold, which reports a
+    check's error and goes on, must have none to report.
+    """
     fold = LintFold(options)
     found: list[Finding] = []
     for i, (r, metadata) in enumerate(files):
         found += fold.add(lint_rollout(r, f"r{i}.npz", metadata, options))
-    return found + fold.finish()
+    found += fold.finish()
+    assert fold.failures == []
+    return found
 
 
 @st.composite
@@ -158,7 +164,7 @@ def datasets(draw: st.DrawFn) -> list[tuple[Rollout, RolloutFileMetadata | None]
 def test_every_check_is_silent_or_reports_on_degenerate_rollouts(
     files: list[tuple[Rollout, RolloutFileMetadata | None]], limit: int | None
 ) -> None:
-    options = LintOptions(EVERY_CHECK, max_episode_steps=limit, action_space=None)
+    options = LintOptions(EVERY_CHECK, max_episode_steps=limit)
     for finding in lint_in_memory(files, options):
         assert finding.code in CHECKS
 
