@@ -12,8 +12,8 @@ import trajkit.lint
 from trajkit.lint import crossfile, run
 from trajkit.lint.checks import check_rollout
 from trajkit.lint.config import LintOptions
-from trajkit.lint.registry import Finding
-from trajkit.lint.run import FileResult, LintFold, LintRun, failed, lint_file
+from trajkit.lint.registry import Finding, failed
+from trajkit.lint.run import FileResult, LintFold, LintRun, lint_file
 from trajkit.report._lint import LintFold as ReportFold
 from trajkit.testing import example_rollout
 

@@ -57,8 +57,7 @@ from trajkit._io.filecheck import file_error
 from trajkit._io.files import DEFAULT_MAX_BYTES, load
 from trajkit._models.rollout import Rollout
 from trajkit.lint.config import LintOptions
-from trajkit.lint.registry import Finding
-from trajkit.lint.run import failed
+from trajkit.lint.registry import Finding, failed
 
 gym: ModuleType = require("gymnasium", "gym", "trajkit lint --replay")
 
@@ -84,7 +83,7 @@ def replay_recordings(
     Every file it does not replay gets a TK300 note saying why; `replayed`, when given,
     receives the paths of those it replayed. A replay that raises (a bug in lint, not the
     env's error, which is a finding) stops that recording's replay; `failures`, when given,
-    receives it (as `trajkit.lint.run.failed` words it), and the other recordings are
+    receives it (as `trajkit.lint.registry.failed` words it), and the other recordings are
     replayed.
 
     Examples:

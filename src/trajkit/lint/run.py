@@ -13,7 +13,6 @@ in order, runs after, and accounts for every file.
 from __future__ import annotations
 
 import importlib
-import traceback
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -31,13 +30,12 @@ from trajkit.lint.checks import check_rollout
 from trajkit.lint.config import LintOptions
 from trajkit.lint.crossfile import CrossFileChecks, FileSummary, summarize
 from trajkit.lint.join import EpisodeEdges, EpisodeJoiner, episode_edges
-from trajkit.lint.registry import Finding
+from trajkit.lint.registry import Finding, failed
 
 __all__ = [
     "FileResult",
     "LintFold",
     "LintRun",
-    "failed",
     "lint_chunk",
     "lint_file",
     "lint_refused",
@@ -72,26 +70,6 @@ class FileResult:
     edges: EpisodeEdges | None = None
     readable: bool = True
     failure: str | None = None
-
-
-def failed(where: str, exc: Exception) -> str:
-    """A check's error (a bug in lint) in one line: where, the error, and the code that raised.
-
-    Examples:
-        >>> try:
-        ...     [][0]
-        ... except IndexError as exc:
-        ...     failed("a.npz", exc)  # doctest: +ELLIPSIS
-        'a.npz: IndexError: list index out of range (at <doctest ...>:2 in <module>)'
-    """
-    frames = traceback.extract_tb(exc.__traceback__)
-    at = ""
-    if frames:
-        frame = frames[-1]
-        name = frame.filename.replace("\\", "/")
-        name = name[name.rfind("trajkit/") :] if "trajkit/" in name else name
-        at = f" (at {name}:{frame.lineno} in {frame.name})"
-    return f"{where}: {type(exc).__name__}: {exc}{at}"
 
 
 def lint_file(path: str, *, options: LintOptions, max_bytes: int | None) -> FileResult:
