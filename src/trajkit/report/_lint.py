@@ -39,8 +39,9 @@ class Findings:
         files: How many files were linted.
         options: The lint options of the run.
         failures: The first files lint's checks stopped on (a bug in a check), with the
-            error; their other checks are left out, the other files are linted.
-        failed: How many files lint's checks stopped on.
+            error; their other checks are left out, the other files are linted. A check
+            across files that stopped is listed too (`the checks across files: ...`).
+        failed: How many times lint's checks stopped (on a file, or across files).
 
     Examples:
         >>> f = Findings()
