@@ -149,13 +149,17 @@ def test_tk201_a_still_gray_picture_needs_as_much_evidence(
     )
 
 
-@pytest.mark.parametrize(("value", "hit"), [(0, False), (255, False), (1, True)])
-def test_tk201_a_channel_resting_at_a_bound_of_its_box(value: int, hit: bool) -> None:
+@pytest.mark.parametrize("value", [0, 255, 1])
+def test_tk201_a_channel_at_a_bound_of_its_box_is_reported_too(value: int) -> None:
+    """An image's Box(0, 255) is its dtype's range: a black channel is no level it rests at."""
     r = _frames(MIN_OBSERVATIONS, MIN_EPISODES, (12, 10, 3))
     r.obses[..., 1] = value
     space = {"type": "Box", "low": 0, "high": 255, "shape": [12, 10, 3], "dtype": "uint8"}
     rec = {"id": "a", "index": 0, "num_envs": 1, "observation_space": space}
-    assert bool(lint_rollouts([r], "TK201", [rec])) is hit
+    [found] = lint_rollouts([r], "TK201", [rec])
+    assert found.message.endswith(f": obses[..., :, :, 1] = {value}")
+    r.obses[..., 1] = r.obses[..., 0]  # every channel changes; the border is at 87
+    assert lint_rollouts([r], "TK201", [rec]) == []
 
 
 # ------------------------------------------------------------------------------ TK202

@@ -14,7 +14,8 @@ small; `CrossFileChecks` folds them in, in file order, as they come back from th
   An image leaf (`trajkit._core.images.image_layout`: uint8 frames) is judged by channel,
   not by pixel: its border, background and HUD pixels never change in real frames (Atari's,
   Procgen's), a channel all of whose pixels never change is a camera that does not look
-  (a frame-stack slot never filled, a channel dropped).
+  (a frame-stack slot never filled, a channel dropped), at a bound of its space or not
+  (an image's Box(0, 255) is its dtype's range, no level it rests at).
 - TK202 (inferred): a file whose rewards are on another scale than the others', among at
   least `MIN_FILES` files with nonzero rewards and at least `MIN_REWARDS` rewards each.
   Where the other files' rewards take a few values (at most `FEW_VALUES` distinct nonzero
@@ -480,10 +481,11 @@ class CrossFileChecks:
         found = []
         for name, (low, high) in self._ranges.items():
             constant = low == high
-            if name in self._bounds and self._bounds[name][0].shape == low.shape:
+            layout = self._images.get(name)
+            bounded = name in self._bounds and self._bounds[name][0].shape == low.shape
+            if bounded and layout is None:  # an image's Box(0, 255) is its dtype's: no level
                 floor, ceiling = self._bounds[name]
                 constant &= (low != floor) & (low != ceiling)
-            layout = self._images.get(name)
             what, index, shown = (
                 _features(name, constant, low)
                 if layout is None
