@@ -263,7 +263,8 @@ def build_parser() -> argparse.ArgumentParser:
             "[tool.trajkit.lint] of the closest pyproject.toml. Exit 0 when every file is "
             "valid and lint finds no error or warning, 1 when one is invalid or lint finds "
             "one (the page is written all the same) or the page cannot be written, 2 on a "
-            "usage error."
+            "usage error, 3 when a lint check failed (a bug in trajkit lint: please report "
+            "it)."
         ),
     )
     report.add_argument(

@@ -81,9 +81,15 @@ class Built:
 
     @property
     def exit_code(self) -> int:
-        """1 when a file is invalid or lint found an error or a warning (or failed), else 0."""
+        """The command's exit code: 3, 1 or 0.
+
+        3 when a lint check failed on a file (a bug in trajkit lint: `trajkit lint` exits 3
+        too); else 1 when a file is invalid or lint found an error or a warning; else 0.
+        """
         findings = self.findings
-        return 1 if self.collection.invalid or findings.tally.exit_code or findings.failed else 0
+        if findings.failed:
+            return 3
+        return 1 if self.collection.invalid or findings.tally.exit_code else 0
 
 
 def build(
