@@ -20,9 +20,59 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from trajkit._base.types import ArrayLike, Float64Array, Int64Array
+from trajkit._base.types import ArrayLike, BoolArray, Float64Array, Int64Array
 
-__all__ = ["EpisodeStats", "episode_stats"]
+__all__ = [
+    "EpisodeStats",
+    "check_truncations",
+    "episode_ends",
+    "episode_stats",
+    "truncation_error",
+]
+
+
+def episode_ends(dones: ArrayLike) -> BoolArray:
+    """Where a step ended its episode, `[T, B]`: `dones[t+1] == 1` (E of them in all).
+
+    A fact of the schema (the rule table, `trajkit._models.rules`, declares it from here,
+    below the models, so that `_core` reads it too): `final_obses` holds one entry per end,
+    in the order of `np.nonzero(episode_ends(dones))`.
+
+    Examples:
+        >>> import numpy as np
+        >>> episode_ends(np.array([[1, 0], [0, 1], [1, 0]])).astype(int).tolist()
+        [[0, 1], [1, 0]]
+    """
+    ends: BoolArray = np.asarray(dones)[1:] == 1
+    return ends
+
+
+def truncation_error(t: int, b: int) -> ValueError:
+    """The message of the rule "a truncated step ends its episode", for step t of env b."""
+    return ValueError(
+        f"truncated[{t}, {b}] is 1 but dones[{t + 1}, {b}] is 0: a truncated step must end "
+        "its episode (set dones[t+1] = 1 where truncated[t] = 1)"
+    )
+
+
+def check_truncations(truncated: ArrayLike, dones: ArrayLike) -> None:
+    """The rule "a truncated step ends its episode": `truncated[t] = 1` needs `dones[t+1] = 1`.
+
+    Raises:
+        ValueError: Naming the first truncated step (in time, then env order) whose
+            `dones[t+1]` is 0.
+
+    Examples:
+        >>> check_truncations([[0], [1]], [[0], [0], [0]])
+        Traceback (most recent call last):
+        ...
+        ValueError: truncated[1, 0] is 1 but dones[2, 0] is 0: a truncated step must end \
+its episode (set dones[t+1] = 1 where truncated[t] = 1)
+    """
+    unended = (np.asarray(truncated) != 0) & (np.asarray(dones)[1:] == 0)
+    if np.logical_or.reduce(unended, axis=None):
+        t, b = np.unravel_index(int(np.argmax(unended)), unended.shape)
+        raise truncation_error(int(t), int(b))
 
 
 @dataclass(frozen=True)
@@ -114,7 +164,7 @@ def episode_stats(
         raise ValueError(
             f"rewards must be [T, B] and dones [T+1, B], got shapes {rews.shape} and {starts.shape}"
         )
-    ends = starts[1:]
+    ends = episode_ends(starts)
     truncations = 0
     if truncated is not None:
         cut = np.asarray(truncated) == 1

@@ -40,6 +40,7 @@ import numpy as np
 
 from trajkit._base.types import AnyArray
 from trajkit._core import tree as _tree
+from trajkit._core.episodes import check_truncations, episode_ends
 from trajkit._models.arrays import (
     as_float32,
     as_int32,
@@ -64,9 +65,11 @@ __all__ = [
     "Rule",
     "all_finite",
     "check_action_range",
+    "check_truncations",
     "conform",
     "conform_into",
     "discrete_actions",
+    "episode_ends",
     "lossless",
     "output_key",
     "output_name",
@@ -551,17 +554,6 @@ class CrossRule:
     check_written: Callable[[FieldValues, AnyArray, str, str], None] | None = None
 
 
-def _truncation_ends_episode(values: FieldValues) -> None:
-    truncated, dones = values["truncated"], values["dones"]
-    bad = (truncated == 1) & (dones[1:] == 0)
-    if np.logical_or.reduce(bad, axis=None):
-        t, b = first_true(bad)
-        raise ValueError(
-            f"truncated[{t}, {b}] is 1 but dones[{t + 1}, {b}] is 0: a truncated step "
-            "must end its episode (set dones[t+1] = 1 where truncated[t] = 1)"
-        )
-
-
 def _is_discrete(values: FieldValues) -> bool:
     return discrete_actions({"actions": values.get(_ACTIONS), "actor": values.get(_ACTOR)})
 
@@ -591,7 +583,7 @@ def _final_obses_per_episode_end(values: FieldValues) -> None:
             f"final_obses must have the structure of obses: obses is {describe(want_paths)}, "
             f"final_obses is {describe(got_paths)}"
         )
-    ends = int(np.count_nonzero(values["dones"][1:] == 1))
+    ends = int(np.count_nonzero(episode_ends(values["dones"])))
     for (path, obs), (_, leaf) in zip(want, got, strict=True):
         name = _tree.format_path("final_obses", path)
         obs_name = _tree.format_path("obses", path)
@@ -618,7 +610,7 @@ CROSS_RULES: tuple[CrossRule, ...] = (
         "a truncated step ends its episode: truncated[t] = 1 needs dones[t+1] = 1",
         reads=("truncated", "dones"),
         applies=lambda values: values.get("truncated") is not None,
-        check=_truncation_ends_episode,
+        check=lambda values: check_truncations(values["truncated"], values["dones"]),
     ),
     CrossRule(
         "Discrete actions ([T+1, B], next to actor logits [T+1, B, A]) lie in [0, A)",

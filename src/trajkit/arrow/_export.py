@@ -13,7 +13,7 @@ from trajkit._base.types import AnyArray
 from trajkit._core import tree as _tree
 from trajkit._io.infos import info_entries, sparse_infos_to_json
 from trajkit._models.rollout import Rollout, given_infos
-from trajkit._models.rules import FIELD_RULES
+from trajkit._models.rules import FIELD_RULES, episode_ends
 from trajkit.arrow._buffers import from_numpy, strings, validity
 from trajkit.arrow._layout import (
     AUTO_COMPACT_BYTES,
@@ -350,7 +350,7 @@ class _Context:
         self.T, self.B = rollout.num_steps, rollout.batch_size
         self.obses = _field_leaves(rollout, "obses")
         self.states = _field_leaves(rollout, "states")
-        self.ends: AnyArray = rollout.dones[1:] == 1
+        self.ends: AnyArray = episode_ends(rollout.dones)
         self.binary = {
             column
             for item in _layout_items(layout)

@@ -20,7 +20,7 @@ from trajkit._base.types import AnyArray
 from trajkit._core import tree as _tree
 from trajkit._io.infos import infos_to_json, sparse_infos_to_json, strict_json_loads
 from trajkit._models.rollout import Rollout
-from trajkit._models.rules import FIELD_RULES, Rule, conform_into, lossless
+from trajkit._models.rules import FIELD_RULES, Rule, conform_into, episode_ends, lossless
 from trajkit.arrow._ahead import Batches, file_batches
 from trajkit.arrow._buffers import from_numpy, to_numpy
 from trajkit.arrow._cells import Where, exactly, no_nulls, positioned
@@ -206,7 +206,7 @@ class Assembly:
     def __init__(self, pa: Any, layout: dict[str, Any], plan: Plan, number: int = 0) -> None:
         self.layout, self.plan, self.number = layout, plan, number
         T, B = plan.T, plan.B
-        self.grid = Grid(pa, T, B, (plan.dones[1:] == 1).reshape(-1), plan.where)
+        self.grid = Grid(pa, T, B, episode_ends(plan.dones).reshape(-1), plan.where)
         self.filled = 0  # rows fed so far
         rews, final_values = FIELD_RULES["rews"], FIELD_RULES["final_values"]
         self.scalars = [_Scalar("reward", rews, "rews", T * B)]

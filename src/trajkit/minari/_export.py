@@ -22,7 +22,7 @@ from trajkit._base.types import AnyArray
 from trajkit._core import tree as _tree
 from trajkit._io.atomic import fsync_path
 from trajkit._models.rollout import Rollout
-from trajkit._models.rules import lossless
+from trajkit._models.rules import episode_ends, lossless
 from trajkit.minari._spaces import along, optional
 
 __all__ = ["to_minari"]
@@ -84,8 +84,9 @@ def _episodes(rollouts: Sequence[Rollout]) -> list[Cut]:
                 f"the rollouts must have the same number of envs, got B={B} and B={r.batch_size}"
             )
         # Entry k of `final_obses` is the k-th episode end in (t, b) order.
-        end_index = np.full(r.dones[1:].shape, -1, np.int64)
-        ends = np.nonzero(r.dones[1:] == 1)
+        ended = episode_ends(r.dones)
+        end_index = np.full(ended.shape, -1, np.int64)
+        ends = np.nonzero(ended)
         end_index[ends] = np.arange(len(ends[0]))
         for b in range(B):
             open_[b] = _cut_column(r, b, open_[b], end_index[:, b], done)

@@ -15,6 +15,7 @@ from trajkit._io import raytasks
 from trajkit._io.files import DEFAULT_MAX_BYTES, load
 from trajkit._io.remote import local_copy, mappable, naming
 from trajkit._models.rollout import Rollout
+from trajkit._models.rules import episode_ends
 from trajkit._models.spec import RolloutSpec
 from trajkit._models.transitions import TRANSITION_KEYS, n_step_discount, step_columns
 from trajkit.ray._listing import Layout, Paths, conformed, layout_of, list_files, paths_dataset
@@ -94,7 +95,7 @@ def _values_after(rollout: Rollout, steps: Int64Array) -> AnyArray:
     critic = rollout.model_outs.arrays["critic"]
     envs = np.arange(rollout.batch_size)[None, :]
     values = critic[steps + 1, envs]
-    ended = rollout.dones[1:][steps, envs] == 1
+    ended = episode_ends(rollout.dones)[steps, envs]
     if rollout.truncated is not None and rollout.final_values is not None:
         cut = rollout.truncated[steps, envs] == 1
         return np.where(ended, np.where(cut, rollout.final_values[steps, envs], 0.0), values)
