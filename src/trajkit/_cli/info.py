@@ -22,6 +22,7 @@ from trajkit._io.files import load, read_metadata
 from trajkit._io.metadata import RolloutFileMetadata
 from trajkit._models.model_outputs import discrete_actions
 from trajkit._models.rollout import Rollout
+from trajkit._models.rules import TREE_FIELDS
 from trajkit._models.spec import RolloutSpec
 
 
@@ -65,7 +66,7 @@ def info_command(args: argparse.Namespace) -> int:
     ]
     arrays: list[tuple[str, np.ndarray[Any, Any] | None]] = [
         (_tree.format_path(name, path), leaf)
-        for name in ("states", "obses")
+        for name in TREE_FIELDS
         for path, leaf in _tree.flatten(getattr(r, name))
     ]
     arrays += [

@@ -29,6 +29,7 @@ from trajkit._io.npy import npy_header
 from trajkit._io.reader import DEFAULT_MAX_BYTES
 from trajkit._io.zipfmt import align_extra, zip_info
 from trajkit._models.rollout import Rollout, given_infos
+from trajkit._models.rules import TREE_FIELDS, stray_bool_byte
 from trajkit._models.spec import SUPPORTED_DTYPES, dtype_name
 
 __all__ = ["save"]
@@ -201,7 +202,7 @@ def _plain_fields(rollout: Rollout) -> dict[str, AnyArray | None]:
 
 def _tree_fields(rollout: Rollout) -> dict[str, Any]:
     """The fields stored as one array per leaf."""
-    trees = {"states": rollout.states, "obses": rollout.obses}
+    trees: dict[str, Any] = {name: getattr(rollout, name) for name in TREE_FIELDS}
     if rollout.final_obses is not None:
         trees["final_obses"] = rollout.final_obses
     return trees
@@ -231,7 +232,7 @@ def _check_storable(named: list[tuple[str, AnyArray]]) -> None:
                 f"{name} has dtype {array.dtype}, which the file format cannot store; "
                 f"supported: {', '.join(SUPPORTED_DTYPES)}"
             )
-        if array.dtype == np.bool_ and array.size and array.view(np.uint8).max() > 1:
+        if array.dtype == np.bool_ and stray_bool_byte(array) is not None:
             raise ValueError(
                 f"{name} is a bool array holding bytes other than 0 and 1 (made with "
                 ".view(bool)?), which the file format refuses; use .astype(bool)"

@@ -28,6 +28,7 @@ from trajkit._models.rules import (
     CROSS_RULES,
     FIELD_RULES,
     OUTPUT_RULES,
+    TREE_FIELDS,
     FieldValues,
     conform,
     output_key,
@@ -388,7 +389,7 @@ def _pair_problems(rollout: RolloutLike) -> list[str]:
 def _per_step_tuple_hints(rollout: RolloutLike, T: int) -> list[str]:
     """A hint for a tuple of T+1 per-step arrays, which reads as a Gymnasium Tuple instead."""
     hints = []
-    for name in ("obses", "states"):
+    for name in TREE_FIELDS:
         value = rollout.__dict__.get(name)
         if isinstance(value, tuple) and len(value) == T + 1 and all(map(_tree.is_leaf, value)):
             hints.append(

@@ -34,7 +34,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import numpy as np
 
@@ -58,8 +58,12 @@ __all__ = [
     "CROSS_RULES",
     "FIELD_RULES",
     "FLOAT32_OUTPUTS",
+    "INT_ACTIONS",
     "OUTPUT_RULES",
     "PER_ENV_SCALAR_OUTPUTS",
+    "STEP_COLUMNS",
+    "TREE_FIELDS",
+    "TreeField",
     "CrossRule",
     "FieldValues",
     "Rule",
@@ -71,16 +75,20 @@ __all__ = [
     "discrete_actions",
     "episode_ends",
     "lossless",
+    "no_states",
     "output_key",
     "output_name",
     "output_rule",
     "rules_reading",
+    "stray_bool_byte",
     "within_float32",
 ]
 
 DType = Literal["float32", "real", "action"]
 
 _F32 = np.dtype(np.float32)
+INT_ACTIONS = np.dtype(np.int32)
+"""How integer actions are stored (Discrete, MultiDiscrete, MultiBinary); Box ones as float32."""
 _F32_MAX = float(np.finfo(np.float32).max)
 _F32_EXACT = 1 << 24  # the largest integer magnitude float32 holds with every integer below
 
@@ -98,6 +106,8 @@ class Rule:
         nested: It may be a dict/tuple tree of arrays (Gymnasium `Dict` and `Tuple` spaces).
         optional: It may be `None`.
         min_ndim: The fewest dimensions of one array (or leaf) as given.
+        column: Its name for one step's value in tables of steps (Arrow, Ray and transition
+            columns; the spec's `obs_`/`state_` fields): `obs`, `reward`, `action`, ...
     """
 
     dims: str
@@ -107,6 +117,7 @@ class Rule:
     nested: bool = False
     optional: bool = False
     min_ndim: int = 1
+    column: str | None = None
 
     @property
     def stored_dtypes(self) -> tuple[str, ...] | None:
@@ -116,7 +127,8 @@ class Rule:
             >>> OUTPUT_RULES["actions"].stored_dtypes, FIELD_RULES["obses"].stored_dtypes
             (('int32', 'float32'), None)
         """
-        return {"float32": ("float32",), "action": ("int32", "float32"), "real": None}[self.dtype]
+        stored = {"float32": ("float32",), "action": (INT_ACTIONS.name, "float32")}
+        return stored.get(self.dtype)
 
     @property
     def file_dtype(self) -> str | None:
@@ -233,12 +245,14 @@ class Rule:
 
 FIELD_RULES: Mapping[str, Rule] = MappingProxyType(
     {
-        "states": Rule("T+1 B ...", "float32", finite=True, nested=True, min_ndim=2),
-        "obses": Rule("T+1 B ...", "real", finite=True, nested=True),
-        "rews": Rule("T B", "float32", finite=True),
+        "states": Rule(
+            "T+1 B ...", "float32", finite=True, nested=True, min_ndim=2, column="state"
+        ),
+        "obses": Rule("T+1 B ...", "real", finite=True, nested=True, column="obs"),
+        "rews": Rule("T B", "float32", finite=True, column="reward"),
         "dones": Rule("T+1 B", "float32", flag=True),
-        "truncated": Rule("T B", "float32", flag=True, optional=True),
-        "final_values": Rule("T B", "float32", finite=True, optional=True),
+        "truncated": Rule("T B", "float32", flag=True, optional=True, column="truncated"),
+        "final_values": Rule("T B", "float32", finite=True, optional=True, column="final_value"),
         "final_obses": Rule("E ...", "real", finite=True, nested=True, optional=True),
     }
 )
@@ -248,16 +262,56 @@ FIELD_RULES: Mapping[str, Rule] = MappingProxyType(
 
 OUTPUT_RULES: Mapping[str, Rule] = MappingProxyType(
     {
-        "critic": Rule("T+1 B", "float32", finite=True),
-        "log_probs": Rule("T+1 B", "float32", finite=True),
+        "critic": Rule("T+1 B", "float32", finite=True, column="value"),
+        "log_probs": Rule("T+1 B", "float32", finite=True, column="log_prob"),
         "actor": Rule("T+1 B A", "float32", finite=True),
-        "actions": Rule("T+1 B ...", "action", finite=True),
+        "actions": Rule("T+1 B ...", "action", finite=True, column="action"),
         "*": Rule("T+1 B ...", "real"),
         "*scalar": Rule("T+1", "real"),
     }
 )
 """The model outputs' rules. `*` applies to other keys; `*scalar` to other keys with one value
 per step (no B), such as obs-tower2 GAIL's `prob_pi`, stored as `[T+1]`."""
+
+
+TreeField = Literal["obses", "states"]
+"""The name of a field with one tree per step (the required `nested` rules of `FIELD_RULES`)."""
+
+TREE_FIELDS: tuple[TreeField, ...] = get_args(TreeField)
+"""The fields with one tree per step (`obses`, `states`): a leaf per Gymnasium `Dict`/`Tuple`
+part; `final_obses` is laid out as `obses`, one entry per episode end. (A test holds it to
+`FIELD_RULES`; the `Literal` is what typed callers such as `RolloutSpec.leaves` need.)"""
+
+STEP_COLUMNS: Mapping[str, str] = MappingProxyType(
+    {name: rule.column for name, rule in {**FIELD_RULES, **OUTPUT_RULES}.items() if rule.column}
+)
+"""Each field's and model output's name in tables of steps (`Rule.column`): `rews` -> `reward`."""
+
+
+def no_states(T: int, B: int) -> AnyArray:
+    """The `states` of a rollout that records none: `(T+1, B, 0)`, in the rule's dtype.
+
+    Examples:
+        >>> no_states(3, 2).shape, no_states(3, 2).dtype
+        ((4, 2, 0), dtype('float32'))
+    """
+    return np.zeros((T + 1, B, 0), FIELD_RULES["states"].file_dtype)
+
+
+def stray_bool_byte(array: AnyArray) -> int | None:
+    """A bool is stored as the byte 0 or 1: the flat index of another byte, or `None`.
+
+    NumPy makes other bytes only through views (`.view(bool)`); such a "bool" compares unlike
+    `True`, so files and Arrow cells holding one are refused.
+
+    Examples:
+        >>> stray_bool_byte(np.array([0, 1, 2], np.uint8).view(bool))
+        2
+    """
+    raw = array.reshape(-1).view(np.uint8)
+    if not raw.size or int(raw.max()) <= 1:
+        return None
+    return int(np.argmax(raw > 1))
 
 
 def output_rule(key: str, ndim: int | None = None) -> Rule:
@@ -492,11 +546,12 @@ def output_key(name: str) -> str | None:
 _ACTIONS, _ACTOR = output_name("actions"), output_name("actor")
 
 
-def discrete_actions(arrays: Mapping[str, Any]) -> bool:
+def discrete_actions(arrays: Mapping[str, Any], lead: int = 2) -> bool:
     """Whether `arrays` hold Discrete actions: `actions` `[T+1, B]`, `actor` `[T+1, B, A]`.
 
     Only then are the actions indices into the logits, checked to lie in `[0, A)`. `arrays`
-    maps model-output keys (`actions`) to arrays.
+    maps model-output keys (`actions`) to arrays with `lead` leading dimensions: 2 for the
+    stacked `[T+1, B, ...]`, 1 for one step's `[B, ...]`.
 
     Examples:
         >>> discrete_actions({"actions": np.zeros((3, 2)), "actor": np.zeros((3, 2, 4))})
@@ -505,7 +560,7 @@ def discrete_actions(arrays: Mapping[str, Any]) -> bool:
         False
     """
     actions, actor = arrays.get("actions"), arrays.get("actor")
-    return actions is not None and actor is not None and actions.ndim == 2 and actor.ndim == 3
+    return actions is not None and actor is not None and actions.ndim == lead == actor.ndim - 1
 
 
 def check_action_range(actions: AnyArray, num_actions: int, name: str, axes: str = "tb") -> None:

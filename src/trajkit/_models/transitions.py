@@ -22,7 +22,7 @@ from trajkit._core import tree as _tree
 from trajkit._core.minibatch import MinibatchPlan, sample
 from trajkit._models.errors import MissingModelOutputError
 from trajkit._models.rollout import Rollout
-from trajkit._models.rules import episode_ends
+from trajkit._models.rules import STEP_COLUMNS, episode_ends
 
 __all__ = [
     "RolloutFiles",
@@ -112,9 +112,9 @@ def step_columns(
     cut = np.zeros(ends.shape, bool) if rollout.truncated is None else rollout.truncated == 1
     columns: dict[str, AnyArray] = {}
     if not optional or "actions" in rollout.model_outs.arrays:
-        columns["action"] = _actions(rollout, method)
+        columns[STEP_COLUMNS["actions"]] = _actions(rollout, method)
     columns |= {
-        "reward": rollout.rews,
+        STEP_COLUMNS["rews"]: rollout.rews,
         "terminated": ends & ~cut,
         "truncated": cut,
         "episode": _tr.episode_ids(rollout.dones, source=source),
