@@ -68,6 +68,7 @@ from trajkit._io.atomic import atomic_write, same_file
 from trajkit._io.mapped import mapped_files
 from trajkit._io.remote import is_url
 from trajkit._models.rollout import Rollout
+from trajkit._models.rules import TREE_FIELDS
 from trajkit.arrow._export import (
     ROW_GROUP_BYTES,
     EpisodeIds,
@@ -362,7 +363,7 @@ def _writer_options(schema: Any, options: dict[str, Any]) -> dict[str, Any]:
 
 def _rollout_arrays(rollout: Rollout) -> Iterator[AnyArray]:
     """Every array of `rollout`: tree leaves, the per-step fields and the model outputs."""
-    for name in ("states", "obses"):
+    for name in TREE_FIELDS:
         for _, leaf in _tree.flatten(getattr(rollout, name)):
             yield leaf
     for array in (rollout.rews, rollout.dones, rollout.truncated, rollout.final_values):
