@@ -22,7 +22,7 @@ from trajkit._base.types import AnyArray
 from trajkit._core import tree as _tree
 from trajkit._io.atomic import fsync_path
 from trajkit._models.rollout import Rollout
-from trajkit._models.rules import episode_ends, lossless
+from trajkit._models.rules import discrete_actions, episode_ends, lossless
 from trajkit.minari._spaces import along, optional
 
 __all__ = ["to_minari"]
@@ -145,9 +145,9 @@ def _action_space(spaces: Any, rollouts: Sequence[Rollout]) -> Any:
     actions = np.concatenate([a.reshape(-1, *a.shape[2:]) for a in per_rollout])
     if actions.dtype.kind == "f":
         return spaces.Box(-np.inf, np.inf, actions.shape[1:], actions.dtype)  # as stored
-    actor = rollouts[0].model_outs.arrays.get("actor")
+    arrays = rollouts[0].model_outs.arrays
     if actions.ndim == 1:
-        n = actor.shape[-1] if actor is not None else int(actions.max()) + 1
+        n = arrays["actor"].shape[-1] if discrete_actions(arrays) else int(actions.max()) + 1
         return spaces.Discrete(max(n, 1))
     return spaces.MultiDiscrete(np.maximum(actions.max(axis=0), 0) + 1)
 
