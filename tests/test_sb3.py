@@ -59,14 +59,14 @@ class ToyEnv(gym.Env[Any, Any]):
         obs: str = "box",
         action: str = "discrete",
         nan_after: int | None = None,
-        constant: bool = False,
+        cut_every: int | None = None,
         render_mode: str | None = None,
     ) -> None:
         self.render_mode = render_mode
         self.observation_space = _space(obs)
         self.action_space = _space(action)
         self.nan_after = nan_after
-        self.constant = constant
+        self.cut_every = cut_every  # the env truncates itself, before its time limit
         self.steps = 0
 
     def _draw(self, space: spaces.Space[Any]) -> Any:
@@ -80,8 +80,6 @@ class ToyEnv(gym.Env[Any, Any]):
         if isinstance(space, spaces.MultiDiscrete):
             return (rng.random(space.nvec.shape) * space.nvec).astype(np.int64)
         assert isinstance(space, spaces.Box)
-        if self.constant:
-            return np.zeros(space.shape, np.float32)
         return rng.uniform(-1.0, 1.0, space.shape).astype(np.float32)
 
     def reset(
@@ -98,7 +96,8 @@ class ToyEnv(gym.Env[Any, Any]):
         if self.nan_after is not None and self.steps > self.nan_after:
             reward = float("nan")
         terminated = bool(self.np_random.random() < 0.05)
-        return self._draw(self.observation_space), reward, terminated, False, {}
+        cut = self.cut_every is not None and self.steps % self.cut_every == 0
+        return self._draw(self.observation_space), reward, terminated, cut, {}
 
 
 # The class is the entry point ("module:Class"), as users register theirs: replay passes a
@@ -280,11 +279,11 @@ def test_an_invalid_rollout_stops_training_naming_it() -> None:
 
 
 def test_a_lint_finding_stops_training_unless_ignored(tmp_path: Path) -> None:
-    env = _vec_env(TOY, constant=True)
-    with pytest.raises(RolloutCheckError, match=r"^rollout 0 of this run .* fails lint: .*TK201"):
+    env = _vec_env(TOY, cut_every=5)  # truncations before the recorded time limit
+    with pytest.raises(RolloutCheckError, match=r"^rollout 0 of this run .* fails lint: .*TK113"):
         _model("ppo", env).learn(64, callback=TrajkitCallback(lint=True))
-    check = TrajkitCallback(lint=True, ignore=["TK201"])
-    _model("ppo", _vec_env(TOY, constant=True)).learn(64, callback=check)
+    check = TrajkitCallback(lint=True, ignore=["TK113"])
+    _model("ppo", _vec_env(TOY, cut_every=5)).learn(64, callback=check)
     assert check.rollouts == 1
 
 

@@ -1,10 +1,11 @@
 """pyright's type-completeness check of trajkit (`make typecheck`): what Pylance users see.
 
 Runs `pyright --verifytypes trajkit --ignoreexternal` and fails on every diagnostic but one
-known, external one: `trajkit.sb3.TrajkitCallback` subclasses stable-baselines3's
-`BaseCallback`, whose own types pyright rates incomplete ("Type of base class unknown",
-"Type of metaclass unknown"), which `--ignoreexternal` does not cover for a base class. Any
-other diagnostic, on `TrajkitCallback`'s own members too, fails the check.
+known, external one: `trajkit.sb3.TrajkitCallback` (defined in `trajkit.sb3._callback`)
+subclasses stable-baselines3's `BaseCallback`, whose own types pyright rates incomplete
+("Type of base class unknown", "Type of metaclass unknown"), which `--ignoreexternal` does
+not cover for a base class. Any other diagnostic, on `TrajkitCallback`'s own members too,
+fails the check.
 
 Run as `python tests/verify_types.py`; PYTHONPATH must find the source (the Makefile sets it).
 """
@@ -17,8 +18,8 @@ import sys
 from pathlib import Path
 
 EXTERNAL = {
-    ("trajkit.sb3.TrajkitCallback", "Type of base class unknown"),
-    ("trajkit.sb3.TrajkitCallback", "Type of metaclass unknown"),
+    ("trajkit.sb3._callback.TrajkitCallback", "Type of base class unknown"),
+    ("trajkit.sb3._callback.TrajkitCallback", "Type of metaclass unknown"),
 }
 """Diagnostics that belong to another package's types: (symbol, message)."""
 

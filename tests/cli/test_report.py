@@ -145,7 +145,7 @@ def test_options_arrive(
     assert (seen["title"], seen["seed"], seen["jobs"], seen["max_bytes"]) == ("T", 7, 1, 1 << 20)
     assert seen["folder"] == str(out.parent.resolve())
     assert options.max_episode_steps == 9
-    assert sorted(options.codes) == ["TK201", "TK202", "TK203"]
+    assert sorted(options.codes) == ["TK201", "TK202", "TK203", "TK204"]
 
 
 def test_progress(capsys: pytest.CaptureFixture[str], runs: Path, tmp_path: Path) -> None:
@@ -189,7 +189,7 @@ def test_a_bug_in_a_lint_check_is_exit_1_with_the_page_written(
     def broken(*args: object, **kw: object) -> None:
         raise ValueError("a check broke")
 
-    monkeypatch.setattr(_profile, "lint_loaded", broken)
+    monkeypatch.setattr(_profile, "lint_rollout", broken)
     out = tmp_path / "report.html"
     code, _, stderr = run(capsys, "report", str(runs), "-o", str(out), "-j", "1", "--no-config")
     assert code == 1

@@ -1,4 +1,4 @@
-"""Small rollouts built by hand, each with exactly one of the bugs `trajkit lint` finds."""
+"""Small rollouts built by hand, and every lint stage run on them in memory."""
 
 from __future__ import annotations
 
@@ -8,12 +8,16 @@ from typing import Any
 import numpy as np
 
 from trajkit import Rollout
+from trajkit.lint.checks import check_rollout
 from trajkit.lint.config import LintOptions
-from trajkit.lint.data import check_rollout
+from trajkit.lint.crossfile import CrossFileChecks, summarize
+from trajkit.lint.join import EpisodeJoiner, episode_edges
 from trajkit.lint.registry import CHECKS, Finding
 
+Array = np.ndarray[Any, Any]
 
-def dones_for(lengths: Sequence[int], T: int) -> np.ndarray[Any, Any]:
+
+def dones_for(lengths: Sequence[int], T: int) -> Array:
     """A `[T+1]` dones column: episodes of `lengths` back to back from row 0."""
     dones = np.zeros(T + 1)
     row = 0
@@ -26,12 +30,13 @@ def dones_for(lengths: Sequence[int], T: int) -> np.ndarray[Any, Any]:
 
 
 def rollout(
-    dones: np.ndarray[Any, Any],
+    dones: Array,
     *,
-    rews: np.ndarray[Any, Any] | None = None,
-    obses: np.ndarray[Any, Any] | None = None,
-    truncated: np.ndarray[Any, Any] | None = None,
-    outs: Mapping[str, np.ndarray[Any, Any]] | None = None,
+    rews: Array | None = None,
+    obses: Any = None,
+    truncated: Array | None = None,
+    outs: Mapping[str, Array] | None = None,
+    final_obses: Any = None,
     seed: int = 0,
 ) -> Rollout:
     """A rollout with these `dones` (`[T+1]` or `[T+1, B]`), random observations by default."""
@@ -55,10 +60,34 @@ def rollout(
         model_outs=dict(outs) if outs is not None else {"critic": np.zeros((T + 1, B))},
         truncated=truncated,
         final_values=final,
+        final_obses=final_obses,
     )
 
 
-def codes(r: Rollout, select: str, **settings: Any) -> list[Finding]:
-    """The findings of the checks whose codes start with `select`."""
+def lint_rollouts(
+    rollouts: Sequence[Rollout],
+    select: str = "TK",
+    recordings: Sequence[Mapping[str, Any] | None] | None = None,
+    **settings: Any,
+) -> list[Finding]:
+    """Every stage of `trajkit lint` on in-memory rollouts, named `r0.npz`, `r1.npz`, ...
+
+    The checks whose codes start with `select` run; `settings` go to `LintOptions`.
+    """
     options = LintOptions(frozenset(c for c in CHECKS if c.startswith(select)), **settings)
-    return check_rollout(r, options, path="r.npz")
+    across = CrossFileChecks(options)
+    joiner = EpisodeJoiner(options)
+    found: list[Finding] = []
+    for i, r in enumerate(rollouts):
+        path = f"r{i}.npz"
+        recording = dict(recordings[i] or {}) if recordings is not None else {}
+        found += check_rollout(r, options, path=path, recording=recording)
+        found += joiner.add(episode_edges(r, path, recording, options.max_episode_steps))
+        found += across.add(summarize(r, path, recording, options.action_space))
+    return found + joiner.finish() + across.finish()
+
+
+def codes(r: Rollout, select: str = "TK", **settings: Any) -> list[Finding]:
+    """The findings of one rollout (`r0.npz`), its checks starting with `select`."""
+    recording = settings.pop("recording", None)
+    return lint_rollouts([r], select, [recording], **settings)

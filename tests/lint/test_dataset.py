@@ -1,4 +1,4 @@
-"""Dataset statistics (TK2xx), file problems (TK001), selection, settings and the CLI."""
+"""File problems (TK001), selection, settings, the order of findings and the CLI."""
 
 from __future__ import annotations
 
@@ -37,35 +37,6 @@ def clean(tmp_path: Path) -> Path:
 
 def test_a_clean_dataset_has_no_findings(clean: Path) -> None:
     assert lint(clean, jobs=1) == []
-
-
-def test_tk201_a_constant_feature(tmp_path: Path) -> None:
-    for i in range(3):
-        r = rollout(dones_for([6, 9], 20), seed=i)
-        r.obses[:, :, 1] = 7.0
-        trajkit.save(r, tmp_path / f"r{i}.npz")
-    [found] = lint(tmp_path, select=["TK2"], jobs=1)
-    assert (found.code, found.path) == ("TK201", None)
-    assert found.message == (
-        "1 of 3 feature(s) of obses never change over 63 observations in 3 file(s): "
-        "obses[..., 1] = 7"
-    )
-
-
-def test_tk202_a_reward_scale_jump(clean: Path) -> None:
-    jump = _save(clean, "r9.npz", seed=9, scale=100.0)
-    [found] = lint(clean, select=["TK202"], jobs=1)
-    assert found.path == str(jump)
-    assert "above the largest" in found.message
-    assert "(limit 10x)" in found.message
-    assert lint(clean, select=["TK202"], reward_scale_ratio=1000, jobs=1) == []
-
-
-def test_tk203_the_same_rollout_twice(clean: Path) -> None:
-    (clean / "copy.npz").write_bytes((clean / "r2.npz").read_bytes())
-    [found] = lint(clean, jobs=1)
-    assert (found.code, found.path) == ("TK203", str(clean / "r2.npz"))
-    assert found.message == f"the same arrays as {clean / 'copy.npz'}: the rollout is saved twice"
 
 
 def test_tk001_unreadable_and_missing(tmp_path: Path) -> None:
@@ -211,3 +182,20 @@ def test_cli_lists_the_checks(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0
     assert len(out.splitlines()) == len(CHECKS)
     assert out.splitlines()[1].startswith("TK101  warning  truncation-as-termination: ")
+
+
+def test_a_file_s_own_findings_come_in_code_order() -> None:
+    from tests.lint.helpers import codes
+
+    obses = np.zeros((9, 1, 3), np.float32)
+    obses[4] = obses[3] = 1.0  # each episode end repeats its observation (TK104)
+    obses[7, 0, 0] = obses[6, 0, 0] = 50.0  # far outside the declared space (TK116)
+    rews = np.ones(8)
+    rews[[3, 6]] = 0.0
+    dones = dones_for([4, 3], 8)
+    outs = {"actions": np.array([[0], [1], [9], [0], [0], [0], [0], [0], [0]])}
+    space = {"type": "Box", "low": -1.0, "high": 1.0, "shape": [3], "dtype": "float32"}
+    rec = {"id": "a", "index": 0, "num_envs": 1, "observation_space": space, "wrappers": []}
+    r = rollout(dones, obses=obses, rews=rews, outs=outs)
+    found = codes(r, "TK1", recording=rec, action_space={"type": "Discrete", "n": 2})
+    assert [f.code for f in found][:3] == ["TK104", "TK106", "TK116"]

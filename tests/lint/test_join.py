@@ -64,37 +64,46 @@ def test_the_recording_is_cut_across_files_and_passes(run: Path) -> None:
     assert lint(run, jobs=1) == []
 
 
-def test_tk101_truncations_recorded_as_terminations_across_files(run: Path) -> None:
+def test_tk101_two_cut_episodes_are_no_evidence(run: Path) -> None:
+    """Both episodes that reached step 499 ended at 500: nothing tells a cut from an end."""
     _edit(run / "run-3.npz", truncations_dropped=True)
-    [found] = lint(run, jobs=1)
+    assert lint(run, jobs=1) == []
+
+
+def test_tk101_truncations_recorded_as_terminations_across_files(tmp_path: Path) -> None:
+    env = gym.make_vec("CartPole-v1", num_envs=2, vectorization_mode="sync", max_episode_steps=15)
+    recorder = RolloutRecorder(env, _policy, seed=0)
+    for i in range(5):
+        r = recorder.record(12)  # files shorter than the episodes
+        assert r.truncated is not None
+        r.truncated[...] = 0
+        trajkit.save(r, tmp_path / f"run-{i}.npz", recording=recorder.recording)
+    env.close()
+    [found] = lint(tmp_path, jobs=1)
     assert (found.code, found.path, found.env, found.step) == (
         "TK101",
-        str(run / "run-3.npz"),
+        str(tmp_path / "run-1.npz"),
         0,
-        115,
+        2,
     )
     assert found.message == (
-        "2 episode(s) end at exactly the time limit of 500 steps with truncated = 0 (2 begun in "
-        "earlier files): record them as truncations (truncated = 1 and their final_values)"
+        "8 distinct episodes in 4 files end at exactly the time limit of 15 steps with "
+        "truncated = 0, in envs that flag no such end as a truncation, where a step terminates "
+        "an episode 0.27 of the time: record them as truncations (truncated = 1 and their "
+        "final_values)"
     )
 
 
-def test_tk101_heuristic_over_joined_episodes_without_a_limit(tmp_path: Path) -> None:
-    dones = dones_for([10] * 6, 60)  # 6 episodes of 10 steps, unflagged
-    obses = np.random.default_rng(0).normal(size=(61, 1, 3)).astype(np.float32)
-    for i, s in enumerate(range(0, 60, 6)):  # 10 files of 6 steps: none complete in one
-        part = rollout(dones[s : s + 7], obses=obses[s : s + 7], truncated=np.zeros(6), seed=i)
-        trajkit.save(part, tmp_path / f"p{i}.npz")
-    [found] = lint(tmp_path, select=["TK101"], jobs=1)
-    assert (found.path, found.env, found.step) == (str(tmp_path / "p1.npz"), 0, 3)
-    assert found.message.startswith(
-        "6 of 6 episodes joined across files end at the same, longest length 10"
-    )
-    limited = lint(tmp_path, select=["TK101"], max_episode_steps=10, jobs=1)
-    assert len(limited) == 6
-    assert limited[0].message.startswith(
-        "1 episode(s) end at exactly the time limit of 10 steps with truncated = 0 (1 begun"
-    )
+def test_tk101_needs_a_limit_and_reports_once_per_recording(tmp_path: Path) -> None:
+    dones = dones_for([10] * 8, 80)  # 8 episodes of 10 steps, unflagged
+    obses = np.random.default_rng(0).normal(size=(81, 1, 3)).astype(np.float32)
+    for i, s in enumerate(range(0, 80, 8)):  # 10 files of 8 steps: none complete in one
+        part = rollout(dones[s : s + 9], obses=obses[s : s + 9], truncated=np.zeros(8), seed=i)
+        trajkit.save(part, tmp_path / f"p{i:02d}.npz")
+    assert lint(tmp_path, select=["TK101"], jobs=1) == []  # a fixed length is no time limit
+    [limited] = lint(tmp_path, select=["TK101"], max_episode_steps=10, jobs=1)
+    assert (limited.path, limited.env, limited.step) == (str(tmp_path / "p01.npz"), 0, 1)
+    assert limited.message.startswith("8 distinct episodes in 8 files end at exactly the time")
 
 
 @pytest.mark.parametrize("recorded_files", [True, False], ids=["recording", "no-recording"])
@@ -152,10 +161,7 @@ def test_jobs_give_the_same_joined_findings(run: Path, monkeypatch: pytest.Monke
     one = lint(run, max_episode_steps=300, jobs=1)
     two = lint(run, max_episode_steps=300, jobs=2)
     assert one == two
-    assert [(Path(f.path or "").name, f.code) for f in one] == [
-        ("run-2.npz", "TK105"),
-        ("run-3.npz", "TK101"),
-    ]
+    assert [(Path(f.path or "").name, f.code) for f in one] == [("run-2.npz", "TK105")]
 
 
 def test_files_without_a_recording_join_only_when_listed_one_after_the_other(run: Path) -> None:
@@ -185,47 +191,52 @@ def test_only_the_next_index_joins(run: Path, index: int) -> None:
 # ------------------------------------------------------------- boundaries, one env, L = 10
 
 L = 10
+OTHERS = 1500  # envs cut at L and flagged: TK101's rates (per step, and at step L-1) are rare
 
 
 def _files(tmp_path: Path, length: int | None, cuts: list[int]) -> list[Path]:
-    """One episode from row 0 of `length` steps (None: no end, 20 rows), then one of L steps
-    (cut by the end of the rows), cut into files at `cuts`."""
+    """Env 0: one episode from row 0 of `length` steps (None: no end, 20 rows), then one of
+    L steps (cut by the end of the rows); `OTHERS` envs whose episodes are cut, flagged, at
+    exactly L; cut into files at `cuts`."""
     rows = 20 if length is None else length + L
-    dones = np.zeros(rows + 1)
+    dones = np.zeros((rows + 1, 1 + OTHERS))
     dones[0] = 1
+    dones[L : rows + 1 : L, 1:] = 1
+    truncated = np.zeros((rows, 1 + OTHERS))
+    truncated[L - 1 : rows : L, 1:] = 1
     if length is not None:
-        dones[length] = 1
-    obses = np.random.default_rng(0).normal(size=(rows + 1, 1, 3)).astype(np.float32)
+        dones[length, 0] = 1
+    obses = np.random.default_rng(0).normal(size=(rows + 1, 1 + OTHERS, 3)).astype(np.float32)
     edges = [0, *cuts, rows]
     paths = []
     for i, (a, b) in enumerate(itertools.pairwise(edges)):
-        part = rollout(dones[a : b + 1], obses=obses[a : b + 1], truncated=np.zeros(b - a), seed=i)
+        part = rollout(dones[a : b + 1], obses=obses[a : b + 1], truncated=truncated[a:b], seed=i)
         paths.append(tmp_path / f"p{i}.npz")
         trajkit.save(part, paths[-1])
     return paths
 
 
-def _where(tmp_path: Path) -> list[tuple[str, str, int | None]]:
+def _where(tmp_path: Path) -> list[tuple[str, str, int | None, int | None]]:
     found = lint(tmp_path, select=["TK101", "TK105"], max_episode_steps=L, jobs=1)
-    return [(f.code, Path(f.path or "").name, f.step) for f in found]
+    return [(f.code, Path(f.path or "").name, f.env, f.step) for f in found]
 
 
 @pytest.mark.parametrize(
     ("length", "cuts", "expected"),
     [
-        (L, [4], [("TK101", "p1.npz", 5)]),  # ends at row 10 = p1's step 5
-        (L, [9], [("TK101", "p1.npz", 0)]),  # ends at p1's first step
-        (L, [1], [("TK101", "p1.npz", 8)]),
-        (L, [10], [("TK101", "p0.npz", 9)]),  # ends at p0's last step: not joined
-        (L, [11], [("TK101", "p0.npz", 9)]),
-        (L, [3, 7], [("TK101", "p2.npz", 2)]),  # through a whole middle file
+        (L, [4], [("TK101", "p1.npz", 0, 5)]),  # ends at row 10 = p1's step 5
+        (L, [9], [("TK101", "p1.npz", 0, 0)]),  # ends at p1's first step
+        (L, [1], [("TK101", "p1.npz", 0, 8)]),
+        (L, [10], [("TK101", "p0.npz", 0, 9)]),  # ends at p0's last step: not joined
+        (L, [11], [("TK101", "p0.npz", 0, 9)]),
+        (L, [3, 7], [("TK101", "p2.npz", 0, 2)]),  # through a whole middle file
         (L - 1, [4], []),  # one step short of the limit
-        (L + 1, [4], [("TK105", "p1.npz", 6)]),  # passes the limit at p1's step 6
-        (L + 1, [10], [("TK105", "p1.npz", 0)]),  # L steps in p0, the limit passed at once
-        (L + 1, [11], [("TK105", "p0.npz", 10)]),  # passed in p0 itself
-        (L + 1, [3, 7], [("TK105", "p2.npz", 3)]),
-        (None, [12], [("TK105", "p0.npz", 10)]),  # passed in p0, not reported again in p1
-        (None, [5], [("TK105", "p1.npz", 5)]),
+        (L + 1, [4], [("TK105", "p1.npz", 0, 6)]),  # passes the limit at p1's step 6
+        (L + 1, [10], [("TK105", "p1.npz", 0, 0)]),  # L steps in p0, the limit passed at once
+        (L + 1, [11], [("TK105", "p0.npz", 0, 10)]),  # passed in p0 itself
+        (L + 1, [3, 7], [("TK105", "p2.npz", 0, 3)]),
+        (None, [12], [("TK105", "p0.npz", 0, 10)]),  # passed in p0, not reported again in p1
+        (None, [5], [("TK105", "p1.npz", 0, 5)]),
     ],
 )
 def test_join_boundaries(
@@ -236,16 +247,26 @@ def test_join_boundaries(
 
 
 def test_a_joined_episode_says_where_it_began(tmp_path: Path) -> None:
-    _files(tmp_path, L, [4])
-    [cut] = lint(tmp_path, select=["TK101"], max_episode_steps=L, jobs=1)
-    assert "(1 begun in an earlier file)" in cut.message
-    for path in tmp_path.iterdir():
-        path.unlink()
     _files(tmp_path, L + 1, [4])
     [over] = lint(tmp_path, select=["TK105"], max_episode_steps=L, jobs=1)
     assert over.message.endswith("(this one began 4 steps before row 0 of this file)")
     for path in tmp_path.iterdir():
         path.unlink()
-    _files(tmp_path, L, [10])
-    [own] = lint(tmp_path, select=["TK101"], max_episode_steps=L, jobs=1)
-    assert "begun" not in own.message
+    _files(tmp_path, L, [4])
+    [cut] = lint(tmp_path, select=["TK101"], max_episode_steps=L, jobs=1)
+    assert cut.message.startswith("1 distinct episodes in 1 file end at exactly")
+
+
+@pytest.mark.parametrize(("length", "hit"), [(L - 1, True), (L, False)])
+def test_tk113_on_a_joined_episode(tmp_path: Path, length: int, hit: bool) -> None:
+    dones = dones_for([length], 14)
+    truncated = np.zeros(14)
+    truncated[length - 1] = 1
+    obses = np.random.default_rng(0).normal(size=(15, 1, 3)).astype(np.float32)
+    for i, (a, b) in enumerate([(0, 5), (5, 14)]):
+        part = rollout(dones[a : b + 1], obses=obses[a : b + 1], truncated=truncated[a:b])
+        trajkit.save(part, tmp_path / f"p{i}.npz")
+    found = lint(tmp_path, select=["TK113"], max_episode_steps=L, jobs=1)
+    assert [(Path(f.path or "").name, f.step) for f in found] == (
+        [("p1.npz", length - 6)] if hit else []
+    )

@@ -9,7 +9,9 @@ import numpy as np
 import pytest
 
 import trajkit
-from trajkit.lint import lint
+from trajkit.lint import CHECKS, lint
+from trajkit.lint.config import LintOptions
+from trajkit.lint.run import LintRun
 
 gym = pytest.importorskip("gymnasium")
 from trajkit.gym import RolloutRecorder  # noqa: E402
@@ -130,3 +132,88 @@ def test_no_env_id_or_unregistered(tmp_path: Path) -> None:
     assert note.message.startswith("cannot replay: env id 'NoSuchEnv-v0' is not registered")
     trajkit.save(r, path, recording=recording.model_copy(update={"env_id": None}))
     assert _replay(path)[0].message == "cannot replay: the recording names no env id"
+
+
+# ------------------------------------------------------------- replay accounts for every file
+
+
+def test_a_recording_reused_for_every_file_is_reported_not_skipped(tmp_path: Path) -> None:
+    """A recording dict captured once and saved with every file: only the first is placed."""
+    paths = _record(tmp_path, "CartPole-v1", _cartpole, max_episode_steps=15)
+    first = trajkit.read_metadata(paths[0]).recording
+    for path in paths[1:]:
+        r = trajkit.load(path)
+        if path == paths[2]:
+            r.obses[5, 0, 1] += 0.5  # an edited observation replay cannot place
+        trajkit.save(r, path, recording=first)
+    run = LintRun([str(tmp_path)], LintOptions(frozenset(CHECKS)), replay=True, jobs=1)
+    found = list(run)
+    assert run.replayed == [str(paths[0])]
+    assert [(f.code, Path(f.path or "").name) for f in found if f.code in ("TK204", "TK300")] == [
+        ("TK204", paths[1].name),
+        ("TK204", paths[2].name),
+        ("TK300", paths[1].name),
+        ("TK300", paths[2].name),
+    ]
+    note = next(f for f in found if f.code == "TK300")
+    assert note.message == (
+        f"cannot replay: {paths[0]} holds index 0 of this recording too, and is replayed"
+    )
+
+
+def test_files_without_a_recording_are_named(tmp_path: Path) -> None:
+    path = _record(tmp_path, "CartPole-v1", _cartpole, files=1)[0]
+    trajkit.save(trajkit.load(path), tmp_path / "plain.npz")
+    found = _replay(tmp_path)
+    assert [(f.code, Path(f.path or "").name, f.message) for f in found] == [
+        (
+            "TK300",
+            "plain.npz",
+            "cannot replay: the file has no recording (trajkit.save(..., recording=...))",
+        )
+    ]
+
+
+def test_files_after_every_env_stopped_are_named(tmp_path: Path) -> None:
+    paths = _record(tmp_path, "CartPole-v1", _cartpole, max_episode_steps=15)
+    r = trajkit.load(paths[0])
+    recording = trajkit.read_metadata(paths[0]).recording
+    dones = r.dones.copy()
+    dones[4, :] = 1  # both envs "end" where the env does not: their replays stop
+    trajkit.save(r.replace(dones=dones, final_obses=None), paths[0], recording=recording)
+    notes = [f for f in _replay(tmp_path) if f.code == "TK300"]
+    assert [Path(f.path or "").name for f in notes] == [p.name for p in paths[1:]]
+    assert notes[0].message == (
+        f"cannot replay: the replay of every env stopped in {paths[0]} or before"
+    )
+
+
+def test_the_command_says_how_many_files_it_replayed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from trajkit.cli import main
+
+    _record(tmp_path, "CartPole-v1", _cartpole, max_episode_steps=15)
+    trajkit.save(trajkit.load(tmp_path / "CartPole-v1-0.npz"), tmp_path / "plain.npz")
+    assert (
+        main(["lint", "--replay", "--no-config", "-j", "1", "--select", "TK3", str(tmp_path)]) == 0
+    )
+    err = capsys.readouterr().err
+    assert err.endswith("Found 1 finding (1 note) in 4 files.\nReplayed 3 of 4 files.\n")
+
+
+def test_a_tampered_final_observation_is_pinpointed(tmp_path: Path) -> None:
+    paths = _record(tmp_path, "CartPole-v1", _cartpole, files=1, max_episode_steps=15)
+    r = trajkit.load(paths[0])
+    assert r.final_obses is not None
+    t, b = (int(x) for x in np.argwhere(r.dones[1:] == 1)[0])
+    finals = r.final_obses.copy()
+    finals[0, 3] += 0.5
+    trajkit.save(
+        r.replace(final_obses=finals), paths[0], recording=trajkit.read_metadata(paths[0]).recording
+    )
+    [found] = _replay(paths)
+    assert (found.code, found.env, found.step) == ("TK301", b, t)
+    assert found.message.startswith(
+        f"replay gives another final observation at step {t}: final_obses[..., 3] is"
+    )

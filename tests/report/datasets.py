@@ -100,7 +100,8 @@ def flawed(folder: Path, *, seed: int = 0) -> Path:
     """A CartPole recording with bugs: what validate and lint find, each at a known place.
 
     - `rollout-000.npz`: episodes cut by the time limit (30 steps) recorded as
-      terminations (TK101);
+      terminations (TK101, one finding for the dataset: lint weighs the distinct episodes
+      of every file, and names the file where the evidence became enough);
     - `rollout-001.npz`: an action outside Discrete(2) at env 1, step 7 (TK106);
     - `rollout-002.npz`: a copy of `rollout-000.npz` (TK203);
     - `rollout-003.npz`: damaged (its end cut off): invalid, and TK001.

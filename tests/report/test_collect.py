@@ -136,14 +136,14 @@ def test_episodes_joined_across_files_are_lints(tmp_path: Path, truncations: boo
     gym = pytest.importorskip("gymnasium")
     from trajkit.gym import RolloutRecorder
 
-    env = gym.make_vec("CartPole-v1", num_envs=2, vectorization_mode="sync", max_episode_steps=40)
+    env = gym.make_vec("CartPole-v1", num_envs=2, vectorization_mode="sync", max_episode_steps=20)
     recorder = RolloutRecorder(
         env, lambda obs: {"actions": (obs[:, 2] + obs[:, 3] > 0).astype(np.int64)}, seed=0
     )
     folder = tmp_path / "runs"
     folder.mkdir()
     for i in range(4):
-        r = recorder.record(16)
+        r = recorder.record(64)  # about 25 cuts at the time limit: lint's evidence for TK101
         if not truncations and r.truncated is not None:
             r = r.replace(
                 truncated=np.zeros_like(r.truncated), final_values=np.zeros_like(r.truncated)
@@ -230,18 +230,18 @@ def test_without_a_complete_episode_the_first_steps_are_shown(tmp_path: Path) ->
 def test_a_bug_in_a_lint_check_is_reported_and_the_other_files_linted(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from trajkit.lint.run import lint_rollout
     from trajkit.report import _profile
-    from trajkit.report._lint import lint_loaded
 
     folder = _folder(tmp_path, count=3)
     (folder / "r3.npz").write_bytes((folder / "r0.npz").read_bytes())  # TK203
 
-    def broken(rollout: trajkit.Rollout, metadata: Any, path: str, options: Any) -> Any:
+    def broken(rollout: trajkit.Rollout, path: str, metadata: Any, options: Any) -> Any:
         if path.endswith("r1.npz"):
             raise ValueError("a check broke")
-        return lint_loaded(rollout, metadata, path, options)
+        return lint_rollout(rollout, path, metadata, options)
 
-    monkeypatch.setattr(_profile, "lint_loaded", broken)
+    monkeypatch.setattr(_profile, "lint_rollout", broken)
     found = _findings(folder, tmp_path, jobs=1)
     assert found.failed == 1
     assert found.failures == [f"{folder / 'r1.npz'}: ValueError: a check broke"]

@@ -15,7 +15,7 @@ from trajkit._cli.common import (
 
 
 def lint_command(args: argparse.Namespace) -> int:
-    from trajkit.lint import engine, report  # the lint package is imported for this command
+    from trajkit.lint import report, run  # the lint package is imported for this command
 
     if args.list:
         print("\n".join(report.check_table()))
@@ -40,12 +40,12 @@ def lint_command(args: argparse.Namespace) -> int:
         if not args.replay:
             raise UsageError("--replay-trust-env-args needs --replay")
         options = dataclasses.replace(options, trust_env_args=True)
-    run = engine.LintRun(
+    linted = run.LintRun(
         args.paths, options, replay=args.replay, jobs=args.jobs, max_bytes=args.max_bytes
     )
     tally = report.Tally()
     try:
-        for finding in run:
+        for finding in linted:
             tally.add(finding)
             print(json.dumps(finding.to_json()) if args.json else printable(finding.format()))
             sys.stdout.flush()
@@ -57,6 +57,8 @@ def lint_command(args: argparse.Namespace) -> int:
         )
         return 1
     finally:
-        run.close()
-    print(tally.summary(run.files), file=sys.stderr)
+        linted.close()
+    print(tally.summary(linted.files), file=sys.stderr)
+    if args.replay:
+        print(f"Replayed {len(linted.replayed)} of {linted.files} files.", file=sys.stderr)
     return tally.exit_code

@@ -1,15 +1,15 @@
 """Semantic checks of recorded rollouts: `trajkit lint` and `trajkit.lint.lint`.
 
 Schema validation (`trajkit validate`) catches malformed arrays; lint catches well-formed
-data that is wrong: truncations recorded as terminations, rewards one step late, actions on
-the wrong row, NEXT_STEP's phantom autoreset step kept, `dones` one row off, episodes past
-the time limit, actions outside the space, `log_probs` that the stored policy outputs
-contradict, clipped rewards, env columns that copy each other, features that never change,
-reward scales that jump between files, rollouts saved twice, and (with `replay=True`)
-recordings that the environment does not reproduce.
+data that is wrong. A check that compares the data with what the recording declares (its
+spaces, time limit, autoreset mode, indices) is exact and reports at the first step that
+contradicts it; a check that infers a property from the data (a time limit cut, a shift,
+a copy) warns only with enough independent evidence (episodes, envs, files), and below its
+documented threshold says nothing. With `replay=True`, recordings are re-run in their
+environment, and every file is accounted for.
 Each finding has a stable code (`TK101`), a one-line message, where it was found (file,
-env, step) and a severity. The checks are listed in `CHECKS` and on the [Lint](../lint.md)
-page.
+env, step) and a severity. The checks, what each reads, its evidence threshold and its
+measured false-alarm and detection rates are on the [Lint](../lint.md) page.
 
 Files are found and linted with the same discovery and parallel engine as `trajkit
 validate`, on every core, in one streaming pass; the findings come in file order, the same
@@ -48,8 +48,8 @@ from trajkit.lint.config import (
     find_config,
     read_config,
 )
-from trajkit.lint.engine import LintRun
 from trajkit.lint.registry import CHECKS, Check, Finding, Severity, selected_codes
+from trajkit.lint.run import LintRun
 
 __all__ = [
     "CHECKS",

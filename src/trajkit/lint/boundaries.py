@@ -1,37 +1,55 @@
-"""Where episodes start: NEXT_STEP's phantom step kept (TK108), `dones` one row off (TK109).
+"""Where episodes end and start: the rows and steps around each boundary (TK104, TK108-9, TK114).
 
-Both read the same evidence, the steps around each *boundary*: a row s (1 <= s < T) with
-`dones[s] = 1`, reached by step s-1 and left by step s. In a correct rollout `obses[s]` is a
-reset observation: step s-1 ends an episode and step s is the first of the next.
+A *boundary* is a row s (1 <= s < T) with `dones[s] = 1`, reached by step s-1 and left by
+step s. In a correct rollout `obses[s]` is a reset observation: step s-1 ends an episode,
+step s is the first of the next, and `final_obses` holds the true final observation of step
+s-1, which the reset replaced.
 
-- NEXT_STEP's phantom step (TK108). A loop that keeps every `env.step` of a Gymnasium 1.x
-  vector env in its default NEXT_STEP autoreset mode, with `done = terminated | truncated`,
-  stores the final observation at row s (flagged as a start) and the autoreset step from it
-  to the reset observation as step s: reward exactly 0, action ignored, never an episode
-  end. Judged when every boundary step of the file has reward exactly 0 and ends nothing (at
-  least `MIN_BOUNDARIES`; row 0 counts when the recording says the file continues another; a
-  file with one boundary is judged only with float observations that jump on it at least
-  twice as far as onto its row, and no other step earning exactly 0); with float
-  observations, the observations jump on those steps (final to reset) more than onto their
-  rows in at least half of them (LunarLander's first step after a reset earns exactly 0 when
-  no engine fires: that step does not jump); and either a reward of exactly 0 is rare
-  elsewhere (at most half of the other steps), or the observations after the boundary steps
-  are all one (a fixed reset state, as in FrozenLake) while those at the boundary rows are
-  not.
-- `dones` one row off (TK109). Where episodes start, the observations jump: a reset is not a
-  step of the dynamics. With float observations, the jump of each step is its largest
-  change of a feature, in units of that feature's median change per step inside episodes.
-  A file whose boundaries jump one step *after* (or *before*) the row flagged by `dones`, at
-  least twice as far as on it, in most boundaries, has its `dones` one row off (a file with
-  one boundary needs a jump four times as far).
+- TK108, NEXT_STEP's phantom step kept. A loop that keeps every `env.step` of a Gymnasium
+  1.x vector env in its default NEXT_STEP mode, with `done = terminated | truncated` on the
+  next row, stores the final observation at row s (flagged) and the autoreset step from it
+  to the reset observation as step s: reward exactly 0, action ignored, no end. Counted
+  over the dataset, reported when every boundary step has reward exactly 0 and ends
+  nothing (row 0 counts as a boundary when the recording says the file continues another),
+  and:
 
-A recording that states the SAME_STEP or DISABLED autoreset mode has no phantom step: TK108
-does not run there.
+  - the chance that the k boundary steps all earn 0, at the rate q at which the other steps
+    that end nothing do, is at most `trajkit.lint.evidence.CHANCE` (q^k); or, with at least
+    `MIN_BOUNDARIES` of them, the observations after the boundary steps are all one (a
+    fixed reset state) while those at the boundary rows are not;
+  - and, with float observations, the observations jump on at least half of the boundary
+    steps (final to reset) more than onto their rows (a real first step after a reset that
+    earns 0, as LunarLander's, jumps onto its row, not off it).
+
+  A recording that states the SAME_STEP or DISABLED autoreset mode has no phantom step: TK108
+  does not run there.
+- TK109, `dones` one row off. With float observations, each step's *jump* is its largest
+  change of a feature, in units of that feature's median change per step inside episodes
+  of its file. A dataset whose boundaries jump one step after (or before) the flagged row,
+  more than `JUMP_FACTOR` times as far as onto it, at most of its boundaries (at least
+  `MIN_BOUNDARIES`), has its `dones` one row off, when the binomial chance of as many such
+  boundaries, at the rate they jump the other way (the mirror, which no shift explains), is
+  at most `trajkit.lint.evidence.CHANCE`: each file where it shows is reported.
+- TK104, the reset observation stored twice: every step that ends an episode (at least
+  `MIN_BOUNDARIES`) has reward 0 and `obses[t+1]` equal to `obses[t]`, with float
+  observations, and the repeated observations are not all one (a fixed start state that
+  never moves repeats by itself).
+- TK114, final and reset observations confused: over the dataset, `final_obses` equal, bit
+  for bit, to the observation of the row that follows (the next episode's first) at every
+  one of the k episode ends (at least `MIN_BOUNDARIES`), while those first observations are
+  not all one (a task that ends where it starts may end on its fixed start state), and the
+  chance of as many by coincidence, at the rate p at which two rows of each file are alike,
+  is at most `trajkit.lint.evidence.CHANCE` (the product of the files' p^k). One side holds
+  the other's observation: `next_obs` after the autoreset stored as the final one, or the
+  final observation stored as the next row.
 """
 
 from __future__ import annotations
 
+import math
+from collections import Counter
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -39,23 +57,32 @@ import numpy as np
 from trajkit._base.types import AnyArray, BoolArray
 from trajkit._core import tree as _tree
 from trajkit._models.rollout import Rollout
+from trajkit.lint.episodes import count_places, first_place, float_leaves
+from trajkit.lint.evidence import CHANCE, binomial_tail, rate_bound
 from trajkit.lint.registry import Finding
 
 __all__ = [
+    "JUMP_FACTOR",
     "MIN_BOUNDARIES",
-    "MIN_OTHER_STEPS",
+    "FinalEvidence",
+    "StartJumps",
     "boundary_rows",
+    "final_evidence",
+    "final_is_reset",
     "misplaced_starts",
-    "phantom_steps",
+    "PhantomEvidence",
+    "phantom_evidence",
+    "phantom_finding",
+    "phantom_findings",
+    "reset_twice",
+    "start_jumps",
 ]
 
 MIN_BOUNDARIES = 2
-"""TK108 and TK109 judge a file with fewer boundaries than this only on clearer evidence."""
+"""TK104, TK108 (by the reset state), TK109 and TK114: the fewest boundaries judged."""
 
-MIN_OTHER_STEPS = 8
-"""TK108 on a file with one boundary: the fewest other steps, none of which may earn 0."""
-
-_JUMP_FACTOR = 2.0  # TK109: the jump off the flagged row, against the one on it
+JUMP_FACTOR = 2.0
+"""TK109: how many times farther the observations jump off the flagged row than onto it."""
 
 
 def boundary_rows(rollout: Rollout) -> BoolArray:
@@ -86,8 +113,35 @@ def _row_keys(rollout: Rollout, mask: BoolArray, shift: int) -> list[bytes]:
     return keys
 
 
-def phantom_steps(rollout: Rollout, recording: Mapping[str, Any] | None = None) -> BoolArray | None:
-    """`[T, B]`: the phantom autoreset steps kept, when the file shows the signature; else None.
+@dataclass(frozen=True)
+class PhantomEvidence:
+    """A file's evidence for TK108.
+
+    Attributes:
+        steps: Its boundary steps (the first as `first`, (t, b)); `silent` whether every one
+            earns exactly 0 and ends nothing.
+        zeros, others: How many of its other steps that end nothing earn exactly 0, of how
+            many (a phantom step ends nothing: it is weighed against those).
+        wins, judged: With float observations, the boundary steps whose observations jump
+            more than onto their rows, of those that can be judged.
+        after, at: Up to two distinct observations after the boundary steps, and at them.
+    """
+
+    steps: int
+    silent: bool
+    zeros: int
+    others: int
+    wins: int
+    judged: int
+    after: frozenset[bytes]
+    at: frozenset[bytes]
+    first: tuple[int, int] | None
+
+
+def phantom_evidence(
+    rollout: Rollout, recording: Mapping[str, Any] | None = None
+) -> PhantomEvidence | None:
+    """The `PhantomEvidence` of one file; `None` where its recording states no NEXT_STEP.
 
     Examples:
         >>> import numpy as np
@@ -95,9 +149,10 @@ def phantom_steps(rollout: Rollout, recording: Mapping[str, Any] | None = None) 
         >>> r = example_rollout(num_steps=8, num_envs=1)
         >>> r = r.replace(dones=np.array([[1], [0], [0], [1], [0], [0], [1], [0], [0]]),
         ...               rews=np.array([[1.0], [1], [1], [0], [1], [1], [0], [1]]))
-        >>> np.flatnonzero(phantom_steps(r)[:, 0]).tolist()
-        [3, 6]
-        >>> phantom_steps(r, {"autoreset_mode": "SAME_STEP"}) is None
+        >>> e = phantom_evidence(r)
+        >>> e.steps, e.silent, e.zeros, e.others, e.first
+        (2, True, 0, 4, (3, 0))
+        >>> phantom_evidence(r, {"autoreset_mode": "SAME_STEP"}) is None
         True
     """
     recording = recording or {}
@@ -108,66 +163,81 @@ def phantom_steps(rollout: Rollout, recording: Mapping[str, Any] | None = None) 
         steps[0] = rollout.dones[0] == 1
     rews = rollout.rews
     ends = rollout.dones[1:] == 1
-    if not steps.any() or not (rews[steps] == 0).all() or ends[steps].any():
-        return None
-    if steps.sum() < MIN_BOUNDARIES:
-        return steps if _one_clear_phantom(rollout, steps) else None
-    if not _jumps_after(rollout, steps):
-        return None
-    others = ~steps
-    if not others.any() or float((rews[others] == 0).mean()) <= 0.5:
-        return steps
-    after, at = set(_row_keys(rollout, steps, 1)), set(_row_keys(rollout, steps, 0))
-    return steps if len(after) == 1 and len(at) > 1 else None
+    k = int(steps.sum())
+    others = ~steps & ~ends
+    wins, judged = _jump_wins(rollout, steps)
+    return PhantomEvidence(
+        steps=k,
+        silent=bool((rews[steps] == 0).all() and not ends[steps].any()),
+        zeros=int((rews[others] == 0).sum()),
+        others=int(others.sum()),
+        wins=wins,
+        judged=judged,
+        after=_two(_row_keys(rollout, steps, 1)),
+        at=_two(_row_keys(rollout, steps, 0)),
+        first=first_place(steps) if k else None,
+    )
 
 
-def _one_clear_phantom(rollout: Rollout, steps: BoolArray) -> bool:
-    """Whether a file's one boundary step is clearly a phantom.
+def _two(keys: list[bytes]) -> frozenset[bytes]:
+    """Up to two distinct keys: all a fixed reset state needs to be told from others."""
+    return frozenset(list(dict.fromkeys(keys))[:2])
 
-    Only when no other step earns exactly 0 (at least `MIN_OTHER_STEPS` of them) and the
-    float observations jump on the step at least `_JUMP_FACTOR` times as far as onto its row.
+
+def phantom_findings(files: list[tuple[str, PhantomEvidence]]) -> list[Finding]:
+    """TK108 over the dataset: each file where NEXT_STEP's phantom steps are kept.
+
+    Examples:
+        >>> e = PhantomEvidence(2, True, 0, 30, 0, 0, frozenset(), frozenset(), (3, 0))
+        >>> [f.step for f in phantom_findings([("a.npz", e), ("b.npz", e)])]
+        [3, 3]
     """
-    (t, b), others = np.argwhere(steps)[0], ~steps
-    if t < 1 or others.sum() < MIN_OTHER_STEPS or (rollout.rews[others] == 0).any():
-        return False
-    jumps = _jumps(rollout)
-    return jumps is not None and bool(jumps[t, b] > _JUMP_FACTOR * jumps[t - 1, b])
+    mine = [(p, e) for p, e in files if e.steps]
+    k = sum(e.steps for _, e in mine)
+    if not k or not all(e.silent for _, e in mine):
+        return []
+    wins, judged = sum(e.wins for _, e in mine), sum(e.judged for _, e in mine)
+    if judged and 2 * wins < judged:
+        return []
+    q = rate_bound(sum(e.zeros for _, e in mine), sum(e.others for _, e in mine))
+    after = set().union(*(e.after for _, e in mine))
+    at = set().union(*(e.at for _, e in mine))
+    fixed_reset = k >= MIN_BOUNDARIES and len(after) == 1 and len(at) > 1
+    if q**k > CHANCE and not fixed_reset:
+        return []
+    return [phantom_finding(path, e, k, q) for path, e in mine]
 
 
-def _jumps_after(rollout: Rollout, steps: BoolArray) -> bool:
-    """Whether the observations jump on the boundary steps more than onto their rows.
-
-    With float observations, in at least half of the boundaries (the phantom step goes from
-    the final to the reset observation). Without float observations, or without a step onto
-    any boundary row, there is nothing to measure: True.
-    """
+def _jump_wins(rollout: Rollout, steps: BoolArray) -> tuple[int, int]:
+    """With float observations, the boundary steps that jump more than onto their rows."""
     jumps = _jumps(rollout)
     places = np.argwhere(steps)
     places = places[places[:, 0] >= 1]
     if jumps is None or not len(places):
-        return True
+        return 0, 0
     off = jumps[places[:, 0], places[:, 1]]
     on = jumps[places[:, 0] - 1, places[:, 1]]
-    return bool(2 * (off > on).sum() >= len(places))
+    return int((off > on).sum()), len(places)
 
 
-def phantom_finding(steps: BoolArray, path: str | None) -> Finding:
-    """TK108's finding for the phantom steps `steps` (`[T, B]`).
+def phantom_finding(path: str, evidence: PhantomEvidence, steps: int, rate: float) -> Finding:
+    """TK108's finding for one file of a dataset whose `steps` boundary steps are phantoms.
 
     Examples:
-        >>> import numpy as np
-        >>> steps = np.zeros((6, 2), dtype=bool); steps[[2, 4], 1] = True
-        >>> print(phantom_finding(steps, "a.npz").format())  # doctest: +ELLIPSIS
+        >>> e = PhantomEvidence(2, True, 0, 30, 0, 0, frozenset(), frozenset(), (2, 1))
+        >>> print(phantom_finding("a.npz", e, 4, 0.09).format())  # doctest: +ELLIPSIS
         a.npz: env 1, step 2: TK108 [warning] every step that leaves a row flagged dones = 1 ...
     """
-    t, b = (int(x) for x in np.argwhere(steps)[0])
-    n = int(steps.sum())
+    assert evidence.first is not None
+    t, b = evidence.first
+    n = evidence.steps
     return Finding(
         "TK108",
-        f"every step that leaves a row flagged dones = 1 ({n} step{'s' * (n != 1)}) has "
-        "reward exactly 0 and ends nothing, as NEXT_STEP's autoreset step from the final to "
-        "the reset observation: a loop that keeps every env.step of a NEXT_STEP vector env? "
-        "drop the step after each episode end (RolloutRecorder does)",
+        f"every step that leaves a row flagged dones = 1 ({n} here, {steps} in the dataset, "
+        f"where other steps earn 0 at a rate of {rate:.2g}) has reward exactly 0 and ends "
+        "nothing, as NEXT_STEP's autoreset step from the final to the reset observation: a "
+        "loop that keeps every env.step of a NEXT_STEP vector env? drop the step after each "
+        "episode end (RolloutRecorder does)",
         path,
         b,
         t,
@@ -190,8 +260,19 @@ def _jumps(rollout: Rollout) -> AnyArray | None:
     return out
 
 
-def misplaced_starts(rollout: Rollout, path: str | None) -> Finding | None:
-    """TK109: `dones` flags the row before or after the one where the observations jump.
+@dataclass(frozen=True)
+class StartJumps:
+    """A file's evidence for TK109, per direction (`after`, `before`).
+
+    The boundaries judged, those whose jump one row off beats the jump onto the row, and
+    the first of those.
+    """
+
+    counts: dict[str, tuple[int, int, tuple[int, int] | None]]
+
+
+def start_jumps(rollout: Rollout) -> StartJumps | None:
+    """The `StartJumps` of one file, or `None` without float observations or boundaries.
 
     Examples:
         >>> import numpy as np
@@ -201,36 +282,197 @@ def misplaced_starts(rollout: Rollout, path: str | None) -> Finding | None:
         >>> obs = (t - 100 * resets)[:, None, None]
         >>> dones = np.isin(t, [0, 5, 10]).astype(float)[:, None]  # flagged one row late
         >>> r = example_rollout(num_steps=12, num_envs=1).replace(obses=obs, dones=dones)
-        >>> misplaced_starts(r, "a.npz").message  # doctest: +ELLIPSIS
-        'the observations jump one row before the row flagged dones = 1 at 2 of 2 ...
+        >>> start_jumps(r).counts["before"]
+        (2, 2, (5, 0))
     """
     rows = boundary_rows(rollout)
-    if not rows.any():
-        return None
-    jumps = _jumps(rollout)
+    jumps = _jumps(rollout) if rows.any() else None
     if jumps is None:
         return None
     T = rollout.num_steps
     places = np.argwhere(rows)
     on = jumps[places[:, 0] - 1, places[:, 1]]
+    counts: dict[str, tuple[int, int, tuple[int, int] | None]] = {}
     for shift, word in ((1, "after"), (-1, "before")):
         at = places[:, 0] - 1 + shift
         valid = (at >= 0) & (at < T)
-        if not valid.any():
-            continue
         off = jumps[at[valid], places[valid, 1]]
-        # One boundary alone is judged on a clearer jump: twice the factor.
-        factor = _JUMP_FACTOR if valid.sum() >= MIN_BOUNDARIES else 2 * _JUMP_FACTOR
-        wins = off > factor * on[valid]
-        if 2 * wins.sum() > valid.sum():
-            t, b = (int(x) for x in places[valid][wins.argmax()])
-            return Finding(
-                "TK109",
-                f"the observations jump one row {word} the row flagged dones = 1 at "
-                f"{int(wins.sum())} of {int(valid.sum())} episode starts (this one: row {t}): "
-                f"dones stored one row {'early' if shift == 1 else 'late'}?",
+        wins = off > JUMP_FACTOR * on[valid]
+        first = tuple(int(x) for x in places[valid][wins.argmax()]) if wins.any() else None
+        counts[word] = (int(valid.sum()), int(wins.sum()), first)  # type: ignore[assignment]
+    return StartJumps(counts)
+
+
+def misplaced_starts(files: list[tuple[str, StartJumps]]) -> list[Finding]:
+    """TK109 over the dataset: `dones` one row off the rows where the observations jump.
+
+    Examples:
+        >>> late = StartJumps({"after": (12, 0, None), "before": (12, 12, (5, 0))})
+        >>> misplaced_starts([("a.npz", late)])[0].message  # doctest: +ELLIPSIS
+        'the observations jump one row before the row flagged dones = 1 at 12 of 12 episode ...
+    """
+    for word, mirror in (("after", "before"), ("before", "after")):
+        valid = sum(j.counts[word][0] for _, j in files)
+        wins = sum(j.counts[word][1] for _, j in files)
+        p = rate_bound(
+            sum(j.counts[mirror][1] for _, j in files), sum(j.counts[mirror][0] for _, j in files)
+        )
+        if valid < MIN_BOUNDARIES or 2 * wins <= valid or binomial_tail(valid, p, wins) > CHANCE:
+            continue
+        found = []
+        for path, jumps in files:
+            _, here, first = jumps.counts[word]
+            if first is None:
+                continue
+            t, b = first
+            found.append(
+                Finding(
+                    "TK109",
+                    f"the observations jump one row {word} the row flagged dones = 1 at "
+                    f"{wins} of {valid} episode starts of the dataset ({here} here; this one: "
+                    f"row {t}): dones stored one row {'early' if word == 'after' else 'late'}?",
+                    path,
+                    b,
+                    t,
+                )
+            )
+        return found
+    return []
+
+
+def _equal_rows(rollout: Rollout) -> BoolArray:
+    """[T, B]: whether obses[t + 1] equals obses[t] in every leaf."""
+    T, B = rollout.num_steps, rollout.batch_size
+    same = np.ones((T, B), dtype=bool)
+    for _, leaf in _tree.flatten(rollout.obses):
+        eq = leaf[1:] == leaf[:-1]
+        same &= eq.reshape(T, B, -1).all(axis=-1)
+    return same
+
+
+def reset_twice(rollout: Rollout, path: str | None) -> Finding | None:
+    """TK104: every episode end repeats its observation with reward 0.
+
+    Examples:
+        >>> import numpy as np
+        >>> from trajkit.testing import example_rollout
+        >>> r = example_rollout(num_steps=9, num_envs=1)
+        >>> dones = np.zeros((10, 1)); dones[[0, 4, 8]] = 1
+        >>> r = r.replace(dones=dones, rews=np.ones((9, 1)))
+        >>> r.obses[4], r.obses[8] = r.obses[3], r.obses[7]
+        >>> r.rews[[3, 7]] = 0
+        >>> reset_twice(r, "a.npz").step
+        3
+    """
+    if rollout.num_steps == 0 or not float_leaves(rollout):
+        return None
+    ends = rollout.dones[1:] == 1
+    if ends.sum() < MIN_BOUNDARIES:
+        return None
+    twice = ends & (rollout.rews == 0) & _equal_rows(rollout)
+    # Every end, not some: in a discrete space the reset state can equal the last by chance.
+    if twice.sum() < ends.sum() or len(set(_row_keys(rollout, twice, 0))) < 2:
+        return None
+    t, b = first_place(twice)
+    return Finding(
+        "TK104",
+        f"obses[{t + 1}] repeats obses[{t}] across an episode end with reward 0 "
+        f"({count_places(twice)}): the reset observation stored twice, as the last of an "
+        "episode and the first of the next?",
+        path,
+        b,
+        t,
+    )
+
+
+@dataclass(frozen=True)
+class FinalEvidence:
+    """A file's evidence for TK114.
+
+    Attributes:
+        ends: Its episode ends with a final observation; `same` whether every one equals
+            the next row's observation.
+        chance: log10 of the chance of that by coincidence (`ends` times log10 p, p the rate
+            at which two rows of the file are alike).
+        resets: Up to two distinct next-row observations.
+        first: The first end (t, b).
+    """
+
+    ends: int
+    same: bool
+    chance: float
+    resets: frozenset[bytes]
+    first: tuple[int, int] | None
+
+
+def final_evidence(rollout: Rollout) -> FinalEvidence | None:
+    """The `FinalEvidence` of one file, or `None` without `final_obses`.
+
+    Examples:
+        >>> import numpy as np
+        >>> from trajkit.testing import example_rollout
+        >>> r = example_rollout(num_steps=8, num_envs=1)
+        >>> dones = np.zeros((9, 1)); dones[[0, 3, 6]] = 1
+        >>> e = final_evidence(r.replace(dones=dones, final_obses=r.obses[[3, 6], 0]))
+        >>> e.ends, e.same, e.first
+        (2, True, (2, 0))
+    """
+    if rollout.final_obses is None:
+        return None
+    ends = np.argwhere(rollout.dones[1:] == 1)
+    if not len(ends):
+        return None
+    finals = _tree.leaves(rollout.final_obses)
+    same = np.ones(len(ends), dtype=bool)
+    for final, (_, leaf) in zip(finals, _tree.flatten(rollout.obses), strict=True):
+        nxt = leaf[ends[:, 0] + 1, ends[:, 1]]
+        same &= (np.asarray(final) == nxt).reshape(len(ends), -1).all(axis=-1)
+    mask = np.zeros((rollout.num_steps, rollout.batch_size), dtype=bool)
+    mask[ends[:, 0], ends[:, 1]] = True
+    rows = _row_keys(rollout, np.ones((rollout.num_steps + 1, rollout.batch_size), bool), 0)
+    n = len(rows)
+    equal = sum(c * (c - 1) // 2 for c in Counter(rows).values())
+    return FinalEvidence(
+        ends=len(ends),
+        same=bool(same.all()),
+        chance=len(ends) * math.log10(rate_bound(equal, n * (n - 1) // 2)),
+        resets=_two(_row_keys(rollout, mask, 1)),
+        first=first_place(mask),
+    )
+
+
+def final_is_reset(files: list[tuple[str, FinalEvidence]]) -> list[Finding]:
+    """TK114 over the dataset: every final observation is the next row's.
+
+    Examples:
+        >>> e = FinalEvidence(3, True, -4.0, frozenset({b"a", b"b"}), (2, 0))
+        >>> [f.step for f in final_is_reset([("a.npz", e)])]
+        [2]
+    """
+    ends = sum(e.ends for _, e in files)
+    resets = set().union(*(e.resets for _, e in files)) if files else set()
+    chance = sum(e.chance for _, e in files)
+    if (
+        ends < MIN_BOUNDARIES
+        or not all(e.same for _, e in files)
+        or len(resets) < 2
+        or chance > math.log10(CHANCE)
+    ):
+        return []
+    found = []
+    for path, e in files:
+        assert e.first is not None
+        t, b = e.first
+        found.append(
+            Finding(
+                "TK114",
+                f"final_obses equal the next row's observation, the next episode's first, at "
+                f"all {ends} episode ends of the dataset ({e.ends} here; this one: step {t}): "
+                "the observation after the autoreset stored as the final one, or the final "
+                "one stored as the next row?",
                 path,
                 b,
                 t,
             )
-    return None
+        )
+    return found

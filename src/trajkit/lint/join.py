@@ -1,62 +1,181 @@
-"""Episodes joined across files (TK101, TK105), merged on the driver in file order.
+"""Episodes joined across files (TK101, TK105, TK112's starts, TK113), merged in file order.
 
 A recording saved as many files (one per `RolloutRecorder.record` call) cuts its episodes
 at file boundaries: with T = 128 and a time limit of 500 no episode is complete inside one
-file. The workers summarise each file's edges (`EpisodeEdges`: per env, the steps before
-its first episode end and after its last); `EpisodeJoiner` folds them in, in file order,
-keeping per env only the running length of the open episode.
+file. Each worker summarises its file (`EpisodeEdges`: per env, the pieces of episodes in
+the file, and its episode starts); `EpisodeJoiner` folds them in, in file order, keeping per
+env only the open episode's running length.
 
 A file continues the file before it when its row 0 repeats that file's row T (observations
 and dones, hashed), B is the same, and:
 
 - both have `recording` metadata with the same `id`, and its `index` is the previous one's
   plus 1 (the files of one recording are joined in index order; a file of another
-  recording in between does not matter, a missing index breaks the chain);
+  recording in between does not matter, a missing or repeated index breaks the chain);
 - or neither has, and it comes right after it in the listing order.
 
-Only the envs whose row 0 continues an episode (`dones[0, b] = 0`) join an episode; the
-others start one at row 0, whose length is known from there. The time limit is that of the
-file where the joined episode ends (or passes the limit).
-Joined episodes are judged as the file's own: TK101 (with a time limit) counts those of
-exactly L steps ending untruncated in the file where they end, TK105 reports those that pass
-L steps in the file where they pass it, and each reports once per file with both counted.
-Without a time limit, TK101's heuristic runs over the joined episodes of each chain of
-files, once the chain ends.
+Only the envs whose row 0 continues an episode (`dones[0, b] = 0`) join one; the others
+start one at row 0. An episode whose first row is not in a joined file is not measured. The
+time limit is that of the file where the step is judged. TK105 and TK113 are reported in
+the file where they show, once per file; TK101 and TK112 once per chain, when it ends (their
+evidence is the whole chain's).
 """
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from trajkit._base.types import AnyArray
+from trajkit._models.rollout import Rollout
+from trajkit.lint.columns import Start, shared_starts
 from trajkit.lint.config import LintOptions
-from trajkit.lint.data import (
-    MIN_REPEATS,
-    EpisodeEdges,
+from trajkit.lint.episodes import float_leaves, row_digest
+from trajkit.lint.evidence import CHANCE, rate_bound
+from trajkit.lint.registry import Finding
+from trajkit.lint.timelimit import (
+    cut_chance,
+    early_cut_finding,
     over_limit_finding,
     truncation_finding,
 )
-from trajkit.lint.registry import Finding
 
-__all__ = ["EpisodeJoiner"]
+__all__ = ["EpisodeEdges", "EpisodeJoiner", "Piece", "episode_edges"]
 
-_Place = tuple[str, int, int]  # (path, env, step)
+
+@dataclass(frozen=True)
+class Piece:
+    """The part of one episode inside one file, in one env.
+
+    Attributes:
+        start: The row where the episode starts, or `None` when row 0 continues it.
+        steps: Its steps in this file.
+        end: The step that ends it in this file, or `None` when it runs past row T.
+        truncated: Whether that end is flagged as a truncation.
+        first: The digest of its first row's observation (`""` when it continues).
+        last: The digest of its last row's observation, where it ends (else `""`).
+    """
+
+    start: int | None
+    steps: int
+    end: int | None
+    truncated: bool
+    first: str = ""
+    last: str = ""
+
+
+@dataclass(frozen=True)
+class EpisodeEdges:
+    """What joining episodes across files needs of one file.
+
+    Attributes:
+        path: The file.
+        num_steps: T.
+        head: A hash of row 0 (observations and dones); `tail` of row T.
+        recording: `(id, index, B)` of its recording, if it has one.
+        limit: Its time limit (the recording's, else the option), if known.
+        float_obs: Whether an observation leaf holds floats.
+        obs_wrapped: Whether its recording names a vector wrapper that changes observations
+            (their starts are then not compared: a running normaliser makes them alike).
+        pieces: Per env, the pieces of episodes in the file, in time order.
+    """
+
+    path: str
+    num_steps: int
+    head: str
+    tail: str
+    recording: tuple[str, int, int] | None
+    limit: int | None
+    float_obs: bool
+    pieces: tuple[tuple[Piece, ...], ...]
+    obs_wrapped: bool = False
+
+
+def _pieces(rollout: Rollout, b: int) -> tuple[Piece, ...]:
+    """The pieces of env b: segments between the rows flagged as starts."""
+    T = rollout.num_steps
+    flagged = rollout.dones[:, b] == 1
+    starts = np.flatnonzero(flagged[:T]).tolist()
+    begins: list[int | None] = [*([None] if not flagged[0] else []), *starts]
+    trunc = rollout.truncated
+    pieces = []
+    for i, begin in enumerate(begins):
+        stop = begins[i + 1] if i + 1 < len(begins) else T
+        assert stop is not None
+        ended = stop < T or bool(flagged[T])
+        end = stop - 1 if ended else None
+        first = row_digest(rollout, begin, b) if begin is not None else ""
+        pieces.append(
+            Piece(
+                start=begin,
+                steps=stop - (begin or 0),
+                end=end,
+                truncated=end is not None and trunc is not None and bool(trunc[end, b] == 1),
+                first=first,
+                last=row_digest(rollout, end, b) if end is not None else "",
+            )
+        )
+    return tuple(pieces)
+
+
+def episode_edges(
+    rollout: Rollout, path: str, recording: dict[str, object] | None, max_episode_steps: int | None
+) -> EpisodeEdges:
+    """The `EpisodeEdges` of one file; the time limit is the recording's, else the option.
+
+    Examples:
+        >>> import numpy as np
+        >>> from trajkit.testing import example_rollout
+        >>> r = example_rollout(num_steps=6, num_envs=1)
+        >>> r = r.replace(dones=np.array([[0], [0], [1], [0], [1], [0], [0]]))
+        >>> e = episode_edges(r, "a.npz", None, 3)
+        >>> [(p.start, p.steps, p.end) for p in e.pieces[0]]
+        [(None, 2, 1), (2, 2, 3), (4, 2, None)]
+    """
+    recording = recording or {}
+    limit = recording.get("max_episode_steps") or max_episode_steps
+    identity = None
+    if "id" in recording:
+        identity = (str(recording["id"]), int(recording["index"]), int(recording["num_envs"]))  # type: ignore[call-overload]
+    return EpisodeEdges(
+        path=path,
+        num_steps=rollout.num_steps,
+        head=row_digest(rollout, 0),
+        tail=row_digest(rollout, rollout.num_steps),
+        recording=identity,
+        limit=int(limit) if limit else None,  # type: ignore[call-overload]
+        float_obs=float_leaves(rollout),
+        pieces=tuple(_pieces(rollout, b) for b in range(rollout.batch_size)),
+        obs_wrapped=any("Observation" in str(w) for w in recording.get("wrappers") or ()),  # type: ignore[attr-defined]
+    )
+
+
+@dataclass
+class _Open:
+    """An open episode: its steps so far, and the digest of its first row."""
+
+    steps: int
+    first: str
 
 
 @dataclass
 class _Chain:
-    """The open episodes of a chain of files, and its joined episodes' lengths."""
+    """The open episodes of a chain of files, and its evidence for TK101 and TK112."""
 
     index: int
     tail: str
-    running: AnyArray  # per env: steps of the open episode so far, -1 when unknown
-    lengths: Counter[int] = field(default_factory=Counter)
-    flagged: set[int] = field(default_factory=set)  # lengths of which one is truncated
-    first: dict[int, _Place] = field(default_factory=dict)  # where one of that length ends
-    limited: bool = False  # a file of the chain names a time limit
+    open: list[_Open | None]
+    cuts: list[tuple[int, str, int, int, tuple[str, str]]] = field(default_factory=list)
+    flagged: set[int] = field(default_factory=set)  # envs that flag an end at L as a cut
+    starts: list[Start] = field(default_factory=list)
+    float_obs: bool = False
+    obs_wrapped: bool = False
+    files: list[str] = field(default_factory=list)
+    limit: int = 0
+    steps: int = 0  # every step of the chain
+    terminations: int = 0  # its untruncated ends, but those at exactly the limit
+    reached: int = 0  # ended episodes of known length that reached the limit's last step but one
+    before: int = 0  # of them, those that terminated there
 
 
 class EpisodeJoiner:
@@ -65,7 +184,6 @@ class EpisodeJoiner:
     Examples:
         >>> import numpy as np
         >>> from trajkit.lint.config import LintOptions
-        >>> from trajkit.lint.data import episode_edges
         >>> from trajkit.testing import example_rollout
         >>> r = example_rollout(num_steps=6, num_envs=1)
         >>> a = r.replace(dones=np.array([[1], [0], [0], [0], [0], [0], [0]]))
@@ -87,7 +205,7 @@ class EpisodeJoiner:
         self._closed: list[Finding] = []
 
     def add(self, edges: EpisodeEdges | None) -> list[Finding]:
-        """Fold in one file (`None` for one that could not be read); its TK101 and TK105.
+        """Fold in one file (`None` for one that could not be read); its TK105 and TK113.
 
         Examples:
             >>> from trajkit.lint.config import LintOptions
@@ -106,7 +224,7 @@ class EpisodeJoiner:
         chain = previous if previous is not None and self._continues(previous, edges) else None
         if chain is None:
             self._close(previous)
-            chain = _Chain(-1, "", np.full(len(edges.lead), -1, dtype=np.int64))
+            chain = _Chain(-1, "", [None] * len(edges.pieces))
         found = self._judge(chain, edges)
         chain.index = edges.recording[1] if edges.recording is not None else -1
         chain.tail = edges.tail
@@ -117,7 +235,7 @@ class EpisodeJoiner:
         return found
 
     def finish(self) -> list[Finding]:
-        """TK101's heuristic over each chain's joined episodes (without a time limit).
+        """TK101 and TK112 of the chains still open, once every file is in.
 
         Examples:
             >>> from trajkit.lint.config import LintOptions
@@ -129,62 +247,80 @@ class EpisodeJoiner:
         for chain in self._chains.values():
             self._close(chain)
         self._chains.clear()
-        return self._closed
+        found, self._closed = self._closed, []
+        return found
 
     @staticmethod
     def _continues(chain: _Chain, edges: EpisodeEdges) -> bool:
-        if len(chain.running) != len(edges.lead) or chain.tail != edges.head:
+        if len(chain.open) != len(edges.pieces) or chain.tail != edges.head:
             return False
         return edges.recording is None or edges.recording[1] == chain.index + 1
 
     def _judge(self, chain: _Chain, edges: EpisodeEdges) -> list[Finding]:
-        """Extend the chain's open episodes by this file; the file's TK101 and TK105."""
-        # A recording states the time limit, or that there is none: no heuristic then.
-        chain.limited = chain.limited or bool(edges.limit) or edges.recording is not None
-        cut, joined_cut, over = self._join(chain, edges)
-        found = self._findings(edges, [*edges.cut, *cut], joined_cut, [*edges.over, *over])
-        _advance(chain, edges)
-        return found
-
-    def _join(
-        self, chain: _Chain, edges: EpisodeEdges
-    ) -> tuple[list[tuple[int, int]], int, list[tuple[int, int, int]]]:
-        """The episodes this file ends or passes the limit of that began in earlier files.
-
-        Returns the joined episodes of exactly L steps that end untruncated here, as
-        `(step, env)`; how many they are; and those that pass L steps here, as
-        `(step, env, start)` with `start` < 0 the row, before row 0, where they began.
-        """
+        """Extend the chain's open episodes by this file; the file's TK105 and TK113."""
+        chain.files.append(edges.path)
+        chain.float_obs = chain.float_obs or edges.float_obs
+        chain.obs_wrapped = chain.obs_wrapped or edges.obs_wrapped
         limit = edges.limit
-        cut: list[tuple[int, int]] = []
-        over: list[tuple[int, int, int]] = []
-        for b, before in enumerate(chain.running.tolist()):
-            if before < 0 or not edges.continues[b]:
-                continue
-            length = before + edges.lead[b]
-            if edges.has_end[b]:
-                self._count(chain, length, edges, b)
-                if limit and length == limit and not edges.lead_truncated[b]:
-                    cut.append((edges.lead[b] - 1, b))
-            if limit and before <= limit < length:
-                over.append((limit - before, b, -before))
-        return cut, len(cut), over
+        over: list[tuple[int, int, int]] = []  # (step, env, before): past the limit
+        early: list[tuple[int, int, int]] = []  # (step, env, length): cut before it
+        starts: list[Start] = []
+        for b, pieces in enumerate(edges.pieces):
+            for piece in pieces:
+                chain.steps += piece.steps
+                opened = chain.open[b] if piece.start is None else _Open(0, piece.first)
+                if piece.start is not None:
+                    starts.append(Start(edges.path, b, piece.start, piece.first))
+                if opened is None:  # its first row is not in the chain: not measured
+                    chain.terminations += piece.end is not None and not piece.truncated
+                    chain.open[b] = None
+                    continue
+                before, length = opened.steps, opened.steps + piece.steps
+                origin = piece.start or 0
+                if limit and before <= limit < length:
+                    over.append((origin + limit - before, b, origin - before))
+                if piece.end is not None:
+                    self._ended(chain, edges, b, piece, length, opened.first, early)
+                chain.open[b] = None if piece.end is not None else _Open(length, opened.first)
+        chain.starts += sorted(starts, key=lambda s: (s.row, s.env))
+        return self._findings(edges, over, early)
+
+    @staticmethod
+    def _ended(
+        chain: _Chain,
+        edges: EpisodeEdges,
+        b: int,
+        piece: Piece,
+        length: int,
+        first: str,
+        early: list[tuple[int, int, int]],
+    ) -> None:
+        """An episode of known `length` ends in this file: TK113 now, TK101's evidence."""
+        limit = edges.limit or 0
+        assert piece.end is not None
+        if limit > 1 and length >= limit - 1:
+            chain.reached += 1
+            chain.before += length == limit - 1 and not piece.truncated
+        if piece.truncated and length < limit:
+            early.append((piece.end, b, length))
+        elif length == limit and piece.truncated:
+            chain.flagged.add(b)
+        elif length == limit:
+            where = (len(chain.files) - 1, edges.path, piece.end, b)
+            chain.cuts.append((*where, (first, piece.last)))
+            chain.limit = limit
+        elif not piece.truncated:
+            chain.terminations += 1
 
     def _findings(
         self,
         edges: EpisodeEdges,
-        cut: list[tuple[int, int]],
-        joined_cut: int,
         over: list[tuple[int, int, int]],
+        early: list[tuple[int, int, int]],
     ) -> list[Finding]:
-        """The file's TK101 (episodes cut at the limit) and TK105 (past it), once each."""
-        limit = edges.limit
-        if not limit:
-            return []
+        """The file's TK105 (past the limit) and TK113 (cut before it), once each."""
+        limit = edges.limit or 0
         found = []
-        needed = edges.cuts_needed  # 0: the file flags truncations; its ends at L terminate
-        if needed and len(cut) >= needed and "TK101" in self.options.codes:
-            found.append(truncation_finding(len(cut), joined_cut, limit, edges.path, min(cut)))
         if over and "TK105" in self.options.codes:
             step, env, start = min(over)
             begun = (
@@ -193,48 +329,29 @@ class EpisodeJoiner:
                 else f"began {-start} steps before row 0 of this file"
             )
             found.append(over_limit_finding(len(over), limit, edges.path, (step, env), begun))
+        if early and "TK113" in self.options.codes:
+            step, env, length = min(early)
+            found.append(early_cut_finding(len(early), limit, edges.path, (step, env), length))
         return found
 
-    @staticmethod
-    def _count(chain: _Chain, length: int, edges: EpisodeEdges, env: int) -> None:
-        chain.lengths[length] += 1
-        if edges.lead_truncated[env]:
-            chain.flagged.add(length)
-        chain.first.setdefault(length, (edges.path, env, edges.lead[env] - 1))
-
     def _close(self, chain: _Chain | None) -> None:
-        """TK101's heuristic on a chain that ends, when its files name no time limit."""
-        if chain is None or not chain.lengths or "TK101" not in self.options.codes:
+        """TK101 and TK112 of a chain that ends."""
+        if chain is None:
             return
-        if chain.limited:
-            return
-        longest = max(chain.lengths)
-        count = chain.lengths[longest]
-        if count < MIN_REPEATS or longest in chain.flagged:
-            return
-        if count < max(chain.lengths.values()):
-            return
-        path, env, step = chain.first[longest]
-        total = sum(chain.lengths.values())
-        self._closed.append(
-            Finding(
-                "TK101",
-                f"{count} of {total} episodes joined across files end at the same, longest "
-                f"length {longest} with truncated = 0, as a time limit cuts them: record them "
-                "as truncations (or set max-episode-steps, if the env has no time limit of "
-                "that length)",
-                path,
-                env,
-                step,
+        codes = self.options.codes
+        cuts = [c for c in chain.cuts if c[3] not in chain.flagged]
+        distinct = len({c[4] for c in cuts})
+        args = (chain.terminations, chain.steps, chain.before, chain.reached)
+        if "TK101" in codes and distinct and cut_chance(distinct, *args) <= CHANCE:
+            rate = max(rate_bound(args[0], args[1]), rate_bound(args[2], args[3]))
+            _, path, step, env, _ = min(cuts)
+            files = len({c[1] for c in cuts})
+            self._closed.append(
+                truncation_finding(distinct, files, chain.limit, rate, path, (step, env))
             )
-        )
-        chain.lengths.clear()
-
-
-def _advance(chain: _Chain, edges: EpisodeEdges) -> None:
-    """The chain's open episode per env after this file: its trail, or T steps longer."""
-    for b in range(len(edges.lead)):
-        if edges.has_end[b] or not edges.continues[b]:
-            chain.running[b] = edges.trail[b]
-        elif chain.running[b] >= 0:
-            chain.running[b] += edges.num_steps
+        if "TK112" in codes and not chain.obs_wrapped:
+            shared = shared_starts(chain.starts)
+            if shared is not None:
+                self._closed.append(shared)
+        chain.cuts.clear()
+        chain.starts.clear()

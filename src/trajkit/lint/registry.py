@@ -2,8 +2,9 @@
 
 A check's code is stable (`TK101`): it is what `--select`, `--ignore` and `pyproject.toml`
 name, and what a finding carries. Codes are grouped like ruff's by their leading digits:
-`TK0xx` the file itself, `TK1xx` checks on one rollout's data, `TK2xx` statistics across a
-dataset, `TK3xx` replay in the real environment. A selector is a prefix of codes (`TK1`
+`TK0xx` the file itself, `TK1xx` checks on a recording's data (one file, or episodes joined
+across its files), `TK2xx` checks across a dataset's files, `TK3xx` replay in the real
+environment. A selector is a prefix of codes (`TK1`
 selects every data check, `TK` or `ALL` everything).
 """
 
@@ -25,8 +26,8 @@ __all__ = [
 
 Severity = Literal["error", "warning", "note"]
 """How bad a finding is: `error` (the data is wrong), `warning` (it very likely is), `note`
-(something could not be checked). Errors and warnings fail `trajkit lint` (exit 1); notes
-do not."""
+(something could not be checked, or evidence that cannot tell a bug from a legitimate
+case). Errors and warnings fail `trajkit lint` (exit 1); notes do not."""
 
 
 @dataclass(frozen=True)
@@ -60,9 +61,9 @@ _ALL = (
     ),
     Check(
         "TK102",
-        "reward-after-episode-end",
+        "reward-step-shifted",
         "warning",
-        "the first steps of episodes get the rewards that belong to the end of the previous one",
+        "terminal rewards sit one step late (the next episode's first step) or one step early",
     ),
     Check(
         "TK103",
@@ -74,7 +75,7 @@ _ALL = (
         "TK104",
         "reset-observation-twice",
         "warning",
-        "every episode end repeats the observation with reward 0 (the reset recorded twice)",
+        "every episode end repeats the observation with reward 0 (the reset stored twice)",
     ),
     Check(
         "TK105",
@@ -110,14 +111,38 @@ _ALL = (
     Check(
         "TK111",
         "rewards-clipped",
-        "warning",
-        "rewards are clipped although the recording names no reward wrapper",
+        "note",
+        "rewards look clipped although the recording names no reward wrapper (or saturate)",
     ),
     Check(
         "TK112",
         "env-columns-copied",
         "warning",
-        "two env columns start episodes from the same observations (envs seeded alike)",
+        "env columns start from the same observations (envs seeded alike) or copy each other",
+    ),
+    Check(
+        "TK113",
+        "truncation-before-time-limit",
+        "warning",
+        "an episode is flagged as truncated before the time limit the recording names",
+    ),
+    Check(
+        "TK114",
+        "final-observation-is-reset",
+        "warning",
+        "final_obses hold the next episode's first observation, bit for bit, at every end",
+    ),
+    Check(
+        "TK115",
+        "observation-rows-aliased",
+        "warning",
+        "an env's observation never changes over a file (rows appended from one buffer)",
+    ),
+    Check(
+        "TK116",
+        "observation-outside-space",
+        "error",
+        "an observation is outside the observation space the recording names",
     ),
     Check(
         "TK201",
@@ -133,10 +158,16 @@ _ALL = (
     ),
     Check("TK203", "duplicate-rollout", "warning", "the same rollout is saved in two files"),
     Check(
+        "TK204",
+        "recording-index-reused",
+        "error",
+        "two files with other arrays claim the same index of one recording",
+    ),
+    Check(
         "TK300",
         "cannot-replay",
         "note",
-        "the recording cannot be replayed (no env id, seed, predecessors, ...)",
+        "a file is not replayed (no recording, env id, seed, predecessors, ...), and why",
     ),
     Check(
         "TK301",

@@ -10,8 +10,9 @@ autoreset mode resets it). That is exactly the sequence of real transitions the 
 kept, whatever the autoreset mode: NEXT_STEP's phantom steps are neither recorded nor
 replayed.
 
-Compared, exactly: every observation (in the recorded dtype; the reset ones too), every
-reward (as float32), and where episodes end (and whether as truncations). The first
+Compared, exactly: every observation (in the recorded dtype; the reset ones too, and the
+final ones where the file holds `final_obses`), every reward (as float32), and where episodes
+end (and whether as truncations). The first
 difference of each kind in each env is reported (TK301 observation, at its row; TK302
 reward and TK303 episode end, at their step). The env itself depends only on the seed and
 the actions, so its replay goes on after a difference in what the file holds, except where
@@ -25,13 +26,16 @@ each env on its own), and refuses `num_envs` and `vectorization_mode` (the recor
 them apart). Other arguments are passed only with `trust_env_args`. Env ids are looked up in
 Gymnasium's registry, never imported from a `module:` prefix.
 
-A recording that cannot be replayed gives one TK300 note per file, saying why, and the other
-findings stand: no env id or seed, an env id that is not registered, env arguments refused
-as above, `make_vec` arguments or vector wrappers that were not recorded, another
-vectorization mode than sync or async, an env that cannot be made (arguments it refuses, a
-missing optional dependency) or reset, no `actions`, or a file whose predecessors in the
-recording are not among the files linted. An env that raises while it is stepped gives a
-TK300 note at that env and step, and its replay stops there.
+**Every file is accounted for.** A file that is not replayed gives one TK300 note, saying
+why, and the other findings stand: no recording; a recording index that an earlier file
+already holds (a recording captured once and saved with every file: only the first is
+placed); no env id or seed, an env id that is not registered, env arguments refused as
+above, `make_vec` arguments or vector wrappers that were not recorded, another vectorization
+mode than sync or async, an env that cannot be made (arguments it refuses, a missing
+optional dependency) or reset, no `actions`; a file whose predecessors in the recording are
+not among the files linted; or one after the file where every env's replay stopped. An env
+that raises while it is stepped gives a TK300 note at that env and step, and its replay
+stops there. `replay_recordings` lists the files it replayed.
 """
 
 from __future__ import annotations
@@ -67,28 +71,44 @@ _REASON_CHARS = 300
 
 
 def replay_recordings(
-    recordings: Sequence[tuple[str, Mapping[str, Any]]],
+    files: Sequence[tuple[str, Mapping[str, Any] | None]],
     options: LintOptions,
     *,
     max_bytes: int | None = DEFAULT_MAX_BYTES,
+    replayed: list[str] | None = None,
 ) -> Iterator[Finding]:
-    """Replay every recording among `recordings` (`(path, recording)` pairs, in file order).
+    """Replay the recordings among `files` (`(path, recording or None)`, in file order).
+
+    Every file it does not replay gets a TK300 note saying why; `replayed`, when given,
+    receives the paths of those it replayed.
 
     Examples:
         >>> from trajkit.lint.config import LintOptions
         >>> rec = {"id": "r", "index": 1, "num_envs": 1, "autoreset_mode": "NEXT_STEP",
         ...        "env_id": "CartPole-v1", "seed": 0}
         >>> options = LintOptions(frozenset({"TK300"}))
-        >>> [f.message for f in replay_recordings([("b.npz", rec)], options)]
+        >>> [f.message for f in replay_recordings([("a.npz", None), ("b.npz", rec)], options)]
         ... # doctest: +NORMALIZE_WHITESPACE
-        ['cannot replay: the recording starts at index 0, which is not among the files (this
+        ['cannot replay: the file has no recording (trajkit.save(..., recording=...))',
+         'cannot replay: the recording starts at index 0, which is not among the files (this
           is index 1)']
     """
     groups: dict[str, dict[int, tuple[str, Mapping[str, Any]]]] = defaultdict(dict)
-    for path, recording in recordings:
-        groups[str(recording["id"])].setdefault(int(recording["index"]), (path, recording))
+    for path, recording in files:
+        if recording is None:
+            yield from _notes([(path, {})], _NO_RECORDING, options.codes)
+            continue
+        group = groups[str(recording["id"])]
+        first = group.setdefault(int(recording["index"]), (path, recording))[0]
+        if first != path:
+            why = f"{first} holds index {recording['index']} of this recording too, and is replayed"
+            yield from _notes([(path, recording)], why, options.codes)
+    done = [] if replayed is None else replayed
     for group in groups.values():
-        yield from _replay_group([group[i] for i in sorted(group)], options, max_bytes)
+        yield from _replay_group([group[i] for i in sorted(group)], options, max_bytes, done)
+
+
+_NO_RECORDING = "the file has no recording (trajkit.save(..., recording=...))"
 
 
 class _RefusedError(ValueError):
@@ -215,7 +235,10 @@ def _notes(
 
 
 def _replay_group(
-    files: list[tuple[str, Mapping[str, Any]]], options: LintOptions, max_bytes: int | None
+    files: list[tuple[str, Mapping[str, Any]]],
+    options: LintOptions,
+    max_bytes: int | None,
+    replayed: list[str],
 ) -> Iterator[Finding]:
     first = files[0][1]
     if int(first["index"]) != 0:
@@ -234,7 +257,7 @@ def _replay_group(
     if reason is not None:
         yield from _notes(files, reason, options.codes)
     else:
-        yield from _Replay(first, options).run(files, max_bytes)
+        yield from _Replay(first, options).run(files, max_bytes, replayed)
     yield from _notes(
         missing,
         f"index {consecutive} of the recording is not among the files, so what follows it "
@@ -245,6 +268,39 @@ def _replay_group(
 
 def _leaves(tree: Any) -> dict[tuple[Any, ...], AnyArray]:
     return {tuple(path): np.asarray(leaf) for path, leaf in _tree.flatten(tree)}
+
+
+def _compare(
+    got_tree: Any,
+    held: list[tuple[Any, AnyArray]],
+    field: str,
+    what: str,
+    place: tuple[str, int, int],
+) -> Finding | None:
+    """TK301 at `place` (path, env, step or row) where the env's value differs from the file's."""
+    replayed = _leaves(got_tree)
+    path, b, t = place
+    for leaf_path, value in held:
+        name = _tree.format_path(field, leaf_path)
+        got = replayed.get(tuple(leaf_path))
+        if got is None:
+            return Finding("TK301", f"replay gives no {name}", path, b, t)
+        got = np.asarray(got)
+        if got.shape != value.shape or not np.array_equal(got.astype(value.dtype), value):
+            where = ""
+            if got.shape == value.shape and value.ndim:
+                i = tuple(int(x) for x in np.argwhere(got.astype(value.dtype) != value)[0])
+                where = f"[..., {', '.join(map(str, i))}]"
+                got, value = got[i], value[i]
+            return Finding(
+                "TK301",
+                f"replay gives {what}: {name}{where} is {_shown(got)} in the env, "
+                f"{_shown(np.asarray(value))} in the file",
+                path,
+                b,
+                t,
+            )
+    return None
 
 
 def _shown(value: AnyArray) -> str:
@@ -268,10 +324,17 @@ class _Replay:
         self.reported: list[set[str]] = [set() for _ in range(self.num_envs)]
 
     def run(
-        self, files: Sequence[tuple[str, Mapping[str, Any]]], max_bytes: int | None
+        self,
+        files: Sequence[tuple[str, Mapping[str, Any]]],
+        max_bytes: int | None,
+        replayed: list[str],
     ) -> Iterator[Finding]:
         try:
             for k, (path, _) in enumerate(files):
+                if all(self.done):
+                    why = f"the replay of every env stopped in {files[k - 1][0]} or before"
+                    yield from _notes(files[k:], why, self.codes)
+                    return
                 rollout, problem = self._load(path, max_bytes)
                 if problem is None and not self.envs:
                     problem = self._make()
@@ -279,8 +342,7 @@ class _Replay:
                     yield from _notes(files[k:], problem or "", self.codes)
                     return
                 yield from self._file(path, rollout, first=k == 0)
-                if all(self.done):
-                    return
+                replayed.append(path)
         finally:
             for env in self.envs:
                 with contextlib.suppress(Exception):  # a failing close changes no finding
@@ -362,7 +424,6 @@ class _Replay:
         replay of env b (the env and the file no longer start episodes together).
         """
         space = env.action_space
-        trunc = r.truncated
         for t in range(r.num_steps):
             self.at = t
             action = actions[t, b]
@@ -383,52 +444,54 @@ class _Replay:
                     )
                 )
             ended = bool(terminated or truncated)
-            cut = bool(truncated and not terminated)
-            says_end = bool(r.dones[t + 1, b] == 1)
-            says_cut = says_end and trunc is not None and bool(trunc[t, b] == 1)
-            if ended != says_end or (trunc is not None and cut != says_cut):
-                what = "truncates" if cut else "terminates" if ended else "does not end"
-                held = "a truncation" if says_cut else "an episode end" if says_end else "no end"
-                found.append(
-                    Finding(
-                        "TK303",
-                        f"replay {what} the episode at step {t}, the file holds {held} "
-                        f"(dones[{t + 1}] = {int(r.dones[t + 1, b])})",
-                        path,
-                        b,
-                        t,
-                    )
-                )
-                if ended != says_end:
-                    self.done[b] = True
-                    return
+            if not self._ends_alike(
+                path, r, b, t, ended, bool(truncated and not terminated), found
+            ):
+                self.done[b] = True
+                return
+            if ended and "TK301" not in self.reported[b]:
+                found.append(self._compare_final(path, r, obs, t, b))
             if ended:
                 obs, _ = env.reset()
             self.current[b] = obs
             if "TK301" not in self.reported[b]:
                 found.append(self._compare_obs(path, r, t + 1, b))
 
+    @staticmethod
+    def _ends_alike(
+        path: str, r: Rollout, b: int, t: int, ended: bool, cut: bool, found: list[Finding | None]
+    ) -> bool:
+        """TK303 where step t ends (or cuts) otherwise in the env; False where one ends alone."""
+        trunc = r.truncated
+        says_end = bool(r.dones[t + 1, b] == 1)
+        says_cut = says_end and trunc is not None and bool(trunc[t, b] == 1)
+        if ended == says_end and (trunc is None or cut == says_cut):
+            return True
+        what = "truncates" if cut else "terminates" if ended else "does not end"
+        held = "a truncation" if says_cut else "an episode end" if says_end else "no end"
+        found.append(
+            Finding(
+                "TK303",
+                f"replay {what} the episode at step {t}, the file holds {held} "
+                f"(dones[{t + 1}] = {int(r.dones[t + 1, b])})",
+                path,
+                b,
+                t,
+            )
+        )
+        return ended == says_end
+
     def _compare_obs(self, path: str, r: Rollout, row: int, b: int) -> Finding | None:
-        replayed = _leaves(self.current[b])
-        for leaf_path, leaf in _tree.flatten(r.obses):
-            name = _tree.format_path("obses", leaf_path)
-            held = leaf[row, b]
-            got = replayed.get(tuple(leaf_path))
-            if got is None:
-                return Finding("TK301", f"replay gives no {name}", path, b, row)
-            got = np.asarray(got)
-            if got.shape != held.shape or not np.array_equal(got.astype(held.dtype), held):
-                where = ""
-                if got.shape == held.shape and held.ndim:
-                    i = tuple(int(x) for x in np.argwhere(got.astype(held.dtype) != held)[0])
-                    where = f"[..., {', '.join(map(str, i))}]"
-                    got, held = got[i], held[i]
-                return Finding(
-                    "TK301",
-                    f"replay gives another observation at row {row}: {name}{where} is "
-                    f"{_shown(got)} in the env, {_shown(np.asarray(held))} in the file",
-                    path,
-                    b,
-                    row,
-                )
-        return None
+        held = [(p, leaf[row, b]) for p, leaf in _tree.flatten(r.obses)]
+        where = f"another observation at row {row}"
+        return _compare(self.current[b], held, "obses", where, (path, b, row))
+
+    def _compare_final(self, path: str, r: Rollout, obs: Any, t: int, b: int) -> Finding | None:
+        """The env's final observation of the episode step t ends, against `final_obses`."""
+        if r.final_obses is None:
+            return None
+        ends = np.argwhere(r.dones[1:] == 1)
+        e = int(np.flatnonzero((ends[:, 0] == t) & (ends[:, 1] == b))[0])
+        held = [(p, np.asarray(leaf)[e]) for p, leaf in _tree.flatten(r.final_obses)]
+        where = f"another final observation at step {t}"
+        return _compare(obs, held, "final_obses", where, (path, b, t))

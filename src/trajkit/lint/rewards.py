@@ -1,12 +1,15 @@
-"""Rewards clipped where the recording says the env's raw rewards were kept (TK111).
+"""Rewards that look clipped where the recording says they are the env's own (TK111, a note).
 
 A recording (`trajkit.save(..., recording=...)`) whose vector wrappers include none that
 changes rewards, and that has no unrecorded `make_vec` arguments (such as `wrappers=`), says
 that the rewards are the env's own. Clipping shows as a mass at the largest magnitude: at
-least `MIN_CLIPPED` rewards exactly at +c or -c, while more than `MIN_INSIDE` distinct
-magnitudes lie strictly between 0 and c (rewards of a continuous range, such as Pendulum's).
-Rewards that take a few values only (CartPole's 1, Blackjack's -1, 0, 1, Taxi's -10, -1,
-20) are never judged: their largest value is not a clip.
+least `MIN_CLIPPED` rewards (and a tenth of them) exactly at +c or -c, while at least
+`MIN_INSIDE` distinct magnitudes lie strictly between 0 and c (a continuous range).
+
+No amount of such data is evidence of a bug: an env whose reward saturates by itself (a
+cost at the action bound of a bang-bang controller, `np.clip` inside the env) looks the
+same. So TK111 is a note, which does not fail a run; replay (TK302) proves a clip. Rewards
+that take a few values only (CartPole's 1, Taxi's -10, -1, 20) are never noted.
 """
 
 from __future__ import annotations
@@ -48,7 +51,7 @@ def states_raw_rewards(recording: Mapping[str, Any] | None) -> bool:
 def clipped_rewards(
     rollout: Rollout, recording: Mapping[str, Any] | None, path: str | None
 ) -> Finding | None:
-    """TK111: a mass of rewards at ±c over a continuous range inside, where raw ones were kept.
+    """TK111: a mass of rewards at ±c over a continuous range inside, where raw ones are said.
 
     Examples:
         >>> import numpy as np
@@ -76,8 +79,8 @@ def clipped_rewards(
     return Finding(
         "TK111",
         f"{int(at.sum())} rewards are exactly -{c:g} or {c:g}, the largest magnitude, while "
-        f"{inside.size} other magnitudes lie between 0 and {c:g}: rewards clipped, although "
-        "the recording names no reward wrapper?",
+        f"{inside.size} other magnitudes lie between 0 and {c:g}: clipped, although the "
+        "recording names no reward wrapper, or a reward that saturates by itself (replay tells)",
         path,
         b,
         t,

@@ -2,11 +2,10 @@
 
 Loading a small file costs about as much as linting it, so the report does not run `trajkit
 lint` as a second pass over the files: where it has loaded a file, it runs lint's per-file
-work on that rollout (`lint_loaded`: the TK1xx checks, the file's summary for the dataset
-statistics and its episodes' edges, exactly what `trajkit.lint.engine.lint_file` does after
-loading), and folds the results in file order as `LintRun` does (`LintFold`: episodes joined
-across files, the TK2xx statistics). The checks themselves are lint's; a test pins that the
-findings are those of `trajkit.lint.lint` on the same files. Replay (TK3xx) is not run.
+work on that rollout (`trajkit.lint.run.lint_rollout`, what `lint_file` runs after loading),
+and folds the results in file order with lint's own `LintFold` (episodes joined across
+files, the checks across files). A test pins that the findings are those of
+`trajkit.lint.lint` on the same files. Replay (TK3xx) is not run.
 
 A file lint cannot read gets TK001 with the problem the report's verdict gives (the reason
 `trajkit validate` gives, CRC-32 mismatches included).
@@ -17,55 +16,16 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from trajkit._io.metadata import RolloutFileMetadata
-from trajkit._models.rollout import Rollout
+from trajkit.lint import run
 from trajkit.lint.config import LintOptions
-from trajkit.lint.data import check_rollout, episode_edges
-from trajkit.lint.engine import FileResult
-from trajkit.lint.join import EpisodeJoiner
 from trajkit.lint.registry import Finding
 from trajkit.lint.report import Tally
-from trajkit.lint.stats import DatasetStatistics, summarize
+from trajkit.lint.run import FileResult
 
-__all__ = ["MAX_FINDINGS", "Findings", "LintFold", "lint_loaded", "lint_refused"]
+__all__ = ["MAX_FINDINGS", "Findings", "LintFold"]
 
 MAX_FINDINGS = 200
 """The most findings kept per code (all are counted)."""
-
-
-def lint_loaded(
-    rollout: Rollout, metadata: RolloutFileMetadata | None, path: str, options: LintOptions
-) -> FileResult:
-    """Lint's per-file work on a rollout already loaded from `path`, as `lint_file` does it.
-
-    Examples:
-        >>> from trajkit.lint.config import LintOptions
-        >>> from trajkit.testing import example_rollout
-        >>> r = example_rollout(num_steps=8, keys=("actions",))
-        >>> r.model_outs.arrays["actions"][2, 0] = 7
-        >>> options = LintOptions(frozenset({"TK106"}), action_space={"type": "Discrete", "n": 3})
-        >>> [f.code for f in lint_loaded(r, None, "a.npz", options).findings]
-        ['TK106']
-    """
-    recorded = None if metadata is None else metadata.recording
-    recording = None if recorded is None else recorded.model_dump(mode="json")
-    joined = bool(options.codes & {"TK101", "TK105"})
-    findings = check_rollout(rollout, options, path=path, recording=recording, joined=joined)
-    summary = summarize(rollout, path, recording) if options.runs("TK2") else None
-    edges = episode_edges(rollout, path, recording, options.max_episode_steps) if joined else None
-    return FileResult(path, tuple(findings), summary, recording, edges)
-
-
-def lint_refused(path: str, problem: str, options: LintOptions) -> FileResult:
-    """What lint says of a file it cannot read: TK001 with the problem.
-
-    Examples:
-        >>> from trajkit.lint.config import LintOptions
-        >>> lint_refused("a.npz", "damaged", LintOptions(frozenset({"TK001"}))).findings
-        (Finding(code='TK001', message='damaged', path='a.npz', env=None, step=None),)
-    """
-    found = (Finding("TK001", problem, path),) if "TK001" in options.codes else ()
-    return FileResult(path, found, None, None)
 
 
 @dataclass
@@ -107,14 +67,11 @@ class Findings:
 
 
 class LintFold:
-    """Lint's per-file results folded in file order, as `LintRun` folds them.
-
-    Per file: its own findings and those of the episodes joined across files, then the
-    dataset statistics' findings as they arise; at the end, the joined episodes' and the
-    statistics' last findings.
+    """Lint's per-file results folded in file order (lint's `LintFold`), into `Findings`.
 
     Examples:
         >>> from trajkit.lint.config import LintOptions
+        >>> from trajkit.lint.run import lint_refused
         >>> fold = LintFold(LintOptions(frozenset({"TK001"})))
         >>> fold.add(lint_refused("a.npz", "damaged", fold.findings.options))
         >>> fold.finish().counts
@@ -123,27 +80,20 @@ class LintFold:
 
     def __init__(self, options: LintOptions) -> None:
         self.findings = Findings(options=options)
-        self._stats = DatasetStatistics(options)
-        self._joiner = EpisodeJoiner(options)
+        self._fold = run.LintFold(options)
 
     def add(self, result: FileResult | None, failure: str | None = None) -> None:
         """Fold in the next file (`None` when lint's checks failed on it, with `failure`)."""
         self.findings.files += 1
         if result is None:
-            self._joiner.add(None)
             self.findings.failed += 1
             if failure is not None and len(self.findings.failures) < MAX_FINDINGS:
                 self.findings.failures.append(failure)
-            return
-        own = [*result.findings, *self._joiner.add(result.edges)]
-        for finding in sorted(own, key=lambda f: f.code):  # stable: code order, as checked
+        for finding in self._fold.add(result):
             self.findings.add(finding)
-        if result.summary is not None:
-            for finding in self._stats.add(result.summary):
-                self.findings.add(finding)
 
     def finish(self) -> Findings:
         """The findings, once the last file is in."""
-        for finding in [*self._joiner.finish(), *self._stats.finish()]:
+        for finding in self._fold.finish():
             self.findings.add(finding)
         return self.findings

@@ -3,8 +3,8 @@
 `profile_file` is the report's per-file work, run by the engine behind `trajkit validate`
 (`trajkit._io.engine.run_ordered`) in this process or in workers: it loads the file once, as
 `trajkit validate` checks it (memory-mapped, every CRC-32 verified), runs lint's per-file
-checks on it (`trajkit.report._lint`), and returns a small `FileProfile` (its verdict, lint's
-results, counts, samples and per-feature statistics), never the arrays.
+checks on it (`trajkit.lint.run.lint_rollout`), and returns a small `FileProfile` (its
+verdict, lint's results, counts, samples and per-feature statistics), never the arrays.
 The profiles merge in file order (`trajkit.report._collect`), so memory stays bounded
 whatever the number of files, and the result is the same with any number of processes.
 
@@ -37,8 +37,7 @@ from trajkit._io.stats import DatasetStats, Moments
 from trajkit._models.rollout import Rollout
 from trajkit._models.spec import RolloutSpec
 from trajkit.lint.config import LintOptions
-from trajkit.lint.engine import FileResult
-from trajkit.report._lint import lint_loaded, lint_refused
+from trajkit.lint.run import FileResult, lint_refused, lint_rollout
 from trajkit.report._sample import Sample
 
 if TYPE_CHECKING:
@@ -369,7 +368,7 @@ def _linted(
     if options is None:
         return profile
     try:
-        return replace(profile, lint=lint_loaded(rollout, metadata, profile.check.path, options))
+        return replace(profile, lint=lint_rollout(rollout, profile.check.path, metadata, options))
     except Exception as exc:  # a bug in a check: reported, and the other files linted
         failure = f"{profile.check.path}: {type(exc).__name__}: {exc}"
         return replace(profile, lint_failure=failure)

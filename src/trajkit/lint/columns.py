@@ -1,0 +1,265 @@
+"""Env columns that copy each other or do not move (TK112, TK115).
+
+- TK112, envs seeded alike (`envs.reset(seed=[seed] * B)`): the k-th episode of every env
+  starts from the same observation. The starts of every env are collected over a whole
+  recording (joined across files by `trajkit.lint.join`); two starts out of order (another
+  k, or one env's own) are alike at a rate p, and the binomial chance of as many aligned
+  starts alike as there are, at that rate, must be at most `CHANCE`
+  (`trajkit.lint.evidence`). A fixed reset (every
+  start alike) is never evidence, nor is one shared start among few.
+- TK112, one column copied into another (the loop stores `obs[0]` for every env): two env
+  columns whose observations are equal on every row of a file, while their actions,
+  rewards or `dones` differ somewhere (envs that do the same thing are a deterministic
+  env, not a copy). Over the dataset's files where a pair of envs is so, the column's n
+  distinct changes of value (from one observation to the next different one) must make a
+  chance of at most `CHANCE` (p^n, p the rate at which a change repeats an earlier one): an
+  observation that moves through many values does not follow another env's by chance, a
+  coarse one that cycles through a few (a fixed start, short episodes) may.
+- TK115, observation rows aliased to one buffer (a loop that appends the env's reused
+  `[B, ...]` observation array): a file whose every env column keeps one observation on
+  all its rows, across an episode start (a reset that changes nothing), while over the
+  dataset a step leaves the observation unchanged at a rate q that makes T·B unchanged
+  steps a chance of at most `CHANCE` (q^(T·B)). One env that stays put in a coarse
+  observation space is not that.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from trajkit._base.types import AnyArray
+from trajkit._core import tree as _tree
+from trajkit._models.rollout import Rollout
+from trajkit.lint.evidence import CHANCE, binomial_tail, rate_bound
+from trajkit.lint.registry import Finding
+
+__all__ = [
+    "Copy",
+    "Frozen",
+    "Start",
+    "copied_columns",
+    "copies",
+    "frozen_columns",
+    "frozen_findings",
+    "shared_starts",
+]
+
+# ---------------------------------------------------------------------- seeded alike
+
+
+@dataclass(frozen=True)
+class Start:
+    """An episode start: where (file, env, row) and its observation's digest."""
+
+    path: str
+    env: int
+    row: int
+    digest: str
+
+
+def shared_starts(starts: Sequence[Start]) -> Finding | None:
+    """TK112 over a recording's episode starts, in time order (file, row, env).
+
+    Examples:
+        >>> s = [Start("a", b, 10 * k, f"{k}") for k in range(6) for b in (0, 1)]
+        >>> shared_starts(s).message  # doctest: +ELLIPSIS
+        'envs 0 and 1 start 6 of 6 episodes alike, in order (a row 0 and a row 0), where ...
+        >>> shared_starts(s[:4]) is None
+        True
+    """
+    per_env: dict[int, list[Start]] = {}
+    for s in starts:
+        per_env.setdefault(s.env, []).append(s)
+    envs = sorted(per_env)
+    trials = matched = 0
+    first: tuple[Start, Start] | None = None
+    for i, a in enumerate(envs):
+        for b in envs[i + 1 :]:
+            pairs = list(zip(per_env[a], per_env[b], strict=False))
+            trials += len(pairs)
+            for x, y in pairs:
+                if x.digest == y.digest:
+                    matched += 1
+                    first = first or (x, y)
+    if first is None:
+        return None
+    n = len(starts)
+    equal = sum(c * (c - 1) // 2 for c in Counter(s.digest for s in starts).values())
+    p = rate_bound(equal - matched, n * (n - 1) // 2 - trials)  # from the pairs not aligned
+    if binomial_tail(trials, p, matched) > CHANCE:
+        return None
+    return Finding(
+        "TK112",
+        f"envs {first[0].env} and {first[1].env} start {matched} of {trials} episodes alike, "
+        f"in order ({first[0].path} row {first[0].row} and {first[1].path} row "
+        f"{first[1].row}), where two starts out of order are alike {p:.2g} of the time: "
+        "every env seeded alike (envs.reset(seed=[seed] * B))?",
+        first[1].path,
+        first[1].env,
+        first[1].row,
+    )
+
+
+# ---------------------------------------------------------------------- copied column
+
+
+def _rows(rollout: Rollout) -> AnyArray:
+    """`[T+1, B, K]` bytes of every row's observation (all leaves)."""
+    T, B = rollout.num_steps, rollout.batch_size
+    return np.concatenate(
+        [
+            np.ascontiguousarray(leaf).reshape(T + 1, B, -1).view(np.uint8)
+            for _, leaf in _tree.flatten(rollout.obses)
+        ],
+        axis=-1,
+    )
+
+
+def _others_differ(rollout: Rollout, a: int, b: int) -> bool:
+    """Whether envs a and b differ in their actions, rewards or dones somewhere."""
+    fields = [rollout.rews, rollout.dones, *rollout.model_outs.arrays.values()]
+    return any(not np.array_equal(f[:, a], f[:, b]) for f in fields)
+
+
+@dataclass(frozen=True)
+class Copy:
+    """Two env columns of a file with the same observations on every row, doing otherwise.
+
+    Attributes:
+        envs: The pair (a, b), a < b.
+        runs: Digests of the column's values, run by run (equal rows in a row are one run).
+    """
+
+    envs: tuple[int, int]
+    runs: tuple[bytes, ...]
+
+
+def copies(rollout: Rollout) -> tuple[Copy, ...]:
+    """The `Copy` pairs of one file (TK112's evidence of a copied column).
+
+    Examples:
+        >>> from trajkit.testing import example_rollout
+        >>> r = example_rollout(num_steps=6, num_envs=3)
+        >>> r.obses[:, 2] = r.obses[:, 0]
+        >>> [(c.envs, len(c.runs)) for c in copies(r)]
+        [((0, 2), 7)]
+    """
+    B = rollout.batch_size
+    raw = _rows(rollout)
+    keys = [[raw[t, b].tobytes() for t in range(raw.shape[0])] for b in range(B)]
+    found = []
+    for a in range(B):
+        for b in range(a + 1, B):
+            if keys[a] == keys[b] and _others_differ(rollout, a, b):
+                runs = [k for t, k in enumerate(keys[a]) if t == 0 or k != keys[a][t - 1]]
+                digests = tuple(hashlib.blake2b(k, digest_size=8).digest() for k in runs)
+                found.append(Copy((a, b), digests))
+    return tuple(found)
+
+
+def copied_columns(files: Sequence[tuple[str, tuple[Copy, ...]]]) -> list[Finding]:
+    """TK112 over the dataset: env pairs whose observations follow each other in every file.
+
+    Examples:
+        >>> c = Copy((0, 2), tuple(bytes([i]) for i in range(9)))
+        >>> [f.format() for f in copied_columns([("a.npz", (c,))])]  # doctest: +ELLIPSIS
+        ['a.npz: env 2, step 0: TK112 [warning] envs 0 and 2 have the same observations on ...
+    """
+    pairs: dict[tuple[int, int], list[bytes]] = {}
+    for _, found in files:
+        for c in found:
+            pairs.setdefault(c.envs, []).extend(c.runs)
+    out = []
+    for (a, b), runs in pairs.items():
+        changes = list(itertools.pairwise(runs))
+        n = len(set(changes))  # distinct changes of value: a repeated cycle counts once
+        if not n or rate_bound(len(changes) - n, len(changes)) ** n > CHANCE:
+            continue
+        out += [
+            Finding(
+                "TK112",
+                f"envs {a} and {b} have the same observations on every row, through {n} "
+                f"distinct changes of value in the dataset, and differ in their actions, "
+                "rewards or dones: one column copied into another (obs[0] stored for every "
+                "env)?",
+                path,
+                b,
+                0,
+            )
+            for path, found in files
+            if any(c.envs == (a, b) for c in found)
+        ]
+    return out
+
+
+# ---------------------------------------------------------------------- frozen rows
+
+
+@dataclass(frozen=True)
+class Frozen:
+    """A file's evidence for TK115: whether it is frozen, and its unchanged steps.
+
+    Attributes:
+        envs: The env columns, when every one keeps its observation on every row and one
+            crosses an episode start; else none.
+        steps: The file's steps (T times B) and `unchanged`, those whose next row repeats
+            the observation.
+    """
+
+    envs: tuple[int, ...]
+    steps: int
+    unchanged: int
+
+
+def frozen_columns(rollout: Rollout) -> Frozen:
+    """The `Frozen` evidence of one file.
+
+    Examples:
+        >>> from trajkit.testing import example_rollout
+        >>> r = example_rollout(num_steps=4, num_envs=2)
+        >>> r.obses[:] = r.obses[-1]
+        >>> r.dones[2] = 1
+        >>> frozen_columns(r)
+        Frozen(envs=(0, 1), steps=8, unchanged=8)
+    """
+    raw = _rows(rollout)
+    same = (raw[1:] == raw[:-1]).all(axis=-1)
+    T, B = same.shape
+    frozen = bool(T and same.all() and (rollout.dones[1:] == 1).any())
+    return Frozen(tuple(range(B)) if frozen else (), int(same.size), int(same.sum()))
+
+
+def frozen_findings(files: Sequence[tuple[str, int, Frozen]]) -> list[Finding]:
+    """TK115 over a dataset: `(path, T, Frozen)` per file.
+
+    Examples:
+        >>> moving = ("a.npz", 8, Frozen((), 64, 0))
+        >>> frozen_findings([moving, ("b.npz", 8, Frozen((0, 1), 16, 16))])[0].format()
+        ... # doctest: +ELLIPSIS
+        'b.npz: env 0, step 0: TK115 [warning] every env keeps one observation on all 9 rows, ...
+    """
+    steps = sum(f.steps for _, _, f in files)
+    unchanged = sum(f.unchanged for _, _, f in files)
+    q = rate_bound(unchanged, steps)
+    found = []
+    for path, T, frozen in files:
+        if frozen.envs and q ** (T * len(frozen.envs)) <= CHANCE:
+            found.append(
+                Finding(
+                    "TK115",
+                    f"every env keeps one observation on all {T + 1} rows, across an episode "
+                    f"start, where a step keeps it {q:.2g} of the time over the dataset: rows "
+                    "appended from one reused buffer (copy the observation before storing "
+                    "it)?",
+                    path,
+                    0,
+                    0,
+                )
+            )
+    return found

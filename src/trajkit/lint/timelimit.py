@@ -1,0 +1,114 @@
+"""The time limit against the episodes (TK101, TK105, TK113), on episodes joined across files.
+
+The time limit L is the recording's `max_episode_steps` (the env's `TimeLimit`), else the
+`max_episode_steps` option. Gymnasium's `TimeLimit` truncates an episode on exactly its L-th
+step; so, for an episode whose start is in the data (in its file, or joined across the files
+of one recording by `trajkit.lint.join`):
+
+- TK105 (exact): an episode that runs past L steps with no end is reported at its step L.
+- TK113 (exact): an episode flagged as truncated before its L-th step contradicts the limit
+  (a termination recorded as a truncation, a file boundary recorded as a cut).
+- TK101 (inferred): an episode of exactly L steps that ends with `truncated = 0` is either a
+  time-limit cut recorded as a termination, or an env that terminated on the very step its
+  time limit cut (Gymnasium then sets both flags, and a termination is right). The evidence
+  is counted over a whole recording, in the envs that flag no end at L as a truncation: n
+  distinct episodes (their first and last observations differ) ending unflagged at exactly
+  L, against the rate h at which a step terminates an episode otherwise: the larger of the
+  recording's rate per step and the rate at which its episodes that reach step L-1 end there
+  (terminations that the state brings about cluster at some lengths), each an upper bound
+  from its counts (`trajkit.lint.evidence.rate_bound`). Reported when h^n,
+  the chance that n episodes which reached L all terminated on that very step, is at most
+  `trajkit.lint.evidence.CHANCE`.
+
+Without a time limit, nothing here runs: an env whose episodes all end at one length cannot
+be told from a time limit that is not recorded (set `max-episode-steps`).
+"""
+
+from __future__ import annotations
+
+from trajkit.lint.evidence import rate_bound
+from trajkit.lint.registry import Finding
+
+__all__ = [
+    "cut_chance",
+    "early_cut_finding",
+    "over_limit_finding",
+    "truncation_finding",
+]
+
+
+def cut_chance(cuts: int, terminations: int, steps: int, before: int, reached: int) -> float:
+    """TK101's chance that `cuts` distinct episodes ending unflagged at L all terminated there.
+
+    `terminations` of a recording's `steps` ended an episode untruncated (but at L); `before`
+    of the `reached` episodes that reached step L-1 terminated on it. The rate is the larger
+    of the two bounds (`rate_bound`), to the power `cuts`.
+
+    Examples:
+        >>> cut_chance(2, 0, 3000, 0, 3000) < 1e-5, cut_chance(2, 0, 3000, 0, 2)
+        (True, 0.36)
+    """
+    rate = max(rate_bound(terminations, steps), rate_bound(before, reached))
+    return float(rate**cuts)
+
+
+def truncation_finding(
+    count: int, files: int, limit: int, rate: float, path: str | None, first: tuple[int, int]
+) -> Finding:
+    """TK101's finding: `count` episodes cut at `limit`, unflagged, in `files` files.
+
+    Examples:
+        >>> truncation_finding(3, 2, 10, 0.05, "a.npz", (9, 0)).message  # doctest: +ELLIPSIS
+        '3 distinct episodes in 2 files end at exactly the time limit of 10 steps with ...'
+    """
+    return Finding(
+        "TK101",
+        f"{count} distinct episodes in {files} file{'s' * (files != 1)} end at exactly the "
+        f"time limit of {limit} steps with truncated = 0, in envs that flag no such end as a "
+        f"truncation, where a step terminates an episode {rate:.2g} of the time: record them "
+        "as truncations (truncated = 1 and their final_values)",
+        path,
+        first[1],
+        first[0],
+    )
+
+
+def over_limit_finding(
+    count: int, limit: int, path: str | None, first: tuple[int, int], begun: str
+) -> Finding:
+    """TK105's finding: `count` episodes pass `limit`, the first at `first` (step, env).
+
+    Examples:
+        >>> over_limit_finding(1, 10, "a.npz", (12, 1), "starts at row 2").format()
+        ... # doctest: +NORMALIZE_WHITESPACE
+        'a.npz: env 1, step 12: TK105 [error] 1 episode(s) run past the time limit of 10
+         steps with no episode end or truncation (this one starts at row 2)'
+    """
+    return Finding(
+        "TK105",
+        f"{count} episode(s) run past the time limit of {limit} steps with no episode end "
+        f"or truncation (this one {begun})",
+        path,
+        first[1],
+        first[0],
+    )
+
+
+def early_cut_finding(
+    count: int, limit: int, path: str | None, first: tuple[int, int], length: int
+) -> Finding:
+    """TK113's finding: `count` truncations before `limit`, the first after `length` steps.
+
+    Examples:
+        >>> print(early_cut_finding(2, 10, "a.npz", (3, 0), 4).message)  # doctest: +ELLIPSIS
+        2 episode(s) are flagged as truncated before the time limit of 10 steps (this one ...
+    """
+    return Finding(
+        "TK113",
+        f"{count} episode(s) are flagged as truncated before the time limit of {limit} steps "
+        f"(this one after {length}): terminations recorded as truncations, or a file's end "
+        "recorded as a cut?",
+        path,
+        first[1],
+        first[0],
+    )

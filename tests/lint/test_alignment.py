@@ -1,0 +1,292 @@
+"""TK102 and TK103: rewards and actions stored one row off, and their evidence thresholds."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from tests.lint.helpers import Array, codes, dones_for, lint_rollouts, rollout
+from trajkit.lint.alignment import (
+    MIN_SHIFTED,
+    MIN_TELLING,
+    MIN_TELLING_LOGP,
+    ActionFit,
+    RewardShift,
+    _fits,
+    action_fit,
+    misaligned_actions,
+    reward_shift,
+    shift_wins,
+    shifted_rewards,
+)
+from trajkit.lint.policy import log_softmax
+
+# ------------------------------------------------------------------------------ TK102
+
+
+def _terminal(episodes: int, shift: int, length: int = 5) -> Any:
+    """Episodes of `length` steps paying +1 on the terminating step, shifted by `shift`."""
+    T = episodes * length + 3
+    rews = np.zeros(T)
+    rews[np.arange(length - 1, episodes * length, length) + shift] = 1.0
+    return rollout(dones_for([length] * episodes, T), rews=rews)
+
+
+def test_tk102_finds_late_and_early_terminal_rewards() -> None:
+    [late] = codes(_terminal(6, 1), "TK102")
+    assert (late.env, late.step) == (0, 5)
+    assert late.message.startswith(
+        "the rewards of 6 of 6 terminated episodes of the dataset stand out on the next "
+        "episode's first step (6 of 6 here; rews[5, 0] = 1)"
+    )
+    assert late.message.endswith("rewards stored one step late?")
+    [early] = codes(_terminal(6, -1), "TK102")
+    assert (early.step, early.message.endswith("one step early?")) == (3, True)
+    assert codes(_terminal(6, 0), "TK102") == []
+
+
+def test_tk102_dense_rewards_give_no_evidence() -> None:
+    assert codes(rollout(dones_for([5] * 6, 30), rews=np.ones(30)), "TK102") == []
+    assert codes(rollout(dones_for([5] * 6, 30)), "TK102") == []  # continuous
+
+
+@pytest.mark.parametrize(("episodes", "hit"), [(MIN_SHIFTED - 1, False), (MIN_SHIFTED, True)])
+def test_tk102_needs_min_shifted_episodes(episodes: int, hit: bool) -> None:
+    assert bool(codes(_terminal(episodes, 1), "TK102")) is hit
+
+
+def _shift(**counts: tuple[int, int]) -> RewardShift:
+    base: dict[str, tuple[int, int, tuple[int, int] | None, float]] = dict.fromkeys(
+        ("0", "late", "early", "first", "before"), (0, 0, None, 0.0)
+    )
+    for name, (n, k) in counts.items():
+        base[name if name != "own" else "0"] = (n, k, (1, 0) if k else None, 1.0)
+    return RewardShift(base)
+
+
+@pytest.mark.parametrize(
+    ("counts", "hit"),
+    [
+        ({"late": (10, 5)}, False),  # half stand out: not most
+        ({"late": (10, 6)}, True),
+        ({"late": (10, 10), "own": (10, 5)}, False),  # half the terminating steps stand out
+        ({"late": (10, 10), "own": (10, 4)}, True),
+        ({"late": (10, 10), "first": (2, 1)}, False),  # the control stands out as much
+        ({"late": (10, 10), "first": (3, 1)}, True),
+        ({"early": (10, 10), "before": (2, 1)}, False),
+    ],
+)
+def test_tk102_thresholds(counts: dict[str, tuple[int, int]], hit: bool) -> None:
+    assert bool(shifted_rewards([("a.npz", _shift(**counts))])) is hit
+
+
+def test_tk102_one_step_episodes_keep_their_reward() -> None:
+    """Blackjack: a player who sticks at once ends a one-step episode with its ±1."""
+    lengths = [1, 3] * 8
+    rews = np.zeros(32)
+    ends = np.cumsum(lengths) - 1
+    rews[ends] = np.resize([1.0, -1.0, -1.0], len(ends))
+    assert codes(rollout(dones_for(lengths, 32), rews=rews), "TK102") == []
+
+
+def test_tk102_a_first_step_that_pays_by_itself_is_not_late() -> None:
+    """An env whose first step pays something special: the recording's first shows it."""
+    rews = np.zeros(33)
+    rews[np.arange(0, 30, 5)] = 2.0  # every first step, the recording's first too
+    r = rollout(dones_for([5] * 6, 33), rews=rews)
+    assert lint_rollouts([r], "TK102", [{"id": "a", "index": 0, "num_envs": 1}]) == []
+
+
+# ------------------------------------------------------------------------------ TK103
+
+
+def _policy(T: int, shift: int, *, log_probs: bool, B: int = 2, seed: int = 1) -> dict[str, Array]:
+    rng = np.random.default_rng(seed)
+    actor = rng.normal(size=(T + 1, B, 4)).astype(np.float32) * 3
+    logp = log_softmax(actor)
+    actions = np.array(
+        [[rng.choice(4, p=np.exp(logp[t, b])) for b in range(B)] for t in range(T + 1)]
+    )
+    chosen = np.take_along_axis(logp, actions[..., None], -1)[..., 0]
+    if not log_probs:
+        actions = actor.argmax(-1)
+    outs = {"actor": actor, "actions": np.roll(actions, shift, axis=0)}
+    if log_probs:
+        outs["log_probs"] = chosen
+    return outs
+
+
+@pytest.mark.parametrize("log_probs", [True, False])
+def test_tk103_finds_actions_on_the_next_row(log_probs: bool) -> None:
+    r = rollout(np.zeros((25, 2)), outs=_policy(24, 1, log_probs=log_probs))
+    [found] = codes(r, "TK103")
+    assert (found.env, found.step) == (0, 1)
+    assert found.message.endswith("each action is stored one row late")
+    assert "0% fit their own policy outputs and 100% those of actions[t+1]" in found.message
+
+
+def test_tk103_finds_actions_one_row_early_and_passes_aligned_ones() -> None:
+    [found] = codes(rollout(np.zeros((25, 2)), outs=_policy(24, -1, log_probs=True)), "TK103")
+    assert found.message.endswith("each action is stored one row early")
+    for log_probs in (True, False):
+        r = rollout(np.zeros((25, 2)), outs=_policy(24, 0, log_probs=log_probs))
+        assert codes(r, "TK103") == []
+
+
+def test_tk103_gaussian_actions_by_their_log_probs() -> None:
+    rng = np.random.default_rng(0)
+    mean = rng.normal(size=(21, 2, 1))
+    std = np.full_like(mean, 0.5)
+    actions = mean + std * rng.normal(size=mean.shape)
+    logp = (-0.5 * ((actions - mean) / std) ** 2 - np.log(std) - 0.5 * np.log(2 * np.pi))[..., 0]
+    outs = {"mean": mean, "std": std, "log_probs": logp, "actions": np.roll(actions, 1, 0)}
+    [found] = codes(rollout(np.zeros((21, 2)), outs=outs), "TK103")
+    assert found.message.endswith("(by log_probs): each action is stored one row late")
+
+
+@pytest.mark.parametrize(
+    ("by", "least"), [("log_probs", MIN_TELLING_LOGP), ("the greedy action of actor", MIN_TELLING)]
+)
+@pytest.mark.parametrize("more", [0, -1])
+def test_tk103_needs_enough_telling_rows(by: str, least: int, more: int) -> None:
+    telling = least + more
+    fit = ActionFit(by, {"late": (telling, 0, telling, (1, 0)), "early": (10**4, 0, 0, None)})
+    assert bool(misaligned_actions([("a.npz", fit)])) is (more == 0)
+
+
+@pytest.mark.parametrize(("mirror", "hit"), [(26, False), (28, True)])
+def test_tk103_the_chance_of_as_many_shifted_fits_against_the_mirror(
+    mirror: int, hit: bool
+) -> None:
+    # 3 of 3 telling rows fit the shifted reading, none of `mirror` the other shift:
+    # p = 3 / (mirror + 3); p^3 is 1.1e-3 at 26, 9.1e-4 at 28 (27 gives 1e-3 itself).
+    fit = ActionFit("log_probs", {"late": (3, 0, 3, (1, 0)), "early": (mirror, 0, 0, None)})
+    assert bool(misaligned_actions([("a.npz", fit)])) is hit
+
+
+@pytest.mark.parametrize(
+    ("own", "shifted", "telling", "wins"),
+    [
+        (0, 5, 10, True),  # exactly half fit the shifted row
+        (0, 4, 9, False),  # just under half
+        (4, 8, 8, False),  # exactly half fit their own row
+        (3, 8, 8, True),  # just under half
+        (2, 4, 8, True),  # the shifted reading fits exactly twice as many
+        (3, 5, 10, False),  # fewer than twice
+    ],
+)
+def test_tk103_thresholds(own: int, shifted: int, telling: int, wins: bool) -> None:
+    assert shift_wins(own, shifted, telling) is wins
+
+
+# ---------------------------------------------------------- exact counts, from mutation runs
+
+
+def test_reward_shift_counts_each_alignment_and_control() -> None:
+    """Episodes of 5: a truncation ends the first, terminations the second and third."""
+    truncated = np.zeros(20)
+    truncated[4] = 1
+    rews = np.zeros(20)
+    rews[[9, 14]] = 1.0  # the terminating steps pay
+    r = rollout(dones_for([5, 5, 5, 5], 20), rews=rews, truncated=truncated)
+    first = reward_shift(r, {"index": 0}).counts
+    assert {k: v[:2] for k, v in first.items()} == {
+        "0": (3, 2),  # steps 9, 14 and 19 (step 4 is a truncation); 19 pays nothing
+        "late": (2, 0),  # steps 10 and 15 (step 20 is past the file)
+        "early": (3, 0),  # steps 8, 13 and 18
+        "first": (2, 0),  # step 5 (after the truncation) and step 0 (the recording's first)
+        "before": (1, 0),  # step 3
+    }
+    assert first["0"][2:] == ((9, 0), 1.0)
+    assert first["late"][2:] == (None, 0.0)
+    later = reward_shift(r, {"index": 1}).counts
+    assert later["first"][:2] == (1, 0)  # row 0 continues an earlier file: no control
+    assert reward_shift(r, None).counts["first"][:2] == (2, 0)
+
+
+def test_reward_shift_without_middle_steps_sees_nothing_stand_out() -> None:
+    r = rollout(dones_for([2, 2], 4), rews=np.array([0.0, 5.0, 0.0, 5.0]))
+    assert all(v[1] == 0 for v in reward_shift(r, None).counts.values())
+
+
+def test_tk102_messages_name_the_shift_and_the_counts() -> None:
+    late = _shift(late=(10, 10), own=(10, 2))
+    skipped = RewardShift({**_shift().counts})
+    found = shifted_rewards([("a.npz", skipped), ("b.npz", late)])
+    assert [(f.code, f.path, f.env, f.step) for f in found] == [("TK102", "b.npz", 0, 1)]
+    assert found[0].message == (
+        "the rewards of 10 of 10 terminated episodes of the dataset stand out on the next "
+        "episode's first step (10 of 10 here; rews[1, 0] = 1), and 2 of 10 on the terminating "
+        "steps: rewards stored one step late?"
+    )
+    [early] = shifted_rewards([("a.npz", _shift(early=(10, 10)))])
+    assert "stand out on the step before (10 of 10 here" in early.message
+
+
+def test_fits_by_log_probs_within_the_relative_tolerance() -> None:
+    actor = np.zeros((3, 1, 2))
+    logp = np.full((3, 1), np.log(0.5))
+    outs = {"actor": actor, "actions": np.zeros((3, 1), np.int64), "log_probs": logp}
+    r = rollout(np.zeros(3), outs=outs)
+    rows = np.array([0, 1, 2])
+    scale = 1 + abs(np.log(0.5))
+    for offset, fits in ((0.9 * 1e-3 * scale, True), (1.1 * 1e-3 * scale, False)):
+        outs["log_probs"] = logp + offset
+        ok = _fits(rollout(np.zeros(3), outs=outs), rows, outs["actions"][rows])
+        assert ok is not None
+        assert bool(ok[0].all()) is fits
+    assert _fits(r, rows, outs["actions"][rows]) is not None
+
+
+def test_action_fit_counts_telling_rows() -> None:
+    actor = np.eye(3)[[0, 1, 2, 0, 1]][:, None, :] * 5.0  # greedy: 0, 1, 2, 0, 1
+    logp = log_softmax(actor)
+    actions = np.array([0, 1, 2, 0, 1])[:, None]
+    chosen = np.take_along_axis(logp, actions[..., None], -1)[..., 0]
+    late = {"actor": actor, "actions": np.roll(actions, 1, 0), "log_probs": chosen}
+    fit = action_fit(rollout(np.zeros(5), outs=late))
+    assert fit is not None
+    assert fit.by == "log_probs"
+    # rows 1 to 3: each action differs from both neighbours; none fits its own row, all fit
+    # the next row's outputs (the late shift), one the previous row's (row 1's, by the roll).
+    assert fit.counts == {"late": (3, 0, 3, (1, 0)), "early": (3, 0, 1, (1, 0))}
+    assert action_fit(rollout(np.zeros(3), outs={k: v[:3] for k, v in late.items()})) is not None
+    assert action_fit(rollout(np.zeros(2), outs={k: v[:2] for k, v in late.items()})) is None
+
+
+def test_action_fit_of_box_actions_with_features() -> None:
+    rng = np.random.default_rng(0)
+    mean = rng.normal(size=(9, 1, 2))
+    std = np.full_like(mean, 0.5)
+    actions = mean + std * rng.normal(size=mean.shape)
+    dens = -0.5 * ((actions - mean) / std) ** 2 - np.log(std) - 0.5 * np.log(2 * np.pi)
+    outs = {"mean": mean, "std": std, "log_probs": dens.sum(-1), "actions": np.roll(actions, 1, 0)}
+    fit = action_fit(rollout(np.zeros(9), outs=outs))
+    assert fit is not None
+    assert fit.counts["late"][:3] == (7, 0, 7)
+
+
+def test_tk103_every_reading_is_judged_and_the_messages() -> None:
+    weak = ActionFit("log_probs", {"late": (2, 0, 2, (1, 0)), "early": (10**4, 0, 0, None)})
+    none = ActionFit(
+        "the greedy action of actor", {"late": (0, 0, 0, None), "early": (9, 0, 0, None)}
+    )
+    greedy = ActionFit(
+        "the greedy action of actor", {"late": (10, 2, 9, (4, 1)), "early": (10**4, 0, 0, None)}
+    )
+    found = misaligned_actions([("a.npz", weak), ("b.npz", none), ("c.npz", greedy)])
+    assert [(f.code, f.path, f.env, f.step) for f in found] == [("TK103", "c.npz", 1, 4)]
+    assert found[0].message == (
+        "of the 10 rows of the dataset whose action differs from the next row's, 20% fit their "
+        "own policy outputs and 90% those of actions[t+1] (by the greedy action of actor): "
+        "each action is stored one row late"
+    )
+    early = ActionFit("log_probs", {"early": (9, 0, 9, (2, 0)), "late": (10**4, 0, 0, None)})
+    [found_early] = misaligned_actions([("a.npz", early)])
+    assert found_early.message == (
+        "of the 9 rows of the dataset whose action differs from the previous row's, 0% fit "
+        "their own policy outputs and 100% those of actions[t-1] (by log_probs): each action "
+        "is stored one row early"
+    )

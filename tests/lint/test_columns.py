@@ -1,0 +1,209 @@
+"""TK112 (envs seeded alike, a column copied) and TK115 (rows aliased to one buffer)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.lint.helpers import codes, dones_for, lint_rollouts, rollout
+from trajkit.lint import Finding
+from trajkit.lint.columns import (
+    Copy,
+    Frozen,
+    Start,
+    copied_columns,
+    copies,
+    frozen_columns,
+    frozen_findings,
+    shared_starts,
+)
+
+# ------------------------------------------------------------------------ seeded alike
+
+
+def _starts(aligned: int, *, others: int = 0, same_env: bool = False) -> list[Start]:
+    """Two envs whose first `aligned` starts are alike, then `others` starts each, all unlike."""
+    starts = []
+    for k in range(aligned + others):
+        for b in (0, 1):
+            key = f"s{k}" if k < aligned else f"s{k}-{b}"
+            starts.append(Start("a.npz", b, 10 * k, "fixed" if same_env else key))
+    return starts
+
+
+def test_tk112_envs_that_start_alike_in_order() -> None:
+    found = shared_starts(_starts(6))
+    assert found is not None
+    assert (found.path, found.env, found.step) == ("a.npz", 1, 0)
+    assert found.message.startswith("envs 0 and 1 start 6 of 6 episodes alike, in order")
+
+
+def test_tk112_a_fixed_reset_is_never_evidence() -> None:
+    assert shared_starts(_starts(6, same_env=True)) is None
+
+
+@pytest.mark.parametrize(("others", "hit"), [(4, False), (5, True)])
+def test_tk112_the_chance_of_as_many_aligned_starts(others: int, hit: bool) -> None:
+    # 3 aligned starts alike among 3 + others per env; the pairs out of order (all unlike)
+    # bound the chance rate p = 3 / (pairs + 3): P(Binomial(3 + others, p) >= 3) falls
+    # under 1e-3 from 5 more starts per env (2.3e-4 there, 1.3e-3 with 4).
+    assert (shared_starts(_starts(3, others=others)) is not None) is hit
+
+
+def test_tk112_starts_joined_across_the_files_of_a_recording() -> None:
+    T = 40
+    rng = np.random.default_rng(0)
+    dones = np.stack([dones_for([4] * 10, T)] * 2, axis=1)
+    obses = rng.normal(size=(T + 1, 2, 3)).astype(np.float32)
+    starts = np.arange(0, T, 4)
+    obses[starts, 1] = obses[starts, 0]  # every start of env 1 is env 0's
+    r = rollout(dones, obses=obses)
+    [found] = codes(r, "TK112")
+    assert found.message.startswith("envs 0 and 1 start 10 of 10 episodes alike, in order")
+    rec = {"id": "r", "index": 0, "num_envs": 2, "wrappers": ["NormalizeObservation"]}
+    assert codes(r, "TK112", recording=rec) == []  # a running normaliser makes starts alike
+
+
+# ------------------------------------------------------------------------ copied column
+
+
+def test_tk112_a_column_copied_into_another() -> None:
+    r = rollout(np.zeros((13, 3)))
+    r.obses[:, 2] = r.obses[:, 0]
+    [found] = codes(r, "TK112")
+    assert (found.env, found.step) == (2, 0)
+    assert found.message.startswith(
+        "envs 0 and 2 have the same observations on every row, through 12 distinct changes"
+    )
+
+
+def test_tk112_envs_doing_the_same_thing_are_a_deterministic_env() -> None:
+    r = rollout(np.zeros((13, 2)))
+    for field in (r.obses, r.rews, r.model_outs.arrays["critic"]):
+        field[:, 1] = field[:, 0]
+    assert codes(r, "TK112") == []
+
+
+@pytest.mark.parametrize(("changes", "hit"), [(6, False), (7, True)])
+def test_tk112_the_chance_of_as_many_distinct_changes(changes: int, hit: bool) -> None:
+    # n distinct changes, none repeated: p = 3 / (n + 3); p^n <= 1e-3 from n = 7.
+    runs = tuple(bytes([i]) for i in range(changes + 1))
+    assert bool(copied_columns([("a.npz", (Copy((0, 1), runs),))])) is hit
+
+
+def test_tk112_a_cycle_through_a_few_values_counts_once() -> None:
+    runs = tuple(bytes([i % 3]) for i in range(40))
+    assert copied_columns([("a.npz", (Copy((0, 1), runs),))]) == []
+
+
+# ------------------------------------------------------------------------------ TK115
+
+
+def _aliased(T: int = 8, B: int = 2) -> list[Finding]:
+    moving = [rollout(dones_for([5, 5], T).repeat(B).reshape(T + 1, B), seed=s) for s in (1, 2)]
+    frozen = rollout(dones_for([5, 5], T).repeat(B).reshape(T + 1, B), seed=3)
+    frozen.obses[:] = frozen.obses[-1]
+    return lint_rollouts([*moving, frozen], "TK115")
+
+
+def test_tk115_a_file_whose_rows_are_one_buffer() -> None:
+    [found] = _aliased()
+    assert (found.path, found.env, found.step) == ("r2.npz", 0, 0)
+    assert found.message.startswith("every env keeps one observation on all 9 rows")
+
+
+def test_tk115_one_env_that_stays_put_is_not_a_buffer() -> None:
+    r = rollout(np.stack([dones_for([5, 5], 8)] * 2, axis=1))
+    r.obses[:, 1] = r.obses[0, 1]
+    assert lint_rollouts([rollout(np.zeros((9, 2)), seed=5), r], "TK115") == []
+
+
+def test_tk115_a_frozen_file_without_an_episode_start_is_not_judged() -> None:
+    r = rollout(np.zeros((9, 2)))
+    r.obses[:] = r.obses[-1]
+    assert lint_rollouts([rollout(np.zeros((9, 2)), seed=5), r], "TK115") == []
+
+
+@pytest.mark.parametrize(("steps", "hit"), [(2996, False), (2997, True)])
+def test_tk115_the_chance_of_as_many_unchanged_steps(steps: int, hit: bool) -> None:
+    # T * B = 1 unchanged step, q = (0 + 3) / (steps + 3) over the dataset (the frozen
+    # file's own step counted): q <= 1e-3 from 2997 steps.
+    files = [("a.npz", 100, Frozen((), steps - 1, 0)), ("b.npz", 1, Frozen((0,), 1, 0))]
+    assert bool(frozen_findings(files)) is hit
+
+
+# ---------------------------------------------------------- exact values, from mutation runs
+
+
+def test_tk112_starts_of_three_envs_and_of_unequal_counts() -> None:
+    starts = [Start("a.npz", b, 10 * k, f"s{k}") for k in range(8) for b in (0, 1, 2)]
+    starts.append(Start("b.npz", 0, 3, "extra"))  # env 0 starts once more
+    found = shared_starts(starts)
+    assert found is not None
+    assert (found.code, found.path, found.env, found.step) == ("TK112", "a.npz", 1, 0)
+    assert found.message.startswith("envs 0 and 1 start 24 of 24 episodes alike, in order")
+    other = [Start("a.npz", 0, 0, "x"), *[Start("b.npz", b, 5, f"y{b}") for b in (0, 1)]]
+    aligned = [Start("a.npz", 0, 0, "x"), Start("b.npz", 1, 2, "x")]
+    found = shared_starts(other + aligned + [Start("c.npz", b, 9, f"z{b}") for b in (0, 1)] * 6)
+    assert shared_starts([Start("a.npz", 0, 0, "x")]) is None
+
+
+def test_tk112_seeded_alike_message() -> None:
+    starts = [Start(f"{'ab'[k % 2]}.npz", b, k, f"s{k}") for k in range(6) for b in (0, 1)]
+    found = shared_starts(starts)
+    assert found is not None
+    assert found.message == (
+        "envs 0 and 1 start 6 of 6 episodes alike, in order (a.npz row 0 and a.npz row 0), "
+        "where two starts out of order are alike 0.048 of the time: every env seeded alike "
+        "(envs.reset(seed=[seed] * B))?"
+    )
+    apart = [Start("a.npz", 0, 4 + k, f"s{k}") for k in range(6)]
+    apart += [Start("b.npz", 1, 7 + k, f"s{k}") for k in range(6)]
+    found = shared_starts(apart)
+    assert found is not None
+    assert "(a.npz row 4 and b.npz row 7)" in found.message
+    assert (found.path, found.env, found.step) == ("b.npz", 1, 7)
+
+
+def test_copies_of_two_envs_and_their_runs() -> None:
+    obses = {"x": np.array([0.0, 0, 1, 1, 0, 2])[:, None, None].repeat(2, 1), "y": np.zeros((6, 2))}
+    r = rollout(np.zeros((6, 2)), obses=obses)
+    [copy] = copies(r)
+    assert copy.envs == (0, 1)
+    assert len(copy.runs) == 4  # 0, 1, 0, 2: runs of equal rows
+    assert copy.runs[0] == copy.runs[2] != copy.runs[1]
+    other = {"x": obses["x"].copy(), "y": np.zeros((6, 2))}
+    other["y"][3, 1] = 1.0  # another leaf differs
+    assert copies(rollout(np.zeros((6, 2)), obses=other)) == ()
+
+
+def test_tk112_copied_columns_every_pair_and_message() -> None:
+    short = Copy((0, 1), (b"a", b"b"))
+    long = Copy((0, 2), tuple(bytes([i]) for i in range(9)))
+    found = copied_columns([("a.npz", (short, long)), ("b.npz", (short,))])
+    assert [(f.code, f.path, f.env, f.step) for f in found] == [("TK112", "a.npz", 2, 0)]
+    assert found[0].message == (
+        "envs 0 and 2 have the same observations on every row, through 8 distinct changes of "
+        "value in the dataset, and differ in their actions, rewards or dones: one column "
+        "copied into another (obs[0] stored for every env)?"
+    )
+
+
+def test_frozen_columns_counts_unchanged_steps_and_a_start_on_row_1() -> None:
+    x = np.array([0.0, 1.0, 0.0, 0.0])[:, None, None]
+    r = rollout(np.array([1.0, 0, 0, 0]), obses={"x": x, "y": np.zeros((4, 1))})
+    assert frozen_columns(r) == Frozen((), 3, 1)  # only the step from row 2 to row 3 keeps it
+    still = rollout(
+        np.array([1.0, 1, 0, 0]), obses={"x": np.zeros((4, 1, 1)), "y": np.zeros((4, 1))}
+    )
+    assert frozen_columns(still) == Frozen((0,), 3, 3)  # an episode starts at row 1
+
+
+def test_tk115_message() -> None:
+    files = [("a.npz", 100, Frozen((), 10**5, 0)), ("b.npz", 4, Frozen((0, 1), 8, 8))]
+    [found] = frozen_findings(files)
+    assert found.message == (
+        "every env keeps one observation on all 5 rows, across an episode start, where a step "
+        "keeps it 0.00011 of the time over the dataset: rows appended from one reused buffer "
+        "(copy the observation before storing it)?"
+    )

@@ -1,0 +1,245 @@
+"""TK201-TK204: checks across the files of a dataset, and their thresholds."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import trajkit
+from tests.lint.helpers import Array, dones_for, lint_rollouts, rollout
+from trajkit import Rollout
+from trajkit.lint import lint
+from trajkit.lint.crossfile import (
+    FEW_VALUES,
+    MIN_EPISODES,
+    MIN_FILES,
+    MIN_OBSERVATIONS,
+    MIN_REWARDS,
+    Rewards,
+    _scale_jump,
+)
+
+
+def _rewards(T: int, B: int, value: float | Array, seed: int) -> Rollout:
+    rews = np.broadcast_to(np.asarray(value, dtype=np.float64), (T, B)).copy()
+    return rollout(np.stack([dones_for([T], T)] * B, axis=1), rews=rews, seed=seed)
+
+
+# ------------------------------------------------------------------------------ TK201
+
+
+def _constant(rows: int, starts: int) -> Rollout:
+    """One env whose feature 1 is 7 on every row; `starts` episode starts among `rows` rows."""
+    dones = np.zeros(rows)
+    dones[np.linspace(0, rows - 2, starts).astype(int)] = 1
+    r = rollout(dones)
+    r.obses[:, :, 1] = 7.0
+    return r
+
+
+@pytest.mark.parametrize(
+    ("rows", "starts", "hit"),
+    [
+        (MIN_OBSERVATIONS - 1, MIN_EPISODES, False),
+        (MIN_OBSERVATIONS, MIN_EPISODES, True),
+        (MIN_OBSERVATIONS, MIN_EPISODES - 1, False),
+    ],
+)
+def test_tk201_a_constant_feature_needs_many_observations_and_episodes(
+    rows: int, starts: int, hit: bool
+) -> None:
+    found = lint_rollouts([_constant(rows, starts)], "TK201")
+    assert bool(found) is hit
+    if hit:
+        assert found[0].message == (
+            f"1 of 3 feature(s) of obses never change over {rows} observations, {starts} "
+            "episode starts and 1 file(s): obses[..., 1] = 7"
+        )
+
+
+@pytest.mark.parametrize(
+    ("space", "hit"),
+    [
+        ({"type": "Box", "low": [-9.0, 7.0, -9.0], "high": 9.0, "shape": [3]}, False),
+        ({"type": "Box", "low": -9.0, "high": [9.0, 7.0, 9.0], "shape": [3]}, False),
+        ({"type": "Box", "low": -9.0, "high": 9.0, "shape": [3]}, True),
+        ({"type": "MultiDiscrete", "nvec": [20, 8, 20], "start": [-5, 0, -5]}, False),
+        ({"type": "MultiDiscrete", "nvec": [20, 8, 20], "start": [-5, -1, -5]}, True),
+    ],
+)
+def test_tk201_a_feature_resting_at_a_bound_of_its_space(
+    space: dict[str, object], hit: bool
+) -> None:
+    rec = {"id": "a", "index": 0, "num_envs": 1, "observation_space": space}
+    found = lint_rollouts([_constant(MIN_OBSERVATIONS, MIN_EPISODES)], "TK201", [rec])
+    assert bool(found) is hit
+
+
+# ------------------------------------------------------------------------------ TK202
+
+
+def test_tk202_a_file_of_another_scale(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    files = [_rewards(20, 2, -np.abs(rng.normal(size=(20, 2))), seed=i) for i in range(4)]
+    files.append(_rewards(20, 2, -100 * np.abs(rng.normal(size=(20, 2))), seed=9))
+    found = lint_rollouts(files, "TK202")
+    assert [f.path for f in found] == ["r4.npz"]
+    assert "(limit 10x)" in found[0].message
+    assert lint_rollouts(files, "TK202", reward_scale_ratio=1000) == []
+
+
+def test_tk202_a_good_policy_s_small_rewards_are_no_jump() -> None:
+    rng = np.random.default_rng(0)
+    scales = [5.0, 4.0, 6.0, 0.001, 0.0005]  # random, then balanced
+    files = [
+        _rewards(20, 2, -np.abs(rng.normal(size=(20, 2))) * s, seed=i) for i, s in enumerate(scales)
+    ]
+    assert lint_rollouts(files, "TK202") == []
+
+
+def test_tk202_few_reward_values_none_in_common() -> None:
+    files = [_rewards(20, 2, v, seed=i) for i, v in enumerate([1.0, 1.0, 1.0, 0.01])]
+    [found] = lint_rollouts(files, "TK202")
+    assert found.path == "r3.npz"
+    assert found.message.startswith("rewards take the values 0.01 where the other 3 files take 1")
+
+
+@pytest.mark.parametrize(("files", "hit"), [(MIN_FILES - 1, False), (MIN_FILES, True)])
+def test_tk202_needs_min_files(files: int, hit: bool) -> None:
+    values = [1.0] * (files - 1) + [0.01]
+    assert (
+        bool(lint_rollouts([_rewards(20, 2, v, i) for i, v in enumerate(values)], "TK202")) is hit
+    )
+
+
+@pytest.mark.parametrize(("T", "hit"), [(MIN_REWARDS // 2 - 1, False), (MIN_REWARDS // 2, True)])
+def test_tk202_needs_min_rewards_per_file(T: int, hit: bool) -> None:
+    values = [1.0, 1.0, 1.0, 0.01]
+    assert bool(lint_rollouts([_rewards(T, 2, v, i) for i, v in enumerate(values)], "TK202")) is hit
+
+
+def test_tk202_files_whose_recording_names_a_reward_wrapper_are_left_out() -> None:
+    files = [_rewards(20, 2, v, i) for i, v in enumerate([1.0, 1.0, 1.0, 0.01])]
+    rec = {"id": "a", "index": 0, "num_envs": 2, "wrappers": ["NormalizeReward"]}
+    assert lint_rollouts(files, "TK202", [None, None, None, rec]) == []
+
+
+def _few(values: tuple[float, ...], nonzero: int) -> Rewards:
+    counts = tuple(nonzero // len(values) + (i < nonzero % len(values)) for i in range(len(values)))
+    return Rewards(40, 40.0, 1.0, values, nonzero=nonzero, common=values, counts=counts)
+
+
+@pytest.mark.parametrize(("distinct", "few"), [(FEW_VALUES, True), (FEW_VALUES + 1, False)])
+def test_tk202_a_few_values_are_at_most_few_values(distinct: int, few: bool) -> None:
+    union = tuple(float(v) for v in range(1, distinct + 1))
+    others = [_few(union[:8], 80), _few(union[8:], 80)]
+    message = _scale_jump(_few((100.0,), 40), others, 10.0)
+    assert (message is not None and message.startswith("rewards take the values 100")) is few
+
+
+@pytest.mark.parametrize(("nonzero", "few"), [(3, False), (4, True)])
+def test_tk202_a_few_values_repeat(nonzero: int, few: bool) -> None:
+    others = [_few((1.0,), nonzero // 2), _few((2.0,), nonzero - nonzero // 2)]
+    message = _scale_jump(_few((100.0,), 40), others, 10.0)
+    assert (message is not None and "none in common" in message) is few
+
+
+def test_tk202_a_range_that_holds_their_values_is_no_scale() -> None:
+    others = [_few((1.0,), 40), _few((1.0,), 40)]
+    wide = Rewards(40, 40.0, 1.0, None, nonzero=40, common=(1.0, 0.5))
+    assert _scale_jump(wide, others, 10.0) is None
+    normalised = Rewards(40, 40.0, 1.0, None, nonzero=40, common=(0.3, 0.5))
+    message = _scale_jump(normalised, others, 10.0)
+    assert message is not None
+    assert message.startswith("rewards take a range of values")
+
+
+@pytest.mark.parametrize(("k", "hit"), [(2, False), (4, True)])
+def test_tk202_new_values_against_the_chance_of_unseen_ones(k: int, hit: bool) -> None:
+    # The others took 1 and 2, 27 times, none once: unseen values have a rate of 3 / 30;
+    # k new rewards have a chance of 0.1^k (k = 3 gives 1e-3 itself, within float rounding).
+    others = [_few((1.0,), 14), _few((2.0,), 13)]
+    own = Rewards(40, 40.0, 1.0, (100.0,), nonzero=k, counts=(k,))
+    assert (_scale_jump(own, others, 10.0) is not None) is hit
+
+
+def test_tk202_terminal_rewards_of_another_sign_by_chance() -> None:
+    """A few ±1 terminal rewards per file: a file with only -1 where the others had +1."""
+    others = [_few((1.0,), 1), _few((1.0,), 2)]
+    assert _scale_jump(_few((-1.0,), 2), others, 10.0) is None
+
+
+@pytest.mark.parametrize(("typical", "hit"), [(10.0, False), (10.01, True)])
+def test_tk202_the_ratio(typical: float, hit: bool) -> None:
+    others = [Rewards(40, 40.0, 1.0, None, nonzero=40) for _ in "ab"]
+    assert (
+        _scale_jump(Rewards(40, 40.0, typical, None, nonzero=40), others, 10.0) is not None
+    ) is hit
+
+
+# ------------------------------------------------------------------------- TK203, TK204
+
+
+def _recorded(tmp_path: Path, r: Rollout, name: str, index: int, rid: str = "r") -> None:
+    rec = {"id": rid, "index": index, "num_envs": 1, "autoreset_mode": "NEXT_STEP"}
+    trajkit.save(r, tmp_path / name, recording=rec)
+
+
+def test_tk203_a_deterministic_env_repeats_itself_a_copy_does_not(tmp_path: Path) -> None:
+    r = rollout(dones_for([3, 3], 6))
+    _recorded(tmp_path, r, "a.npz", 0)
+    _recorded(tmp_path, r, "b.npz", 1)  # the same arrays, the next index: a repeat
+    assert lint(tmp_path, select=["TK20"], jobs=1) == []
+    _recorded(tmp_path, r, "c.npz", 1)  # the same index again: saved twice
+    [found] = lint(tmp_path, select=["TK20"], jobs=1)
+    assert (found.code, Path(found.path or "").name) == ("TK203", "c.npz")
+    _recorded(tmp_path, r, "c.npz", 1, rid="other")  # another recording: saved twice too
+    assert [f.code for f in lint(tmp_path, select=["TK20"], jobs=1)] == ["TK203"]
+
+
+def test_tk203_without_recordings_a_file_that_continues_the_one_before(tmp_path: Path) -> None:
+    cycle = np.tile(np.eye(3, dtype=np.float32), (3, 1))[:7, None, :]  # row 6 is row 0's
+    r = rollout(dones_for([3, 3], 6), obses=cycle, rews=np.ones(6))
+    trajkit.save(r, tmp_path / "a.npz")
+    trajkit.save(r, tmp_path / "b.npz")  # continues a.npz: a deterministic cycle
+    assert lint(tmp_path, select=["TK203"], jobs=1) == []
+    trajkit.save(rollout(dones_for([6], 6)), tmp_path / "b0.npz")  # listed between them
+    assert [Path(f.path or "").name for f in lint(tmp_path, select=["TK203"], jobs=1)] == ["b.npz"]
+
+
+def test_tk204_a_recording_index_claimed_twice(tmp_path: Path) -> None:
+    _recorded(tmp_path, rollout(dones_for([6], 6), seed=1), "a.npz", 0)
+    _recorded(tmp_path, rollout(dones_for([6], 6), seed=2), "b.npz", 0)
+    [found] = lint(tmp_path, select=["TK204"], jobs=1)
+    assert (Path(found.path or "").name, found.severity) == ("b.npz", "error")
+    assert found.message.startswith(f"{tmp_path / 'a.npz'} is index 0 of recording r too")
+
+
+@pytest.mark.parametrize(("k", "hit"), [(4, False), (5, True)])
+def test_tk202_a_value_taken_once_makes_unseen_values_likelier(k: int, hit: bool) -> None:
+    # The others took 1 ten times, 2 five times and 3 once: one value of 16 was new then,
+    # so unseen values have a rate of (1 + 3) / (16 + 3); k new rewards: 2e-3 at 4, 4e-4 at 5.
+    others = [
+        Rewards(40, 40.0, 1.0, (1.0, 2.0), nonzero=15, common=(1.0, 2.0), counts=(10, 5)),
+        Rewards(40, 40.0, 1.0, (3.0,), nonzero=1, common=(3.0,), counts=(1,)),
+    ]
+    own = Rewards(40, 40.0, 1.0, (100.0,), nonzero=k, counts=(k,))
+    assert (_scale_jump(own, others, 10.0) is not None) is hit
+
+
+def test_tk202_few_values_messages() -> None:
+    others = [_few((1.0, 2.0), 40), _few((1.0,), 40)]
+    message = _scale_jump(
+        Rewards(40, 40.0, 1.0, (5.0, 7.0), nonzero=40, counts=(20, 20)), others, 10.0
+    )
+    assert message == (
+        "rewards take the values 5, 7 where the other 2 files take 1, 2 (none in common; reward "
+        "scale 1 against the median 1): rewards scaled or normalised differently?"
+    )
+    wide = Rewards(40, 40.0, 1.0, None, nonzero=40, common=(0.3, 0.5))
+    assert _scale_jump(wide, others, 10.0) == (
+        "rewards take a range of values where the other 2 files take only 1, 2 (reward scale 1 "
+        "against the median 1): rewards normalised?"
+    )
