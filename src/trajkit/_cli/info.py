@@ -20,9 +20,8 @@ from trajkit._core import gae as _gae
 from trajkit._core import tree as _tree
 from trajkit._io.files import load, read_metadata
 from trajkit._io.metadata import RolloutFileMetadata
-from trajkit._models.model_outputs import discrete_actions
 from trajkit._models.rollout import Rollout
-from trajkit._models.rules import TREE_FIELDS
+from trajkit._models.rules import TREE_FIELDS, discrete_actions
 from trajkit._models.spec import RolloutSpec
 
 

@@ -45,6 +45,7 @@ import numpy as np
 from trajkit._base.types import AnyArray
 from trajkit._core import tree as _tree
 from trajkit._models.rollout import Rollout
+from trajkit._models.rules import TREE_FIELDS
 from trajkit.lint.alignment import (
     ActionFit,
     RewardShift,
@@ -191,7 +192,7 @@ def _digest(rollout: Rollout) -> str:
     digest = hashlib.blake2b(digest_size=16)
     named: list[tuple[str, Any]] = [
         (_tree.format_path(name, p), leaf)
-        for name in ("states", "obses")
+        for name in TREE_FIELDS
         for p, leaf in _tree.flatten(getattr(rollout, name))
     ]
     named += [("rews", rollout.rews), ("dones", rollout.dones)]
