@@ -22,21 +22,13 @@ import numpy as np
 
 from trajkit._base.types import ArrayLike, BoolArray, Float64Array, Int64Array
 
-__all__ = [
-    "EpisodeStats",
-    "check_truncations",
-    "episode_ends",
-    "episode_stats",
-    "truncation_error",
-]
+__all__ = ["EpisodeStats", "check_truncations", "episode_ends", "episode_stats"]
 
 
 def episode_ends(dones: ArrayLike) -> BoolArray:
     """Where a step ended its episode, `[T, B]`: `dones[t+1] == 1` (E of them in all).
 
-    A fact of the schema (the rule table, `trajkit._models.rules`, declares it from here,
-    below the models, so that `_core` reads it too): `final_obses` holds one entry per end,
-    in the order of `np.nonzero(episode_ends(dones))`.
+    The schema's one home of it (the rule table declares it from here, for `_core` to read).
 
     Examples:
         >>> import numpy as np
@@ -47,20 +39,8 @@ def episode_ends(dones: ArrayLike) -> BoolArray:
     return ends
 
 
-def truncation_error(t: int, b: int) -> ValueError:
-    """The message of the rule "a truncated step ends its episode", for step t of env b."""
-    return ValueError(
-        f"truncated[{t}, {b}] is 1 but dones[{t + 1}, {b}] is 0: a truncated step must end "
-        "its episode (set dones[t+1] = 1 where truncated[t] = 1)"
-    )
-
-
 def check_truncations(truncated: ArrayLike, dones: ArrayLike) -> None:
     """The rule "a truncated step ends its episode": `truncated[t] = 1` needs `dones[t+1] = 1`.
-
-    Raises:
-        ValueError: Naming the first truncated step (in time, then env order) whose
-            `dones[t+1]` is 0.
 
     Examples:
         >>> check_truncations([[0], [1]], [[0], [0], [0]])
@@ -71,8 +51,11 @@ its episode (set dones[t+1] = 1 where truncated[t] = 1)
     """
     unended = (np.asarray(truncated) != 0) & (np.asarray(dones)[1:] == 0)
     if np.logical_or.reduce(unended, axis=None):
-        t, b = np.unravel_index(int(np.argmax(unended)), unended.shape)
-        raise truncation_error(int(t), int(b))
+        t, b = (int(i) for i in np.unravel_index(int(np.argmax(unended)), unended.shape))
+        raise ValueError(
+            f"truncated[{t}, {b}] is 1 but dones[{t + 1}, {b}] is 0: a truncated step must end "
+            "its episode (set dones[t+1] = 1 where truncated[t] = 1)"
+        )
 
 
 @dataclass(frozen=True)

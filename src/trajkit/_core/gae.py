@@ -43,7 +43,7 @@ import numpy as np
 import numpy.typing as npt
 
 from trajkit._base.types import ArrayLike, Float32Array
-from trajkit._core.episodes import check_truncations, truncation_error
+from trajkit._core.episodes import check_truncations
 
 if TYPE_CHECKING:
     from trajkit._core._numba_gae import Kernel
@@ -427,8 +427,8 @@ def _gae_numba(
     if tr is None or fv is None:
         return kernel(r, v, d, _NO_FLAGS, _NO_FLAGS, gamma, lam, False)[0]
     out, bad = kernel(r, v, d, tr, fv, gamma, lam, True)
-    if bad >= 0:
-        raise truncation_error(*divmod(bad, r.shape[1]))
+    if bad >= 0:  # the kernel found the first truncated step that ends no episode: say which
+        check_truncations(tr, d)
     return out
 
 

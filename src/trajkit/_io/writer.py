@@ -29,7 +29,7 @@ from trajkit._io.npy import npy_header
 from trajkit._io.reader import DEFAULT_MAX_BYTES
 from trajkit._io.zipfmt import align_extra, zip_info
 from trajkit._models.rollout import Rollout, given_infos
-from trajkit._models.rules import TREE_FIELDS, stray_bool_byte
+from trajkit._models.rules import FIELD_RULES, stray_bool_byte
 from trajkit._models.spec import SUPPORTED_DTYPES, dtype_name
 
 __all__ = ["save"]
@@ -191,21 +191,14 @@ def _prepare(
 
 
 def _plain_fields(rollout: Rollout) -> dict[str, AnyArray | None]:
-    """The fields stored as one array each, `None` where unset."""
-    return {
-        "rews": rollout.rews,
-        "dones": rollout.dones,
-        "truncated": rollout.truncated,
-        "final_values": rollout.final_values,
-    }
+    """The fields stored as one array each (the rule table's flat ones), `None` where unset."""
+    return {name: getattr(rollout, name) for name, rule in FIELD_RULES.items() if not rule.nested}
 
 
 def _tree_fields(rollout: Rollout) -> dict[str, Any]:
-    """The fields stored as one array per leaf."""
-    trees: dict[str, Any] = {name: getattr(rollout, name) for name in TREE_FIELDS}
-    if rollout.final_obses is not None:
-        trees["final_obses"] = rollout.final_obses
-    return trees
+    """The fields stored as one array per leaf (the nested ones), where set."""
+    trees = {name: getattr(rollout, name) for name, rule in FIELD_RULES.items() if rule.nested}
+    return {name: tree for name, tree in trees.items() if tree is not None}
 
 
 def _named_arrays(

@@ -148,18 +148,14 @@ def info_rows(T: int, B: int) -> InfoRows:
 
 FIELD_CHECKS: Mapping[str, Callable[[Any, bool], Any]] = MappingProxyType(
     {
-        "states": _array_check("states"),
-        "obses": _array_check("obses"),
-        "rews": _array_check("rews"),
-        "dones": _array_check("dones"),
+        **{name: _array_check(name) for name, rule in FIELD_RULES.items() if not rule.optional},
         "infos": _v_infos,
         "model_outs": _v_model_outs,
-        "truncated": _array_check("truncated"),
-        "final_values": _array_check("final_values"),
-        "final_obses": _array_check("final_obses"),
+        **{name: _array_check(name) for name, rule in FIELD_RULES.items() if rule.optional},
     }
 )
-"""Each field's validator (the value, and whether to copy it), in declaration order."""
+"""Each field's validator (the value, and whether to copy it), in declaration order: the
+rule table's required fields, `infos`, `model_outs`, then its optional fields."""
 
 
 def field_validator(name: str) -> PlainValidator:

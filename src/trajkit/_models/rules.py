@@ -75,6 +75,7 @@ __all__ = [
     "discrete_actions",
     "episode_ends",
     "lossless",
+    "named_arrays",
     "no_states",
     "output_key",
     "output_name",
@@ -275,12 +276,10 @@ per step (no B), such as obs-tower2 GAIL's `prob_pi`, stored as `[T+1]`."""
 
 
 TreeField = Literal["obses", "states"]
-"""The name of a field with one tree per step (the required `nested` rules of `FIELD_RULES`)."""
 
 TREE_FIELDS: tuple[TreeField, ...] = get_args(TreeField)
-"""The fields with one tree per step (`obses`, `states`): a leaf per Gymnasium `Dict`/`Tuple`
-part; `final_obses` is laid out as `obses`, one entry per episode end. (A test holds it to
-`FIELD_RULES`; the `Literal` is what typed callers such as `RolloutSpec.leaves` need.)"""
+"""The fields with one tree per step, as `TreeField` types them for callers (a test holds them
+to the required `nested` rules of `FIELD_RULES`); `final_obses` is laid out as `obses`."""
 
 STEP_COLUMNS: Mapping[str, str] = MappingProxyType(
     {name: rule.column for name, rule in {**FIELD_RULES, **OUTPUT_RULES}.items() if rule.column}
@@ -288,25 +287,26 @@ STEP_COLUMNS: Mapping[str, str] = MappingProxyType(
 """Each field's and model output's name in tables of steps (`Rule.column`): `rews` -> `reward`."""
 
 
-def no_states(T: int, B: int) -> AnyArray:
-    """The `states` of a rollout that records none: `(T+1, B, 0)`, in the rule's dtype.
+def named_arrays(rollout: Any) -> list[tuple[str, AnyArray]]:
+    """Every array of a rollout as messages name it: set fields in table order, then outputs."""
+    named = [
+        (_tree.format_path(name, path), leaf)
+        for name in FIELD_RULES
+        for path, leaf in _tree.flatten(getattr(rollout, name))
+        if leaf is not None
+    ]
+    return named + [(output_name(k), a) for k, a in rollout.model_outs.arrays.items()]
 
-    Examples:
-        >>> no_states(3, 2).shape, no_states(3, 2).dtype
-        ((4, 2, 0), dtype('float32'))
-    """
+
+def no_states(T: int, B: int) -> AnyArray:
+    """The `states` of a rollout that records none: `(T+1, B, 0)`, in the rule's dtype."""
     return np.zeros((T + 1, B, 0), FIELD_RULES["states"].file_dtype)
 
 
 def stray_bool_byte(array: AnyArray) -> int | None:
-    """A bool is stored as the byte 0 or 1: the flat index of another byte, or `None`.
+    """The flat index of a bool's byte other than 0 and 1 (made by `.view(bool)`), or `None`.
 
-    NumPy makes other bytes only through views (`.view(bool)`); such a "bool" compares unlike
-    `True`, so files and Arrow cells holding one are refused.
-
-    Examples:
-        >>> stray_bool_byte(np.array([0, 1, 2], np.uint8).view(bool))
-        2
+    Such a "bool" compares unlike `True`: files and Arrow cells holding one are refused.
     """
     raw = array.reshape(-1).view(np.uint8)
     if not raw.size or int(raw.max()) <= 1:
@@ -413,7 +413,7 @@ def conform(
     if rule.dtype == "action":
         array = as_numeric(value, name, copy=False, min_ndim=ndim)
         if array.dtype.kind == "b":  # MultiBinary flags given as bool
-            return array.astype(np.int32)
+            return array.astype(INT_ACTIONS)
         if array.dtype.kind in "iu" or discrete:
             return as_int32(array, name, copy=copy, min_ndim=ndim, axes=axes)
         return as_float32(array, name, copy=copy, min_ndim=ndim, finite=True, axes=axes)
