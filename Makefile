@@ -26,21 +26,21 @@ lint: $(VENV)/.dev-installed
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-# pyright's type-completeness check: what Pylance users see (tests/verify_types.py says which
+# pyright's type-completeness check: what Pylance users see (tests/project/verify_types.py says which
 # gap is another package's). PYTHONPATH finds the editable src.
 typecheck: $(VENV)/.dev-installed
 	$(BIN)/mypy --strict
-	PYTHONPATH=src $(PY) tests/verify_types.py
+	PYTHONPATH=src $(PY) tests/project/verify_types.py
 
 # In reverse order (conftest.py), so that CI catches a test that passes only after another;
 # the fresh-process tests run in `wheel`, against the installed wheel instead of the source.
 pytest: $(VENV)/.dev-installed
-	$(BIN)/pytest --reverse-order --ignore=tests/test_fresh_process.py
+	$(BIN)/pytest --reverse-order --ignore=tests/project/test_fresh_process.py
 
 # Build the sdist and the wheel, `twine check --strict` them, install the wheel with its extras
 # into a fresh venv and run the fresh-process tests and examples/demo.py with it.
 wheel: $(VENV)/.dev-installed
-	$(PY) tests/wheel_check.py
+	$(PY) tests/project/wheel_check.py
 
 docs: $(VENV)/.dev-installed
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
@@ -51,10 +51,10 @@ docs-serve: $(VENV)/.dev-installed
 
 test: lint typecheck pytest docs wheel
 
-# Rewrite tests/public_api.txt from the source (after an intended API change; add its
-# CHANGELOG line in the same commit: tests/test_public_api.py fails until both agree).
+# Rewrite tests/project/public_api.txt from the source (after an intended API change; add its
+# CHANGELOG line in the same commit: tests/project/test_public_api.py fails until both agree).
 api-snapshot: $(VENV)/.dev-installed
-	$(PY) tests/api_snapshot.py --write
+	$(PY) tests/project/api_snapshot.py --write
 
 # Mutation testing (mutmut; not part of `make test`, it takes long): mutants of the modules in
 # [tool.mutmut] of pyproject.toml against their tests, then the kill rate and the survivors.

@@ -27,9 +27,9 @@ settings.register_profile(
 settings.register_profile("dev", deadline=None, max_examples=60)
 settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
-# The typing snippets are checked by mypy in tests/test_typing.py; some are wrong on purpose,
-# so they must not be imported by pytest's doctest collection.
-collect_ignore_glob = ["tests/typing_cases/*"]
+# The typing snippets are checked by mypy in tests/project/test_typing.py; some are wrong on
+# purpose, so they must not be imported by pytest's doctest collection.
+collect_ignore_glob = ["tests/project/typing_cases/*"]
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

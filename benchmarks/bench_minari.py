@@ -8,7 +8,7 @@
 2. `from_minari` against `list(dataset.iterate_episodes())` (Minari's decoding alone);
    `from_minari` also checks every episode and builds validated rollouts.
 3. The peak memory of `to_minari` in a fresh interpreter, as a ratio to the payload
-   (issue 38: at most 2x), as `tests/test_minari_memory.py` measures it.
+   (issue 38: at most 2x), as `tests/minari/test_memory.py` measures it.
 
 Run: `python benchmarks/bench_minari.py` (or `python benchmarks/run.py minari`).
 """
@@ -117,7 +117,7 @@ def main() -> None:
         t_iter, t_read = interleaved(
             lambda: list(dataset.iterate_episodes()), lambda: tm.from_minari(dataset), rounds=3
         )
-        child = Path(__file__).parents[1] / "tests" / "test_minari_memory.py"
+        child = Path(__file__).parents[1] / "tests" / "minari" / "test_memory.py"
         script = child.read_text().split('CHILD = """', 1)[1].split('"""', 1)[0]
         done = subprocess.run(
             [sys.executable, "-W", "ignore", "-c", script],

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import trajkit
-from trajkit.cli import main
+from tests.cli.helpers import run
 from trajkit.testing import example_rollout
 
 
@@ -36,13 +36,6 @@ def bad(tmp_path: Path) -> Path:
     path = tmp_path / "bad.npz"
     path.write_bytes(b"PK\x03\x04 not really a zip")
     return path
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    assert "Traceback" not in out + err
-    return code, out, err
 
 
 # --------------------------------------------------------------------------------- validate

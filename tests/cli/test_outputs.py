@@ -18,21 +18,14 @@ from pathlib import Path
 import pytest
 
 import trajkit
+from tests.cli.helpers import run
 from trajkit._io import engine
 from trajkit._io.discovery import Found
 from trajkit._io.engine import run_ordered
-from trajkit.cli import main
 from trajkit.testing import example_rollout
 
 pa = pytest.importorskip("pyarrow", reason="exports need pyarrow (trajkit[arrow])")
 arrow = pytest.importorskip("trajkit.arrow")
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    assert "Traceback" not in out + err
-    return code, out, err
 
 
 def last_line(err: str) -> str:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 import trajkit
-from trajkit.cli import main
+from tests.cli.helpers import run
 from trajkit.report import Built, _figures
 from trajkit.report._figures import Picture
 from trajkit.testing import example_rollout
@@ -34,13 +34,6 @@ def undrawn(monkeypatch: pytest.MonkeyPatch) -> None:
         return Picture("data:image/png;base64,", 1, 1, alt)
 
     monkeypatch.setattr(_figures, "_picture", picture)
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    assert "Traceback" not in out + err
-    return code, out, err
 
 
 def test_a_valid_folder(capsys: pytest.CaptureFixture[str], runs: Path, tmp_path: Path) -> None:

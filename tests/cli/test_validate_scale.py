@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 import trajkit
+from tests.cli.helpers import run
 from trajkit._cli import validate as cli_validate
 from trajkit._io import engine, raytasks
 from trajkit._io.remote import load_any
@@ -22,13 +23,6 @@ from trajkit.dataset import FileCheck, check_file, validate_files
 from trajkit.testing import example_rollout
 
 fsspec = pytest.importorskip("fsspec", reason="URLs need fsspec (trajkit[cloud])")
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    assert "Traceback" not in out + err
-    return code, out, err
 
 
 def damage(path: Path) -> None:

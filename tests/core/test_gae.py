@@ -198,18 +198,23 @@ def numpy_path(path: Path) -> Iterator[None]:
         yield
 
 
+def run(case: Case, backend: str) -> Float32Array:
+    """`gae` of the case with this backend."""
+    return gae(
+        case.rewards,
+        case.values,
+        case.dones,
+        case.gamma,
+        case.lam,
+        truncated=case.truncated,
+        final_values=case.final_values,
+        backend=backend,  # type: ignore[arg-type]
+    )
+
+
 def advantages(case: Case, path: Path) -> Float32Array:
     with numpy_path(path):
-        return gae(
-            case.rewards,
-            case.values,
-            case.dones,
-            case.gamma,
-            case.lam,
-            truncated=case.truncated,
-            final_values=case.final_values,
-            backend="numpy",
-        )
+        return run(case, "numpy")
 
 
 def assert_close(actual: Float32Array, expected: Float64Array | Float32Array, scale: float) -> None:

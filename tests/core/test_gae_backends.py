@@ -31,6 +31,7 @@ from .test_gae import (
     cases,
     reference_gae32,
     reference_gae64,
+    run,
 )
 
 needs_numba = pytest.mark.skipif(not gae_module._numba_available(), reason="numba not installed")
@@ -38,19 +39,6 @@ needs_numba = pytest.mark.skipif(not gae_module._numba_available(), reason="numb
 ENV = gae_module.BACKEND_ENV_VAR
 
 BENCH_SHAPES = {"narrow": (2048, 8), "medium": (256, 64), "wide": (128, 4096), "long": (16384, 1)}
-
-
-def run(case: Case, backend: str) -> Float32Array:
-    return gae(
-        case.rewards,
-        case.values,
-        case.dones,
-        case.gamma,
-        case.lam,
-        truncated=case.truncated,
-        final_values=case.final_values,
-        backend=backend,  # type: ignore[arg-type]
-    )
 
 
 def bench_inputs(n_steps: int, n_envs: int) -> tuple[Float32Array, Float32Array, Float32Array]:

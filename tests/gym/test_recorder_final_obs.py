@@ -8,7 +8,7 @@ true final ones.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -20,6 +20,8 @@ import gymnasium as gym
 from gymnasium.vector import AutoresetMode, VectorWrapper
 
 import trajkit
+from tests.gym.test_recorder import choose
+from tests.gym.test_recorder_spaces import DICT_SPACE, split
 from trajkit import Rollout
 from trajkit._base.types import AnyArray
 from trajkit.gym import RolloutRecorder
@@ -29,30 +31,16 @@ B = 3
 SEED = 11
 
 
-def choose(obs: AnyArray) -> AnyArray:
-    """A deterministic, pseudo-random action per observation (a hash of its digits)."""
-    actions: AnyArray = np.floor(np.abs(obs).sum(axis=1) * 1e4).astype(np.int64) % 2
-    return actions
-
-
 def policy(obs: AnyArray) -> dict[str, AnyArray]:
     return {"actions": choose(obs), "critic": obs @ np.array([0.1, 0.2, 0.3, 0.4], np.float32)}
 
 
-@pytest.fixture
-def made() -> Iterator[list[Any]]:
-    envs: list[Any] = []
-    yield envs
-    for env in envs:
-        env.close()
-
-
-def vector(made: list[Any], mode: AutoresetMode, make: Callable[[], Any] | None = None) -> Any:
+def vector(envs: list[Any], mode: AutoresetMode, make: Callable[[], Any] | None = None) -> Any:
     def cartpole() -> Any:
         return gym.make("CartPole-v1", max_episode_steps=LIMIT)
 
     env = gym.vector.SyncVectorEnv([make or cartpole] * B, autoreset_mode=mode)
-    made.append(env)
+    envs.append(env)
     return env
 
 
@@ -75,11 +63,11 @@ def replay_column(r: Rollout, b: int, env: Any, first: bool) -> list[AnyArray]:
 
 @pytest.mark.parametrize("mode", list(AutoresetMode))
 def test_next_obses_at_every_end_is_the_true_final_observation(
-    made: list[Any], mode: AutoresetMode
+    envs: list[Any], mode: AutoresetMode
 ) -> None:
-    recorder = RolloutRecorder(vector(made, mode), policy, seed=SEED)
+    recorder = RolloutRecorder(vector(envs, mode), policy, seed=SEED)
     references = [gym.make("CartPole-v1", max_episode_steps=LIMIT) for _ in range(B)]
-    made.extend(references)
+    envs.extend(references)
     ends = 0
     for call in range(2):  # across record() calls too
         r = recorder.record(40)
@@ -102,10 +90,10 @@ def test_next_obses_at_every_end_is_the_true_final_observation(
 
 
 def test_every_mode_records_the_same_final_observations_and_files_keep_them(
-    made: list[Any], tmp_path: Any
+    envs: list[Any], tmp_path: Any
 ) -> None:
     got = {
-        mode: RolloutRecorder(vector(made, mode), policy, seed=SEED).record(50)
+        mode: RolloutRecorder(vector(envs, mode), policy, seed=SEED).record(50)
         for mode in AutoresetMode
     }
     want = got[AutoresetMode.NEXT_STEP]
@@ -117,26 +105,16 @@ def test_every_mode_records_the_same_final_observations_and_files_keep_them(
     assert trajkit.load(tmp_path / "r.npz") == want
 
 
-def test_a_rollout_without_ends_has_empty_final_obses(made: list[Any]) -> None:
-    r = RolloutRecorder(vector(made, AutoresetMode.SAME_STEP), policy, seed=SEED).record(2)
+def test_a_rollout_without_ends_has_empty_final_obses(envs: list[Any]) -> None:
+    r = RolloutRecorder(vector(envs, AutoresetMode.SAME_STEP), policy, seed=SEED).record(2)
     assert r.final_obses is not None
     assert r.final_obses.shape == (0, 4)
     assert r.final_obses.dtype == np.float32
 
 
-def split(obs: AnyArray) -> dict[str, AnyArray]:
-    return {"position": obs[:2], "velocity": obs[2:]}
-
-
 def dict_cartpole() -> Any:
-    space = gym.spaces.Dict(
-        {
-            "position": gym.spaces.Box(-np.inf, np.inf, (2,), np.float32),
-            "velocity": gym.spaces.Box(-np.inf, np.inf, (2,), np.float32),
-        }
-    )
     env = gym.make("CartPole-v1", max_episode_steps=LIMIT)
-    return gym.wrappers.TransformObservation(env, split, space)
+    return gym.wrappers.TransformObservation(env, split, DICT_SPACE)
 
 
 def dict_policy(obs: dict[str, AnyArray]) -> dict[str, AnyArray]:
@@ -145,10 +123,10 @@ def dict_policy(obs: dict[str, AnyArray]) -> dict[str, AnyArray]:
 
 @pytest.mark.parametrize("mode", list(AutoresetMode))
 def test_dict_observations_keep_nested_final_observations(
-    made: list[Any], mode: AutoresetMode
+    envs: list[Any], mode: AutoresetMode
 ) -> None:
-    nested = RolloutRecorder(vector(made, mode, dict_cartpole), dict_policy, seed=SEED)
-    flat = RolloutRecorder(vector(made, mode), policy, seed=SEED)
+    nested = RolloutRecorder(vector(envs, mode, dict_cartpole), dict_policy, seed=SEED)
+    flat = RolloutRecorder(vector(envs, mode), policy, seed=SEED)
     got, want = nested.record(40), flat.record(40)
     assert isinstance(got.final_obses, dict)
     assert want.final_obses is not None
@@ -156,14 +134,14 @@ def test_dict_observations_keep_nested_final_observations(
     np.testing.assert_array_equal(got.final_obses["velocity"], want.final_obses[:, 2:])
 
 
-def test_same_step_without_final_obs_is_refused(made: list[Any]) -> None:
+def test_same_step_without_final_obs_is_refused(envs: list[Any]) -> None:
     class NoFinalObs(VectorWrapper):
         def step(self, actions: Any) -> Any:
             obs, rews, terms, truncs, infos = self.env.step(actions)
             infos = {k: v for k, v in infos.items() if k not in ("final_obs", "_final_obs")}
             return obs, rews, terms, truncs, infos
 
-    env = NoFinalObs(vector(made, AutoresetMode.SAME_STEP))
+    env = NoFinalObs(vector(envs, AutoresetMode.SAME_STEP))
     recorder = RolloutRecorder(env, policy, seed=SEED)
     with pytest.raises(
         RuntimeError,

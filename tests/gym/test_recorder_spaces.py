@@ -10,7 +10,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -29,14 +29,6 @@ from trajkit.gym import RolloutRecorder
 MODES = list(AutoresetMode)
 B = 3
 VecEnv = gym.vector.VectorEnv[Any, Any, Any]
-
-
-@pytest.fixture
-def envs() -> Iterator[list[VecEnv]]:
-    made: list[VecEnv] = []
-    yield made
-    for env in made:
-        env.close()
 
 
 def vector(

@@ -4,35 +4,17 @@ from __future__ import annotations
 
 import io
 import json
-import zipfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
-import trajkit
+from tests.io.test_hostile_files import members, rebuild
 from trajkit import RolloutFileError, load, read_metadata, save
 from trajkit._core import tree
 from trajkit._io.metadata import FINAL_OBSES_VERSION
 from trajkit.testing import example_rollout
-
-
-def with_finals(r: trajkit.Rollout) -> trajkit.Rollout:
-    ends = np.nonzero(r.dones[1:] == 1)
-    return r.replace(final_obses=tree.map_leaves(lambda leaf: leaf[1:][ends] + 1, r.obses))
-
-
-def members(path: Path) -> dict[str, bytes]:
-    with zipfile.ZipFile(path) as archive:
-        return {name: archive.read(name) for name in archive.namelist()}
-
-
-def rebuild(path: Path, contents: dict[str, bytes]) -> Path:
-    with zipfile.ZipFile(path, "w") as archive:
-        for name, data in contents.items():
-            archive.writestr(name, data)
-    return path
 
 
 def edit_metadata(contents: dict[str, bytes], **changes: Any) -> dict[str, bytes]:
@@ -52,7 +34,7 @@ def edit_metadata(contents: dict[str, bytes], **changes: Any) -> dict[str, bytes
 @pytest.mark.parametrize("nested", [False, True])
 @pytest.mark.parametrize("compress", [False, True])
 def test_final_obses_are_saved_and_loaded(tmp_path: Path, nested: bool, compress: bool) -> None:
-    r = with_finals(example_rollout(num_steps=12, num_envs=3, done_prob=0.3, nested=nested))
+    r = example_rollout(num_steps=12, num_envs=3, done_prob=0.3, nested=nested, final_obs=True)
     assert r.final_obses is not None
     E = len(tree.leaves(r.final_obses)[0])
     save(r, tmp_path / "f.npz", compress=compress)
@@ -116,7 +98,7 @@ def test_no_episode_end_stores_an_empty_member(tmp_path: Path) -> None:
 def test_metadata_that_lies_about_final_obses(
     tmp_path: Path, changes: dict[str, Any], message: str
 ) -> None:
-    r = with_finals(example_rollout(num_steps=8, num_envs=2, done_prob=0.3, seed=3))
+    r = example_rollout(num_steps=8, num_envs=2, done_prob=0.3, seed=3, final_obs=True)
     assert r.final_obses is not None
     assert len(tree.leaves(r.final_obses)[0]) == 4  # (the messages count on it)
     save(r, tmp_path / "good.npz")
@@ -128,7 +110,7 @@ def test_metadata_that_lies_about_final_obses(
 
 
 def test_final_obses_that_disagree_with_dones_are_refused(tmp_path: Path) -> None:
-    r = with_finals(example_rollout(num_steps=8, num_envs=2, done_prob=0.3, seed=3))
+    r = example_rollout(num_steps=8, num_envs=2, done_prob=0.3, seed=3, final_obs=True)
     save(r, tmp_path / "good.npz")
     contents = members(tmp_path / "good.npz")
     dones = r.dones.copy()

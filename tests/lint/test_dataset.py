@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 import trajkit
+from tests.cli.helpers import run as _run
 from tests.lint.helpers import dones_for, rollout
 from trajkit._io import engine
-from trajkit.cli import main
 from trajkit.lint import CHECKS, Finding, find_config, lint, read_config
 from trajkit.lint.registry import selected_codes
 
@@ -123,13 +123,6 @@ def test_pyproject_refusals_name_the_file_and_key(tmp_path: Path, body: str, mes
 
 
 # ------------------------------------------------------------------------------------ CLI
-
-
-def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    assert "Traceback" not in out + err
-    return code, out, err
 
 
 def test_cli_exit_codes_as_ruff(

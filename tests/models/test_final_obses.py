@@ -13,26 +13,19 @@ from trajkit._core import tree
 from trajkit.testing import example_rollout
 
 
-def with_finals(r: Rollout, offset: float = 100.0) -> Rollout:
-    """`r` with a distinct final observation per end: `obses[t+1, b] + offset`."""
-    ends = np.nonzero(r.dones[1:] == 1)
-    finals = tree.map_leaves(lambda leaf: (leaf[1:][ends] + offset).astype(leaf.dtype), r.obses)
-    return r.replace(final_obses=finals)
-
-
 def test_next_obses_holds_the_final_observation_exactly_at_ends() -> None:
     r = example_rollout(num_steps=12, num_envs=3, done_prob=0.3)
     ends = r.dones[1:] == 1
     assert ends.any()
     assert (~ends).any()
-    f = with_finals(r)
+    f = example_rollout(num_steps=12, num_envs=3, done_prob=0.3, final_obs=True)
     nxt = f.next_obses()
     assert isinstance(nxt, np.ndarray)
     assert isinstance(r.obses, np.ndarray)
     assert nxt.shape == r.obses[1:].shape
     assert nxt.dtype == r.obses.dtype
     np.testing.assert_array_equal(nxt[~ends], r.obses[1:][~ends])
-    np.testing.assert_array_equal(nxt[ends], r.obses[1:][ends] + 100.0)
+    np.testing.assert_array_equal(nxt[ends], f.final_obses)  # in np.nonzero's order
     nxt[0] = -1.0  # a new array: the rollout is unchanged
     assert not (f.obses[1] == -1.0).all()
 
@@ -44,20 +37,22 @@ def test_without_final_obses_next_obses_is_the_next_row() -> None:
 
 
 def test_nested_final_obses_follow_the_leaves_of_obses() -> None:
-    r = example_rollout(num_steps=10, num_envs=2, nested=True, done_prob=0.3)
-    f = with_finals(r, offset=1)
+    f = example_rollout(num_steps=10, num_envs=2, nested=True, done_prob=0.3, final_obs=True)
     ends = f.dones[1:] == 1
-    for (path, leaf), (_, nxt) in zip(
-        tree.flatten(f.obses), tree.flatten(f.next_obses()), strict=True
+    for (path, leaf), (_, nxt), (_, final) in zip(
+        tree.flatten(f.obses),
+        tree.flatten(f.next_obses()),
+        tree.flatten(f.final_obses),
+        strict=True,
     ):
         assert nxt.dtype == leaf.dtype, path
-        np.testing.assert_array_equal(nxt[ends], (leaf[1:][ends] + 1).astype(leaf.dtype))
+        np.testing.assert_array_equal(nxt[ends], final)
         np.testing.assert_array_equal(nxt[~ends], leaf[1:][~ends])
 
 
 def test_final_obses_take_part_in_equality_copy_replace_and_repr() -> None:
     r = example_rollout(num_steps=8, num_envs=2, done_prob=0.3)
-    f = with_finals(r)
+    f = example_rollout(num_steps=8, num_envs=2, done_prob=0.3, final_obs=True)
     assert f != r
     assert f == f.copy()
     assert f.copy().final_obses is not f.final_obses
@@ -111,7 +106,7 @@ def test_every_final_obses_rule_is_pinned() -> None:
 
 def test_nested_refusals_name_the_leaf() -> None:
     r = example_rollout(num_steps=10, num_envs=2, nested=True, done_prob=0.3)
-    f = with_finals(r)
+    f = example_rollout(num_steps=10, num_envs=2, nested=True, done_prob=0.3, final_obs=True)
     assert f.final_obses is not None
     finals = tree.map_leaves(lambda leaf: leaf, f.final_obses)
     finals["image"] = finals["image"].astype(np.int16)
@@ -126,7 +121,7 @@ def test_nested_refusals_name_the_leaf() -> None:
 
 
 def test_changing_dones_under_final_obses_is_refused() -> None:
-    f = with_finals(example_rollout(num_steps=8, num_envs=2, done_prob=0.3))
+    f = example_rollout(num_steps=8, num_envs=2, done_prob=0.3, final_obs=True)
     before = f.dones.copy()
     dones = f.dones.copy()
     dones[-1, 0] = 1 - dones[-1, 0]  # one more or one fewer end
@@ -139,7 +134,7 @@ def test_changing_dones_under_final_obses_is_refused() -> None:
 
 def test_the_spec_says_whether_final_obses_are_present() -> None:
     r = example_rollout(num_steps=8, num_envs=2, done_prob=0.3)
-    f = with_finals(r)
+    f = example_rollout(num_steps=8, num_envs=2, done_prob=0.3, final_obs=True)
     spec, fspec = RolloutSpec.from_rollout(r), RolloutSpec.from_rollout(f)
     assert not spec.has_final_obses
     assert fspec.has_final_obses

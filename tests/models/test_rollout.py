@@ -17,7 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from tests.reference import as_seed_model_outs, gae_loop, stack_key
+from tests.models.reference import as_seed_model_outs, gae_loop, stack_key
 from trajkit import ModelOutputs, Rollout
 from trajkit._core import fused, tree
 from trajkit._models import arrays
@@ -986,6 +986,11 @@ def _python_calls_to_build(num_steps: int, num_envs: int) -> int:
         "truncated": np.zeros((num_steps, num_envs), np.float32),
         "final_values": np.zeros((num_steps, num_envs), np.float32),
     }
+    return python_calls_to_build(fields)
+
+
+def python_calls_to_build(fields: dict[str, Any]) -> int:
+    """Count the function calls made while `Rollout(**fields)` validates its inputs."""
     calls = 0
 
     def profile(frame: Any, event: str, arg: Any) -> None:

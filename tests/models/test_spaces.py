@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.models.test_rollout import python_calls_to_build
 from trajkit import (
     FIELD_DIMS,
     MODEL_OUTPUT_DIMS,
@@ -270,9 +271,6 @@ def test_strategies_generate_valid_rollouts_of_every_kind(r: Rollout) -> None:
 
 
 def _calls_to_build_nested(num_steps: int, num_envs: int) -> int:
-    import gc
-    import sys
-
     shape = (num_steps + 1, num_envs)
     fields: dict[str, Any] = {
         "states": {"h": np.zeros((*shape, 2)), "c": (np.zeros((*shape, 2)),)},
@@ -282,21 +280,7 @@ def _calls_to_build_nested(num_steps: int, num_envs: int) -> int:
         "infos": None,  # infos are Python objects: one per (t, b) by nature
         "model_outs": {"actions": np.zeros((*shape, 2)), "critic": np.zeros(shape)},
     }
-    calls = 0
-
-    def profile(frame: Any, event: str, arg: Any) -> None:
-        nonlocal calls
-        if not frame.f_code.co_name.startswith("<") and event in ("call", "c_call"):
-            calls += 1
-
-    gc.disable()
-    sys.setprofile(profile)
-    try:
-        Rollout(**fields)
-    finally:
-        sys.setprofile(None)
-        gc.enable()
-    return calls
+    return python_calls_to_build(fields)
 
 
 def test_nested_validation_does_not_loop_over_elements(monkeypatch: pytest.MonkeyPatch) -> None:

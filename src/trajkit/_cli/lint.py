@@ -7,11 +7,19 @@ import dataclasses
 import json
 import sys
 from concurrent.futures.process import BrokenProcessPool
+from typing import TYPE_CHECKING
 
 from trajkit._cli.common import (
     UsageError,
     printable,
 )
+
+if TYPE_CHECKING:
+    from trajkit.lint.report import Tally
+    from trajkit.lint.run import LintRun
+
+FAILED = 3
+"""The exit code when a check raised (a bug in lint): the findings printed are incomplete."""
 
 
 def lint_command(args: argparse.Namespace) -> int:
@@ -58,7 +66,15 @@ def lint_command(args: argparse.Namespace) -> int:
         return 1
     finally:
         linted.close()
+    return _summary(linted, tally, replay=args.replay)
+
+
+def _summary(linted: LintRun, tally: Tally, *, replay: bool) -> int:
+    """The summary on stderr, with the checks that failed (bugs in lint); the exit code."""
     print(tally.summary(linted.files), file=sys.stderr)
-    if args.replay:
+    if replay:
         print(f"Replayed {len(linted.replayed)} of {linted.files} files.", file=sys.stderr)
-    return tally.exit_code
+    for failure in linted.failures:
+        message = f"trajkit lint: a check failed (please report it): {failure}"
+        print(printable(message), file=sys.stderr)
+    return FAILED if linted.failures else tally.exit_code

@@ -129,6 +129,7 @@ class ModelOutputs(Sequence[StepOutputs]):
     """
 
     __slots__ = (
+        "__weakref__",  # the guards of the arrays it hands out hold it weakly
         "_arrays",
         "_batch",
         "_building",

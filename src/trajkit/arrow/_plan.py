@@ -52,11 +52,6 @@ class Plan:
     truncated: AnyArray | None
     ids: RolloutIds | None = None
 
-    @property
-    def streamed(self) -> bool:
-        """Whether its rows are consecutive and in (step, env) order in the table."""
-        return self.order is None and isinstance(self.rows, range)
-
     def where(self, i: int) -> str:
         """Cell `i` (`t * B + b`) for a message: its step, env and row in the rollout."""
         return where(i, self.B, self.order)
@@ -222,14 +217,19 @@ def check_episodes(ids: AnyArray, dones: AnyArray) -> None:
         )
 
 
-def index_column(table: Any, name: str) -> AnyArray:
-    """An integer column with no nulls (`rollout`, `step`, `env`), as NumPy."""
+def index_column(table: Any, name: str, first: int = 0) -> AnyArray:
+    """An integer column with no nulls (`rollout`, `step`, `env`), as NumPy.
+
+    `first`: the row of the file that is the table's (or record batch's) first, for messages.
+    """
     column = table.column(name)
     if column.null_count:
         nulls = to_numpy(column.is_null())
-        raise ValueError(f"column {name!r} is null at row {int(np.argmax(nulls))}")
+        raise ValueError(f"column {name!r} is null at row {first + int(np.argmax(nulls))}")
     values = to_numpy(column)
     if values.dtype.kind == "u" and values.size and int(values.max()) > np.iinfo(np.int64).max:
         row = int(np.argmax(values))
-        raise ValueError(f"column {name!r} holds {int(values[row])} at row {row}, out of range")
+        raise ValueError(
+            f"column {name!r} holds {int(values[row])} at row {first + row}, out of range"
+        )
     return values

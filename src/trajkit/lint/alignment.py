@@ -83,7 +83,7 @@ def _aligned(rollout: Rollout, first_file: bool) -> dict[str, BoolArray]:
     early[:-1] = terminal[1:] & ~first[1:]  # the step before, in the same episode
     after_cut = np.zeros_like(terminal)
     after_cut[1:] = cut[:-1] & ~ends[1:]
-    after_cut[0] = first[0] & ~ends[0] & first_file
+    after_cut[:1] = first[:1] & ~ends[:1] & first_file  # T = 0: no step, no control
     before_cut = np.zeros_like(terminal)
     before_cut[:-1] = cut[1:] & ~first[1:]
     return {"0": terminal, "late": late, "early": early, "first": after_cut, "before": before_cut}

@@ -161,7 +161,7 @@ def phantom_evidence(
         return None
     steps = boundary_rows(rollout)
     if recording.get("index", 0) > 0:  # row 0 is the previous file's row T: a boundary too
-        steps[0] = rollout.dones[0] == 1
+        steps[:1] = rollout.dones[:1] == 1  # (no step when T = 0)
     rews = rollout.rews
     ends = episode_ends(rollout.dones)
     k = int(steps.sum())

@@ -18,8 +18,10 @@ and writes one static HTML page that opens from disk, offline: inline styles, fi
 
 It streams: files are read one at a time (in parallel, on the engine behind `trajkit
 validate`), each summarised by counts, running statistics and uniform samples, so memory stays
-bounded however many files there are. Large observations such as images are sampled (256 rows
-per file), never all decoded, and only the files of the episodes shown are opened again. The
+bounded however many files there are. A Parquet file or a Minari dataset is read one rollout
+at a time, each written as a temporary rollout file and let go before the next is read. Large
+observations such as images are sampled (256 rows per file), never all decoded, and only the
+files of the episodes shown are opened again. The
 lint findings come from `trajkit lint`'s checks, run on each file where it is loaded, so that
 a file is read once. Figures are drawn with
 matplotlib (`trajkit[plot]`), imported when the page is made; the page itself is written with

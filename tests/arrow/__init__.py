@@ -1,0 +1,1 @@
+"""Tests of `trajkit.arrow`: rollouts as Arrow tables and Parquet files."""

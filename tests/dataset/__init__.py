@@ -1,0 +1,1 @@
+"""Tests of `trajkit.dataset`: a folder of rollout files that pins one spec."""

@@ -1,0 +1,1 @@
+"""Tests of `trajkit.minari`: rollouts to and from Minari datasets."""

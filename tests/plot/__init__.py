@@ -1,0 +1,1 @@
+"""Tests of `trajkit.plot` and `trajkit plot`: figures of recorded rollouts."""

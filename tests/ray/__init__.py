@@ -1,0 +1,1 @@
+"""Tests of `trajkit.ray`: rollout files on a Ray cluster."""

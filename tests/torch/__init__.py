@@ -1,0 +1,1 @@
+"""Tests of `trajkit.torch`: minibatches as PyTorch tensors."""
