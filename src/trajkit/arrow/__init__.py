@@ -63,11 +63,11 @@ from typing import TYPE_CHECKING, Any
 
 from trajkit._base.optional import require
 from trajkit._base.types import AnyArray
-from trajkit._core import tree as _tree
 from trajkit._io.atomic import atomic_write, same_file
 from trajkit._io.mapped import mapped_files
 from trajkit._io.remote import is_url
 from trajkit._models.rollout import Rollout
+from trajkit._models.rules import named_arrays
 from trajkit.arrow._export import (
     ROW_GROUP_BYTES,
     EpisodeIds,
@@ -363,14 +363,8 @@ def _writer_options(schema: Any, options: dict[str, Any]) -> dict[str, Any]:
 
 
 def _rollout_arrays(rollout: Rollout) -> Iterator[AnyArray]:
-    """Every array of `rollout`: tree leaves, the per-step fields and the model outputs."""
-    for name in ("states", "obses"):
-        for _, leaf in _tree.flatten(getattr(rollout, name)):
-            yield leaf
-    for array in (rollout.rews, rollout.dones, rollout.truncated, rollout.final_values):
-        if array is not None:
-            yield array
-    yield from rollout.model_outs.arrays.values()
+    """Every array of `rollout`: the fields' (tree leaves included) and the model outputs."""
+    return (array for _, array in named_arrays(rollout))
 
 
 def iter_parquet(

@@ -23,7 +23,14 @@ from trajkit._base.types import AnyArray
 from trajkit._core import tree as _tree
 from trajkit._io.infos import infos_to_json, sparse_infos_to_json, strict_json_loads
 from trajkit._models.rollout import Rollout
-from trajkit._models.rules import FIELD_RULES, Rule, conform_into, lossless
+from trajkit._models.rules import (
+    FIELD_RULES,
+    STEP_COLUMNS,
+    TREE_FIELDS,
+    conform_into,
+    episode_ends,
+    lossless,
+)
 from trajkit.arrow._ahead import Batches, file_batches
 from trajkit.arrow._buffers import from_numpy, to_numpy
 from trajkit.arrow._cells import Where, exactly, no_nulls, positioned
@@ -305,7 +312,7 @@ def _slices(table: Any, rows: int) -> Iterator[tuple[int, Any]]:
 
 def _batch_rows(layout: dict[str, Any]) -> int:
     """Rows a batch of the second pass holds: about `BATCH_BYTES` of cells."""
-    items = [leaf for f in ("obses", "states") for leaf in layout["fields"][f]["leaves"]]
+    items = [leaf for f in TREE_FIELDS for leaf in layout["fields"][f]["leaves"]]
     row = 64 + sum(2 * cell_bytes(item) for item in [*items, *layout["model_outs"]])
     return max(1, BATCH_BYTES // row)
 
@@ -324,12 +331,10 @@ class Assembly:
     def __init__(self, pa: Any, layout: dict[str, Any], plan: Plan, number: int = 0) -> None:
         self.layout, self.plan, self.number = layout, plan, number
         T, B = plan.T, plan.B
-        self.grid = Grid(pa, T, B, (plan.dones[1:] == 1).reshape(-1), plan.where)
+        self.grid = Grid(pa, T, B, episode_ends(plan.dones).reshape(-1), plan.where)
         self.filled = 0  # rows fed so far
-        rews, final_values = FIELD_RULES["rews"], FIELD_RULES["final_values"]
-        self.scalars = [_Scalar("reward", rews, "rews", T * B)]
-        if layout["truncation"]:
-            self.scalars.append(_Scalar("final_value", final_values, "final_values", T * B))
+        fields = ("rews", "final_values") if layout["truncation"] else ("rews",)
+        self.scalars = [_Scalar(field, T * B) for field in fields]
         self.ids: AnyArray | None = None  # a table's own episode ids, checked at the end
         finals = bool(layout.get("final_obs"))
         self.leaves = {
@@ -386,7 +391,7 @@ class Assembly:
             raise ValueError("the file's columns hold fewer rows than its index columns")
         if self.ids is not None:
             check_episodes(self.ids.reshape(T, B), plan.dones)
-        fields = {field: self._tree(field, Leaf.finish) for field in ("obses", "states")}
+        fields = {field: self._tree(field, Leaf.finish) for field in TREE_FIELDS}
         finals = self._tree("obses", Leaf.final_values) if self.layout.get("final_obs") else None
         scalars = {s.field: s.values.reshape(T, B) for s in self.scalars}
         return Rollout(
@@ -446,9 +451,9 @@ def _output_checks(item: dict[str, Any]) -> Checks:
 class _Scalar:
     """`reward` or `final_value`: one value per step and env, under its field's rule."""
 
-    def __init__(self, column: str, rule: Rule, field: str, cells: int) -> None:
-        self.column, self.rule, self.field = column, rule, field
-        self.values: AnyArray = np.empty(cells, stored(rule))
+    def __init__(self, field: str, cells: int) -> None:
+        self.column, self.rule, self.field = STEP_COLUMNS[field], FIELD_RULES[field], field
+        self.values: AnyArray = np.empty(cells, stored(self.rule))
 
     def feed(self, column: Any, start: int, grid: Grid) -> None:
         no_nulls(self.column, column, grid.rows(start))

@@ -16,7 +16,7 @@ import numpy as np
 
 from trajkit._base.types import AnyArray
 from trajkit._models.arrays import first_true
-from trajkit._models.rules import FIELD_RULES, Rule, conform_into
+from trajkit._models.rules import FIELD_RULES, Rule, conform_into, episode_ends
 from trajkit.arrow._buffers import from_numpy, to_numpy
 from trajkit.arrow._export import EpisodeIds, RolloutIds, new_episodes
 
@@ -173,7 +173,7 @@ def _ends(starts: AnyArray, terminated: AnyArray, cut: AnyArray) -> AnyArray:
             "episode ends one way"
         )
     flagged = (terminated == 1) | (cut == 1)
-    following = starts[1:] == 1
+    following = episode_ends(starts)
     if not np.array_equal(flagged[:-1], following):
         t, b = first_true(flagged[:-1] != following)
         if flagged[t, b]:

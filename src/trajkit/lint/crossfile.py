@@ -51,6 +51,7 @@ from trajkit._base.types import AnyArray, BoolArray
 from trajkit._core import tree as _tree
 from trajkit._core.images import channel_axes, image_layout
 from trajkit._models.rollout import Rollout
+from trajkit._models.rules import named_arrays
 from trajkit.lint.alignment import (
     ActionFit,
     RewardShift,
@@ -197,17 +198,7 @@ class FileSummary:
 
 def _digest(rollout: Rollout) -> str:
     digest = hashlib.blake2b(digest_size=16)
-    named: list[tuple[str, Any]] = [
-        (_tree.format_path(name, p), leaf)
-        for name in ("states", "obses")
-        for p, leaf in _tree.flatten(getattr(rollout, name))
-    ]
-    named += [("rews", rollout.rews), ("dones", rollout.dones)]
-    named += [("truncated", rollout.truncated), ("final_values", rollout.final_values)]
-    named += [(f"model_outs[{k!r}]", a) for k, a in rollout.model_outs.arrays.items()]
-    for name, array in named:
-        if array is None:
-            continue
+    for name, array in named_arrays(rollout):
         digest.update(f"{name}:{array.dtype.str}:{array.shape};".encode())
         digest.update(np.ascontiguousarray(array).view(np.uint8).reshape(-1).data)
     return digest.hexdigest()

@@ -56,6 +56,7 @@ from trajkit._core import tree as _tree
 from trajkit._io.filecheck import file_error
 from trajkit._io.files import DEFAULT_MAX_BYTES, load
 from trajkit._models.rollout import Rollout
+from trajkit._models.rules import episode_ends
 from trajkit.lint.config import LintOptions
 from trajkit.lint.registry import Finding, failed
 
@@ -499,7 +500,7 @@ class _Replay:
         """The env's final observation of the episode step t ends, against `final_obses`."""
         if r.final_obses is None:
             return None
-        ends = np.argwhere(r.dones[1:] == 1)
+        ends = np.argwhere(episode_ends(r.dones))
         e = int(np.flatnonzero((ends[:, 0] == t) & (ends[:, 1] == b))[0])
         held = [(p, np.asarray(leaf)[e]) for p, leaf in _tree.flatten(r.final_obses)]
         where = f"another final observation at step {t}"

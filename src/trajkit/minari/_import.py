@@ -12,7 +12,7 @@ import numpy as np
 from trajkit._base.types import AnyArray
 from trajkit._core import tree as _tree
 from trajkit._models.rollout import Rollout
-from trajkit._models.rules import FIELD_RULES, conform_into, lossless
+from trajkit._models.rules import FIELD_RULES, conform_into, lossless, no_states
 from trajkit.minari._spaces import along, optional
 
 __all__ = ["MinariDatasetError", "from_minari", "iter_minari"]
@@ -204,7 +204,7 @@ def _episode_rollout(episode: Any, space: Any) -> Rollout:
         cut[-1] = 1
     start = T if terminated or truncated else T + 1  # the last observation of an ended episode
     return Rollout(  # stores each field in its rule's dtype (rews: refused beyond float32's range)
-        states=np.zeros((T + 1, 1, 0), np.float32),
+        states=no_states(T, 1),
         obses=obses,
         rews=rewards[:, None],
         dones=dones,
