@@ -30,6 +30,7 @@ import numpy as np
 from trajkit._base.types import AnyArray
 from trajkit._core.episodes import complete_episodes
 from trajkit._models.rollout import Rollout
+from trajkit._models.rules import episode_ends
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -184,7 +185,7 @@ def plot_timeline(rollouts: Sequence[Rollout]) -> Figure:
     ax = axes[0, 0]
     offset = 0
     for i, r in enumerate(rollouts):
-        ends = r.dones[1:] == 1
+        ends = episode_ends(r.dones)
         cut = (r.truncated == 1) if r.truncated is not None else np.zeros_like(ends)
         t_end, b_end = np.nonzero(ends & ~cut)
         t_cut, b_cut = np.nonzero(ends & cut)

@@ -23,6 +23,7 @@ import numpy as np
 from trajkit._base.types import AnyArray
 from trajkit._core import tree as _tree
 from trajkit._models.rollout import Rollout
+from trajkit._models.rules import episode_ends
 
 if TYPE_CHECKING:
     from hypothesis.strategies import DrawFn, SearchStrategy
@@ -134,7 +135,7 @@ def example_rollout(
         outs["actor"] = logits
     truncated = final_values = None
     if truncation:
-        truncated = dones[1:] & (rng.random((T, B)) < 0.5)
+        truncated = episode_ends(dones) & (rng.random((T, B)) < 0.5)
         final_values = rng.normal(size=(T, B)).astype(np.float32)
     states: Any = rng.normal(size=(T + 1, B, 2)).astype(np.float32)
     obses: Any = rng.normal(size=(T + 1, B, *obs_shape)).astype(np.float32)
@@ -146,7 +147,7 @@ def example_rollout(
             rng.normal(size=(T + 1, B, 2)).astype(np.float32),
         )
     rews = rng.normal(size=(T, B)).astype(np.float32)
-    ends = int(np.count_nonzero(dones[1:]))
+    ends = int(np.count_nonzero(episode_ends(dones)))
     return Rollout(
         states=states,
         obses=obses,
@@ -282,7 +283,7 @@ def _draw_rollout(
     use_truncation = draw(st.booleans()) if truncation is None else truncation
     truncated = final_values = None
     if use_truncation:
-        truncated = dones[1:] & draw(hnp.arrays(np.bool_, (T, B)))
+        truncated = episode_ends(dones) & draw(hnp.arrays(np.bool_, (T, B)))
         final_values = d.real((T, B))
     info = st.dictionaries(
         st.sampled_from(["step", "lives", "tag"]),
@@ -338,10 +339,10 @@ class _Drawer:
         return obs
 
     def final_obses(self, obses: Any, dones: AnyArray) -> Any:
-        """One drawn observation per episode end (`dones[1:]`), laid out as `obses`."""
+        """One drawn observation per episode end (`episode_ends(dones)`), laid out as `obses`."""
         from hypothesis.extra import numpy as hnp
 
-        ends = int(np.count_nonzero(dones[1:]))
+        ends = int(np.count_nonzero(episode_ends(dones)))
 
         def leaf(obs: AnyArray) -> AnyArray:
             drawn: AnyArray = self.draw(hnp.arrays(obs.dtype, (ends, *obs.shape[2:])))

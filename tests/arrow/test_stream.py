@@ -127,8 +127,9 @@ def test_the_second_pass_reads_one_row_group_at_a_time(
     assert ta.read_parquet(path) == rs
     count = pq.ParquetFile(path).metadata.num_row_groups
     assert count > 2
-    assert groups[:count] == [[g] for g in range(count)]  # the small columns
-    assert sorted(groups[count:]) == [[g] for g in range(count)]  # the others, by threads
+    assert groups[:count] == [[g] for g in range(count)]  # the first pass: the rollout ids
+    # then each rollout's small columns, and the others by threads: each group once per pass
+    assert sorted(groups[count:]) == sorted([[g] for g in range(count)] * 2)
 
 
 def test_rows_out_of_order_and_steps_split_across_row_groups_read_back(tmp_path: Path) -> None:

@@ -174,7 +174,7 @@ def test_the_command_in_a_fresh_interpreter(runs: Path, tmp_path: Path) -> None:
     assert "usage: trajkit report [-h] -o FILE" in help_text
 
 
-def test_a_bug_in_a_lint_check_is_exit_1_with_the_page_written(
+def test_a_bug_in_a_lint_check_is_exit_3_with_the_page_written(
     capsys: pytest.CaptureFixture[str], runs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from trajkit.report import _profile
@@ -185,7 +185,7 @@ def test_a_bug_in_a_lint_check_is_exit_1_with_the_page_written(
     monkeypatch.setattr(_profile, "lint_rollout", broken)
     out = tmp_path / "report.html"
     code, _, stderr = run(capsys, "report", str(runs), "-o", str(out), "-j", "1", "--no-config")
-    assert code == 1
+    assert code == 3
     assert stderr.endswith(
         f"a lint check failed (please report it): {runs / 'r1.npz'}: ValueError: a check broke\n"
     )

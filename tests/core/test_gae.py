@@ -657,7 +657,7 @@ def test_truncation_arrays_come_together(given_name: str) -> None:
 def test_truncated_step_must_end_its_episode() -> None:
     truncated = np.zeros((3, 2))
     truncated[1, 1] = 1.0
-    with pytest.raises(ValueError, match=r"truncated\[1, 1\] is set but dones\[2, 1\] is 0"):
+    with pytest.raises(ValueError, match=r"truncated\[1, 1\] is 1 but dones\[2, 1\] is 0"):
         _call(truncated=truncated, final_values=np.zeros((3, 2)))
 
 

@@ -165,7 +165,7 @@ def test_numba_zero_steps(n_envs: int) -> None:
 def test_numba_backend_checks_arguments_too() -> None:
     truncated = np.zeros((3, 2))
     truncated[0, 0] = 1.0
-    with pytest.raises(ValueError, match=r"truncated\[0, 0\] is set but dones\[1, 0\] is 0"):
+    with pytest.raises(ValueError, match=r"truncated\[0, 0\] is 1 but dones\[1, 0\] is 0"):
         gae(
             np.zeros((3, 2)),
             np.zeros((4, 2)),
@@ -189,7 +189,7 @@ def test_the_first_unended_truncation_in_row_order_is_named(
     truncated = np.zeros(shape)
     truncated[2, 1] = truncated[2, 0] = 1.0  # ended: dones[3] = 1
     truncated[1, 1] = truncated[0, 1] = truncated[1, 0] = 1.0  # unended; [0, 1] comes first
-    with pytest.raises(ValueError, match=r"^truncated\[0, 1\] is set but dones\[1, 1\] is 0"):
+    with pytest.raises(ValueError, match=r"^truncated\[0, 1\] is 1 but dones\[1, 1\] is 0"):
         gae(
             np.zeros(shape),
             np.zeros((n_steps + 1, n_envs)),

@@ -764,3 +764,16 @@ def test_mostly_empty_infos_are_listed_sparsely_in_format_version_3(tmp_path: Pa
     save(r, tmp_path / "dense.npz")  # every info holds something: the dense form, version 1
     assert read_metadata(tmp_path / "dense.npz").format_version == 1
     assert load(tmp_path / "dense.npz") == r
+
+
+def test_every_field_of_the_rule_table_is_saved_and_loaded(tmp_path: Path) -> None:
+    # A field added to `FIELD_RULES` alone is checked at every door but not saved: this fails
+    # until `trajkit.testing` sets it and the file stores it (CONTRIBUTING.md, "Adding a field").
+    from trajkit._models.rules import FIELD_RULES
+
+    r = example_rollout(truncation=True, final_obs=True, done_prob=0.5, nested=True)
+    assert [name for name in FIELD_RULES if getattr(r, name) is None] == []
+    save(r, tmp_path / "all.npz")
+    stored = {m.field for m in read_metadata(tmp_path / "all.npz").arrays()}
+    assert stored - {"model_outs"} == set(FIELD_RULES)
+    assert load(tmp_path / "all.npz") == r

@@ -196,7 +196,7 @@ def evidence() -> dict[str, tuple[str, str]]:
         "TK115": ("observation rows, episode starts", f"{chance}: q^(T·B)"),
         "TK116": ("observations, `final_obses`, the observation space", "exact"),
         "TK201": (
-            "per-feature ranges, the observation space",
+            "per-feature ranges (images: per channel), the observation space",
             f">= {crossfile.MIN_OBSERVATIONS} observations, >= {crossfile.MIN_EPISODES} starts",
         ),
         "TK202": (

@@ -10,6 +10,7 @@ import pytest
 import trajkit
 from tests.lint.helpers import Array, dones_for, lint_rollouts, rollout
 from trajkit import Rollout
+from trajkit._core.images import channel_axes, image_layout
 from trajkit.lint import lint
 from trajkit.lint.crossfile import (
     FEW_VALUES,
@@ -75,6 +76,90 @@ def test_tk201_a_feature_resting_at_a_bound_of_its_space(
     rec = {"id": "a", "index": 0, "num_envs": 1, "observation_space": space}
     found = lint_rollouts([_constant(MIN_OBSERVATIONS, MIN_EPISODES)], "TK201", [rec])
     assert bool(found) is hit
+
+
+def _frames(rows: int, starts: int, shape: tuple[int, ...], seed: int = 0) -> Rollout:
+    """One env of uint8 frames of `shape`, random but for a constant border and HUD bar."""
+    r = _constant(rows, starts)
+    rng = np.random.default_rng(seed)
+    frames = rng.integers(0, 256, size=(rows, 1, *shape), dtype=np.uint8)
+    layout = image_layout(shape, np.uint8)
+    assert layout is not None
+    axes = channel_axes(layout)
+    hw = np.zeros([shape[a] for a in axes], bool)
+    hw[:2] = hw[-1] = hw[:, 0] = hw[:, -1] = True  # a HUD bar on top, a border around
+    border = hw.reshape([shape[a] if a in axes else 1 for a in range(len(shape))])
+    frames[:, :, np.broadcast_to(border, shape)] = 87  # gray: no bound of Box(0, 255)
+    return r.replace(obses=frames)
+
+
+@pytest.mark.parametrize("shape", [(12, 10), (12, 10, 3), (12, 10, 4), (3, 12, 10), (2, 12, 10, 3)])
+def test_tk201_constant_borders_of_image_observations_are_no_finding(
+    shape: tuple[int, ...],
+) -> None:
+    r = _frames(MIN_OBSERVATIONS, MIN_EPISODES, shape)
+    assert (r.obses[(slice(None), slice(None), *[0] * len(shape))] == 87).all()  # a corner
+    assert lint_rollouts([r], "TK201") == []
+    vector = r.replace(obses=r.obses.reshape(MIN_OBSERVATIONS, 1, -1))  # the same, as features
+    assert [f.code for f in lint_rollouts([vector], "TK201")] == ["TK201"]
+
+
+@pytest.mark.parametrize(
+    ("shape", "still", "layout", "shown"),
+    [
+        ((12, 10, 4), (Ellipsis, 3), "hwc", "obses[..., :, :, 3] = 0"),  # a stack slot unfilled
+        ((3, 12, 10), (0,), "chw", "obses[..., 0, :, :] = 0"),
+        ((2, 12, 10, 3), (1, Ellipsis, 2), "nhwc", "obses[..., 1, :, :, 2] = 0"),
+    ],
+)
+def test_tk201_a_channel_of_an_image_that_never_changes(
+    shape: tuple[int, ...], still: tuple[object, ...], layout: str, shown: str
+) -> None:
+    r = _frames(MIN_OBSERVATIONS, MIN_EPISODES, shape)
+    r.obses[(slice(None), slice(None), *still)] = 0
+    channels = int(np.prod(shape)) // (12 * 10)
+    [found] = lint_rollouts([r], "TK201")
+    assert found.message == (
+        f"1 of {channels} channel(s) of obses (an image, {layout}) never change over "
+        f"{MIN_OBSERVATIONS} observations, {MIN_EPISODES} episode starts and 1 file(s): {shown}"
+    )
+
+
+@pytest.mark.parametrize(
+    ("rows", "starts", "hit"),
+    [
+        (MIN_OBSERVATIONS - 1, MIN_EPISODES, False),
+        (MIN_OBSERVATIONS, MIN_EPISODES, True),
+        (MIN_OBSERVATIONS, MIN_EPISODES - 1, False),
+    ],
+)
+def test_tk201_a_still_gray_picture_needs_as_much_evidence(
+    rows: int, starts: int, hit: bool
+) -> None:
+    r = _frames(rows, starts, (12, 10))
+    r.obses[:] = r.obses[0]  # one still picture, not one value
+    found = lint_rollouts([r], "TK201")
+    assert [f.message for f in found] == (
+        [
+            f"1 of 1 channel(s) of obses (an image, hw) never change over {rows} observations, "
+            f"{starts} episode starts and 1 file(s): obses[..., :, :]: one still picture"
+        ]
+        if hit
+        else []
+    )
+
+
+@pytest.mark.parametrize("value", [0, 255, 1])
+def test_tk201_a_channel_at_a_bound_of_its_box_is_reported_too(value: int) -> None:
+    """An image's Box(0, 255) is its dtype's range: a black channel is no level it rests at."""
+    r = _frames(MIN_OBSERVATIONS, MIN_EPISODES, (12, 10, 3))
+    r.obses[..., 1] = value
+    space = {"type": "Box", "low": 0, "high": 255, "shape": [12, 10, 3], "dtype": "uint8"}
+    rec = {"id": "a", "index": 0, "num_envs": 1, "observation_space": space}
+    [found] = lint_rollouts([r], "TK201", [rec])
+    assert found.message.endswith(f": obses[..., :, :, 1] = {value}")
+    r.obses[..., 1] = r.obses[..., 0]  # every channel changes; the border is at 87
+    assert lint_rollouts([r], "TK201", [rec]) == []
 
 
 # ------------------------------------------------------------------------------ TK202

@@ -364,3 +364,37 @@ def test_model_validate_raises_rollout_validation_error() -> None:
         Rollout.model_validate_json(json.dumps(payload))
     payload["dones"] = np.zeros((T + 1, B)).tolist()
     assert Rollout.model_validate_json(json.dumps(payload)).num_steps == T
+
+
+def test_a_rollout_whose_model_outputs_were_read_is_freed_without_the_cycle_collector(
+    tmp_path: Path,
+) -> None:
+    """The arrays' guards hold the model outputs weakly: no cycle keeps a file mapped."""
+    import gc
+    import weakref
+
+    path = tmp_path / "r.npz"
+    trajkit.save(example_rollout(num_steps=8), path)
+    r = trajkit.load(path, mmap=True)
+    critic = r.model_outs.arrays["critic"]
+    gone = weakref.ref(r.model_outs)
+    gc.disable()
+    try:
+        del r
+        assert gone() is None  # freed at once, though one of its arrays is still held
+        assert critic.shape == (9, 2)
+    finally:
+        gc.enable()
+
+
+def test_an_output_array_kept_after_its_rollout_is_still_checked_by_its_own_rule() -> None:
+    import gc
+
+    r = example_rollout(num_steps=4)
+    critic = r.model_outs.arrays["critic"]
+    del r
+    gc.collect()
+    critic[1, 0] = 2.5
+    assert float(critic[1, 0]) == 2.5
+    with pytest.raises(ValueError, match=r"model_outs\['critic'\] must be finite, got nan"):
+        critic[0, 0] = np.nan

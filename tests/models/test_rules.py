@@ -13,11 +13,16 @@ from trajkit._models.rules import (
     CROSS_RULES,
     FIELD_RULES,
     OUTPUT_RULES,
+    STEP_COLUMNS,
+    TREE_FIELDS,
     conform,
     conform_into,
+    discrete_actions,
     lossless,
+    no_states,
     output_rule,
     rules_reading,
+    stray_bool_byte,
 )
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "validation.md"
@@ -67,6 +72,43 @@ def test_the_dimension_tables_are_views_of_the_rule_table() -> None:
     }
     assert FIELD_DIMS["infos"] == "T B"
     assert dict(MODEL_OUTPUT_DIMS) == {key: rule.dims for key, rule in OUTPUT_RULES.items()}
+
+
+def test_the_schema_facts_other_modules_read_are_the_rule_tables() -> None:
+    per_step_trees = [
+        name for name, rule in FIELD_RULES.items() if rule.nested and not rule.optional
+    ]
+    assert TREE_FIELDS == tuple(sorted(per_step_trees)) == ("obses", "states")
+    assert dict(STEP_COLUMNS) == {  # the column names of Arrow, Ray and transition tables
+        "states": "state",
+        "obses": "obs",
+        "rews": "reward",
+        "truncated": "truncated",
+        "final_values": "final_value",
+        "critic": "value",
+        "log_probs": "log_prob",
+        "actions": "action",
+    }
+    empty = no_states(3, 2)
+    assert (empty.shape, empty.dtype.name) == ((4, 2, 0), FIELD_RULES["states"].file_dtype)
+
+
+def test_discrete_actions_are_one_index_per_env_next_to_one_more_dim_of_logits() -> None:
+    for lead in (1, 2):
+        env = (3,) * lead
+        assert discrete_actions({"actions": np.zeros(env), "actor": np.zeros((*env, 4))}, lead)
+        assert not discrete_actions({"actions": np.zeros(env), "actor": np.zeros(env)}, lead)
+        assert not discrete_actions(
+            {"actions": np.zeros((*env, 2)), "actor": np.zeros((*env, 4))}, lead
+        )
+        assert not discrete_actions({"actions": np.zeros(env)}, lead)
+
+
+def test_stray_bool_byte_finds_the_first_byte_above_one() -> None:
+    assert stray_bool_byte(np.array([0, 1, 1], np.uint8).view(bool)) is None
+    assert stray_bool_byte(np.array([0, 1, 2, 3], np.uint8).view(bool)) == 2
+    assert stray_bool_byte(np.array([[0, 255], [1, 0]], np.uint8).view(bool)) == 1
+    assert stray_bool_byte(np.zeros(0, bool)) is None
 
 
 def test_output_rule_tells_per_step_scalars_apart() -> None:

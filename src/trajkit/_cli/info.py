@@ -20,8 +20,8 @@ from trajkit._core import gae as _gae
 from trajkit._core import tree as _tree
 from trajkit._io.files import load, read_metadata
 from trajkit._io.metadata import RolloutFileMetadata
-from trajkit._models.model_outputs import discrete_actions
 from trajkit._models.rollout import Rollout
+from trajkit._models.rules import FIELD_RULES, discrete_actions, output_name
 from trajkit._models.spec import RolloutSpec
 
 
@@ -65,21 +65,10 @@ def info_command(args: argparse.Namespace) -> int:
     ]
     arrays: list[tuple[str, np.ndarray[Any, Any] | None]] = [
         (_tree.format_path(name, path), leaf)
-        for name in ("states", "obses")
+        for name in FIELD_RULES  # (unset ones count in the width, as they always did)
         for path, leaf in _tree.flatten(getattr(r, name))
     ]
-    arrays += [
-        ("rews", r.rews),
-        ("dones", r.dones),
-        ("truncated", r.truncated),
-        ("final_values", r.final_values),
-    ]
-    if r.final_obses is not None:  # one entry per episode end
-        arrays += [
-            (_tree.format_path("final_obses", path), leaf)
-            for path, leaf in _tree.flatten(r.final_obses)
-        ]
-    arrays += [(f"model_outs[{k!r}]", a) for k, a in r.model_outs.arrays.items()]
+    arrays += [(output_name(k), a) for k, a in r.model_outs.arrays.items()]
     width = max(len(name) for name, _ in arrays)
     for name, array in arrays:
         if array is not None:

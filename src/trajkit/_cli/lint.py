@@ -7,11 +7,20 @@ import dataclasses
 import json
 import sys
 from concurrent.futures.process import BrokenProcessPool
+from typing import TYPE_CHECKING
 
 from trajkit._cli.common import (
     UsageError,
     printable,
 )
+
+if TYPE_CHECKING:
+    from trajkit.lint.config import LintOptions
+    from trajkit.lint.report import Tally
+    from trajkit.lint.run import LintRun
+
+FAILED = 3
+"""The exit code when a check raised (a bug in lint): the findings printed are incomplete."""
 
 
 def lint_command(args: argparse.Namespace) -> int:
@@ -22,20 +31,7 @@ def lint_command(args: argparse.Namespace) -> int:
         return 0
     if not args.paths:
         raise UsageError("name the files or folders to lint (or --list)")
-    for option, value in (("--select", args.select), ("--ignore", args.ignore)):
-        if value is not None and not report.split_codes(value):
-            raise UsageError(f"{option} needs at least one code or prefix, got {value!r}")
-    if args.max_episode_steps is not None and args.max_episode_steps < 1:
-        raise UsageError(f"--max-episode-steps must be >= 1, got {args.max_episode_steps}")
-    try:
-        options, _ = report.options_from(
-            select=None if args.select is None else report.split_codes(args.select),
-            ignore=None if args.ignore is None else report.split_codes(args.ignore),
-            max_episode_steps=args.max_episode_steps,
-            use_config=not args.no_config,
-        )
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
+    options = lint_options(args)
     if args.replay_trust_env_args:
         if not args.replay:
             raise UsageError("--replay-trust-env-args needs --replay")
@@ -58,7 +54,36 @@ def lint_command(args: argparse.Namespace) -> int:
         return 1
     finally:
         linted.close()
+    return _summary(linted, tally, replay=args.replay)
+
+
+def lint_options(args: argparse.Namespace) -> LintOptions:
+    """The lint options, from the command line and `[tool.trajkit.lint]` (lint's and report's)."""
+    from trajkit.lint.report import options_from, split_codes
+
+    for option, value in (("--select", args.select), ("--ignore", args.ignore)):
+        if value is not None and not split_codes(value):
+            raise UsageError(f"{option} needs at least one code or prefix, got {value!r}")
+    if args.max_episode_steps is not None and args.max_episode_steps < 1:
+        raise UsageError(f"--max-episode-steps must be >= 1, got {args.max_episode_steps}")
+    try:
+        options, _ = options_from(
+            select=None if args.select is None else split_codes(args.select),
+            ignore=None if args.ignore is None else split_codes(args.ignore),
+            max_episode_steps=args.max_episode_steps,
+            use_config=not args.no_config,
+        )
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    return options
+
+
+def _summary(linted: LintRun, tally: Tally, *, replay: bool) -> int:
+    """The summary on stderr, with the checks that failed (bugs in lint); the exit code."""
     print(tally.summary(linted.files), file=sys.stderr)
-    if args.replay:
+    if replay:
         print(f"Replayed {len(linted.replayed)} of {linted.files} files.", file=sys.stderr)
-    return tally.exit_code
+    for failure in linted.failures:
+        message = f"trajkit lint: a check failed (please report it): {failure}"
+        print(printable(message), file=sys.stderr)
+    return FAILED if linted.failures else tally.exit_code

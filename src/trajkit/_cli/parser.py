@@ -201,7 +201,8 @@ def build_parser() -> argparse.ArgumentParser:
             "reproduces the recording. Files are found as validate finds them and linted on "
             "every core. Settings are read from [tool.trajkit.lint] of the closest "
             "pyproject.toml. Exit 0 when no error or warning is found (notes do not fail), 1 "
-            "when one is, 2 on a usage error."
+            "when one is, 2 on a usage error, 3 when a check failed (a bug in trajkit lint: "
+            "the error is printed, the other files are linted)."
         ),
     )
     lint.add_argument("paths", nargs="*", metavar="PATH", help="files or folders")
@@ -262,7 +263,8 @@ def build_parser() -> argparse.ArgumentParser:
             "[tool.trajkit.lint] of the closest pyproject.toml. Exit 0 when every file is "
             "valid and lint finds no error or warning, 1 when one is invalid or lint finds "
             "one (the page is written all the same) or the page cannot be written, 2 on a "
-            "usage error."
+            "usage error, 3 when a lint check failed (a bug in trajkit lint: please report "
+            "it)."
         ),
     )
     report.add_argument(

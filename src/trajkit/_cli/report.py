@@ -9,9 +9,10 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import IO, TYPE_CHECKING
 
 from trajkit._cli.common import UsageError, one_line, printable, write_output
+from trajkit._cli.lint import lint_options
 
 if TYPE_CHECKING:
-    from trajkit.lint.config import LintOptions
+    pass
 
 
 def report_command(args: argparse.Namespace) -> int:
@@ -21,7 +22,7 @@ def report_command(args: argparse.Namespace) -> int:
     from trajkit.report import build, check_target
     from trajkit.report._sources import MINARI_PREFIX, named_files, sources
 
-    options = _lint_options(args)
+    options = lint_options(args)
     chosen = sources(args.paths)
     try:
         check_target(args.out, named_files(chosen))
@@ -74,24 +75,3 @@ def report_command(args: argparse.Namespace) -> int:
         message = f"trajkit report: a lint check failed (please report it): {failure}"
         print(printable(message), file=sys.stderr)
     return built.exit_code
-
-
-def _lint_options(args: argparse.Namespace) -> LintOptions:
-    """The lint options, from the command line and `[tool.trajkit.lint]`, as `lint` reads them."""
-    from trajkit.lint.report import options_from, split_codes
-
-    for option, value in (("--select", args.select), ("--ignore", args.ignore)):
-        if value is not None and not split_codes(value):
-            raise UsageError(f"{option} needs at least one code or prefix, got {value!r}")
-    if args.max_episode_steps is not None and args.max_episode_steps < 1:
-        raise UsageError(f"--max-episode-steps must be >= 1, got {args.max_episode_steps}")
-    try:
-        options, _ = options_from(
-            select=None if args.select is None else split_codes(args.select),
-            ignore=None if args.ignore is None else split_codes(args.ignore),
-            max_episode_steps=args.max_episode_steps,
-            use_config=not args.no_config,
-        )
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
-    return options

@@ -20,9 +20,42 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from trajkit._base.types import ArrayLike, Float64Array, Int64Array
+from trajkit._base.types import ArrayLike, BoolArray, Float64Array, Int64Array
 
-__all__ = ["EpisodeStats", "episode_stats"]
+__all__ = ["EpisodeStats", "check_truncations", "episode_ends", "episode_stats"]
+
+
+def episode_ends(dones: ArrayLike) -> BoolArray:
+    """Where a step ended its episode, `[T, B]`: `dones[t+1] == 1` (E of them in all).
+
+    The schema's one home of it (the rule table declares it from here, for `_core` to read).
+
+    Examples:
+        >>> import numpy as np
+        >>> episode_ends(np.array([[1, 0], [0, 1], [1, 0]])).astype(int).tolist()
+        [[0, 1], [1, 0]]
+    """
+    ends: BoolArray = np.asarray(dones)[1:] == 1
+    return ends
+
+
+def check_truncations(truncated: ArrayLike, dones: ArrayLike) -> None:
+    """The rule "a truncated step ends its episode": `truncated[t] = 1` needs `dones[t+1] = 1`.
+
+    Examples:
+        >>> check_truncations([[0], [1]], [[0], [0], [0]])
+        Traceback (most recent call last):
+        ...
+        ValueError: truncated[1, 0] is 1 but dones[2, 0] is 0: a truncated step must end \
+its episode (set dones[t+1] = 1 where truncated[t] = 1)
+    """
+    unended = (np.asarray(truncated) != 0) & (np.asarray(dones)[1:] == 0)
+    if np.logical_or.reduce(unended, axis=None):
+        t, b = (int(i) for i in np.unravel_index(int(np.argmax(unended)), unended.shape))
+        raise ValueError(
+            f"truncated[{t}, {b}] is 1 but dones[{t + 1}, {b}] is 0: a truncated step must end "
+            "its episode (set dones[t+1] = 1 where truncated[t] = 1)"
+        )
 
 
 @dataclass(frozen=True)
@@ -114,7 +147,7 @@ def episode_stats(
         raise ValueError(
             f"rewards must be [T, B] and dones [T+1, B], got shapes {rews.shape} and {starts.shape}"
         )
-    ends = starts[1:]
+    ends = episode_ends(starts)
     truncations = 0
     if truncated is not None:
         cut = np.asarray(truncated) == 1

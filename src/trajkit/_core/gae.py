@@ -43,6 +43,7 @@ import numpy as np
 import numpy.typing as npt
 
 from trajkit._base.types import ArrayLike, Float32Array
+from trajkit._core.episodes import check_truncations
 
 if TYPE_CHECKING:
     from trajkit._core._numba_gae import Kernel
@@ -155,15 +156,6 @@ def _prepare(
     fv = _as_float32("final_values", final_values)
     _check_shape("final_values", fv, (n_steps, n_envs), "[T, B]")
     return r, v, d, tr, fv, g, lm
-
-
-def _unended_truncation_error(flat: int, n_envs: int) -> ValueError:
-    """The error for the truncated step at flat index `flat` that does not end its episode."""
-    t, b = divmod(flat, n_envs)
-    return ValueError(
-        f"truncated[{t}, {b}] is set but dones[{t + 1}, {b}] is 0: a truncated step must "
-        "end its episode"
-    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -299,9 +291,7 @@ def _bootstrap(
     flagged = truncated != 0
     if not flagged.any():
         return None
-    unended = flagged & (dones[1:] == 0)
-    if unended.any():
-        raise _unended_truncation_error(int(np.argmax(unended)), truncated.shape[1])
+    check_truncations(truncated, dones)
     flat = np.flatnonzero(flagged)
     return _Bootstrap(flat, final_values.reshape(-1)[flat] * np.float32(gamma))
 
@@ -437,8 +427,8 @@ def _gae_numba(
     if tr is None or fv is None:
         return kernel(r, v, d, _NO_FLAGS, _NO_FLAGS, gamma, lam, False)[0]
     out, bad = kernel(r, v, d, tr, fv, gamma, lam, True)
-    if bad >= 0:
-        raise _unended_truncation_error(bad, r.shape[1])
+    if bad >= 0:  # the kernel found the first truncated step that ends no episode: say which
+        check_truncations(tr, d)
     return out
 
 

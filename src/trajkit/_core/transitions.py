@@ -30,6 +30,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from trajkit._base.types import AnyArray, BoolArray, Float32Array, Int64Array, IntArray
+from trajkit._core.episodes import check_truncations, episode_ends
 from trajkit._core.gae import check_discount
 from trajkit._core.minibatch import Table
 
@@ -179,13 +180,9 @@ def n_step_returns(
     r = np.asarray(rews, dtype=np.float64)
     if r.shape != (T, B):
         raise ValueError(f"rews must have shape (T, B) = {(T, B)} (from dones), got {r.shape}")
-    ends = starts[1:]
+    ends = episode_ends(starts)
     cut = np.zeros((T, B), bool) if truncated is None else _flags("truncated", truncated, (T, B))
-    if (cut & ~ends).any():
-        t, b = (int(i[0]) for i in np.nonzero(cut & ~ends))
-        raise ValueError(
-            f"truncated[{t}, {b}] is 1 but dones[{t + 1}, {b}] is 0: a truncation ends its episode"
-        )
+    check_truncations(cut, starts)
     terminated = ends & ~cut
     returns = np.zeros((T, B))
     last = np.broadcast_to(np.arange(T, dtype=np.int64)[:, None], (T, B)).copy()
@@ -258,7 +255,7 @@ class TransitionTable(Table):
         b = np.arange(B, dtype=np.int64)[None, :]
         after = (t + 1) * B + b  # [T, B]
         if final_leaves is not None:
-            ended = dones[1:] == 1
+            ended = episode_ends(dones)
             after = np.where(ended, -1 - (np.cumsum(ended.ravel()) - 1).reshape(T, B), after)
         n_step_at = None
         if last is not None:

@@ -19,7 +19,7 @@ from trajkit._base.docstrings import described
 from trajkit._base.version import __version__
 from trajkit._core import tree as _tree
 from trajkit._models.rollout import Rollout
-from trajkit._models.rules import FIELD_RULES
+from trajkit._models.rules import FIELD_RULES, TREE_FIELDS, TreeField
 from trajkit._models.spec import RolloutSpec
 
 __all__ = [
@@ -251,7 +251,7 @@ class RolloutFileMetadata(BaseModel):
                 f"model_output_keys {sorted(keys)} differ from the keys of "
                 f"spec.model_outputs {sorted(self.spec.model_outputs)}"
             )
-        nested = [name for name in ("obses", "states") if self.spec.leaves(name)[0][0]]
+        nested = [name for name in TREE_FIELDS if self.spec.leaves(name)[0][0]]
         if nested and self.format_version < _NESTED_VERSION:
             raise ValueError(
                 f"nested {' and '.join(nested)} need format version {_NESTED_VERSION}, but the "
@@ -317,7 +317,7 @@ class RolloutFileMetadata(BaseModel):
             'trajkit.rollout'
         """
         spec = RolloutSpec.from_rollout(rollout)
-        nested = any(spec.leaves(name)[0][0] for name in ("obses", "states"))
+        nested = any(spec.leaves(name)[0][0] for name in TREE_FIELDS)
         version: Literal[1, 2, 3, 4, 5]
         finals = rollout.final_obses
         if finals is not None:
@@ -412,7 +412,7 @@ class RolloutFileMetadata(BaseModel):
 
 def _field_members(
     spec: RolloutSpec,
-    name: Literal["obses", "states"],
+    name: TreeField,
     T: int,
     B: int,
     *,

@@ -49,6 +49,7 @@ from trajkit._io.npy import MAX_NPY_HEADER, holds_objects, read_npy_header
 from trajkit._io.stream import IO_CHUNK, MemberStream
 from trajkit._io.zipfmt import check_end, check_entry, data_start
 from trajkit._models.rollout import Rollout
+from trajkit._models.rules import FIELD_RULES, stray_bool_byte
 
 __all__ = ["DEFAULT_MAX_BYTES", "load", "read_metadata", "read_metadata_from"]
 
@@ -195,7 +196,7 @@ def _rollout(
     fields: dict[str, Any] = {
         m.field: arrays[m.name] for m in members if m.key is None and not m.path
     }
-    for field in ("states", "obses", "final_obses"):
+    for field in (name for name, rule in FIELD_RULES.items() if rule.nested):
         pairs = [(m.path, arrays[m.name]) for m in members if m.field == field and m.path]
         if pairs:
             fields[field] = _tree.unflatten_paths(pairs)
@@ -578,7 +579,7 @@ class _Reader:
                         break
                     pos += count
                 stream.finish()
-            if dtype == np.bool_ and array.size and array.view(np.uint8).max() > 1:
+            if dtype == np.bool_ and stray_bool_byte(array) is not None:
                 self.fail("a bool array holds bytes other than 0 and 1", member.name)
             return array
 

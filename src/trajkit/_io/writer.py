@@ -29,6 +29,7 @@ from trajkit._io.npy import npy_header
 from trajkit._io.reader import DEFAULT_MAX_BYTES
 from trajkit._io.zipfmt import align_extra, zip_info
 from trajkit._models.rollout import Rollout, given_infos
+from trajkit._models.rules import FIELD_RULES, stray_bool_byte
 from trajkit._models.spec import SUPPORTED_DTYPES, dtype_name
 
 __all__ = ["save"]
@@ -190,21 +191,14 @@ def _prepare(
 
 
 def _plain_fields(rollout: Rollout) -> dict[str, AnyArray | None]:
-    """The fields stored as one array each, `None` where unset."""
-    return {
-        "rews": rollout.rews,
-        "dones": rollout.dones,
-        "truncated": rollout.truncated,
-        "final_values": rollout.final_values,
-    }
+    """The fields stored as one array each (the rule table's flat ones), `None` where unset."""
+    return {name: getattr(rollout, name) for name, rule in FIELD_RULES.items() if not rule.nested}
 
 
 def _tree_fields(rollout: Rollout) -> dict[str, Any]:
-    """The fields stored as one array per leaf."""
-    trees = {"states": rollout.states, "obses": rollout.obses}
-    if rollout.final_obses is not None:
-        trees["final_obses"] = rollout.final_obses
-    return trees
+    """The fields stored as one array per leaf (the nested ones), where set."""
+    trees = {name: getattr(rollout, name) for name, rule in FIELD_RULES.items() if rule.nested}
+    return {name: tree for name, tree in trees.items() if tree is not None}
 
 
 def _named_arrays(
@@ -231,7 +225,7 @@ def _check_storable(named: list[tuple[str, AnyArray]]) -> None:
                 f"{name} has dtype {array.dtype}, which the file format cannot store; "
                 f"supported: {', '.join(SUPPORTED_DTYPES)}"
             )
-        if array.dtype == np.bool_ and array.size and array.view(np.uint8).max() > 1:
+        if array.dtype == np.bool_ and stray_bool_byte(array) is not None:
             raise ValueError(
                 f"{name} is a bool array holding bytes other than 0 and 1 (made with "
                 ".view(bool)?), which the file format refuses; use .astype(bool)"

@@ -29,13 +29,12 @@ from trajkit._models.model_outputs_guards import RowGuard, StorageGuard
 from trajkit._models.rules import (
     FieldValues,
     conform_into,
-    discrete_actions,
     output_name,
     output_rule,
     rules_reading,
 )
 
-__all__ = ["ModelOutputs", "StepOutputs", "coerce_model_outs", "discrete_actions"]
+__all__ = ["ModelOutputs", "StepOutputs", "coerce_model_outs"]
 
 
 class StepOutputs(Mapping[str, AnyArray]):
@@ -130,6 +129,7 @@ class ModelOutputs(Sequence[StepOutputs]):
     """
 
     __slots__ = (
+        "__weakref__",  # the guards of the arrays it hands out hold it weakly
         "_arrays",
         "_batch",
         "_building",

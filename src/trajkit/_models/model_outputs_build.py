@@ -18,9 +18,11 @@ from trajkit._base.types import AnyArray
 from trajkit._models.arrays import as_numeric, kind_name
 from trajkit._models.rules import (
     FLOAT32_OUTPUTS,
+    INT_ACTIONS,
     OUTPUT_RULES,
     conform,
     conform_into,
+    discrete_actions,
     output_rule,
 )
 
@@ -35,7 +37,7 @@ __all__ = [
     "row_of",
 ]
 
-_PLACEHOLDER_DTYPES = {"actions": np.dtype(np.int32)}  # other keys' placeholders are float32
+_PLACEHOLDER_DTYPES = {"actions": INT_ACTIONS}  # other keys' placeholders are float32
 
 
 class Built(NamedTuple):
@@ -60,7 +62,7 @@ def coerce_key(
     """
     axes = ("tb"[2 - lead :] if lead <= 2 else "tb") + ("a" if key == "actor" else "")
     rule = output_rule(key, array.ndim + 2 - lead)
-    discrete = key == "actions" and actor is not None and actor.ndim == array.ndim + 1 == lead + 1
+    discrete = key == "actions" and discrete_actions({"actions": array, "actor": actor}, lead)
     return conform(rule, array, name, copy=copy, axes=axes, min_ndim=0, discrete=discrete)
 
 

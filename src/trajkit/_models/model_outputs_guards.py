@@ -10,6 +10,7 @@ name the position: `model_outs['critic'] must be finite, got inf at (t=2, b=1)`)
 
 from __future__ import annotations
 
+import weakref
 from typing import Any, Protocol
 
 import numpy as np
@@ -84,17 +85,23 @@ class StorageGuard(Guard):
     costs a copy of the array per write: per-step writes (`outs[t][key] = ...`) are the cheap
     way.
 
+    The guard holds the model outputs weakly: they cache the arrays they hand out, so a
+    strong reference would make a cycle, and a rollout loaded from a memory-mapped file would
+    stay mapped until the cycle collector ran. Once the model outputs are gone (an array kept
+    after its rollout), a write is checked against the key's own rule alone: no other field
+    is left to contradict.
+
     Args:
         outs: The model outputs.
         key: The output's key.
         storage: Its stacked array (the first T+1 rows of the storage).
     """
 
-    __slots__ = ("key", "outs")
+    __slots__ = ("_outs", "key")
 
     def __init__(self, outs: OutputStore, key: str, storage: AnyArray) -> None:
         super().__init__(storage, output_name(key))
-        self.outs, self.key = outs, key
+        self._outs, self.key = weakref.ref(outs), key
 
     def write(self, target: CheckedArray, index: Any, value: Any) -> None:
         """Write `value` at `target[index]`, checked as the whole array it makes."""
@@ -116,13 +123,14 @@ class StorageGuard(Guard):
         flat_ids = ids.reshape(-1)
         scratch = storage.astype(np.result_type(storage.dtype, array.dtype), order="C")
         scratch.reshape(-1)[flat_ids] = values
-        actor = self.outs._arrays.get("actor")
+        outs = self._outs()
+        actor = None if outs is None else outs._arrays.get("actor")
         with_actor = None if actor is None or key != "actions" else actor[: len(storage)]
         stored = lossless(coerce_key(key, scratch, with_actor, name), storage.dtype, name)
-        rules, current = applicable_rules(name, self.outs._rule_values)
+        rules, current = applicable_rules(name, None if outs is None else outs._rule_values)
         for rule in rules:
             rule.check({**(current or {}), name: stored})
         handle[index] = stored.reshape(-1)[ids]
-        mask = self.outs._unset.get(key)
+        mask = None if outs is None else outs._unset.get(key)
         if mask is not None and mask.shape == storage.shape:  # (rows of None: [T+1, B])
             mask.reshape(-1)[flat_ids] = False

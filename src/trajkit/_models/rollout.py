@@ -38,7 +38,7 @@ from trajkit._models.rollout_checks import (
 )
 from trajkit._models.rollout_obs_tower2 import missing_critic
 from trajkit._models.rollout_training import AdvantageNormalization, TrainingMethods
-from trajkit._models.rules import FIELD_RULES
+from trajkit._models.rules import FIELD_RULES, episode_ends
 
 __all__ = [
     "FIELD_DIMS",
@@ -548,7 +548,7 @@ class Rollout(TrainingMethods, BaseModel):
         """
         if self.final_obses is None:
             return _tree.map_leaves(lambda leaf: leaf[1:].copy(), self.obses)
-        ends = np.nonzero(self.dones[1:] == 1)
+        ends = np.nonzero(episode_ends(self.dones))
         finals = iter(_tree.leaves(self.final_obses))
 
         def after(leaf: AnyArray) -> AnyArray:

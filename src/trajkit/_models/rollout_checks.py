@@ -28,6 +28,7 @@ from trajkit._models.rules import (
     CROSS_RULES,
     FIELD_RULES,
     OUTPUT_RULES,
+    TREE_FIELDS,
     FieldValues,
     conform,
     output_key,
@@ -147,18 +148,14 @@ def info_rows(T: int, B: int) -> InfoRows:
 
 FIELD_CHECKS: Mapping[str, Callable[[Any, bool], Any]] = MappingProxyType(
     {
-        "states": _array_check("states"),
-        "obses": _array_check("obses"),
-        "rews": _array_check("rews"),
-        "dones": _array_check("dones"),
+        **{name: _array_check(name) for name, rule in FIELD_RULES.items() if not rule.optional},
         "infos": _v_infos,
         "model_outs": _v_model_outs,
-        "truncated": _array_check("truncated"),
-        "final_values": _array_check("final_values"),
-        "final_obses": _array_check("final_obses"),
+        **{name: _array_check(name) for name, rule in FIELD_RULES.items() if rule.optional},
     }
 )
-"""Each field's validator (the value, and whether to copy it), in declaration order."""
+"""Each field's validator (the value, and whether to copy it), in declaration order: the
+rule table's required fields, `infos`, `model_outs`, then its optional fields."""
 
 
 def field_validator(name: str) -> PlainValidator:
@@ -388,7 +385,7 @@ def _pair_problems(rollout: RolloutLike) -> list[str]:
 def _per_step_tuple_hints(rollout: RolloutLike, T: int) -> list[str]:
     """A hint for a tuple of T+1 per-step arrays, which reads as a Gymnasium Tuple instead."""
     hints = []
-    for name in ("obses", "states"):
+    for name in TREE_FIELDS:
         value = rollout.__dict__.get(name)
         if isinstance(value, tuple) and len(value) == T + 1 and all(map(_tree.is_leaf, value)):
             hints.append(

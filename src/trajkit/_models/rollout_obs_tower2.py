@@ -99,7 +99,7 @@ class ObsTower2Methods:
             >>> example_rollout(num_steps=4, num_envs=3).value_predictions().shape
             (5, 3)
         """
-        return np.array(self._model_out("critic", "value_predictions"), dtype=np.float32)
+        return np.array(self._model_out("critic", "value_predictions"))
 
     def actions(self) -> Int32Array | Float32Array:
         """The actions taken at each timestep: `model_outs[t]['actions']`, a new array.
@@ -118,10 +118,7 @@ class ObsTower2Methods:
             >>> box.actions().dtype, box.actions().shape
             (dtype('float32'), (5, 3, 2))
         """
-        actions = self._model_out("actions", "actions")
-        if actions.dtype.kind == "f":
-            return np.array(actions, dtype=np.float32)
-        return np.array(actions, dtype=np.int32)
+        return np.array(self._model_out("actions", "actions"))  # as stored: int32 or float32
 
     def log_probs(self) -> Float32Array:
         """Log-probabilities of the actions taken: `model_outs[t]['log_probs']`, float32 `[T+1, B]`.
@@ -134,7 +131,7 @@ class ObsTower2Methods:
             >>> example_rollout(num_steps=4, num_envs=3).log_probs().shape
             (5, 3)
         """
-        return np.array(self._model_out("log_probs", "log_probs"), dtype=np.float32)
+        return np.array(self._model_out("log_probs", "log_probs"))
 
     def logits(self) -> Float32Array:
         """The actor's logits: `model_outs[t]['actor']`, float32 `[T+1, B, A]`.
@@ -147,7 +144,7 @@ class ObsTower2Methods:
             >>> example_rollout(num_steps=4, num_envs=3, num_actions=5).logits().shape
             (5, 3, 5)
         """
-        return np.array(self._model_out("actor", "logits"), dtype=np.float32)
+        return np.array(self._model_out("actor", "logits"))
 
     def advantages(self, gamma: float, lam: float) -> Float32Array:
         r"""Generalized advantage estimates, float32 `[T, B]` (Schulman et al. 2015).

@@ -34,12 +34,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import numpy as np
 
 from trajkit._base.types import AnyArray
 from trajkit._core import tree as _tree
+from trajkit._core.episodes import check_truncations, episode_ends
 from trajkit._models.arrays import (
     as_float32,
     as_int32,
@@ -57,27 +58,38 @@ __all__ = [
     "CROSS_RULES",
     "FIELD_RULES",
     "FLOAT32_OUTPUTS",
+    "INT_ACTIONS",
     "OUTPUT_RULES",
     "PER_ENV_SCALAR_OUTPUTS",
+    "STEP_COLUMNS",
+    "TREE_FIELDS",
+    "TreeField",
     "CrossRule",
     "FieldValues",
     "Rule",
     "all_finite",
     "check_action_range",
+    "check_truncations",
     "conform",
     "conform_into",
     "discrete_actions",
+    "episode_ends",
     "lossless",
+    "named_arrays",
+    "no_states",
     "output_key",
     "output_name",
     "output_rule",
     "rules_reading",
+    "stray_bool_byte",
     "within_float32",
 ]
 
 DType = Literal["float32", "real", "action"]
 
 _F32 = np.dtype(np.float32)
+INT_ACTIONS = np.dtype(np.int32)
+"""How integer actions are stored (Discrete, MultiDiscrete, MultiBinary); Box ones as float32."""
 _F32_MAX = float(np.finfo(np.float32).max)
 _F32_EXACT = 1 << 24  # the largest integer magnitude float32 holds with every integer below
 
@@ -95,6 +107,8 @@ class Rule:
         nested: It may be a dict/tuple tree of arrays (Gymnasium `Dict` and `Tuple` spaces).
         optional: It may be `None`.
         min_ndim: The fewest dimensions of one array (or leaf) as given.
+        column: Its name for one step's value in tables of steps (Arrow, Ray and transition
+            columns; the spec's `obs_`/`state_` fields): `obs`, `reward`, `action`, ...
     """
 
     dims: str
@@ -104,6 +118,7 @@ class Rule:
     nested: bool = False
     optional: bool = False
     min_ndim: int = 1
+    column: str | None = None
 
     @property
     def stored_dtypes(self) -> tuple[str, ...] | None:
@@ -113,7 +128,8 @@ class Rule:
             >>> OUTPUT_RULES["actions"].stored_dtypes, FIELD_RULES["obses"].stored_dtypes
             (('int32', 'float32'), None)
         """
-        return {"float32": ("float32",), "action": ("int32", "float32"), "real": None}[self.dtype]
+        stored = {"float32": ("float32",), "action": (INT_ACTIONS.name, "float32")}
+        return stored.get(self.dtype)
 
     @property
     def file_dtype(self) -> str | None:
@@ -230,12 +246,14 @@ class Rule:
 
 FIELD_RULES: Mapping[str, Rule] = MappingProxyType(
     {
-        "states": Rule("T+1 B ...", "float32", finite=True, nested=True, min_ndim=2),
-        "obses": Rule("T+1 B ...", "real", finite=True, nested=True),
-        "rews": Rule("T B", "float32", finite=True),
+        "states": Rule(
+            "T+1 B ...", "float32", finite=True, nested=True, min_ndim=2, column="state"
+        ),
+        "obses": Rule("T+1 B ...", "real", finite=True, nested=True, column="obs"),
+        "rews": Rule("T B", "float32", finite=True, column="reward"),
         "dones": Rule("T+1 B", "float32", flag=True),
-        "truncated": Rule("T B", "float32", flag=True, optional=True),
-        "final_values": Rule("T B", "float32", finite=True, optional=True),
+        "truncated": Rule("T B", "float32", flag=True, optional=True, column="truncated"),
+        "final_values": Rule("T B", "float32", finite=True, optional=True, column="final_value"),
         "final_obses": Rule("E ...", "real", finite=True, nested=True, optional=True),
     }
 )
@@ -245,16 +263,55 @@ FIELD_RULES: Mapping[str, Rule] = MappingProxyType(
 
 OUTPUT_RULES: Mapping[str, Rule] = MappingProxyType(
     {
-        "critic": Rule("T+1 B", "float32", finite=True),
-        "log_probs": Rule("T+1 B", "float32", finite=True),
+        "critic": Rule("T+1 B", "float32", finite=True, column="value"),
+        "log_probs": Rule("T+1 B", "float32", finite=True, column="log_prob"),
         "actor": Rule("T+1 B A", "float32", finite=True),
-        "actions": Rule("T+1 B ...", "action", finite=True),
+        "actions": Rule("T+1 B ...", "action", finite=True, column="action"),
         "*": Rule("T+1 B ...", "real"),
         "*scalar": Rule("T+1", "real"),
     }
 )
 """The model outputs' rules. `*` applies to other keys; `*scalar` to other keys with one value
 per step (no B), such as obs-tower2 GAIL's `prob_pi`, stored as `[T+1]`."""
+
+
+TreeField = Literal["obses", "states"]
+
+TREE_FIELDS: tuple[TreeField, ...] = get_args(TreeField)
+"""The fields with one tree per step, as `TreeField` types them for callers (a test holds them
+to the required `nested` rules of `FIELD_RULES`); `final_obses` is laid out as `obses`."""
+
+STEP_COLUMNS: Mapping[str, str] = MappingProxyType(
+    {name: rule.column for name, rule in {**FIELD_RULES, **OUTPUT_RULES}.items() if rule.column}
+)
+"""Each field's and model output's name in tables of steps (`Rule.column`): `rews` -> `reward`."""
+
+
+def named_arrays(rollout: Any) -> list[tuple[str, AnyArray]]:
+    """Every array of a rollout as messages name it: set fields in table order, then outputs."""
+    named = [
+        (_tree.format_path(name, path), leaf)
+        for name in FIELD_RULES
+        for path, leaf in _tree.flatten(getattr(rollout, name))
+        if leaf is not None
+    ]
+    return named + [(output_name(k), a) for k, a in rollout.model_outs.arrays.items()]
+
+
+def no_states(T: int, B: int) -> AnyArray:
+    """The `states` of a rollout that records none: `(T+1, B, 0)`, in the rule's dtype."""
+    return np.zeros((T + 1, B, 0), FIELD_RULES["states"].file_dtype)
+
+
+def stray_bool_byte(array: AnyArray) -> int | None:
+    """The flat index of a bool's byte other than 0 and 1 (made by `.view(bool)`), or `None`.
+
+    Such a "bool" compares unlike `True`: files and Arrow cells holding one are refused.
+    """
+    raw = array.reshape(-1).view(np.uint8)
+    if not raw.size or int(raw.max()) <= 1:
+        return None
+    return int(np.argmax(raw > 1))
 
 
 def output_rule(key: str, ndim: int | None = None) -> Rule:
@@ -356,7 +413,7 @@ def conform(
     if rule.dtype == "action":
         array = as_numeric(value, name, copy=False, min_ndim=ndim)
         if array.dtype.kind == "b":  # MultiBinary flags given as bool
-            return array.astype(np.int32)
+            return array.astype(INT_ACTIONS)
         if array.dtype.kind in "iu" or discrete:
             return as_int32(array, name, copy=copy, min_ndim=ndim, axes=axes)
         return as_float32(array, name, copy=copy, min_ndim=ndim, finite=True, axes=axes)
@@ -489,11 +546,12 @@ def output_key(name: str) -> str | None:
 _ACTIONS, _ACTOR = output_name("actions"), output_name("actor")
 
 
-def discrete_actions(arrays: Mapping[str, Any]) -> bool:
+def discrete_actions(arrays: Mapping[str, Any], lead: int = 2) -> bool:
     """Whether `arrays` hold Discrete actions: `actions` `[T+1, B]`, `actor` `[T+1, B, A]`.
 
     Only then are the actions indices into the logits, checked to lie in `[0, A)`. `arrays`
-    maps model-output keys (`actions`) to arrays.
+    maps model-output keys (`actions`) to arrays with `lead` leading dimensions: 2 for the
+    stacked `[T+1, B, ...]`, 1 for one step's `[B, ...]`.
 
     Examples:
         >>> discrete_actions({"actions": np.zeros((3, 2)), "actor": np.zeros((3, 2, 4))})
@@ -502,7 +560,7 @@ def discrete_actions(arrays: Mapping[str, Any]) -> bool:
         False
     """
     actions, actor = arrays.get("actions"), arrays.get("actor")
-    return actions is not None and actor is not None and actions.ndim == 2 and actor.ndim == 3
+    return actions is not None and actor is not None and actions.ndim == lead == actor.ndim - 1
 
 
 def check_action_range(actions: AnyArray, num_actions: int, name: str, axes: str = "tb") -> None:
@@ -551,17 +609,6 @@ class CrossRule:
     check_written: Callable[[FieldValues, AnyArray, str, str], None] | None = None
 
 
-def _truncation_ends_episode(values: FieldValues) -> None:
-    truncated, dones = values["truncated"], values["dones"]
-    bad = (truncated == 1) & (dones[1:] == 0)
-    if np.logical_or.reduce(bad, axis=None):
-        t, b = first_true(bad)
-        raise ValueError(
-            f"truncated[{t}, {b}] is 1 but dones[{t + 1}, {b}] is 0: a truncated step "
-            "must end its episode (set dones[t+1] = 1 where truncated[t] = 1)"
-        )
-
-
 def _is_discrete(values: FieldValues) -> bool:
     return discrete_actions({"actions": values.get(_ACTIONS), "actor": values.get(_ACTOR)})
 
@@ -591,7 +638,7 @@ def _final_obses_per_episode_end(values: FieldValues) -> None:
             f"final_obses must have the structure of obses: obses is {describe(want_paths)}, "
             f"final_obses is {describe(got_paths)}"
         )
-    ends = int(np.count_nonzero(values["dones"][1:] == 1))
+    ends = int(np.count_nonzero(episode_ends(values["dones"])))
     for (path, obs), (_, leaf) in zip(want, got, strict=True):
         name = _tree.format_path("final_obses", path)
         obs_name = _tree.format_path("obses", path)
@@ -618,7 +665,7 @@ CROSS_RULES: tuple[CrossRule, ...] = (
         "a truncated step ends its episode: truncated[t] = 1 needs dones[t+1] = 1",
         reads=("truncated", "dones"),
         applies=lambda values: values.get("truncated") is not None,
-        check=_truncation_ends_episode,
+        check=lambda values: check_truncations(values["truncated"], values["dones"]),
     ),
     CrossRule(
         "Discrete actions ([T+1, B], next to actor logits [T+1, B, A]) lie in [0, A)",

@@ -28,7 +28,13 @@ from typing_extensions import Self
 from trajkit._base.docstrings import described
 from trajkit._core import tree as _tree
 from trajkit._models.dims import fmt_shape
-from trajkit._models.rules import OUTPUT_RULES
+from trajkit._models.rules import (
+    FIELD_RULES,
+    OUTPUT_RULES,
+    STEP_COLUMNS,
+    TREE_FIELDS,
+    TreeField,
+)
 
 if TYPE_CHECKING:
     from trajkit._models.rollout import Rollout
@@ -73,8 +79,8 @@ _KNOWN_OUTPUTS: Mapping[str, tuple[tuple[str, ...], int | None, str]] = {
 }
 """Model outputs stored in fixed dtypes: (dtypes, per-env ndim, in words), from `OUTPUT_RULES`."""
 
-# The two fields that may be nested, with the names of their flat and per-leaf spec fields.
-_NESTED_FIELDS: Mapping[str, str] = {"obses": "obs", "states": "state"}
+# The fields of one tree per step, with the prefix of their flat and per-leaf spec fields.
+_NESTED_FIELDS: Mapping[TreeField, str] = {name: STEP_COLUMNS[name] for name in TREE_FIELDS}
 
 # Fields of the flat or the nested form, left out of dumps when unused.
 _FORM_FIELDS = ("obs_shape", "obs_dtype", "obs_leaves", "state_shape", "state_leaves")
@@ -267,9 +273,10 @@ class RolloutSpec(BaseModel):
                 )
         problems.extend(self._field_problems("obs", with_dtype=True))
         problems.extend(self._field_problems("state", with_dtype=False))
+        stored = FIELD_RULES["states"].file_dtype
         for path, leaf in (self.state_leaves or {}).items():
-            if leaf.dtype != "float32":
-                problems.append(f"state_leaves[{path!r}] must be float32, got {leaf.dtype}")
+            if leaf.dtype != stored:
+                problems.append(f"state_leaves[{path!r}] must be {stored}, got {leaf.dtype}")
         if problems:
             raise ValueError("; ".join(problems))
         return self
@@ -302,11 +309,11 @@ class RolloutSpec(BaseModel):
                     del data[name]
         return data
 
-    def leaves(self, name: Literal["obses", "states"]) -> list[tuple[_tree.Path, OutputSpec]]:
+    def leaves(self, name: TreeField) -> list[tuple[_tree.Path, OutputSpec]]:
         """The per-step layout of every leaf of `obses` or `states`, in order.
 
         Args:
-            name: `"obses"` or `"states"`.
+            name: A field of one tree per step (`TREE_FIELDS`): `"obses"` or `"states"`.
 
         Returns:
             `(path, spec)` pairs: one pair with path `()` for a flat field, else the leaf paths
@@ -431,7 +438,7 @@ class RolloutSpec(BaseModel):
             )
         )
 
-    def _leaf_layouts(self, name: Literal["obses", "states"]) -> dict[str, LeafLayout]:
+    def _leaf_layouts(self, name: TreeField) -> dict[str, LeafLayout]:
         return {
             _tree.format_path("", path): (leaf.shape, leaf.dtype)
             for path, leaf in self.leaves(name)
@@ -441,7 +448,7 @@ class RolloutSpec(BaseModel):
         problems: list[str] = []
         for name, prefix in _NESTED_FIELDS.items():
             problems.extend(
-                _compare_leaves(name, prefix, getattr(actual, name), self._leaf_layouts(name))  # type: ignore[arg-type]
+                _compare_leaves(name, prefix, getattr(actual, name), self._leaf_layouts(name))
             )
         problems.extend(self._output_problems(actual))
         if actual.has_truncation != self.has_truncation:

@@ -22,6 +22,7 @@ from trajkit._core import tree as _tree
 from trajkit._core.minibatch import MinibatchPlan, sample
 from trajkit._models.errors import MissingModelOutputError
 from trajkit._models.rollout import Rollout
+from trajkit._models.rules import STEP_COLUMNS, episode_ends
 
 __all__ = [
     "RolloutFiles",
@@ -107,13 +108,13 @@ def step_columns(
     `n_step_return` and `n_step_discount` (`last`: the bootstrap step of each, else `None`).
     With `optional`, a rollout without actions has no `action` column rather than an error.
     """
-    ends = rollout.dones[1:] == 1
+    ends = episode_ends(rollout.dones)
     cut = np.zeros(ends.shape, bool) if rollout.truncated is None else rollout.truncated == 1
     columns: dict[str, AnyArray] = {}
     if not optional or "actions" in rollout.model_outs.arrays:
-        columns["action"] = _actions(rollout, method)
+        columns[STEP_COLUMNS["actions"]] = _actions(rollout, method)
     columns |= {
-        "reward": rollout.rews,
+        STEP_COLUMNS["rews"]: rollout.rews,
         "terminated": ends & ~cut,
         "truncated": cut,
         "episode": _tr.episode_ids(rollout.dones, source=source),

@@ -58,16 +58,16 @@ Examples:
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Generator, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from trajkit._base.optional import require
 from trajkit._base.types import AnyArray
-from trajkit._core import tree as _tree
 from trajkit._io.atomic import atomic_write, same_file
 from trajkit._io.mapped import mapped_files
 from trajkit._io.remote import is_url
 from trajkit._models.rollout import Rollout
+from trajkit._models.rules import named_arrays
 from trajkit.arrow._export import (
     ROW_GROUP_BYTES,
     EpisodeIds,
@@ -75,7 +75,7 @@ from trajkit.arrow._export import (
     rollout_table,
     rollout_tables,
 )
-from trajkit.arrow._import import read_file, read_table
+from trajkit.arrow._import import iter_file, read_table
 from trajkit.arrow._layout import (
     AUTO_COMPACT_BYTES,
     LAYOUT_COLUMN,
@@ -95,6 +95,7 @@ __all__ = [
     "MAX_ROWS",
     "ROW_GROUP_BYTES",
     "from_arrow",
+    "iter_parquet",
     "read_parquet",
     "to_arrow",
     "write_parquet",
@@ -102,7 +103,8 @@ __all__ = [
 
 MAX_ROWS = 1 << 24
 """The most rows [`from_arrow`][trajkit.arrow.from_arrow] and
-[`read_parquet`][trajkit.arrow.read_parquet] read unless told otherwise (16,777,216): a
+[`iter_parquet`][trajkit.arrow.iter_parquet] (and so
+[`read_parquet`][trajkit.arrow.read_parquet]) read unless told otherwise (16,777,216): a
 Parquet file of constant rows compresses to almost nothing, so its declared row count is
 checked against this budget before anything is read."""
 
@@ -361,41 +363,109 @@ def _writer_options(schema: Any, options: dict[str, Any]) -> dict[str, Any]:
 
 
 def _rollout_arrays(rollout: Rollout) -> Iterator[AnyArray]:
-    """Every array of `rollout`: tree leaves, the per-step fields and the model outputs."""
-    for name in ("states", "obses"):
-        for _, leaf in _tree.flatten(getattr(rollout, name)):
-            yield leaf
-    for array in (rollout.rews, rollout.dones, rollout.truncated, rollout.final_values):
-        if array is not None:
-            yield array
-    yield from rollout.model_outs.arrays.values()
+    """Every array of `rollout`: the fields' (tree leaves included) and the model outputs."""
+    return (array for _, array in named_arrays(rollout))
+
+
+def iter_parquet(
+    path: str | os.PathLike[str], *, max_rows: int | None = MAX_ROWS
+) -> Generator[Rollout, None, None]:
+    """Read the rollouts of a Parquet file in trajkit's layout one at a time (see `write_parquet`).
+
+    Each rollout is validated and yielded before the next one is read, so the memory it takes
+    is one rollout and the reader's batches, whatever the size of the file: a report or a
+    conversion can go over a file larger than memory. The file is read in two passes. The
+    first reads its `rollout` column (and the layout column), counting the rows against
+    `max_rows` as they come: a file is refused as soon as it has given more, whatever its
+    footer declares (its declared count is checked first, too). It keeps only which rows make
+    which rollout (a range per rollout), before anything the size of a rollout is built. The
+    second reads each rollout in turn: first its small columns (`step`, `env` and the episode
+    flags), which give its T and B and its `dones`, then its other columns a batch of rows
+    at a time: each batch's values become NumPy arrays straight from Arrow's buffers, are
+    checked as [`from_arrow`][trajkit.arrow.from_arrow] checks a table, and are copied into
+    the rollout's arrays; a `next_` column is checked against the rows after it as they come,
+    and the `episode_id` column against the numbering `write_parquet` gives the rollouts.
+    Two threads decode the row groups in turn, a batch ahead of the checks (8 MiB of values
+    each). A file that polars, DuckDB or HF `datasets` rewrote (without the schema metadata)
+    reads back the same, through its `trajkit_layout` column.
+
+    The bound holds for files in `write_parquet`'s order, where each rollout's rows are
+    consecutive and the rollouts come in the order of their `rollout` id (a rollout whose own
+    rows were shuffled is taken in order, a rollout's worth at a time). A file rewritten in
+    another order (rollouts sorted otherwise, or their rows interleaved) is read whole, as
+    `read_parquet` reads it, then its rollouts are yielded one at a time.
+
+    Page checksums are verified where the file has them (as `write_parquet` writes it): a
+    damaged page is refused, never read as other values. The file stays open until the
+    iterator is exhausted or closed (a `for` loop left early closes it when the iterator is
+    let go; `contextlib.closing` closes it at once); its reading threads end with it.
+
+    Args:
+        path: The Parquet file.
+        max_rows: The most rows the file may hold (`None`: no limit); see `MAX_ROWS`.
+
+    Yields:
+        The rollouts, validated, in the order of their `rollout` column.
+
+    Raises:
+        ImportError: If pyarrow is not installed (raised by the call).
+        OSError: If the file cannot be read.
+        ValueError: If the file is not Parquet or is damaged (a page whose checksum does not
+            match, a header that does not parse), has more rows than `max_rows`, or is not in
+            trajkit's layout (see `from_arrow`). Raised when the iteration comes to it: the
+            rollouts yielded before it were read and checked whole.
+
+    Examples:
+        >>> import os, tempfile
+        >>> import trajkit.arrow
+        >>> from trajkit.testing import example_rollout
+        >>> rs = [example_rollout(num_steps=4 + s, num_envs=2, seed=s) for s in range(3)]
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     path = os.path.join(tmp, "runs.parquet")
+        ...     trajkit.arrow.write_parquet(rs, path)
+        ...     steps = [r.num_steps for r in trajkit.arrow.iter_parquet(path)]
+        >>> steps
+        [4, 5, 6]
+    """
+    pa = load_pyarrow()
+    parquet = require("pyarrow.parquet", "arrow", "trajkit.arrow")
+    fs = require("pyarrow.fs", "arrow", "trajkit.arrow")
+    return _rollouts(pa, parquet, fs, os.fspath(path), max_rows)
+
+
+def _rollouts(
+    pa: Any, parquet: Any, fs: Any, where: str, max_rows: int | None
+) -> Generator[Rollout, None, None]:
+    """`iter_parquet`'s generator: the file opened, read, and closed when it ends."""
+    filesystem = fs.LocalFileSystem()
+    if is_url(where):
+        filesystem, where = fs.FileSystem.from_uri(where)
+
+    def reader(source: Any, metadata: Any = None) -> Any:
+        return parquet.ParquetFile(source, metadata=metadata, page_checksum_verification=True)
+
+    try:
+        with filesystem.open_input_file(where) as source, reader(source) as file:
+            yield from iter_file(pa, file, lambda metadata: reader(source, metadata), max_rows)
+    except pa.ArrowException as exc:
+        raise ValueError(f"not a readable Parquet file: {exc}") from None
+    except OSError as exc:
+        if exc.errno is not None:  # the system's: the file cannot be read
+            raise
+        # pyarrow's: the file's bytes are not what they say (a page checksum, a header)
+        raise ValueError(f"not a readable Parquet file: {exc}") from None
 
 
 def read_parquet(path: str | os.PathLike[str], *, max_rows: int | None = MAX_ROWS) -> list[Rollout]:
     """Read the rollouts of a Parquet file in trajkit's layout (see `write_parquet`).
 
-    The file is read in two passes, a row group at a time. The first reads its small
-    columns (`rollout`, `step`, `env` and the episode flags), counting the rows against
-    `max_rows` as they come: a file is refused as soon as it has given more, whatever its
-    footer declares (its declared count is checked first, too). They say which rows make
-    which rollout, its T and B, before anything the size of a rollout is built. The second
-    reads the other columns a batch of rows at a time: each batch's values become NumPy arrays
-    straight from Arrow's buffers, are checked as [`from_arrow`][trajkit.arrow.from_arrow]
-    checks a table, and are copied into the rollout's arrays; a `next_` column is checked
-    against the rows after it as they come, and the `episode_id` column against the
-    numbering `write_parquet` gives the rollouts. Two threads decode the row groups in turn,
-    a batch ahead of the checks. So the memory a file takes is its rollouts and a few
-    batches (8 MiB of values each) besides what pyarrow holds of two row groups. Rows in
-    another order than `write_parquet`'s (a rewrite that sorted or shuffled them) are read
-    whole, then taken in order. A file that polars, DuckDB or HF `datasets` rewrote (without
-    the schema metadata) reads back the same, through its `trajkit_layout` column.
-
-    Page checksums are verified where the file has them (as `write_parquet` writes it): a
-    damaged page is refused, never read as other values.
+    The rollouts of [`iter_parquet`][trajkit.arrow.iter_parquet], as a list: the file is
+    read and checked as it reads it, so the memory it takes is the file's rollouts and a few
+    batches besides.
 
     Args:
         path: The Parquet file.
-        max_rows: The most rows to read (`None`: no limit); see `MAX_ROWS`.
+        max_rows: The most rows the file may hold (`None`: no limit); see `MAX_ROWS`.
 
     Returns:
         The rollouts, validated, in the order of their `rollout` column.
@@ -403,9 +473,8 @@ def read_parquet(path: str | os.PathLike[str], *, max_rows: int | None = MAX_ROW
     Raises:
         ImportError: If pyarrow is not installed.
         OSError: If the file cannot be read.
-        ValueError: If the file is not Parquet or is damaged (a page whose checksum does not
-            match, a header that does not parse), has more rows than `max_rows`, or is not in
-            trajkit's layout (see `from_arrow`).
+        ValueError: If the file is not Parquet or is damaged, has more rows than `max_rows`,
+            or is not in trajkit's layout (see `iter_parquet` and `from_arrow`).
 
     Examples:
         >>> import os, tempfile
@@ -417,23 +486,4 @@ def read_parquet(path: str | os.PathLike[str], *, max_rows: int | None = MAX_ROW
         ...     [r.num_steps for r in trajkit.arrow.read_parquet(path)]
         [4]
     """
-    pa = load_pyarrow()
-    parquet = require("pyarrow.parquet", "arrow", "trajkit.arrow")
-    fs = require("pyarrow.fs", "arrow", "trajkit.arrow")
-    where, filesystem = os.fspath(path), fs.LocalFileSystem()
-    if is_url(where):
-        filesystem, where = fs.FileSystem.from_uri(where)
-
-    def reader(source: Any, metadata: Any = None) -> Any:
-        return parquet.ParquetFile(source, metadata=metadata, page_checksum_verification=True)
-
-    try:
-        with filesystem.open_input_file(where) as source, reader(source) as file:
-            return read_file(pa, file, lambda metadata: reader(source, metadata), max_rows)
-    except pa.ArrowException as exc:
-        raise ValueError(f"not a readable Parquet file: {exc}") from None
-    except OSError as exc:
-        if exc.errno is not None:  # the system's: the file cannot be read
-            raise
-        # pyarrow's: the file's bytes are not what they say (a page checksum, a header)
-        raise ValueError(f"not a readable Parquet file: {exc}") from None
+    return list(iter_parquet(path, max_rows=max_rows))

@@ -15,6 +15,7 @@ import numpy as np
 
 from trajkit._base.types import AnyArray
 from trajkit._models.arrays import first_true, fmt_index
+from trajkit._models.rules import stray_bool_byte
 from trajkit.arrow._buffers import to_numpy
 from trajkit.arrow._layout import load_compute
 
@@ -108,9 +109,9 @@ def binary_values(column: Any, dtype: np.dtype[Any], shape: Sequence[int]) -> An
     if data is None:
         return np.zeros((0, *shape), dtype)
     raw = np.frombuffer(data, np.uint8, count=n * width, offset=start)
-    if dtype == np.bool_ and raw.size and int(raw.max()) > 1:
-        i = int(np.argmax(raw > 1))
-        raise _BoolByteError(i // max(1, width), int(raw[i]))
+    stray = stray_bool_byte(raw) if dtype == np.bool_ else None
+    if stray is not None:
+        raise _BoolByteError(stray // max(1, width), int(raw[stray]))
     values: AnyArray = raw.view(dtype).reshape(n, *shape)
     return values
 

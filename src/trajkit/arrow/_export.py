@@ -13,7 +13,7 @@ from trajkit._base.types import AnyArray
 from trajkit._core import tree as _tree
 from trajkit._io.infos import info_entries, sparse_infos_to_json
 from trajkit._models.rollout import Rollout, given_infos
-from trajkit._models.rules import FIELD_RULES
+from trajkit._models.rules import FIELD_RULES, STEP_COLUMNS, TREE_FIELDS, episode_ends
 from trajkit.arrow._buffers import from_numpy, strings, validity
 from trajkit.arrow._layout import (
     AUTO_COMPACT_BYTES,
@@ -28,7 +28,10 @@ from trajkit.arrow._layout import (
     reset_column,
 )
 
-_FIELDS = {"obses": ("obs", "next_obs"), "states": ("state", "next_state")}
+_FIELDS: dict[str, tuple[str, str]] = {
+    name: (STEP_COLUMNS[name], "next_" + STEP_COLUMNS[name]) for name in TREE_FIELDS
+}
+"""The columns of each tree field's leaves: `obs...` and `next_obs...`."""
 _STORED = {name: np.dtype(FIELD_RULES[name].file_dtype) for name in ("rews", "final_values")}
 """The column dtypes of the per-step values, as the rule table declares them."""
 
@@ -118,7 +121,7 @@ def _column_name(prefix: str, path: _tree.Path) -> str:
 
 def _output_columns(key: str) -> tuple[str, str]:
     if key == "actions":
-        return "action", "next_action"
+        return STEP_COLUMNS[key], "next_" + STEP_COLUMNS[key]
     return f"out.{key}", f"next_out.{key}"
 
 
@@ -350,7 +353,7 @@ class _Context:
         self.T, self.B = rollout.num_steps, rollout.batch_size
         self.obses = _field_leaves(rollout, "obses")
         self.states = _field_leaves(rollout, "states")
-        self.ends: AnyArray = rollout.dones[1:] == 1
+        self.ends: AnyArray = episode_ends(rollout.dones)
         self.binary = {
             column
             for item in _layout_items(layout)
@@ -374,7 +377,7 @@ class _Context:
 
 
 def _layout_items(layout: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    for field in ("obses", "states"):
+    for field in TREE_FIELDS:
         for leaf in layout["fields"][field]["leaves"]:
             if leaf["column"] is not None:
                 yield leaf
@@ -383,7 +386,7 @@ def _layout_items(layout: dict[str, Any]) -> Iterator[dict[str, Any]]:
 
 def _column_paths(rollout: Rollout) -> Iterator[tuple[str, _tree.Path]]:
     for path, _ in _tree.flatten(rollout.obses):
-        yield _column_name("obs", path), path
+        yield _column_name(STEP_COLUMNS["obses"], path), path
 
 
 class _Columns:
@@ -442,15 +445,15 @@ def _step_columns(
         columns.leaf(name, leaf[t0:t1])
     outs = rollout.model_outs.arrays
     if "actions" in outs:
-        columns.leaf("action", _per_env(outs["actions"], B)[t0:t1])
-    columns.flat("reward", rollout.rews[t0:t1].reshape(-1).astype(_STORED["rews"]))
+        columns.leaf(STEP_COLUMNS["actions"], _per_env(outs["actions"], B)[t0:t1])
+    columns.flat(STEP_COLUMNS["rews"], rollout.rews[t0:t1].reshape(-1).astype(_STORED["rews"]))
     columns.flat("terminated", (ends & ~cut).reshape(-1))
     columns.flat("truncated", (ends & cut).reshape(-1))
     _next_obs_columns(columns, context, steps)
     columns.flat("is_first", rollout.dones[t0:t1].reshape(-1) == 1)
     if rollout.final_values is not None:
         final_values = rollout.final_values[t0:t1].reshape(-1)
-        columns.flat("final_value", final_values.astype(_STORED["final_values"]))
+        columns.flat(STEP_COLUMNS["final_values"], final_values.astype(_STORED["final_values"]))
 
 
 def _next_obs_columns(columns: _Columns, context: _Context, steps: tuple[int, int]) -> None:

@@ -6,11 +6,14 @@ batch of rows at a time, in (step, env) order (`Assembly.feed`): each batch's ce
 NumPy arrays straight from Arrow's buffers, are checked once, and are copied into the
 rollout's arrays (one copy); a `next_` column is checked against the rows after it as they
 come in. So nothing the size of a column is built besides the rollout: a Parquet file is read
-a row group at a time (`read_file`), and its rows never become one table.
+a row group at a time (`iter_file`), one rollout after the other, and its rows never become
+one table. Its first pass keeps only the runs of its `rollout` column (a range of rows per
+rollout); each rollout's small columns are read when its turn comes.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -20,14 +23,23 @@ from trajkit._base.types import AnyArray
 from trajkit._core import tree as _tree
 from trajkit._io.infos import infos_to_json, sparse_infos_to_json, strict_json_loads
 from trajkit._models.rollout import Rollout
-from trajkit._models.rules import FIELD_RULES, Rule, conform_into, lossless
+from trajkit._models.rules import (
+    FIELD_RULES,
+    STEP_COLUMNS,
+    TREE_FIELDS,
+    conform_into,
+    episode_ends,
+    lossless,
+)
 from trajkit.arrow._ahead import Batches, file_batches
 from trajkit.arrow._buffers import from_numpy, to_numpy
 from trajkit.arrow._cells import Where, exactly, no_nulls, positioned
+from trajkit.arrow._export import EpisodeIds
 from trajkit.arrow._layout import (
     LAYOUT_COLUMN,
     cell_bytes,
     check_columns,
+    load_compute,
     load_pyarrow,
     read_layout,
 )
@@ -80,15 +92,14 @@ def read_table(table: Any, max_rows: int | None) -> Rollout:
     if plan.order is not None:
         table = table.take(from_numpy(pa, plan.order))
     assembly = Assembly(pa, layout, plan)
-    for start, batch in _slices(table, _batch_rows(layout)):
-        assembly.feed(batch, start)
+    _feed(assembly, table, layout)
     return assembly.finish()
 
 
-def read_file(
+def iter_file(
     pa: Any, file: Any, reopen: Callable[[Any], Any], max_rows: int | None
-) -> list[Rollout]:
-    """The rollouts of a Parquet file (`read_parquet`), in the order of their `rollout` id.
+) -> Iterator[Rollout]:
+    """The rollouts of a Parquet file (`iter_parquet`), one at a time, in `rollout` id order.
 
     `reopen(metadata)`: another reader of the same open file, for a thread of its own.
     """
@@ -99,45 +110,178 @@ def read_file(
             "pass a larger max_rows (or None) to read it"
         )
     schema = file.schema_arrow
-    small = _read_small(pa, file, max_rows)
-    layout = read_layout(pa, small)
+    index = _Index(pa, file, max_rows)
+    layout = read_layout(pa, index.layouts)
     check_columns(pa, schema, layout)
-    plans = plan_rollouts(pa, small, layout)
-    del small
-    number(plans)
+    if index.problem is not None:
+        raise index.problem
+    if declared == 0:
+        raise ValueError("the table has no rows; a rollout has at least one step per env")
     names = [name for name in schema.names if name not in (*SMALL_COLUMNS, LAYOUT_COLUMN)]
-    if all(plan.streamed for plan in plans):
-        with Batches(file, reopen, names, _batch_rows(layout)) as batches:
-            return _stream(pa, batches, layout, plans)
-    # Rows out of order (a tool sorted or shuffled them): the rest of the file, then each
-    # rollout's rows taken in order.
+    if index.runs is None:  # rollouts out of order, or one's rows apart: read whole
+        yield from _whole(pa, file, layout, names)
+        return
+    small = _Cut(file_batches(reopen(file.metadata), list(SMALL_COLUMNS), _SMALL_BATCH_ROWS))
+    with Batches(file, reopen, names, _batch_rows(layout)) as batches:
+        rollouts = _Rollouts(pa, schema, layout, small, _Cut(batches))
+        for k, rows in enumerate(index.runs):
+            yield rollouts.read(k, rows)  # nothing of it stays here once the caller lets go
+        rollouts.rest.end()
+
+
+class _Rollouts:
+    """The second pass over a file in `write_parquet`'s order: one rollout after the other.
+
+    `small`: the small columns' rows; `rest`: the other columns', both from the file's start.
+    """
+
+    def __init__(
+        self, pa: Any, schema: Any, layout: dict[str, Any], small: _Cut, rest: _Cut
+    ) -> None:
+        self.pa, self.layout, self.small, self.rest = pa, layout, small, rest
+        self.fields = pa.schema([schema.field(name) for name in SMALL_COLUMNS])
+        others = [name for name in schema.names if name not in (*SMALL_COLUMNS, LAYOUT_COLUMN)]
+        self.others = pa.schema([schema.field(name) for name in others])
+        self.numbering = EpisodeIds()
+
+    def read(self, k: int, rows: range) -> Rollout:
+        """Rollout `k` (of the file's rows `rows`), the next in the file."""
+        pa, layout = self.pa, self.layout
+        part = pa.Table.from_batches(list(self.small.take(len(rows))), schema=self.fields)
+        plan = plan_rollout(pa, part, layout, rows)
+        plan.ids = self.numbering.next(plan.dones)
+        assembly = Assembly(pa, layout, plan, k)
+        if plan.order is None:
+            for batch in self.rest.take(len(rows)):
+                assembly.feed(batch, assembly.filled)
+        else:  # its rows in another order: taken in order, a rollout's worth
+            taken = pa.Table.from_batches(list(self.rest.take(len(rows))), schema=self.others)
+            _feed(assembly, taken.take(from_numpy(pa, plan.order)), layout)
+        return assembly.finish()
+
+
+class _Index:
+    """The first pass over a file: its `rollout` column as runs of rows, and its layouts.
+
+    Its rows are counted as they are read: a file is refused as soon as it has given more
+    than `max_rows`, whatever its footer declares. Only the runs of the `rollout` column are
+    kept (a `range` of rows per rollout), and the distinct values of the layout column.
+
+    Attributes:
+        runs: Each rollout's rows, where every rollout's rows are consecutive and the ids
+            ascend (as `write_parquet` writes them), else `None`.
+        layouts: A table of the schema's metadata and the distinct layouts, for `read_layout`.
+        problem: What is wrong with the `rollout` column (nulls, values out of range), raised
+            once the columns are checked.
+    """
+
+    def __init__(self, pa: Any, file: Any, max_rows: int | None) -> None:
+        schema = file.schema_arrow
+        names = [name for name in ("rollout", LAYOUT_COLUMN) if name in schema.names]
+        self.runs: list[range] | None = [] if "rollout" in names else None
+        self.problem: ValueError | None = None
+        self._last: int | None = None
+        texts, start = [], 0
+        for batch in _counted(file, names, max_rows) if names else ():
+            if LAYOUT_COLUMN in names:
+                texts.append(load_compute().unique(batch.column(LAYOUT_COLUMN).drop_null()))
+            self._runs(pa, batch, start)
+            start += batch.num_rows
+        fields = [schema.field(LAYOUT_COLUMN)] if LAYOUT_COLUMN in names else []
+        columns = [pa.chunked_array(texts, fields[0].type)] if fields else []
+        self.layouts = pa.Table.from_arrays(
+            columns, schema=pa.schema(fields, metadata=schema.metadata)
+        )
+
+    def _runs(self, pa: Any, batch: Any, start: int) -> None:
+        """Extend the runs by a batch of the `rollout` column (its first row: `start`)."""
+        runs = self.runs
+        if runs is None or self.problem is not None:
+            return
+        if not pa.types.is_integer(batch.column("rollout").type):
+            self.runs = None  # refused by `check_columns`
+            return
+        try:
+            ids = index_column(batch, "rollout", start)
+        except ValueError as exc:
+            self.problem = exc
+            return
+        if not len(ids):
+            return
+        bounds = [0, *(np.flatnonzero(ids[1:] != ids[:-1]) + 1).tolist(), len(ids)]
+        for a, b in itertools.pairwise(bounds):
+            value = int(ids[a])
+            if value == self._last:
+                runs[-1] = range(runs[-1].start, start + b)
+            elif self._last is None or value > self._last:
+                runs.append(range(start + a, start + b))
+                self._last = value
+            else:
+                self.runs = None  # rollouts out of order (a tool sorted the rows)
+                return
+
+
+class _Cut:
+    """The rows of a stream of record batches, taken a given number at a time."""
+
+    def __init__(self, batches: Iterable[Any]) -> None:
+        self.batches = iter(batches)
+        self.rest: Any = None
+
+    def take(self, rows: int) -> Iterator[Any]:
+        """The next `rows` rows, as batches (consume them all before the next `take`)."""
+        while rows:
+            batch = self.rest if self.rest is not None else next(self.batches, None)
+            self.rest = None
+            if batch is None:
+                raise ValueError("the file's columns hold fewer rows than its index columns")
+            if batch.num_rows > rows:
+                batch, self.rest = batch.slice(0, rows), batch.slice(rows)
+            rows -= batch.num_rows
+            yield batch
+
+    def end(self) -> None:
+        """Refuse rows left over once every rollout has taken its own."""
+        left = [self.rest] if self.rest is not None else []
+        if any(batch.num_rows for batch in itertools.chain(left, self.batches)):
+            raise ValueError("the file's columns hold more rows than its index columns")
+
+
+def _whole(pa: Any, file: Any, layout: dict[str, Any], names: list[str]) -> Iterator[Rollout]:
+    """A file whose rollouts are out of order, or one's rows apart: read whole, then taken."""
+    schema = file.schema_arrow
+    plans = plan_rollouts(pa, _read_small(pa, file), layout)
+    number(plans)
     table = pa.Table.from_batches(
         list(file_batches(file, names, _batch_rows(layout))),
         schema=pa.schema([schema.field(name) for name in names]),
     )
-    rollouts = []
     for i, plan in enumerate(plans):
-        rows = np.asarray(plan.rows)
-        part = table.take(from_numpy(pa, rows if plan.order is None else rows[plan.order]))
-        assembly = Assembly(pa, layout, plan, i)
-        for start, batch in _slices(part, _batch_rows(layout)):
-            assembly.feed(batch, start)
-        rollouts.append(assembly.finish())
-    return rollouts
+        yield _taken(pa, table, layout, plan, i)  # nothing of it stays here once yielded
 
 
-def _read_small(pa: Any, file: Any, max_rows: int | None) -> Any:
-    """The file's small columns (`SMALL_COLUMNS` and the layout's), refused past `max_rows`.
+def _taken(pa: Any, table: Any, layout: dict[str, Any], plan: Plan, number: int) -> Rollout:
+    """Rollout `number` of a table of the whole file, its rows taken in order."""
+    rows = np.asarray(plan.rows)
+    assembly = Assembly(pa, layout, plan, number)
+    taken = rows if plan.order is None else rows[plan.order]
+    _feed(assembly, table.take(from_numpy(pa, taken)), layout)
+    return assembly.finish()
 
-    Its rows are counted as they are read: a file is refused as soon as it has given more,
-    whatever its footer declares.
+
+def _feed(assembly: Assembly, table: Any, layout: dict[str, Any]) -> None:
+    """Feed a table of a rollout's rows, in (step, env) order, a batch at a time."""
+    for start, batch in _slices(table, _batch_rows(layout)):
+        assembly.feed(batch, start)
+
+
+def _counted(file: Any, names: list[str], max_rows: int | None) -> Iterator[Any]:
+    """The file's columns `names` in batches, its rows counted against `max_rows` as they come.
+
+    A file is refused as soon as it has given more, whatever its footer declares; and if it
+    holds another number of rows than its footer declares.
     """
-    schema, declared = file.schema_arrow, file.metadata.num_rows
-    names = [name for name in (*SMALL_COLUMNS, LAYOUT_COLUMN) if name in schema.names]
-    fields = pa.schema([schema.field(name) for name in names], metadata=schema.metadata)
-    if not names:
-        return fields.empty_table()
-    batches, count = [], 0
+    declared, count = file.metadata.num_rows, 0
     for batch in file_batches(file, names, _SMALL_BATCH_ROWS):
         count += batch.num_rows
         if max_rows is not None and count > max_rows:
@@ -145,10 +289,17 @@ def _read_small(pa: Any, file: Any, max_rows: int | None) -> Any:
                 f"the file holds more than max_rows={max_rows} rows (its footer "
                 f"declares {declared}); pass a larger max_rows (or None) to read it"
             )
-        batches.append(batch)
+        yield batch
     if count != declared:
         raise ValueError(f"the file declares {declared} rows but holds {count}")
-    return pa.Table.from_batches(batches, schema=fields)
+
+
+def _read_small(pa: Any, file: Any) -> Any:
+    """The file's small columns (`SMALL_COLUMNS`), whole (its rows were counted before)."""
+    schema = file.schema_arrow
+    fields = pa.schema([schema.field(name) for name in SMALL_COLUMNS])
+    batches = file_batches(file, list(SMALL_COLUMNS), _SMALL_BATCH_ROWS)
+    return pa.Table.from_batches(list(batches), schema=fields)
 
 
 def _slices(table: Any, rows: int) -> Iterator[tuple[int, Any]]:
@@ -161,35 +312,9 @@ def _slices(table: Any, rows: int) -> Iterator[tuple[int, Any]]:
 
 def _batch_rows(layout: dict[str, Any]) -> int:
     """Rows a batch of the second pass holds: about `BATCH_BYTES` of cells."""
-    items = [leaf for f in ("obses", "states") for leaf in layout["fields"][f]["leaves"]]
+    items = [leaf for f in TREE_FIELDS for leaf in layout["fields"][f]["leaves"]]
     row = 64 + sum(2 * cell_bytes(item) for item in [*items, *layout["model_outs"]])
     return max(1, BATCH_BYTES // row)
-
-
-def _stream(
-    pa: Any, batches: Iterable[Any], layout: dict[str, Any], plans: list[Plan]
-) -> list[Rollout]:
-    """The second pass over a file whose rollouts each have their rows in order, together."""
-    by_row = iter(sorted(range(len(plans)), key=lambda i: int(plans[i].rows[0])))
-    rollouts: list[Rollout | None] = [None] * len(plans)
-    current: tuple[int, Assembly] | None = None
-    for batch in batches:
-        offset = 0
-        while offset < batch.num_rows:
-            if current is None:
-                k = next(by_row, None)
-                if k is None:
-                    raise ValueError("the file's columns hold more rows than its index columns")
-                current = k, Assembly(pa, layout, plans[k], k)
-            k, assembly = current
-            take = min(batch.num_rows - offset, len(plans[k].rows) - assembly.filled)
-            assembly.feed(batch.slice(offset, take), assembly.filled)
-            offset += take
-            if assembly.filled == len(plans[k].rows):
-                rollouts[k], current = assembly.finish(), None
-    if current is not None or next(by_row, None) is not None:
-        raise ValueError("the file's columns hold fewer rows than its index columns")
-    return [r for r in rollouts if r is not None]
 
 
 # -------------------------------------------------------------------------------- assembly
@@ -206,12 +331,10 @@ class Assembly:
     def __init__(self, pa: Any, layout: dict[str, Any], plan: Plan, number: int = 0) -> None:
         self.layout, self.plan, self.number = layout, plan, number
         T, B = plan.T, plan.B
-        self.grid = Grid(pa, T, B, (plan.dones[1:] == 1).reshape(-1), plan.where)
+        self.grid = Grid(pa, T, B, episode_ends(plan.dones).reshape(-1), plan.where)
         self.filled = 0  # rows fed so far
-        rews, final_values = FIELD_RULES["rews"], FIELD_RULES["final_values"]
-        self.scalars = [_Scalar("reward", rews, "rews", T * B)]
-        if layout["truncation"]:
-            self.scalars.append(_Scalar("final_value", final_values, "final_values", T * B))
+        fields = ("rews", "final_values") if layout["truncation"] else ("rews",)
+        self.scalars = [_Scalar(field, T * B) for field in fields]
         self.ids: AnyArray | None = None  # a table's own episode ids, checked at the end
         finals = bool(layout.get("final_obs"))
         self.leaves = {
@@ -268,7 +391,7 @@ class Assembly:
             raise ValueError("the file's columns hold fewer rows than its index columns")
         if self.ids is not None:
             check_episodes(self.ids.reshape(T, B), plan.dones)
-        fields = {field: self._tree(field, Leaf.finish) for field in ("obses", "states")}
+        fields = {field: self._tree(field, Leaf.finish) for field in TREE_FIELDS}
         finals = self._tree("obses", Leaf.final_values) if self.layout.get("final_obs") else None
         scalars = {s.field: s.values.reshape(T, B) for s in self.scalars}
         return Rollout(
@@ -328,9 +451,9 @@ def _output_checks(item: dict[str, Any]) -> Checks:
 class _Scalar:
     """`reward` or `final_value`: one value per step and env, under its field's rule."""
 
-    def __init__(self, column: str, rule: Rule, field: str, cells: int) -> None:
-        self.column, self.rule, self.field = column, rule, field
-        self.values: AnyArray = np.empty(cells, stored(rule))
+    def __init__(self, field: str, cells: int) -> None:
+        self.column, self.rule, self.field = STEP_COLUMNS[field], FIELD_RULES[field], field
+        self.values: AnyArray = np.empty(cells, stored(self.rule))
 
     def feed(self, column: Any, start: int, grid: Grid) -> None:
         no_nulls(self.column, column, grid.rows(start))

@@ -16,6 +16,7 @@ import numpy as np
 from trajkit._base.optional import require
 from trajkit._core import tree as _tree
 from trajkit._io.infos import strict_json_loads
+from trajkit._models.rules import TREE_FIELDS
 from trajkit._models.spec import SUPPORTED_DTYPES
 
 LAYOUT_VERSION = 2
@@ -89,7 +90,7 @@ def _needed(layout: dict[str, Any]) -> dict[str, tuple[str, dict[str, Any]]]:
     if not layout["truncation"]:
         del needed["final_value"]
     needed["info"] = ("text", none)
-    for field in ("obses", "states"):
+    for field in TREE_FIELDS:
         for leaf in layout["fields"][field]["leaves"]:
             if leaf["column"] is not None:
                 needed[leaf["column"]] = (_kind(leaf), leaf)
@@ -236,13 +237,13 @@ def _parse(raw: bytes, where: str) -> Any:
 
 def _check_layout(layout: dict[str, Any]) -> dict[str, Any]:
     fields = layout.get("fields")
-    if not isinstance(fields, dict) or set(fields) != {"obses", "states"}:
-        raise _bad_layout("'fields' must name 'obses' and 'states'")
+    if not isinstance(fields, dict) or set(fields) != set(TREE_FIELDS):
+        raise _bad_layout("'fields' must name " + " and ".join(map(repr, TREE_FIELDS)))
     style = layout.get("style", "readable")
     if style not in ("readable", "compact"):
         raise _bad_layout(f"'style' must be 'readable' or 'compact' (or absent), got {style!r}")
     columns: set[str] = {*_INDEX, *_FLAGS, "info", LAYOUT_COLUMN}
-    for field in ("obses", "states"):
+    for field in TREE_FIELDS:
         _check_field(field, fields[field], columns, style)
     outs = layout.get("model_outs")
     if not isinstance(outs, list):

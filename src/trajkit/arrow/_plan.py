@@ -16,7 +16,7 @@ import numpy as np
 
 from trajkit._base.types import AnyArray
 from trajkit._models.arrays import first_true
-from trajkit._models.rules import FIELD_RULES, Rule, conform_into
+from trajkit._models.rules import FIELD_RULES, Rule, conform_into, episode_ends
 from trajkit.arrow._buffers import from_numpy, to_numpy
 from trajkit.arrow._export import EpisodeIds, RolloutIds, new_episodes
 
@@ -51,11 +51,6 @@ class Plan:
     dones: AnyArray
     truncated: AnyArray | None
     ids: RolloutIds | None = None
-
-    @property
-    def streamed(self) -> bool:
-        """Whether its rows are consecutive and in (step, env) order in the table."""
-        return self.order is None and isinstance(self.rows, range)
 
     def where(self, i: int) -> str:
         """Cell `i` (`t * B + b`) for a message: its step, env and row in the rollout."""
@@ -178,7 +173,7 @@ def _ends(starts: AnyArray, terminated: AnyArray, cut: AnyArray) -> AnyArray:
             "episode ends one way"
         )
     flagged = (terminated == 1) | (cut == 1)
-    following = starts[1:] == 1
+    following = episode_ends(starts)
     if not np.array_equal(flagged[:-1], following):
         t, b = first_true(flagged[:-1] != following)
         if flagged[t, b]:
@@ -222,14 +217,19 @@ def check_episodes(ids: AnyArray, dones: AnyArray) -> None:
         )
 
 
-def index_column(table: Any, name: str) -> AnyArray:
-    """An integer column with no nulls (`rollout`, `step`, `env`), as NumPy."""
+def index_column(table: Any, name: str, first: int = 0) -> AnyArray:
+    """An integer column with no nulls (`rollout`, `step`, `env`), as NumPy.
+
+    `first`: the row of the file that is the table's (or record batch's) first, for messages.
+    """
     column = table.column(name)
     if column.null_count:
         nulls = to_numpy(column.is_null())
-        raise ValueError(f"column {name!r} is null at row {int(np.argmax(nulls))}")
+        raise ValueError(f"column {name!r} is null at row {first + int(np.argmax(nulls))}")
     values = to_numpy(column)
     if values.dtype.kind == "u" and values.size and int(values.max()) > np.iinfo(np.int64).max:
         row = int(np.argmax(values))
-        raise ValueError(f"column {name!r} holds {int(values[row])} at row {row}, out of range")
+        raise ValueError(
+            f"column {name!r} holds {int(values[row])} at row {first + row}, out of range"
+        )
     return values

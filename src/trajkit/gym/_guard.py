@@ -21,12 +21,14 @@ from trajkit._base.types import AnyArray, ArrayTree, BoolArray, Float64Array
 from trajkit._core import tree as _tree
 from trajkit._models.rules import (
     FIELD_RULES,
+    INT_ACTIONS,
     PER_ENV_SCALAR_OUTPUTS,
     Rule,
     all_finite,
     check_action_range,
     conform,
     conform_into,
+    discrete_actions,
     output_rule,
     within_float32,
 )
@@ -35,7 +37,6 @@ from trajkit.gym._policy import Policy, StateFn
 __all__ = ["StepGuard"]
 
 _ARRAY_SPACES: Final = (spaces.Box, spaces.Discrete, spaces.MultiBinary, spaces.MultiDiscrete)
-_I32: Final = np.iinfo(np.int32)
 _OBS_RULE: Final = FIELD_RULES["obses"]
 _REWS_RULE: Final = FIELD_RULES["rews"]
 _FLAG_RULE: Final = FIELD_RULES["dones"]
@@ -395,11 +396,11 @@ class StepGuard:
         bounds = None
         if key == "actions":
             dtype = self._action_dtype
-            actor = outs.get("actor")
-            if array.ndim == 1 and actor is not None and actor.ndim == 2:
-                bounds = (0, int(actor.shape[-1]) - 1)  # indices into the logits
-            elif dtype.kind in "iu" and (dtype.itemsize > 4 or dtype == np.uint32):
-                bounds = (int(_I32.min), int(_I32.max))  # the rollout stores int32
+            if discrete_actions({"actions": array, "actor": outs.get("actor")}, lead=1):
+                bounds = (0, int(outs["actor"].shape[-1]) - 1)  # indices into the logits
+            elif not np.can_cast(dtype, INT_ACTIONS) and dtype.kind in "iu":
+                info = np.iinfo(INT_ACTIONS)  # what the rollout stores
+                bounds = (int(info.min), int(info.max))
         else:
             # Checked as the rollout will store it; logged in its own float dtype (the
             # rollout converts the whole field once), or as converted (ints into float32).
@@ -420,10 +421,9 @@ class StepGuard:
         logits as indices into them.
         """
         rule, name, dtype = out.rule, out.name, out.dtype
-        actor = outs.get("actor")
         num_actions = None
-        if key == "actions" and array.ndim == 1 and actor is not None and actor.ndim == 2:
-            num_actions = int(actor.shape[-1])
+        if key == "actions" and discrete_actions({"actions": array, "actor": outs.get("actor")}, 1):
+            num_actions = int(outs["actor"].shape[-1])
 
         def conformed(v: Any) -> AnyArray:
             logged = conform_into(rule, dtype, v, name, axes="b")

@@ -34,7 +34,7 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from trajkit._base.types import AnyArray, ArrayTree
 from trajkit._core import tree as _tree
 from trajkit._models.rollout import Rollout
-from trajkit._models.rules import within_float32
+from trajkit._models.rules import no_states, within_float32
 from trajkit.gym._describe import describe_env
 from trajkit.gym._guard import StepGuard
 from trajkit.gym._infos import episode_returns, keeps_infos, step_info
@@ -638,7 +638,7 @@ class RolloutRecorder:
         if kept:
             infos = [[kept.get((int(step_at[t, b]), b), {}) for b in range(B)] for t in range(T)]
         leaves = [at_rows(f"obs{i}") for i in range(len(self._guard.obs_leaves))]
-        states = np.zeros((T + 1, B, 0), np.float32)
+        states = no_states(T, B)
         if self._state_fn is not None:
             states = at_rows("state")
         rollout = Rollout(

@@ -33,6 +33,7 @@ Examples:
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -103,6 +104,10 @@ def lint(
     Raises:
         ValueError: For a selector that matches no check, or a bad setting.
 
+    Warns:
+        RuntimeWarning: For each check that raised (a bug in lint: please report it), with
+            the file and the error; that file's findings are left out, the others returned.
+
     Examples:
         >>> import os, tempfile
         >>> import trajkit
@@ -131,6 +136,9 @@ def lint(
         [os.fspath(p) for p in paths], options, replay=replay, jobs=jobs, max_bytes=max_bytes
     )
     try:
-        return list(run)
+        found = list(run)
     finally:
         run.close()
+    for failure in run.failures:
+        warnings.warn(f"a check failed (please report it): {failure}", RuntimeWarning, stacklevel=2)
+    return found

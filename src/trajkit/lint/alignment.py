@@ -36,8 +36,8 @@ from typing import Any
 import numpy as np
 
 from trajkit._base.types import AnyArray, BoolArray
-from trajkit._models.model_outputs import discrete_actions
 from trajkit._models.rollout import Rollout
+from trajkit._models.rules import discrete_actions, episode_ends
 from trajkit.lint.episodes import first_place
 from trajkit.lint.evidence import CHANCE, binomial_tail, rate_bound
 from trajkit.lint.policy import LOGP_TOL, gaussian_logp, log_softmax
@@ -73,10 +73,9 @@ def _aligned(rollout: Rollout, first_file: bool) -> dict[str, BoolArray]:
     recording's first, those after a truncation); `before`: the steps before a truncation.
     """
     T = rollout.num_steps
-    dones = rollout.dones == 1
-    ends = dones[1:]
+    ends = episode_ends(rollout.dones)
     cut = np.zeros_like(ends) if rollout.truncated is None else ends & (rollout.truncated == 1)
-    first = dones[:T]
+    first = rollout.dones[:T] == 1
     terminal = ends & ~cut & ~first  # a one-step episode's only step is both: left out
     late = np.zeros_like(terminal)
     late[1:] = terminal[:-1] & ~ends[1:]  # the next episode's first step, itself no end
@@ -84,7 +83,7 @@ def _aligned(rollout: Rollout, first_file: bool) -> dict[str, BoolArray]:
     early[:-1] = terminal[1:] & ~first[1:]  # the step before, in the same episode
     after_cut = np.zeros_like(terminal)
     after_cut[1:] = cut[:-1] & ~ends[1:]
-    after_cut[0] = first[0] & ~ends[0] & first_file
+    after_cut[:1] = first[:1] & ~ends[:1] & first_file  # T = 0: no step, no control
     before_cut = np.zeros_like(terminal)
     before_cut[:-1] = cut[1:] & ~first[1:]
     return {"0": terminal, "late": late, "early": early, "first": after_cut, "before": before_cut}

@@ -57,6 +57,7 @@ import numpy as np
 from trajkit._base.types import AnyArray, BoolArray
 from trajkit._core import tree as _tree
 from trajkit._models.rollout import Rollout
+from trajkit._models.rules import episode_ends
 from trajkit.lint.episodes import count_places, first_place, float_leaves
 from trajkit.lint.evidence import CHANCE, binomial_tail, rate_bound
 from trajkit.lint.registry import Finding
@@ -160,9 +161,9 @@ def phantom_evidence(
         return None
     steps = boundary_rows(rollout)
     if recording.get("index", 0) > 0:  # row 0 is the previous file's row T: a boundary too
-        steps[0] = rollout.dones[0] == 1
+        steps[:1] = rollout.dones[:1] == 1  # (no step when T = 0)
     rews = rollout.rews
-    ends = rollout.dones[1:] == 1
+    ends = episode_ends(rollout.dones)
     k = int(steps.sum())
     others = ~steps & ~ends
     wins, judged = _jump_wins(rollout, steps)
@@ -366,7 +367,7 @@ def reset_twice(rollout: Rollout, path: str | None) -> Finding | None:
     """
     if rollout.num_steps == 0 or not float_leaves(rollout):
         return None
-    ends = rollout.dones[1:] == 1
+    ends = episode_ends(rollout.dones)
     if ends.sum() < MIN_BOUNDARIES:
         return None
     twice = ends & (rollout.rews == 0) & _equal_rows(rollout)
@@ -419,7 +420,7 @@ def final_evidence(rollout: Rollout) -> FinalEvidence | None:
     """
     if rollout.final_obses is None:
         return None
-    ends = np.argwhere(rollout.dones[1:] == 1)
+    ends = np.argwhere(episode_ends(rollout.dones))
     if not len(ends):
         return None
     finals = _tree.leaves(rollout.final_obses)

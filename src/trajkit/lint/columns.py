@@ -36,6 +36,7 @@ import numpy as np
 from trajkit._base.types import AnyArray
 from trajkit._core import tree as _tree
 from trajkit._models.rollout import Rollout
+from trajkit._models.rules import episode_ends
 from trajkit.lint.evidence import CHANCE, binomial_tail, rate_bound
 from trajkit.lint.registry import Finding
 
@@ -231,7 +232,7 @@ def frozen_columns(rollout: Rollout) -> Frozen:
     raw = _rows(rollout)
     same = (raw[1:] == raw[:-1]).all(axis=-1)
     T, B = same.shape
-    frozen = bool(T and same.all() and (rollout.dones[1:] == 1).any())
+    frozen = bool(T and same.all() and episode_ends(rollout.dones).any())
     return Frozen(tuple(range(B)) if frozen else (), int(same.size), int(same.sum()))
 
 

@@ -11,6 +11,11 @@ small; `CrossFileChecks` folds them in, in file order, as they come back from th
   recording's observation space (a flag that never went up, a level never left: Box bounds,
   Discrete `start` and its last value, 0 and 1 of MultiBinary). A feature that changes
   rarely is constant over a small dataset by chance: below those counts, nothing is said.
+  An image leaf (`trajkit._core.images.image_layout`: uint8 frames) is judged by channel,
+  not by pixel: its border, background and HUD pixels never change in real frames (Atari's,
+  Procgen's), a channel all of whose pixels never change is a camera that does not look
+  (a frame-stack slot never filled, a channel dropped), at a bound of its space or not
+  (an image's Box(0, 255) is its dtype's range, no level it rests at).
 - TK202 (inferred): a file whose rewards are on another scale than the others', among at
   least `MIN_FILES` files with nonzero rewards and at least `MIN_REWARDS` rewards each.
   Where the other files' rewards take a few values (at most `FEW_VALUES` distinct nonzero
@@ -42,9 +47,11 @@ from typing import Any
 
 import numpy as np
 
-from trajkit._base.types import AnyArray
+from trajkit._base.types import AnyArray, BoolArray
 from trajkit._core import tree as _tree
+from trajkit._core.images import channel_axes, image_layout
 from trajkit._models.rollout import Rollout
+from trajkit._models.rules import named_arrays
 from trajkit.lint.alignment import (
     ActionFit,
     RewardShift,
@@ -105,7 +112,7 @@ MIN_FILES = 3
 MIN_REWARDS = 32
 """...each with at least this many rewards (a few steps are no sample of an env's rewards)."""
 
-_SHOWN = 5  # constant features named per leaf
+_SHOWN = 5  # constant features (channels) named per leaf
 
 
 @dataclass(frozen=True)
@@ -155,6 +162,7 @@ class FileSummary:
         recording: `(id, index)` of its recording, if it has one.
         head, tail: Hashes of its first and last rows (observations and dones).
         bounds: Per leaf, the bounds (low, high) of the recording's observation space.
+        images: Per image leaf, its layout (`trajkit._core.images.image_layout`).
         actions: TK103's evidence; `logp` TK110's; `phantom` TK108's; `shift` TK102's;
             `jumps` TK109's; `copies` TK112's; `finals` TK114's (each where the file has it).
         frozen: TK115's evidence; `num_steps` is T.
@@ -176,6 +184,7 @@ class FileSummary:
     head: str = ""
     tail: str = ""
     bounds: dict[str, tuple[AnyArray, AnyArray]] = field(default_factory=dict, repr=False)
+    images: dict[str, str] = field(default_factory=dict)
     actions: ActionFit | None = None
     logp: LogpFit | None = None
     phantom: PhantomEvidence | None = None
@@ -189,17 +198,7 @@ class FileSummary:
 
 def _digest(rollout: Rollout) -> str:
     digest = hashlib.blake2b(digest_size=16)
-    named: list[tuple[str, Any]] = [
-        (_tree.format_path(name, p), leaf)
-        for name in ("states", "obses")
-        for p, leaf in _tree.flatten(getattr(rollout, name))
-    ]
-    named += [("rews", rollout.rews), ("dones", rollout.dones)]
-    named += [("truncated", rollout.truncated), ("final_values", rollout.final_values)]
-    named += [(f"model_outs[{k!r}]", a) for k, a in rollout.model_outs.arrays.items()]
-    for name, array in named:
-        if array is None:
-            continue
+    for name, array in named_arrays(rollout):
         digest.update(f"{name}:{array.dtype.str}:{array.shape};".encode())
         digest.update(np.ascontiguousarray(array).view(np.uint8).reshape(-1).data)
     return digest.hexdigest()
@@ -264,6 +263,7 @@ def summarize(
     recording = recording or {}
     ranges: dict[str, tuple[AnyArray, AnyArray]] = {}
     bounds: dict[str, tuple[AnyArray, AnyArray]] = {}
+    images: dict[str, str] = {}
     rows = rollout.num_steps + 1
     declared = recording.get("observation_space")
     for leaf_path, leaf in _tree.flatten(rollout.obses):
@@ -277,6 +277,9 @@ def summarize(
         bound = _feature_bounds(leaf_space(declared, tuple(leaf_path)), shape)
         if bound is not None:
             bounds[name] = bound
+        layout = image_layout(shape, leaf.dtype)
+        if layout is not None:
+            images[name] = layout
     identity = None
     if "id" in recording:
         identity = (str(recording["id"]), int(recording["index"]))
@@ -292,6 +295,7 @@ def summarize(
         head=row_digest(rollout, 0),
         tail=row_digest(rollout, rollout.num_steps),
         bounds=bounds,
+        images=images,
         actions=action_fit(rollout),
         logp=logp_fit(rollout, space),
         phantom=phantom_evidence(rollout, recording),
@@ -321,6 +325,7 @@ class CrossFileChecks:
         self.files: int = 0
         self._ranges: dict[str, tuple[AnyArray, AnyArray]] = {}
         self._bounds: dict[str, tuple[AnyArray, AnyArray]] = {}
+        self._images: dict[str, str] = {}
         self._mixed: set[str] = set()  # leaves whose per-step shape differs between files
         self._observations = 0
         self._starts = 0
@@ -359,6 +364,8 @@ class CrossFileChecks:
     def _fold_ranges(self, summary: FileSummary) -> None:
         for name, bound in summary.bounds.items():
             self._bounds.setdefault(name, bound)
+        for name, layout in summary.images.items():
+            self._images.setdefault(name, layout)
         for name, (low, high) in summary.ranges.items():
             if name in self._mixed:
                 continue
@@ -465,23 +472,23 @@ class CrossFileChecks:
         found = []
         for name, (low, high) in self._ranges.items():
             constant = low == high
-            if name in self._bounds and self._bounds[name][0].shape == low.shape:
+            layout = self._images.get(name)
+            bounded = name in self._bounds and self._bounds[name][0].shape == low.shape
+            if bounded and layout is None:  # an image's Box(0, 255) is its dtype's: no level
                 floor, ceiling = self._bounds[name]
                 constant &= (low != floor) & (low != ceiling)
-            if not constant.any():
-                continue
-            index = np.argwhere(constant)
-            shown = ", ".join(
-                f"{name}[..., {', '.join(map(str, i))}] = {low[tuple(i)]:.6g}"
-                if i.size
-                else f"{name} = {low[()]:.6g}"
-                for i in index[:_SHOWN]
+            what, index, shown = (
+                _features(name, constant, low)
+                if layout is None
+                else _channels(name, constant, low, layout)
             )
+            if not len(index):
+                continue
             more = f" (+{len(index) - _SHOWN} more)" if len(index) > _SHOWN else ""
             found.append(
                 Finding(
                     "TK201",
-                    f"{len(index)} of {constant.size} feature(s) of {name} never change over "
+                    f"{len(index)} of {what} never change over "
                     f"{self._observations} observations, {self._starts} episode starts and "
                     f"{self.files} file(s): {shown}{more}",
                 )
@@ -499,6 +506,52 @@ class CrossFileChecks:
             if message is not None:
                 found.append(Finding("TK202", message, path))
         return found
+
+
+def _features(name: str, constant: BoolArray, low: AnyArray) -> tuple[str, AnyArray, str]:
+    """TK201 by feature: what is judged, the constant features, the first of them named."""
+    index = np.argwhere(constant)
+    shown = ", ".join(
+        f"{name}[..., {', '.join(map(str, i))}] = {low[tuple(i)]:.6g}"
+        if i.size
+        else f"{name} = {low[()]:.6g}"
+        for i in index[:_SHOWN]
+    )
+    return f"{constant.size} feature(s) of {name}", index, shown
+
+
+def _channels(
+    name: str, constant: BoolArray, low: AnyArray, layout: str
+) -> tuple[str, AnyArray, str]:
+    """TK201 by channel of an image: the channels every pixel of which is constant.
+
+    Examples:
+        >>> low = np.zeros((8, 8, 3)); constant = np.zeros((8, 8, 3), bool)
+        >>> constant[:2] = True  # a border: no channel
+        >>> len(_channels("obses", constant, low, "hwc")[1])
+        0
+        >>> constant[..., 2] = True; low[..., 2] = 5
+        >>> _channels("obses", constant, low, "hwc")
+        ('3 channel(s) of obses (an image, hwc)', array([[2]]), 'obses[..., :, :, 2] = 5')
+        >>> low[0, 0, 2] = 9
+        >>> _channels("obses", constant, low, "hwc")[2]
+        'obses[..., :, :, 2]: one still picture'
+    """
+    axes = channel_axes(layout)
+    still = constant.all(axis=axes)
+    index = np.argwhere(still)
+    names = []
+    for i in index[:_SHOWN]:
+        at = iter(i.tolist())
+        where = [":" if axis in axes else str(next(at)) for axis in range(low.ndim)]
+        pixels = low[tuple(slice(None) if w == ":" else int(w) for w in where)]
+        value = (
+            f" = {pixels.flat[0]:.6g}"
+            if (pixels == pixels.flat[0]).all()
+            else ": one still picture"
+        )
+        names.append(f"{name}[..., {', '.join(where)}]{value}")
+    return f"{still.size} channel(s) of {name} (an image, {layout})", index, ", ".join(names)
 
 
 def _scale_jump(file: Rewards, others: list[Rewards], ratio: float) -> str | None:

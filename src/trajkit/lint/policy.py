@@ -27,8 +27,8 @@ from typing import Any
 import numpy as np
 
 from trajkit._base.types import AnyArray, BoolArray
-from trajkit._models.model_outputs import discrete_actions
 from trajkit._models.rollout import Rollout
+from trajkit._models.rules import discrete_actions
 from trajkit.lint.episodes import first_place
 from trajkit.lint.registry import Finding
 

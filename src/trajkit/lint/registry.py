@@ -10,6 +10,7 @@ selects every data check, `TK` or `ALL` everything).
 
 from __future__ import annotations
 
+import traceback
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -21,6 +22,7 @@ __all__ = [
     "Finding",
     "Severity",
     "check_selectors",
+    "failed",
     "selected_codes",
 ]
 
@@ -333,3 +335,23 @@ def selected_codes(
         for code in CHECKS
         if longest(code, chosen) >= 0 and longest(code, chosen) > longest(code, dropped)
     )
+
+
+def failed(where: str, exc: Exception) -> str:
+    """A check's error (a bug in lint) in one line: where, the error, and the code that raised.
+
+    Examples:
+        >>> try:
+        ...     [][0]
+        ... except IndexError as exc:
+        ...     failed("a.npz", exc)  # doctest: +ELLIPSIS
+        'a.npz: IndexError: list index out of range (at <doctest ...>:2 in <module>)'
+    """
+    frames = traceback.extract_tb(exc.__traceback__)
+    at = ""
+    if frames:
+        frame = frames[-1]
+        name = frame.filename.replace("\\", "/")
+        name = name[name.rfind("trajkit/") :] if "trajkit/" in name else name
+        at = f" (at {name}:{frame.lineno} in {frame.name})"
+    return f"{where}: {type(exc).__name__}: {exc}{at}"

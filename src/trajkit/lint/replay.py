@@ -56,8 +56,9 @@ from trajkit._core import tree as _tree
 from trajkit._io.filecheck import file_error
 from trajkit._io.files import DEFAULT_MAX_BYTES, load
 from trajkit._models.rollout import Rollout
+from trajkit._models.rules import episode_ends
 from trajkit.lint.config import LintOptions
-from trajkit.lint.registry import Finding
+from trajkit.lint.registry import Finding, failed
 
 gym: ModuleType = require("gymnasium", "gym", "trajkit lint --replay")
 
@@ -76,11 +77,15 @@ def replay_recordings(
     *,
     max_bytes: int | None = DEFAULT_MAX_BYTES,
     replayed: list[str] | None = None,
+    failures: list[str] | None = None,
 ) -> Iterator[Finding]:
     """Replay the recordings among `files` (`(path, recording or None)`, in file order).
 
     Every file it does not replay gets a TK300 note saying why; `replayed`, when given,
-    receives the paths of those it replayed.
+    receives the paths of those it replayed. A replay that raises (a bug in lint, not the
+    env's error, which is a finding) stops that recording's replay; `failures`, when given,
+    receives it (as `trajkit.lint.registry.failed` words it), and the other recordings are
+    replayed.
 
     Examples:
         >>> from trajkit.lint.config import LintOptions
@@ -104,8 +109,13 @@ def replay_recordings(
             why = f"{first} holds index {recording['index']} of this recording too, and is replayed"
             yield from _notes([(path, recording)], why, options.codes)
     done = [] if replayed is None else replayed
-    for group in groups.values():
-        yield from _replay_group([group[i] for i in sorted(group)], options, max_bytes, done)
+    for rid, group in groups.items():
+        try:
+            yield from _replay_group([group[i] for i in sorted(group)], options, max_bytes, done)
+        except Exception as exc:  # a bug in replay: reported, the other recordings replayed
+            if failures is None:
+                raise
+            failures.append(failed(f"the replay of recording {rid}", exc))
 
 
 _NO_RECORDING = "the file has no recording (trajkit.save(..., recording=...))"
@@ -490,7 +500,7 @@ class _Replay:
         """The env's final observation of the episode step t ends, against `final_obses`."""
         if r.final_obses is None:
             return None
-        ends = np.argwhere(r.dones[1:] == 1)
+        ends = np.argwhere(episode_ends(r.dones))
         e = int(np.flatnonzero((ends[:, 0] == t) & (ends[:, 1] == b))[0])
         held = [(p, np.asarray(leaf)[e]) for p, leaf in _tree.flatten(r.final_obses)]
         where = f"another final observation at step {t}"

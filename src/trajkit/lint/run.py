@@ -30,7 +30,7 @@ from trajkit.lint.checks import check_rollout
 from trajkit.lint.config import LintOptions
 from trajkit.lint.crossfile import CrossFileChecks, FileSummary, summarize
 from trajkit.lint.join import EpisodeEdges, EpisodeJoiner, episode_edges
-from trajkit.lint.registry import Finding
+from trajkit.lint.registry import Finding, failed
 
 __all__ = [
     "FileResult",
@@ -54,6 +54,9 @@ class FileResult:
         recording: Its metadata's `recording` (as JSON), if it has one.
         edges: Its episodes' edges, for joining them across files, when a check on joined
             episodes runs.
+        readable: Whether it could be read (a file lint refused has no other finding).
+        failure: The error a check raised on it (a bug in lint), as `failed` words it: its
+            findings are left out, the other files are linted.
 
     Examples:
         >>> FileResult("a.npz", (), None, None).findings
@@ -66,13 +69,14 @@ class FileResult:
     recording: Mapping[str, Any] | None
     edges: EpisodeEdges | None = None
     readable: bool = True
+    failure: str | None = None
 
 
 def lint_file(path: str, *, options: LintOptions, max_bytes: int | None) -> FileResult:
     """Lint one file (a path or an fsspec URL); never raises for a bad file.
 
     A file that cannot be loaded gives one TK001 finding with the reason `trajkit validate`
-    gives.
+    gives; a check that raises on it (a bug in lint) gives its `failure`.
 
     Examples:
         >>> from trajkit.lint.config import LintOptions
@@ -91,7 +95,16 @@ def lint_file(path: str, *, options: LintOptions, max_bytes: int | None) -> File
         return lint_refused(
             path, f"internal error (please report it): {type(exc).__name__}: {exc}", options
         )
-    return lint_rollout(rollout, path, meta, options)
+    try:
+        return lint_rollout(rollout, path, meta, options)
+    except Exception as exc:  # a bug in a check: reported, and the other files linted
+        return FileResult(path, (), None, _recording(meta), failure=failed(path, exc))
+
+
+def _recording(metadata: RolloutFileMetadata | None) -> dict[str, Any] | None:
+    """A file's `recording` metadata as JSON, if it has one."""
+    recorded = None if metadata is None else metadata.recording
+    return None if recorded is None else recorded.model_dump(mode="json")
 
 
 def lint_rollout(
@@ -112,8 +125,7 @@ def lint_rollout(
         >>> [f.code for f in lint_rollout(r, "a.npz", None, options).findings]
         ['TK106']
     """
-    recorded = None if metadata is None else metadata.recording
-    recording = None if recorded is None else recorded.model_dump(mode="json")
+    recording = _recording(metadata)
     codes = options.codes
     findings = check_rollout(rollout, options, path=path, recording=recording)
     summary = None
@@ -169,6 +181,9 @@ class LintFold:
     the checks across files as they arise; at the end, the joined episodes' and the checks
     across files' last findings. `trajkit report` folds its own per-file results with it.
 
+    A check that raised (a bug in lint), on a file or in the fold, is listed in `failures`
+    and the others go on: the run's findings are then incomplete.
+
     Examples:
         >>> from trajkit.lint.config import LintOptions
         >>> fold = LintFold(LintOptions(frozenset({"TK001"})))
@@ -181,25 +196,42 @@ class LintFold:
         self.options = options
         self.recordings: list[tuple[str, Mapping[str, Any] | None]] = []
         """The readable files and their recordings, in file order (what replay needs)."""
+        self.failures: list[str] = []
+        """The errors checks raised (bugs in lint), as `failed` words them, in order."""
         self._across = CrossFileChecks(options)
         self._joiner = EpisodeJoiner(options)
 
     def add(self, result: FileResult | None) -> list[Finding]:
         """The findings that the next file (`None`: one lint's checks failed on) brings."""
-        if result is None:
-            self._joiner.add(None)
-            return []
-        own = [*result.findings, *self._joiner.add(result.edges)]
-        found = sorted(own, key=lambda f: f.code)  # stable: code order, as checked
-        if result.summary is not None:
-            found.extend(self._across.add(result.summary))
-        if result.readable:
+        if result is not None and result.readable:
             self.recordings.append((result.path, result.recording))
+        if result is None or result.failure is not None:
+            if result is not None and result.failure is not None:
+                self.failures.append(result.failure)
+            self._joiner.add(None)  # its episodes join none
+            return []
+        try:
+            own = [*result.findings, *self._joiner.add(result.edges)]
+            found = sorted(own, key=lambda f: f.code)  # stable: code order, as checked
+            if result.summary is not None:
+                found.extend(self._across.add(result.summary))
+        except Exception as exc:  # a bug in a check across files: reported, the run goes on
+            self.failures.append(failed(result.path, exc))
+            return []
         return found
 
     def finish(self) -> list[Finding]:
         """The last findings, once every file is in."""
-        return [*self._joiner.finish(), *self._across.finish()]
+        found: list[Finding] = []
+        for stage, what in (
+            (self._joiner.finish, "episodes joined across files"),
+            (self._across.finish, "checks across files"),
+        ):
+            try:
+                found.extend(stage())
+            except Exception as exc:  # a bug in a check across files: reported
+                self.failures.append(failed(f"the {what}", exc))
+        return found
 
 
 class LintRun:
@@ -207,7 +239,8 @@ class LintRun:
 
     Per-file findings come in file order as the workers return them; then those whose
     evidence is many files'; then, with `replay`, the replay's (TK3xx). `files` counts the
-    files linted, `replayed` lists those replay replayed.
+    files linted, `replayed` lists those replay replayed, `failures` the errors checks
+    raised (bugs in lint: the files and the checks across files are linted on).
 
     Examples:
         >>> from trajkit.lint.config import LintOptions
@@ -232,6 +265,7 @@ class LintRun:
         self.max_bytes = max_bytes
         self.files: int = 0
         self.replayed: list[str] = []
+        self.failures: list[str] = []
         self._results: Iterator[FileResult] | None = None
         if replay:  # needs gymnasium: refused now (ImportError), before any file is linted
             importlib.import_module("trajkit.lint.replay")
@@ -239,6 +273,7 @@ class LintRun:
     def __iter__(self) -> Iterator[Finding]:
         work = partial(lint_chunk, options=self.options, max_bytes=self.max_bytes)
         fold = LintFold(self.options)
+        fold.failures = self.failures
         results = run_ordered(work, discover(self.paths), jobs=self.jobs)
         self._results = results
         for result in results:
@@ -249,7 +284,11 @@ class LintRun:
             from trajkit.lint.replay import replay_recordings  # imports gymnasium
 
             yield from replay_recordings(
-                fold.recordings, self.options, max_bytes=self.max_bytes, replayed=self.replayed
+                fold.recordings,
+                self.options,
+                max_bytes=self.max_bytes,
+                replayed=self.replayed,
+                failures=self.failures,
             )
 
     def close(self) -> None:

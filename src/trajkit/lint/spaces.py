@@ -32,6 +32,7 @@ import numpy as np
 from trajkit._base.types import AnyArray, BoolArray
 from trajkit._core import tree as _tree
 from trajkit._models.rollout import Rollout
+from trajkit._models.rules import episode_ends
 from trajkit.lint.episodes import count_places, first_place
 from trajkit.lint.registry import Finding
 
@@ -242,7 +243,7 @@ def observation_finding(
     if not declared or _changes_observations(recording):
         return None
     R, B = rollout.num_steps + 1, rollout.batch_size
-    ends = np.nonzero(rollout.dones[1:] == 1)
+    ends = np.nonzero(episode_ends(rollout.dones))
     finals = dict(_tree.flatten(rollout.final_obses)) if rollout.final_obses is not None else {}
     found: list[tuple[int, int, str, str, BoolArray]] = []
     for leaf_path, leaf in _tree.flatten(rollout.obses):

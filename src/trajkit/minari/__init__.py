@@ -23,7 +23,8 @@ The dataset's spaces are the env's when given (`observation_space=`, `action_spa
 temporary folder of Minari's datasets root and renamed into place when complete, so a
 killed export leaves no partial dataset under its id.
 
-**Import** ([`from_minari`][trajkit.minari.from_minari]) gives one rollout per episode, with
+**Import** ([`from_minari`][trajkit.minari.from_minari], or one episode at a time
+[`iter_minari`][trajkit.minari.iter_minari]) gives one rollout per episode, with
 B = 1 and T = n: `obses` are the n + 1 observations, `dones[0] = 1`, and `dones[T] = 1` when
 the episode ended (so that GAE does not bootstrap past it). `truncated` and `final_values`
 are always given, zeros where nothing was truncated, as the Gymnasium recorder gives them, and
@@ -52,6 +53,6 @@ Examples:
 from __future__ import annotations
 
 from trajkit.minari._export import to_minari
-from trajkit.minari._import import MinariDatasetError, from_minari
+from trajkit.minari._import import MinariDatasetError, from_minari, iter_minari
 
-__all__ = ["MinariDatasetError", "from_minari", "to_minari"]
+__all__ = ["MinariDatasetError", "from_minari", "iter_minari", "to_minari"]

@@ -22,7 +22,7 @@ from trajkit._base.types import AnyArray
 from trajkit._core import tree as _tree
 from trajkit._io.atomic import fsync_path
 from trajkit._models.rollout import Rollout
-from trajkit._models.rules import lossless
+from trajkit._models.rules import discrete_actions, episode_ends, lossless
 from trajkit.minari._spaces import along, optional
 
 __all__ = ["to_minari"]
@@ -84,8 +84,9 @@ def _episodes(rollouts: Sequence[Rollout]) -> list[Cut]:
                 f"the rollouts must have the same number of envs, got B={B} and B={r.batch_size}"
             )
         # Entry k of `final_obses` is the k-th episode end in (t, b) order.
-        end_index = np.full(r.dones[1:].shape, -1, np.int64)
-        ends = np.nonzero(r.dones[1:] == 1)
+        ended = episode_ends(r.dones)
+        end_index = np.full(ended.shape, -1, np.int64)
+        ends = np.nonzero(ended)
         end_index[ends] = np.arange(len(ends[0]))
         for b in range(B):
             open_[b] = _cut_column(r, b, open_[b], end_index[:, b], done)
@@ -144,9 +145,9 @@ def _action_space(spaces: Any, rollouts: Sequence[Rollout]) -> Any:
     actions = np.concatenate([a.reshape(-1, *a.shape[2:]) for a in per_rollout])
     if actions.dtype.kind == "f":
         return spaces.Box(-np.inf, np.inf, actions.shape[1:], actions.dtype)  # as stored
-    actor = rollouts[0].model_outs.arrays.get("actor")
+    arrays = rollouts[0].model_outs.arrays
     if actions.ndim == 1:
-        n = actor.shape[-1] if actor is not None else int(actions.max()) + 1
+        n = arrays["actor"].shape[-1] if discrete_actions(arrays) else int(actions.max()) + 1
         return spaces.Discrete(max(n, 1))
     return spaces.MultiDiscrete(np.maximum(actions.max(axis=0), 0) + 1)
 

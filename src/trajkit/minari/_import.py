@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from functools import partial
 from typing import Any
 
@@ -12,22 +12,73 @@ import numpy as np
 from trajkit._base.types import AnyArray
 from trajkit._core import tree as _tree
 from trajkit._models.rollout import Rollout
-from trajkit._models.rules import FIELD_RULES, conform_into, lossless
+from trajkit._models.rules import FIELD_RULES, conform_into, lossless, no_states
 from trajkit.minari._spaces import along, optional
 
-__all__ = ["MinariDatasetError", "from_minari"]
+__all__ = ["MinariDatasetError", "from_minari", "iter_minari"]
+
+
+def iter_minari(dataset: Any) -> Generator[Rollout, None, None]:
+    """Read a Minari dataset one episode at a time, as validated rollouts (B = 1, T = its length).
+
+    See the module documentation for how episode ends, truncations and the final observation
+    map onto a rollout. Each episode is read from the dataset alone, checked, and yielded
+    before the next one is read, so the memory it takes is one episode's, whatever the size
+    of the dataset. Its structure is checked before its rollout is built: one action,
+    reward, termination and truncation flag per step and one more observation; only the last
+    step may end the episode; observations of the shape and dtype of the dataset's
+    observation space (stored in its dtype only where no value changes), finite. A step both
+    terminated and truncated counts as terminated, as the Gymnasium recorder counts it.
+
+    Args:
+        dataset: A `minari.MinariDataset`, or the id of a local dataset (loaded by the call).
+
+    Yields:
+        One rollout per episode, in the dataset's order.
+
+    Raises:
+        ImportError: If minari is not installed.
+        MinariDatasetError: If a file, a metadata field or an episode's data that the
+            dataset declares is missing (a `ValueError`); for the dataset itself, by the
+            call; for an episode, when the iteration comes to it.
+        ValueError: Naming the episode and what is wrong with it, when the iteration comes
+            to it (the rollouts yielded before were read and checked whole).
+
+    Examples:
+        >>> import os, tempfile
+        >>> import trajkit.minari
+        >>> from trajkit.testing import example_rollout
+        >>> r = example_rollout(num_steps=6, num_envs=2, keys={"actions"}, done_prob=0.0)
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     os.environ["MINARI_DATASETS_PATH"] = tmp
+        ...     _ = trajkit.minari.to_minari(r, "trajkit/two-v0")
+        ...     steps = [e.num_steps for e in trajkit.minari.iter_minari("trajkit/two-v0")]
+        >>> steps
+        [6, 6]
+    """
+    minari = optional("minari")
+    name = dataset if isinstance(dataset, str) else _dataset_name(dataset)
+    with _refusing(name):
+        if isinstance(dataset, str):
+            try:
+                dataset = minari.load_dataset(dataset)
+            except ValueError as exc:  # Minari's own refusals: no data, a malformed id, ...
+                raise MinariDatasetError(name, str(exc)) from None
+        space, indices = dataset.observation_space, dataset.episode_indices
+    return _episodes(dataset, indices, space, name)
+
+
+def _episodes(dataset: Any, indices: Any, space: Any, name: str) -> Generator[Rollout, None, None]:
+    """`iter_minari`'s generator: each episode read alone, checked, and let go."""
+    for index in indices:
+        yield _read_episode(dataset, int(index), space, name)  # not kept here once yielded
 
 
 def from_minari(dataset: Any) -> list[Rollout]:
     """Read a Minari dataset as validated rollouts, one per episode (B = 1, T = its length).
 
-    See the module documentation for how episode ends, truncations and the final observation
-    map onto a rollout. Each episode's structure is checked before its rollout is built:
-    one action, reward, termination and truncation flag per step and one more observation;
-    only the last step may end the episode; observations of the shape and dtype of the
-    dataset's observation space (stored in its dtype only where no value changes), finite.
-    A step both terminated and truncated counts as terminated, as the Gymnasium recorder
-    counts it.
+    The rollouts of [`iter_minari`][trajkit.minari.iter_minari], as a list: each episode is
+    read and checked as it reads it (see there).
 
     Args:
         dataset: A `minari.MinariDataset`, or the id of a local dataset.
@@ -53,18 +104,7 @@ def from_minari(dataset: Any) -> list[Rollout]:
         >>> back.num_steps, bool((back.obses == r.obses).all())
         (6, True)
     """
-    minari = optional("minari")
-    name = dataset if isinstance(dataset, str) else _dataset_name(dataset)
-    with _refusing(name):
-        if isinstance(dataset, str):
-            try:
-                dataset = minari.load_dataset(dataset)
-            except ValueError as exc:  # Minari's own refusals: no data, a malformed id, ...
-                raise MinariDatasetError(name, str(exc)) from None
-        space = dataset.observation_space
-        return [
-            _read_episode(dataset, int(index), space, name) for index in dataset.episode_indices
-        ]
+    return list(iter_minari(dataset))
 
 
 class MinariDatasetError(ValueError):
@@ -113,6 +153,11 @@ def _refusing(name: str) -> Iterator[None]:
 
 def _read_episode(dataset: Any, index: int, space: Any, name: str) -> Rollout:
     """Episode `index` as a rollout, read alone: Minari pairs ids with the data it finds."""
+    with _refusing(name):
+        return _episode_at(dataset, index, space, name)
+
+
+def _episode_at(dataset: Any, index: int, space: Any, name: str) -> Rollout:
     try:
         found = list(dataset.iterate_episodes([index]))
     except FileNotFoundError as exc:
@@ -159,7 +204,7 @@ def _episode_rollout(episode: Any, space: Any) -> Rollout:
         cut[-1] = 1
     start = T if terminated or truncated else T + 1  # the last observation of an ended episode
     return Rollout(  # stores each field in its rule's dtype (rews: refused beyond float32's range)
-        states=np.zeros((T + 1, 1, 0), np.float32),
+        states=no_states(T, 1),
         obses=obses,
         rews=rewards[:, None],
         dones=dones,

@@ -15,6 +15,7 @@ from trajkit._io import raytasks
 from trajkit._io.files import DEFAULT_MAX_BYTES, load
 from trajkit._io.remote import local_copy, mappable, naming
 from trajkit._models.rollout import Rollout
+from trajkit._models.rules import OUTPUT_RULES, STEP_COLUMNS, episode_ends
 from trajkit._models.spec import RolloutSpec
 from trajkit._models.transitions import TRANSITION_KEYS, n_step_discount, step_columns
 from trajkit.ray._listing import Layout, Paths, conformed, layout_of, list_files, paths_dataset
@@ -25,8 +26,8 @@ if TYPE_CHECKING:
 __all__ = ["read_steps"]
 
 
-_STEP_OUTPUTS = {"actions": "action", "log_probs": "log_prob", "critic": "value"}
-"""Model-output keys that every step row carries, and their column names."""
+_STEP_OUTPUTS = {key: STEP_COLUMNS[key] for key in OUTPUT_RULES if key in STEP_COLUMNS}
+"""Model-output keys that every step row carries, and their column names (`critic`: `value`)."""
 
 _ROW_COLUMNS = ("file", "env", "step", "next_value", "advantage", "return", "n_step_value")
 _FIXED_COLUMNS = frozenset(
@@ -94,7 +95,7 @@ def _values_after(rollout: Rollout, steps: Int64Array) -> AnyArray:
     critic = rollout.model_outs.arrays["critic"]
     envs = np.arange(rollout.batch_size)[None, :]
     values = critic[steps + 1, envs]
-    ended = rollout.dones[1:][steps, envs] == 1
+    ended = episode_ends(rollout.dones)[steps, envs]
     if rollout.truncated is not None and rollout.final_values is not None:
         cut = rollout.truncated[steps, envs] == 1
         return np.where(ended, np.where(cut, rollout.final_values[steps, envs], 0.0), values)
@@ -117,10 +118,10 @@ def _step_arrays(
     after = rollout.next_obses()
     columns.update((_obs_column(path, "next_obs"), leaf) for path, leaf in _tree.flatten(after))
     columns.update(steps)
-    if "log_probs" in outs:
-        columns["log_prob"] = outs["log_probs"]
+    for key in ("log_probs", "critic"):  # (`action` is a transition column)
+        if key in outs:
+            columns[STEP_COLUMNS[key]] = outs[key]
     if "critic" in outs:
-        columns["value"] = outs["critic"]
         columns["next_value"] = _values_after(rollout, np.arange(T)[:, None].repeat(B, 1))
     if discount.gae is not None:
         advantages = rollout.advantages(*discount.gae)

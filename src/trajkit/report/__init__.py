@@ -18,8 +18,10 @@ and writes one static HTML page that opens from disk, offline: inline styles, fi
 
 It streams: files are read one at a time (in parallel, on the engine behind `trajkit
 validate`), each summarised by counts, running statistics and uniform samples, so memory stays
-bounded however many files there are. Large observations such as images are sampled (256 rows
-per file), never all decoded, and only the files of the episodes shown are opened again. The
+bounded however many files there are. A Parquet file or a Minari dataset is read one rollout
+at a time, each written as a temporary rollout file and let go before the next is read. Large
+observations such as images are sampled (256 rows per file), never all decoded, and only the
+files of the episodes shown are opened again. The
 lint findings come from `trajkit lint`'s checks, run on each file where it is loaded, so that
 a file is read once. Figures are drawn with
 matplotlib (`trajkit[plot]`), imported when the page is made; the page itself is written with
@@ -79,9 +81,15 @@ class Built:
 
     @property
     def exit_code(self) -> int:
-        """1 when a file is invalid or lint found an error or a warning (or failed), else 0."""
+        """The command's exit code: 3, 1 or 0.
+
+        3 when a lint check failed on a file (a bug in trajkit lint: `trajkit lint` exits 3
+        too); else 1 when a file is invalid or lint found an error or a warning; else 0.
+        """
         findings = self.findings
-        return 1 if self.collection.invalid or findings.tally.exit_code or findings.failed else 0
+        if findings.failed:
+            return 3
+        return 1 if self.collection.invalid or findings.tally.exit_code else 0
 
 
 def build(

@@ -39,8 +39,9 @@ class Findings:
         files: How many files were linted.
         options: The lint options of the run.
         failures: The first files lint's checks stopped on (a bug in a check), with the
-            error; their other checks are left out, the other files are linted.
-        failed: How many files lint's checks stopped on.
+            error; their other checks are left out, the other files are linted. A check
+            across files that stopped is listed too (`the checks across files: ...`).
+        failed: How many times lint's checks stopped (on a file, or across files).
 
     Examples:
         >>> f = Findings()
@@ -86,14 +87,24 @@ class LintFold:
         """Fold in the next file (`None` when lint's checks failed on it, with `failure`)."""
         self.findings.files += 1
         if result is None:
-            self.findings.failed += 1
-            if failure is not None and len(self.findings.failures) < MAX_FINDINGS:
-                self.findings.failures.append(failure)
+            self._failed(failure)
         for finding in self._fold.add(result):
             self.findings.add(finding)
+        self._failed_in_fold()
 
     def finish(self) -> Findings:
         """The findings, once the last file is in."""
         for finding in self._fold.finish():
             self.findings.add(finding)
+        self._failed_in_fold()
         return self.findings
+
+    def _failed(self, failure: str | None) -> None:
+        self.findings.failed += 1
+        if failure is not None and len(self.findings.failures) < MAX_FINDINGS:
+            self.findings.failures.append(failure)
+
+    def _failed_in_fold(self) -> None:
+        """The errors lint's checks across files raised (lint's fold lists them)."""
+        while self._fold.failures:
+            self._failed(self._fold.failures.pop(0))

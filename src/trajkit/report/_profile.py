@@ -23,12 +23,12 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
-from numpy.typing import DTypeLike
 
 from trajkit._base.errors import RolloutFileError
 from trajkit._base.types import AnyArray, Float64Array
 from trajkit._core import tree as _tree
 from trajkit._core.episodes import complete_episodes
+from trajkit._core.images import image_layout
 from trajkit._io.filecheck import FileCheck, file_error
 from trajkit._io.files import load, read_metadata
 from trajkit._io.metadata import RolloutFileMetadata
@@ -476,37 +476,6 @@ def _counts(flat: AnyArray) -> tuple[Counter[int], ...] | None:
             return None
         counts.append(Counter(dict(zip(values.tolist(), times.tolist(), strict=True))))
     return tuple(counts)
-
-
-def image_layout(shape: Sequence[int], dtype: DTypeLike) -> str | None:
-    """How a per-step observation holds an image: `"hw"`, `"hwc"`, `"chw"`, `"nhwc"`, or `None`.
-
-    An image is `uint8`, at least 8 pixels each way: gray `(H, W)`; `(H, W, C)` with C of 1,
-    3 (RGB) or 4 (taken as a stack of 4 gray frames, as Atari's); `(C, H, W)` with C of 1, 3
-    or 4; a stack of frames `(N, H, W, C)` with C of 1 or 3.
-
-    Examples:
-        >>> image_layout((84, 84, 4), "uint8"), image_layout((4, 84, 84), "uint8")
-        ('hwc', 'chw')
-        >>> image_layout((84, 84), "float32"), image_layout((4,), "uint8")
-        (None, None)
-    """
-    if np.dtype(dtype) != np.uint8:
-        return None
-    dims = tuple(int(d) for d in shape)
-
-    def big(*sides: int) -> bool:
-        return all(side >= 8 for side in sides)
-
-    if len(dims) == 2 and big(*dims):
-        return "hw"
-    if len(dims) == 3 and dims[2] in (1, 3, 4) and big(dims[0], dims[1]):
-        return "hwc"
-    if len(dims) == 3 and dims[0] in (1, 3, 4) and big(dims[1], dims[2]):
-        return "chw"
-    if len(dims) == 4 and dims[3] in (1, 3) and big(dims[1], dims[2]):
-        return "nhwc"
-    return None
 
 
 def _leaf(name: str, leaf: AnyArray, rng: np.random.Generator) -> LeafProfile:

@@ -5,15 +5,17 @@ Every source becomes a stream of rollout files, the items `trajkit validate` wor
 and lints them all. Files and folders (local or fsspec URLs) are discovered lazily, as
 `trajkit validate` discovers them; a `Dataset` is its folder, each file also checked against
 its pinned spec. A Parquet file (`*.parquet`, read by
-[`trajkit.arrow.read_parquet`][trajkit.arrow.read_parquet]) and a Minari dataset (a
+[`trajkit.arrow.iter_parquet`][trajkit.arrow.iter_parquet]) and a Minari dataset (a
 `minari.MinariDataset`, or `minari:ID` for a local one, read by
-[`trajkit.minari.from_minari`][trajkit.minari.from_minari]) are read whole by their readers,
-and their rollouts written as temporary rollout files, named on the page by their source
-(`run.parquet (rollout 3)`). A source that its reader refuses is one invalid "file".
+[`trajkit.minari.iter_minari`][trajkit.minari.iter_minari]) are read one rollout at a time,
+each written as a temporary rollout file as it comes and let go, so that one rollout is in
+memory at a time; the files are named on the page by their source (`run.parquet (rollout
+3)`). A source that its reader refuses, at once or midway, is one invalid "file".
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from collections.abc import Iterable, Iterator
@@ -180,37 +182,35 @@ def _is_minari(value: Any) -> bool:
 
 
 def _add_parquet(inputs: Inputs, path: str, scratch: str, number: int) -> None:
-    from trajkit.arrow import read_parquet  # imports pyarrow
+    from trajkit.arrow import iter_parquet  # imports pyarrow
 
     inputs.described.append(path)
-    try:
-        rollouts = read_parquet(path)
-    except (OSError, ValueError) as exc:
-        inputs.parts.append([FileCheck(path, (f"not readable as a trajkit Parquet file: {exc}",))])
-        return
-    inputs.notes.append({"kind": "Parquet file", "source": path, "rollouts": len(rollouts)})
-    inputs.parts.append(_spill(inputs, rollouts, path, "rollout", scratch, number))
+    refused = "not readable as a trajkit Parquet file"
+    count = _spill(inputs, iter_parquet(path), path, "rollout", scratch, number, refused)
+    if count is not None:
+        inputs.notes.append({"kind": "Parquet file", "source": path, "rollouts": count})
 
 
 def _add_minari(inputs: Inputs, dataset: Any, scratch: str, number: int) -> None:
-    from trajkit.minari import from_minari  # imports minari
+    from trajkit.minari import iter_minari  # imports minari
 
     if isinstance(dataset, str):
         dataset = dataset[len(MINARI_PREFIX) :]
     name = dataset if isinstance(dataset, str) else str(getattr(dataset, "id", "?"))
     where = f"{MINARI_PREFIX}{name}"
     inputs.described.append(where)
+    refused = "not readable as a Minari dataset"
     try:
-        rollouts = from_minari(dataset)
+        episodes = iter_minari(dataset)  # loads a dataset named by id, or refuses it
         if isinstance(dataset, str):
             import minari
 
-            dataset = minari.load_dataset(dataset)
+            dataset = minari.load_dataset(dataset)  # for what it says of itself
     except (OSError, ValueError) as exc:
-        inputs.parts.append([FileCheck(where, (f"not readable as a Minari dataset: {exc}",))])
+        inputs.parts.append([FileCheck(where, (f"{refused}: {exc}",))])
         return
-    inputs.notes.append({"kind": "Minari dataset", "source": where, **_minari_facts(dataset)})
-    inputs.parts.append(_spill(inputs, rollouts, where, "episode", scratch, number))
+    if _spill(inputs, episodes, where, "episode", scratch, number, refused) is not None:
+        inputs.notes.append({"kind": "Minari dataset", "source": where, **_minari_facts(dataset)})
 
 
 def _minari_facts(dataset: Any) -> dict[str, Any]:
@@ -231,17 +231,39 @@ def _minari_facts(dataset: Any) -> dict[str, Any]:
 
 
 def _spill(
-    inputs: Inputs, rollouts: list[Rollout], origin: str, unit: str, scratch: str, number: int
-) -> list[Item]:
-    """Write `rollouts` as temporary files (then let them go); their items, in order."""
+    inputs: Inputs,
+    rollouts: Iterator[Rollout],
+    origin: str,
+    unit: str,
+    scratch: str,
+    number: int,
+    refused: str,
+) -> int | None:
+    """Write each rollout as a temporary file as it comes, and let it go; their items, in order.
+
+    So one rollout is in memory at a time, whatever the size of the source. The items go
+    into `inputs`, and their count is returned. When the reader refuses the source (at once,
+    or midway), the files already written are removed and the source is one invalid "file",
+    its problem `refused` and the reader's reason; then `None` is returned. A temporary file
+    that cannot be written is an error of the report (`OSError`), not of the source.
+    """
     items: list[Item] = []
-    rollouts.reverse()
-    index = 0
-    while rollouts:  # each rollout is let go once written
-        path = os.path.join(scratch, f"{number:04d}-{unit}-{index:06d}.npz")
-        save(rollouts.pop(), path, max_bytes=None)
-        inputs.labels[path] = f"{origin} ({unit} {index})"
+    while True:
+        try:
+            rollout = next(rollouts, None)
+        except (OSError, ValueError) as exc:
+            for item in items:
+                del inputs.labels[item.path], inputs.origins[item.path]
+                with contextlib.suppress(OSError):
+                    os.remove(item.path)
+            inputs.parts.append([FileCheck(origin, (f"{refused}: {exc}",))])
+            return None
+        if rollout is None:
+            inputs.parts.append(items)
+            return len(items)
+        path = os.path.join(scratch, f"{number:04d}-{unit}-{len(items):06d}.npz")
+        save(rollout, path, max_bytes=None)
+        del rollout  # let go before the next one is read
+        inputs.labels[path] = f"{origin} ({unit} {len(items)})"
         inputs.origins[path] = origin
         items.append(Found(path, file_size(path)))
-        index += 1
-    return items

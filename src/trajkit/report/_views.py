@@ -20,6 +20,7 @@ from trajkit._core import tree as _tree
 from trajkit._io.files import DEFAULT_MAX_BYTES
 from trajkit._io.remote import load_any
 from trajkit._models.rollout import Rollout
+from trajkit._models.rules import episode_ends
 from trajkit.report._collect import Collection
 from trajkit.report._profile import MAX_FEATURES, image_layout
 
@@ -155,7 +156,7 @@ def _view(rollout: Rollout, pick: Pick) -> View:
     stride = max(1, math.ceil(pick.length / MAX_POINTS))
     rows = np.arange(pick.first, stop, stride)
     rewards = np.asarray(rollout.rews)[pick.first : stop, pick.env].astype(np.float64)
-    ends = np.flatnonzero(np.asarray(rollout.dones)[pick.first + 1 : stop + 1, pick.env] == 1)
+    ends = np.flatnonzero(episode_ends(np.asarray(rollout.dones)[pick.first : stop + 1, pick.env]))
     if pick.ending != "goes on":
         ends = ends[:-1]  # the episode's own end is drawn apart
     frame_steps = np.unique(np.linspace(0, pick.length - 1, FRAMES).round().astype(int))

@@ -13,7 +13,7 @@ from stable_baselines3.common.buffers import DictRolloutBuffer, RolloutBuffer
 from trajkit._base.types import AnyArray, ArrayLike
 from trajkit._core import tree as _tree
 from trajkit._models.rollout import Rollout
-from trajkit._models.rules import FIELD_RULES, conform, conform_into, lossless
+from trajkit._models.rules import FIELD_RULES, conform, conform_into, lossless, no_states
 
 __all__ = ["from_rollout_buffer", "numpy_array", "space_shape"]
 
@@ -28,8 +28,8 @@ def numpy_array(value: Any) -> AnyArray:
 
 
 def space_shape(space: spaces.Space[Any]) -> tuple[int, ...]:
-    """One element's shape as trajkit stores it: `()` for Discrete, else the space's shape."""
-    return () if isinstance(space, spaces.Discrete) else tuple(space.shape or ())
+    """One element's shape as trajkit stores it: the space's (`()` for Discrete)."""
+    return tuple(space.shape or ())
 
 
 def _in_space(stored: AnyArray, space: spaces.Space[Any], name: str) -> AnyArray:
@@ -236,7 +236,7 @@ def from_rollout_buffer(
         [buffer.episode_starts, _row(last_episode_starts, "last_episode_starts", B)]
     )
     return Rollout(
-        states=np.zeros((T + 1, B, 0), np.float32),
+        states=no_states(T, B),
         obses=_observations(buffer, last_obs),
         rews=rews,
         dones=dones,

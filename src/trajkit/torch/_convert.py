@@ -18,6 +18,7 @@ from trajkit._core import tree as _tree
 from trajkit._models.checked import plain_view
 from trajkit._models.rollout import Rollout
 from trajkit._models.rollout_training import ppo_arrays
+from trajkit._models.rules import STEP_COLUMNS
 
 if TYPE_CHECKING:
     import torch
@@ -41,7 +42,7 @@ TensorTree: TypeAlias = Any
 """A tensor, or a dict/tuple of them for nested observations (Gymnasium `Dict`, `Tuple`)."""
 
 
-_INT64_KEYS = frozenset({"actions", "action"})
+_INT64_KEYS = frozenset({"actions", STEP_COLUMNS["actions"]})
 
 _torch_module: Any = None
 
