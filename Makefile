@@ -56,9 +56,10 @@ test: lint typecheck pytest docs wheel
 api-snapshot: $(VENV)/.dev-installed
 	$(PY) tests/project/api_snapshot.py --write
 
-# Mutation testing (mutmut; not part of `make test`, it takes long): mutants of the modules in
-# [tool.mutmut] of pyproject.toml against their tests, then the kill rate and the survivors.
-# `make mutate MUTANTS='trajkit._io.jsonbudget*'` runs some. The last rate: CONTRIBUTING.md.
+# Mutation testing (mutmut; not part of `make test`, it takes hours): mutants of every module
+# of src/trajkit against the tests that reach them ([tool.mutmut] of pyproject.toml), then the
+# kill rate per package and the survivors. `make mutate MUTANTS='trajkit._io.jsonbudget*'`
+# runs some. The last rates: CONTRIBUTING.md.
 # mutmut forks one child per mutant after the tests ran once: a thread pool (torch's OpenMP,
 # numba's) started before the fork hangs the children, which then count as timeouts (killed).
 MUTANTS ?=

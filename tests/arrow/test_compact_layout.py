@@ -80,6 +80,32 @@ def test_a_binary_cell_is_bytes_plus_a_reshape() -> None:
     np.testing.assert_array_equal(images, r.obses["image"][:-1].reshape(-1, 16, 16, 4))
 
 
+@pytest.mark.parametrize("type_", [pa.binary(6), pa.binary(), pa.large_binary()], ids=str)
+def test_a_slice_of_a_bytes_column_is_read_from_its_own_offset(type_: Any) -> None:
+    # A slice shares its parent's buffers: its first cell is the parent's row `offset`, and
+    # the offsets of a variable-size column count bytes from the parent's first row.
+    from trajkit.arrow._cells import binary_values
+
+    values = np.arange(7 * 3, dtype=np.int16).reshape(7, 3)
+    column = pa.array([row.tobytes() for row in values], type_)
+    for start, stop in [(0, 7), (2, 5), (6, 7), (3, 3)]:
+        got = binary_values(column.slice(start, stop - start), np.dtype(np.int16), (3,))
+        np.testing.assert_array_equal(got, values[start:stop])
+
+
+@pytest.mark.parametrize("dtype", [np.bool_, np.float32, np.int64])
+def test_a_slice_of_a_number_column_is_read_from_its_own_offset(dtype: Any) -> None:
+    # Booleans are bits: a slice starting mid-byte unpacks from its own bit.
+    from trajkit.arrow._buffers import to_numpy
+
+    values = (np.arange(19) ** 2 % 7 < 3).astype(dtype)  # no period a slice could hide in
+    column = pa.array(values)
+    for start, stop in [(0, 19), (3, 12), (9, 10), (5, 5)]:
+        got = to_numpy(column.slice(start, stop - start))
+        assert got.dtype == values.dtype
+        np.testing.assert_array_equal(got, values[start:stop])
+
+
 def test_other_tools_read_the_bytes_with_the_documented_reshape(tmp_path: Path) -> None:
     r = image_rollout()
     path = tmp_path / "run.parquet"
@@ -238,11 +264,51 @@ def test_a_declared_dtype_trajkit_cannot_store_is_refused(dtype: str) -> None:
             "leaf obses\\['image'\\] has 'binary': True; only a leaf with a shape, in the "
             "compact layout",
         ),
+        # each flag on the kind of leaf or output it is for, and with the value it takes
+        (
+            lambda m: m["model_outs"][0].update(binary=True),
+            "model output 'critic' has 'binary': True; only a leaf with a shape",
+        ),
+        (
+            lambda m: m["fields"]["obses"]["leaves"][0].update(binary=1),
+            "leaf obses\\['image'\\] has 'binary': 1; only a leaf with a shape",
+        ),
+        (
+            lambda m: m["model_outs"][0].update(binary=0),
+            "model output 'critic' has 'binary': 0; only a leaf with a shape",
+        ),
+        (
+            lambda m: m["fields"]["obses"]["leaves"][1].update(per_step=True),
+            "each leaf of 'obses' must have 'column', 'next', 'path', 'dtype' and 'shape'$",
+        ),
+        (
+            lambda m: m["model_outs"][1].update(per_step=False),
+            "each of 'model_outs' must be \\{'key': str, ",
+        ),
     ],
 )
 def test_an_inconsistent_compact_layout_is_refused(change: Any, match: str) -> None:
     bad = _declare(ta.to_arrow(image_rollout()), change)
     with pytest.raises(ValueError, match="^the table's trajkit layout is inconsistent: " + match):
+        ta.from_arrow(bad)
+
+
+@pytest.mark.parametrize(
+    ("name", "cell"),
+    [
+        ("obs.image", "fixed_size_binary[1024] (|u1 of shape [16, 16, 4])"),
+        ("state", "fixed_size_binary[8] (<f4 of shape [2])"),
+        ("out.actor", "fixed_size_binary[12] (<f4 of shape [3])"),
+    ],
+)
+def test_variable_size_bytes_are_for_next_columns_only(name: str, cell: str) -> None:
+    # A column with a value on every row holds fixed-size bytes, whether a leaf's or a model
+    # output's; only the mostly-null `next_` columns may hold variable-size ones.
+    table = ta.to_arrow(image_rollout(final=False), layout="compact")
+    values = pa.array(table.column(name).to_pylist(), pa.large_binary())
+    bad = table.set_column(table.column_names.index(name), name, values)
+    message = f"column {name!r} has type large_binary; the layout stores it as bytes, {cell}"
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
         ta.from_arrow(bad)
 
 

@@ -155,11 +155,18 @@ def test_a_null_inside_a_tensor_cell_is_refused() -> None:
     values = obs.flatten().to_pylist()
     values[9] = None  # row 2, value 1 of 4
     cells = pa.FixedSizeListArray.from_arrays(pa.array(values, pa.float32()), 4)
-    _refused(_set(table, "obs", cells), r"^column 'obs' holds a null value at step 1, env 0")
+    every_step = r"; a rollout has a value at every step$"
+    _refused(
+        _set(table, "obs", cells),
+        r"^column 'obs' holds a null value at step 1, env 0 \(row 2\)" + every_step,
+    )
     tensor = ta.to_arrow(example_rollout(num_steps=3, num_envs=2), tensor_type="extension")
     storage = tensor.column("obs").combine_chunks()
     masked = pa.ExtensionArray.from_storage(storage.type, cells)
-    _refused(_set(tensor, "obs", masked), r"^column 'obs' holds a null value at step 1, env 0")
+    _refused(
+        _set(tensor, "obs", masked),
+        r"^column 'obs' holds a null value at step 1, env 0 \(row 2\)" + every_step,
+    )
 
 
 def test_a_null_in_an_index_column_is_refused() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import subprocess
@@ -45,6 +46,27 @@ def test_validate_good_files_and_folders(capsys: pytest.CaptureFixture[str], dat
     code, out, _ = run(capsys, "validate", str(dataset))
     assert code == 0
     assert out.splitlines() == [f"{dataset / 'a.npz'}: ok", f"{dataset / 'nested' / 'b.npz'}: ok"]
+
+
+def test_v_shows_the_trajkit_logger_on_stderr(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # In this process (tests/cli/test_startup.py runs it in a fresh one), so that what -v
+    # sets up is seen by the tests of trajkit._cli; the logger is put back afterwards.
+    path = tmp_path / "r.npz"
+    trajkit.save(example_rollout(), path)
+    logger = logging.getLogger("trajkit")
+    handlers, level = list(logger.handlers), logger.level
+    try:
+        code, _, err = run(capsys, "validate", "-v", "-j", "2", str(path))
+    finally:
+        logger.handlers[:] = handlers
+        logger.setLevel(level)
+    assert code == 0
+    assert err == (
+        f"trajkit: 2 jobs: 1 files ({path.stat().st_size / 1024:,.0f} KiB) are worked through "
+        "in this process, too few to pay for starting worker processes\n"
+    )
 
 
 def test_validate_reports_bad_and_missing_paths(

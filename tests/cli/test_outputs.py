@@ -8,6 +8,7 @@ leaves the old file whole), and every failure is one line on stderr with exit 1 
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -15,6 +16,7 @@ import textwrap
 from functools import partial
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import trajkit
@@ -99,6 +101,51 @@ def test_plot_and_import_refuse_to_write_over_their_input(
         f"({parquet}): write to another path\n"
     )
     assert arrow.read_parquet(parquet) == [trajkit.load(run_npz)]
+
+
+def test_write_output_passes_its_inputs_and_its_words_on(tmp_path: Path) -> None:
+    # The commands check their inputs first; write_output checks again as it writes (the
+    # output may have become an input since), and names the operation and its writer.
+    from trajkit._cli.common import OutputError, UsageError, write_output
+
+    path = tmp_path / "out.txt"
+    path.write_bytes(b"old")
+    with pytest.raises(
+        UsageError,
+        match=rf"^cannot write to {re.escape(str(path))}: it is also an input "
+        rf"\({re.escape(str(path))}\); write to another path$",
+    ):
+        write_output(str(path), lambda file: file.write(b"new"), [str(path)])
+    assert path.read_bytes() == b"old"
+    with pytest.raises(
+        OutputError,
+        match=rf"^cannot write {re.escape(str(tmp_path))}: cannot write over a folder "
+        r"\(trajkit replaces only regular files\)$",
+    ):
+        write_output(str(tmp_path), lambda file: file.write(b"new"), [])
+    with pytest.raises(OutputError, match=r"^cannot write .*: No such file or directory$"):
+        write_output(str(tmp_path / "no" / "out.txt"), lambda file: file.write(b"new"), [])
+    write_output(str(path), lambda file: file.write(b"new"), [str(tmp_path / "other")])
+    assert path.read_bytes() == b"new"
+
+
+def test_load_all_maps_every_file_within_the_limit_or_names_the_one_refused(
+    capsys: pytest.CaptureFixture[str], run_npz: Path
+) -> None:
+    from trajkit._cli.common import load_all
+
+    loaded = load_all([str(run_npz), str(run_npz)], None)
+    assert loaded is not None
+    assert len(loaded) == 2
+    base = loaded[0].rews.base
+    while base is not None and not isinstance(base, np.memmap):
+        base = base.base
+    assert isinstance(base, np.memmap)  # mapped, not read
+    assert load_all([str(run_npz)], 100) is None
+    assert capsys.readouterr().err == (
+        f"{run_npz}: invalid: the metadata declares 1896 bytes of array data (T=16, B=2), over "
+        "the limit of 100 bytes; pass a larger --max-bytes to load it\n"
+    )
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="maps are listed on Linux")

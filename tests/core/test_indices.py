@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.mutation_report import UNDER_MUTMUT
 from trajkit._base.types import AnyArray, IntArray
 from trajkit._core.indices import (
     gather,
@@ -602,4 +603,5 @@ def test_a_deprecation_warning_points_at_the_callers_line() -> None:
 
     with pytest.warns(DeprecationWarning, match="index_stream") as caught:
         trajkit.index_stream(3, 2, seed=5)
-    assert caught[0].filename == __file__
+    if not UNDER_MUTMUT:  # its trampoline's frames lie between the caller and the warning
+        assert caught[0].filename == __file__

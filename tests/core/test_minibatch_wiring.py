@@ -260,6 +260,25 @@ def test_max_bytes_and_spec_reach_every_maker(dataset: Dataset, tmp_path: Path) 
     assert Dataset.write(tmp_path / "s", [], spec=other).spec == other
 
 
+def test_max_bytes_reaches_the_adoption_of_loose_files(tmp_path: Path) -> None:
+    # No spec.json: the spec is read from the first file, within the limit, and the adopted
+    # dataset keeps the limit for the files found later.
+    folder = tmp_path / "loose"
+    folder.mkdir()
+    for s in range(2):
+        trajkit.save(example_rollout(seed=s), folder / f"run-{s}.npz")
+    with pytest.raises(
+        RolloutFileError,
+        match=r"run-0\.npz: the metadata declares 552 bytes of array data \(T=4, B=2\), over "
+        r"the limit of 100 bytes; pass a larger max_bytes to load it$",
+    ):
+        Dataset.adopt(folder, max_bytes=100)
+    ds = Dataset.adopt(folder, max_bytes=3000)
+    trajkit.save(example_rollout(32, 4, seed=2), folder / "run-2.npz")  # found later
+    with pytest.raises(RolloutFileError, match=r"run-2\.npz: .* over the limit of 3000 bytes"):
+        list(ds)
+
+
 def test_compress_reaches_the_files(tmp_path: Path) -> None:
     ds = Dataset.write(tmp_path / "c", [example_rollout()], compress=True)
     path = ds.append(example_rollout(), compress=True)

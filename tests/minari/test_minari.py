@@ -73,6 +73,41 @@ def test_an_episode_spanning_consecutive_rollouts_is_exported_whole() -> None:
     )
 
 
+def test_rollouts_that_do_not_join_up_end_the_running_episodes_where_the_next_starts() -> None:
+    # Two rollouts whose envs are still in an episode at the end of the first while the
+    # second starts a new one (dones[0] = 1): each running episode ends with the first
+    # rollout, terminated, its last observation repeated; none runs on into the second.
+    first = example_rollout(num_steps=4, num_envs=2, seed=0)
+    assert first.dones.astype(int).tolist() == [[0, 0], [1, 1], [0, 0], [0, 0], [0, 0]]
+    second = example_rollout(num_steps=4, num_envs=2, seed=0)
+    dones = second.dones.copy()
+    dones[0] = 1
+    second = trajkit.Rollout(
+        states=second.states,
+        obses=second.obses,
+        rews=second.rews,
+        dones=dones,
+        infos=None,
+        model_outs=second.model_outs.arrays,
+    )
+    dataset = tm.to_minari([first, second], "trajkit/apart-v0")
+    rews = first.rews.astype(np.float64)  # as Minari stores them
+    closed = [(3, float(np.sum(rews[1:4, b])), True, False) for b in range(2)]
+    assert _summary(dataset) == [
+        (1, float(rews[0, 0]), True, False),
+        (1, float(rews[0, 1]), True, False),
+        closed[0],
+        (1, float(rews[0, 0]), True, False),
+        closed[1],
+        (1, float(rews[0, 1]), True, False),
+        (3, float(np.sum(rews[1:4, 0])), False, False),
+        (3, float(np.sum(rews[1:4, 1])), False, False),
+    ]
+    episode = list(dataset.iterate_episodes())[2]
+    np.testing.assert_array_equal(episode.observations[:3], first.obses[1:4, 0])
+    np.testing.assert_array_equal(episode.observations[3], first.obses[3, 0])
+
+
 def test_import_gives_one_validated_rollout_per_episode() -> None:
     r = example_rollout(num_steps=9, num_envs=2, truncation=True, done_prob=0.3, seed=2)
     dataset = tm.to_minari(r, "trajkit/back-v0")

@@ -689,6 +689,29 @@ def test_setting_an_attribute_of_a_rollouts_array_is_refused(name: str) -> None:
     r.revalidate()
 
 
+@pytest.mark.parametrize(
+    ("name", "error"),
+    [
+        ("shape", AttributeError),
+        ("strides", AttributeError),
+        ("dtype", AttributeError),
+        ("flat", ValueError),  # NumPy refuses these two of a read-only array too, unhelpfully
+        ("real", ValueError),
+    ],
+)
+def test_each_refused_attribute_says_what_to_write_instead(
+    name: str, error: type[Exception]
+) -> None:
+    r = _rollout()
+    message = (
+        f"rews.{name} cannot be set: a rollout's arrays keep their layout and are written "
+        "through their checks; write rews[...] = value, and use reshape() or view() for "
+        "another layout"
+    )
+    with pytest.raises(error, match=f"^{re.escape(message)}$"):
+        setattr(r.rews, name, getattr(np.array(r.rews), name))
+
+
 def test_views_are_checked_and_views_of_another_dtype_refused() -> None:
     r = _rollout()
     view = r.rews.T[::-1]

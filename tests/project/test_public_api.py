@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 import trajkit
+from tests.mutation_report import UNDER_MUTMUT
 from tests.project.api_snapshot import MODULES, SNAPSHOT, render
 
 
@@ -88,7 +89,8 @@ def test_a_deprecated_name_warns_at_each_use_and_is_not_public(name: str) -> Non
     for _ in range(2):  # not cached: the second use warns too
         with pytest.warns(DeprecationWarning, match=rf"trajkit\.{name} {removed}") as caught:
             function = getattr(trajkit, name)
-        assert caught[0].filename == __file__  # the line that used the name
+        if not UNDER_MUTMUT:  # its trampoline's frames lie between the user and the warning
+            assert caught[0].filename == __file__  # the line that used the name
     from trajkit._core import indices
 
     assert function is getattr(indices, name)

@@ -1,0 +1,1 @@
+"""Tests of `trajkit._base`: the errors, warnings and helpers every layer above uses."""

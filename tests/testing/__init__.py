@@ -1,0 +1,1 @@
+"""Tests of `trajkit.testing`: the example rollout and the Hypothesis strategy users build on."""
