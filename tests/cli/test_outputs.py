@@ -123,8 +123,11 @@ def test_write_output_passes_its_inputs_and_its_words_on(tmp_path: Path) -> None
         r"\(trajkit replaces only regular files\)$",
     ):
         write_output(str(tmp_path), lambda file: file.write(b"new"), [])
-    with pytest.raises(OutputError, match=r"^cannot write .*: No such file or directory$"):
-        write_output(str(tmp_path / "no" / "out.txt"), lambda file: file.write(b"new"), [])
+    missing = tmp_path / "no" / "out.txt"  # named, not the temporary file beside it
+    with pytest.raises(
+        OutputError, match=rf"^cannot write {re.escape(str(missing))}: No such file or directory$"
+    ):
+        write_output(str(missing), lambda file: file.write(b"new"), [])
     write_output(str(path), lambda file: file.write(b"new"), [str(tmp_path / "other")])
     assert path.read_bytes() == b"new"
 

@@ -234,9 +234,8 @@ def write_output(target: str, write: Any, inputs: Sequence[str]) -> None:
         atomic_write(target, write, inputs=inputs, verb="write", by="trajkit")
     except ValueError as exc:  # became one of the inputs since it was checked
         raise UsageError(one_line(str(exc))) from None
-    except OSError as exc:
-        where = exc.filename if exc.filename is not None else target
-        fail(f"cannot write {where}: {exc.strerror or exc}")
+    except OSError as exc:  # named by the output, not the temporary file beside it
+        fail(f"cannot write {target}: {exc.strerror or exc}")
 
 
 class OutputError(Exception):
