@@ -11,7 +11,9 @@ Run `python benchmarks/bench_model.py` (or `make bench`). In one process:
   copies each dropped as soon as it is made (this benchmark's baseline until 2026-12-04):
   every copy then reuses the one buffer the previous copy freed, still in the cache, which
   no code that keeps its copies does. With numba installed, large float fields
-  are copied and checked in one pass by compiled kernels; the "NumPy checks" column times the
+  are copied and checked in one pass by compiled kernels, once numba is imported (this
+  benchmark imports it first, as a training loop's first numba GAE does; a process that has
+  not imported numba checks with NumPy, see `trajkit._core.fused`); the "NumPy checks" column times the
   same construction with `TRAJKIT_BACKEND=numpy` (a copy, then NumPy's checks). Each ratio
   is measured in three blocks of 15 rounds and the median block's ratio is reported, with the
   range of the three beside it: on a shared machine a single block is sometimes decided by
@@ -193,6 +195,8 @@ def scaling() -> None:
 
 
 def main() -> None:
+    with contextlib.suppress(ImportError):  # as after a training loop's first numba GAE
+        import numba  # noqa: F401
     construction()
     scaling()
 

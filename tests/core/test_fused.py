@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -9,7 +13,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+import trajkit
 from trajkit._core import _numba_checks, fused, gae
+from trajkit.testing import example_rollout
 
 SPECIAL = [0.0, -0.0, 1.0, 0.5, -1.0, np.nan, np.inf, -np.inf, 3.5e38, 1e300, 1e-45]
 
@@ -160,3 +166,34 @@ def test_a_scope_decides_once_and_closing_it_restores_the_one_around_it(
     fused.close_scope(outer)
     assert fused.kernels_enabled() is True  # outside any scope: asked every time
     assert fused.kernels_enabled() is False
+
+
+def test_checking_does_not_import_numba_unless_it_is_imported_or_asked_for(
+    tmp_path: Path,
+) -> None:
+    """Importing numba costs about 0.6 s, which checks of small files never repay."""
+    pytest.importorskip("numba")
+    script = (
+        "import sys, numpy as np, trajkit\n"
+        "from trajkit._core import fused\n"
+        "big = np.ones(1 << 20, np.float32)\n"
+        "trajkit.load(sys.argv[1])\n"
+        "print(fused.cast_kernel(big, 'finite') is None, 'numba' in sys.modules)\n"
+        "import numba\n"
+        "print(fused.cast_kernel(big, 'finite') is None)\n"
+    )
+    path = tmp_path / "r.npz"
+    trajkit.save(example_rollout(num_steps=64, num_envs=4), path)
+    env = {k: v for k, v in os.environ.items() if k != "TRAJKIT_BACKEND"}
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(path)], capture_output=True, text=True, env=env
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "False", "False"]
+    asked = subprocess.run(
+        [sys.executable, "-c", script, str(path)],
+        capture_output=True,
+        text=True,
+        env={**env, "TRAJKIT_BACKEND": "numba"},
+    )
+    assert asked.stdout.split() == ["False", "True", "False"], asked.stderr

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import enum
 import functools
+import os
+import sys
 import warnings
 from collections.abc import Callable
 from contextvars import ContextVar, Token
@@ -106,6 +108,8 @@ def _kernels_for(array: AnyArray) -> Kernels | None:
     """The compiled kernels, if they apply to `array` (see the module's documentation)."""
     if array.nbytes < MIN_BYTES or array.dtype not in _SOURCES or not array.flags.c_contiguous:
         return None
+    if "numba" not in sys.modules and os.environ.get("TRAJKIT_BACKEND") != "numba":
+        return None  # not worth importing numba for (see the module's documentation)
     return _compiled() if kernels_enabled() else None
 
 
