@@ -13,11 +13,12 @@ Run `python benchmarks/bench_model.py` (or `make bench`). In one process:
   no code that keeps its copies does. With numba installed, large float fields
   are copied and checked in one pass by compiled kernels, once numba is imported (this
   benchmark imports it first, as a training loop's first numba GAE does; a process that has
-  not imported numba checks with NumPy, see `trajkit._core.fused`); the "NumPy checks" column times the
-  same construction with `TRAJKIT_BACKEND=numpy` (a copy, then NumPy's checks). Each ratio
-  is measured in three blocks of 15 rounds and the median block's ratio is reported, with the
-  range of the three beside it: on a shared machine a single block is sometimes decided by
-  one lucky streak of the copy (a copy's speed depends on where the allocator puts it).
+  not imported numba checks with NumPy, see `trajkit._core.fused`); the "NumPy checks"
+  column times the same construction with `TRAJKIT_BACKEND=numpy` (a copy, then NumPy's
+  checks). Each ratio is measured in three blocks of 15 rounds and the median block's ratio
+  is reported, with the range of the three beside it: on a shared machine a single block is
+  sometimes decided by one lucky streak of the copy (a copy's speed depends on where the
+  allocator puts it).
 * **Scaling**: construction, advantages, save and load at T = 2^14 ... 2^18 steps of B = 8
   envs; the exponent is the slope of log(time) against log(size), about 1.0 for linear cost.
   A plain copy of the arrays is timed too: the sizes cross the CPU's last-level cache, so
