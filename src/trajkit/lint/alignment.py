@@ -268,7 +268,8 @@ def action_fit(rollout: Rollout) -> ActionFit | None:
     for shift, name in ((1, "late"), (-1, "early")):
         telling = (flat[rows] != flat[rows + shift]).any(axis=-1)
         moved = _fits(rollout, rows, actions[rows + shift])
-        assert moved is not None
+        if moved is None:  # the policy outputs fit the aligned actions, so they fit these
+            raise ValueError("TK103: the policy outputs fit the actions, but not shifted ones")
         shifted = moved[0]
         wins = telling & shifted & ~aligned
         first = None

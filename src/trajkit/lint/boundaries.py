@@ -229,7 +229,8 @@ def phantom_finding(path: str, evidence: PhantomEvidence, steps: int, rate: floa
         >>> print(phantom_finding("a.npz", e, 4, 0.09).format())  # doctest: +ELLIPSIS
         a.npz: env 1, step 2: TK108 [warning] every step that leaves a row flagged dones = 1 ...
     """
-    assert evidence.first is not None
+    if evidence.first is None:  # callers pass evidence with a place; a bug otherwise
+        raise ValueError(f"{path}: TK108's evidence names no boundary step")
     t, b = evidence.first
     n = evidence.steps
     return Finding(
@@ -462,7 +463,8 @@ def final_is_reset(files: list[tuple[str, FinalEvidence]]) -> list[Finding]:
         return []
     found = []
     for path, e in files:
-        assert e.first is not None
+        if e.first is None:  # only files with a final observation that repeats are here
+            raise ValueError(f"{path}: TK114's evidence names no final observation")
         t, b = e.first
         found.append(
             Finding(

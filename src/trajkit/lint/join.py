@@ -99,9 +99,9 @@ def _pieces(rollout: Rollout, b: int) -> tuple[Piece, ...]:
     begins: list[int | None] = [*([None] if not flagged[0] else []), *starts]
     trunc = rollout.truncated
     pieces = []
-    for i, begin in enumerate(begins):
-        stop = begins[i + 1] if i + 1 < len(begins) else T
-        assert stop is not None
+    bounds = [*starts, T]
+    stops = bounds[len(bounds) - len(begins) :]  # each piece stops where the next begins
+    for begin, stop in zip(begins, stops, strict=True):
         ended = stop < T or bool(flagged[T])
         end = stop - 1 if ended else None
         first = row_digest(rollout, begin, b) if begin is not None else ""
@@ -280,7 +280,7 @@ class EpisodeJoiner:
                 if limit and before <= limit < length:
                     over.append((origin + limit - before, b, origin - before))
                 if piece.end is not None:
-                    self._ended(chain, edges, b, piece, length, opened.first, early)
+                    self._ended(chain, edges, (piece.end, b), piece, length, opened.first, early)
                 chain.open[b] = None if piece.end is not None else _Open(length, opened.first)
         chain.starts += sorted(starts, key=lambda s: (s.row, s.env))
         return self._findings(edges, over, early)
@@ -289,24 +289,24 @@ class EpisodeJoiner:
     def _ended(
         chain: _Chain,
         edges: EpisodeEdges,
-        b: int,
+        place: tuple[int, int],
         piece: Piece,
         length: int,
         first: str,
         early: list[tuple[int, int, int]],
     ) -> None:
-        """An episode of known `length` ends in this file: TK113 now, TK101's evidence."""
+        """An episode of `length` ends at `place` (step, env): TK113 now, TK101's evidence."""
         limit = edges.limit or 0
-        assert piece.end is not None
+        end, b = place
         if limit > 1 and length >= limit - 1:
             chain.reached += 1
             chain.before += length == limit - 1 and not piece.truncated
         if piece.truncated and length < limit:
-            early.append((piece.end, b, length))
+            early.append((end, b, length))
         elif length == limit and piece.truncated:
             chain.flagged.add(b)
         elif length == limit:
-            where = (len(chain.files) - 1, edges.path, piece.end, b)
+            where = (len(chain.files) - 1, edges.path, end, b)
             chain.cuts.append((*where, (first, piece.last)))
             chain.limit = limit
         elif not piece.truncated:
