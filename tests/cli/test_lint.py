@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -77,3 +78,37 @@ def test_a_failure_beside_findings_still_exits_3(
     assert code == 3
     assert out.count("TK203") == 1
     assert "a check failed (please report it)" in err
+
+
+BROKEN_CHECK = """
+import sys
+from trajkit.lint import run
+from trajkit.cli import main
+
+def broken(rollout, options, **kwargs):
+    raise ValueError("a check broke")
+
+run.check_rollout = broken  # a bug in lint, as a user's run would meet it
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.parametrize("command", ["lint", "report"])
+def test_a_check_that_raises_exits_3_in_a_fresh_interpreter(tmp_path: Path, command: str) -> None:
+    """As users run the commands: the failure is said on stderr, the exit code is 3."""
+    trajkit.save(example_rollout(num_steps=8), tmp_path / "a.npz")
+    out = ["-o", str(tmp_path / "report.html")] if command == "report" else []
+    done = subprocess.run(
+        [sys.executable, "-c", BROKEN_CHECK, command, str(tmp_path), "-j", "1", *out],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+        cwd=tmp_path,
+        env={**os.environ, "MPLBACKEND": "Agg"},
+    )
+    assert done.returncode == 3, done.stderr
+    assert "Traceback" not in done.stderr
+    assert f"a check failed (please report it): {tmp_path / 'a.npz'}" in done.stderr.replace(
+        "a lint check failed", "a check failed"
+    )
