@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import trajkit
 from tests.lint.helpers import Array, dones_for, lint_rollouts, rollout
@@ -19,8 +22,11 @@ from trajkit.lint.crossfile import (
     MIN_OBSERVATIONS,
     MIN_REWARDS,
     Rewards,
+    _judged,
+    _Pool,
     _scale_jump,
 )
+from trajkit.lint.evidence import CHANCE, rate_bound
 
 
 def _rewards(T: int, B: int, value: float | Array, seed: int) -> Rollout:
@@ -328,3 +334,76 @@ def test_tk202_few_values_messages() -> None:
         "rewards take a range of values where the other 2 files take only 1, 2 (reward scale 1 "
         "against the median 1): rewards normalised?"
     )
+
+
+def _reference_tk202(file: Rewards, others: list[Rewards], ratio: float) -> str | None:
+    """TK202 by a pass over the others (what each file of n once cost: n * n in all)."""
+    median = float(np.median([o.scale for o in others]))
+    scale = f"reward scale {file.scale:.6g} against the median {median:.6g}"
+    listed = [o.values for o in others]
+    union = sorted({v for values in listed if values is not None for v in values})
+    taken = sum(o.nonzero for o in others)
+    them = f"the other {len(others)} files"
+    if (
+        all(v is not None for v in listed)
+        and 0 < len(union) <= FEW_VALUES
+        and taken >= 2 * len(union)
+    ):
+        pooled: Counter[float] = Counter()
+        for o in others:
+            pooled.update(dict(zip(o.values or (), o.counts, strict=False)))
+        if rate_bound(sum(1 for c in pooled.values() if c == 1), taken) ** file.nonzero > CHANCE:
+            return None
+        shown = ", ".join(f"{v:g}" for v in union)
+        if file.values is None:
+            if set(file.common) & set(union):
+                return None
+            return (
+                f"rewards take a range of values where {them} take only {shown} ({scale}): "
+                "rewards normalised?"
+            )
+        if set(file.values) & set(union):
+            return None
+        own = ", ".join(f"{v:g}" for v in file.values)
+        return (
+            f"rewards take the values {own} where {them} take {shown} (none in common; "
+            f"{scale}): rewards scaled or normalised differently?"
+        )
+    top = max(o.typical for o in others)
+    if top <= 0 or file.typical <= ratio * top:
+        return None
+    return (
+        f"typical reward magnitude (median |r|) {file.typical:.6g} is "
+        f"{file.typical / top:.3g}x above the largest {top:.6g} of {them} "
+        f"(limit {ratio:g}x): rewards scaled or normalised differently?"
+    )
+
+
+_values = st.one_of(
+    st.lists(st.sampled_from([-1.0, 0.5, 1.0, 2.0, 3.0]), unique=True),
+    st.lists(st.sampled_from([10.0, 100.0]), min_size=1, unique=True),  # none in common
+)
+
+
+@st.composite
+def _file_rewards(draw: st.DrawFn) -> Rewards:
+    values = draw(st.one_of(st.none(), _values.map(lambda v: tuple(sorted(v)))))
+    counts = tuple(draw(st.integers(1, 30)) for _ in values or ())
+    nonzero = sum(counts) if values is not None else draw(st.integers(0, 40))
+    common = values[:3] if values is not None else tuple(draw(_values)[:3])
+    scale = draw(st.sampled_from([0.0, 0.5, 1.0, 2.0, 30.0]))
+    typical = draw(st.sampled_from([0.0, 0.1, 1.0, 1.0, 20.0, 500.0]))
+    return Rewards(40, 40 * scale * scale, typical, values, nonzero=nonzero, common=common,
+                   counts=counts)  # fmt: skip
+
+
+@given(st.lists(_file_rewards(), min_size=MIN_FILES, max_size=9), st.sampled_from([2.0, 10.0]))
+def test_tk202_each_file_against_the_others_as_a_pass_over_them_would(
+    files: list[Rewards], ratio: float
+) -> None:
+    pool = _Pool.of(files)
+    for i, file in enumerate(files):
+        others = files[:i] + files[i + 1 :]
+        expected = _reference_tk202(file, others, ratio)
+        assert _judged(file, pool.without(file), ratio) == expected
+        assert _scale_jump(file, others, ratio) == expected

@@ -38,10 +38,11 @@ small; `CrossFileChecks` folds them in, in file order, as they come back from th
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import math
 from collections import Counter
-from collections.abc import Mapping, Set
+from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -499,10 +500,10 @@ class CrossFileChecks:
         files = self._rewards
         if len(files) < MIN_FILES:
             return []
+        pool = _Pool.of([rewards for _, rewards in files])
         found = []
-        for i, (path, rewards) in enumerate(files):
-            others = [r for _, r in files[:i] + files[i + 1 :]]
-            message = _scale_jump(rewards, others, self.options.reward_scale_ratio)
+        for path, rewards in files:
+            message = _judged(rewards, pool.without(rewards), self.options.reward_scale_ratio)
             if message is not None:
                 found.append(Finding("TK202", message, path))
         return found
@@ -554,7 +555,7 @@ def _channels(
     return f"{still.size} channel(s) of {name} (an image, {layout})", index, ", ".join(names)
 
 
-def _scale_jump(file: Rewards, others: list[Rewards], ratio: float) -> str | None:
+def _scale_jump(file: Rewards, others: Sequence[Rewards], ratio: float) -> str | None:
     """TK202's message for a file's rewards against the `others`, or None.
 
     Examples:
@@ -565,36 +566,133 @@ def _scale_jump(file: Rewards, others: list[Rewards], ratio: float) -> str | Non
         >>> _scale_jump(Rewards(40, 40.0, 1.0, (1.0,), nonzero=40), few, 10) is None
         True
     """
-    n = len(others)
-    median = float(np.median([o.scale for o in others]))
-    scale = f"reward scale {file.scale:.6g} against the median {median:.6g}"
-    listed = [o.values for o in others]
-    union = sorted({v for values in listed if values is not None for v in values})
-    taken = sum(o.nonzero for o in others)
-    repeated = taken >= 2 * len(union)  # a few values, taken often
-    if all(values is not None for values in listed) and 0 < len(union) <= FEW_VALUES and repeated:
-        return _new_values(file, others, union, f"the other {n} files", scale)
-    top = max(o.typical for o in others)
+    return _judged(file, _Pool.of([file, *others]).without(file), ratio)
+
+
+@dataclass(frozen=True)
+class _Pool:
+    """What TK202 weighs of many files' rewards, so that leaving one file out costs no pass.
+
+    Each file is judged against all the others: the pool of every file less that one
+    (`without`) gives the numbers of a pool of the others in a time that does not grow with
+    their number (n files are judged in n steps, not n * n).
+    """
+
+    scales: tuple[float, ...]  # sorted
+    typicals: tuple[float, ...]  # sorted
+    unlisted: int  # files with too many distinct values to list them
+    listed: Counter[float]  # per value, how many files list it
+    taken: int  # nonzero rewards
+    pooled: Counter[float]  # per value, how often the files took it
+    once: int  # values of `pooled` taken once
+
+    @classmethod
+    def of(cls, files: Sequence[Rewards]) -> _Pool:
+        listed: Counter[float] = Counter()
+        pooled: Counter[float] = Counter()
+        for o in files:
+            listed.update(o.values or ())
+            pooled.update(dict(zip(o.values or (), o.counts, strict=False)))
+        return cls(
+            tuple(sorted(o.scale for o in files)),
+            tuple(sorted(o.typical for o in files)),
+            sum(o.values is None for o in files),
+            listed,
+            sum(o.nonzero for o in files),
+            pooled,
+            sum(1 for c in pooled.values() if c == 1),
+        )
+
+    def without(self, file: Rewards) -> _Others:
+        """The others of `file`, one of this pool's files."""
+        own = dict(zip(file.values or (), file.counts, strict=False))
+        listed = set(file.values or ())
+        few = len(self.listed) <= FEW_VALUES + len(listed)  # else more than few without it
+        return _Others(
+            len(self.scales) - 1,
+            _median_less(self.scales, file.scale),
+            _max_less(self.typicals, file.typical),
+            self.unlisted - (file.values is None),
+            sorted(v for v, c in self.listed.items() if c > (v in listed)) if few else None,
+            self.taken - file.nonzero,
+            self.once
+            + sum((self.pooled[v] - c == 1) - (self.pooled[v] == 1) for v, c in own.items()),
+        )
+
+
+@dataclass(frozen=True)
+class _Others:
+    """The other files of a file, as TK202 weighs them.
+
+    Attributes:
+        count: How many; `median` their median reward scale; `top` the largest typical
+            reward magnitude.
+        unlisted: How many of them have too many distinct rewards to list them.
+        union: The distinct values they list, sorted; `None` when more than `FEW_VALUES`.
+        taken: Their nonzero rewards; `once` how many values they took once.
+    """
+
+    count: int
+    median: float
+    top: float
+    unlisted: int
+    union: list[float] | None
+    taken: int
+    once: int
+
+
+def _median_less(values: tuple[float, ...], value: float) -> float:
+    """The median of sorted `values` less one occurrence of `value` (NumPy's median).
+
+    Examples:
+        >>> _median_less((1.0, 2.0, 3.0, 10.0), 2.0), _median_less((1.0, 2.0, 3.0), 3.0)
+        (3.0, 1.5)
+    """
+    i = bisect.bisect_left(values, value)
+    rest = len(values) - 1
+
+    def at(k: int) -> float:
+        return values[k if k < i else k + 1]
+
+    middle = rest // 2
+    return at(middle) if rest % 2 else (at(middle - 1) + at(middle)) / 2
+
+
+def _max_less(values: tuple[float, ...], value: float) -> float:
+    """The largest of sorted `values` less one occurrence of `value`."""
+    return values[-2] if value == values[-1] else values[-1]
+
+
+def _judged(file: Rewards, others: _Others, ratio: float) -> str | None:
+    """`_scale_jump` against the other files."""
+    scale = f"reward scale {file.scale:.6g} against the median {others.median:.6g}"
+    union = others.union
+    them = f"the other {others.count} files"
+    if (
+        not others.unlisted
+        and union
+        and len(union) <= FEW_VALUES
+        and others.taken >= 2 * len(union)
+    ):
+        # a few values, taken often
+        return _new_values(file, others, union, them, scale)
+    top = others.top
     if top <= 0 or file.typical <= ratio * top:
         return None
     return (
         f"typical reward magnitude (median |r|) {file.typical:.6g} is "
-        f"{file.typical / top:.3g}x above the largest {top:.6g} of the other {n} files "
+        f"{file.typical / top:.3g}x above the largest {top:.6g} of {them} "
         f"(limit {ratio:g}x): rewards scaled or normalised differently?"
     )
 
 
 def _new_values(
-    file: Rewards, others: list[Rewards], union: list[float], them: str, scale: str
+    file: Rewards, others: _Others, union: list[float], them: str, scale: str
 ) -> str | None:
     """TK202 where the others' rewards take a few values: a file that takes none of them."""
-    pooled: Counter[float] = Counter()
-    for o in others:
-        pooled.update(dict(zip(o.values or (), o.counts, strict=False)))
     # The chance that the file's k nonzero rewards all take values the others never took,
     # at the rate the others' rewards took a value once only (an upper bound of unseen ones).
-    taken = sum(o.nonzero for o in others)
-    if rate_bound(sum(1 for c in pooled.values() if c == 1), taken) ** file.nonzero > CHANCE:
+    if rate_bound(others.once, others.taken) ** file.nonzero > CHANCE:
         return None
     shown = ", ".join(f"{v:g}" for v in union)
     if file.values is None:
