@@ -51,7 +51,7 @@ from trajkit._io.zipfmt import check_end, check_entry, data_start
 from trajkit._models.rollout import Rollout
 from trajkit._models.rules import FIELD_RULES, stray_bool_byte
 
-__all__ = ["DEFAULT_MAX_BYTES", "load", "read_metadata", "read_metadata_from"]
+__all__ = ["DEFAULT_MAX_BYTES", "load", "load_with_metadata", "read_metadata", "read_metadata_from"]
 
 _CHUNK = 16 << 20  # bytes per CRC step over a memory map
 
@@ -174,6 +174,29 @@ def load(
         ...
         trajkit._base.errors.RolloutFileError: missing.npz: cannot open: ...
     """
+    return load_with_metadata(path, mmap=mmap, max_bytes=max_bytes, verify=verify)[0]
+
+
+def load_with_metadata(
+    path: PathLike,
+    *,
+    mmap: bool = False,
+    max_bytes: int | None = DEFAULT_MAX_BYTES,
+    verify: bool | None = None,
+) -> tuple[Rollout, RolloutFileMetadata]:
+    """`load` and `read_metadata` in one reading of the file (what lint and report need).
+
+    Examples:
+        >>> import os, tempfile
+        >>> import trajkit
+        >>> from trajkit.testing import example_rollout
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     path = os.path.join(tmp, "run.npz")
+        ...     trajkit.save(example_rollout(num_steps=8), path)
+        ...     rollout, meta = load_with_metadata(path)
+        >>> rollout.num_steps == meta.num_steps == 8
+        True
+    """
     if verify is None:
         verify = not mmap
     name = path_str(path)
@@ -184,7 +207,7 @@ def load(
         infos = reader.read_infos()
         # Building and validating the rollout is guarded too: a MemoryError while checking
         # the values of a huge (declared within max_bytes) array is a refusal like any other.
-        return _rollout(name, members, arrays, infos)
+        return _rollout(name, members, arrays, infos), reader.metadata
 
 
 def _rollout(

@@ -22,8 +22,9 @@ from trajkit._base.errors import RolloutFileError
 from trajkit._io.discovery import Found, discover
 from trajkit._io.engine import checked_jobs, cpu_count, run_ordered
 from trajkit._io.filecheck import FileCheck, file_error
-from trajkit._io.files import DEFAULT_MAX_BYTES, load, read_metadata
+from trajkit._io.files import DEFAULT_MAX_BYTES
 from trajkit._io.metadata import RolloutFileMetadata
+from trajkit._io.reader import load_with_metadata
 from trajkit._io.remote import file_size, local_copy, mappable, naming
 from trajkit._models.rollout import Rollout
 from trajkit.lint.checks import check_rollout
@@ -86,8 +87,7 @@ def lint_file(path: str, *, options: LintOptions, max_bytes: int | None) -> File
     """
     try:
         with local_copy(path, max_bytes) as local, naming(path):
-            meta = read_metadata(local, max_bytes=max_bytes)
-            rollout = load(local, mmap=mappable(path), max_bytes=max_bytes)
+            rollout, meta = load_with_metadata(local, mmap=mappable(path), max_bytes=max_bytes)
             file_size(local)
     except RolloutFileError as exc:
         return lint_refused(path, file_error(exc), options)

@@ -30,8 +30,8 @@ from trajkit._core import tree as _tree
 from trajkit._core.episodes import complete_episodes
 from trajkit._core.images import image_layout
 from trajkit._io.filecheck import FileCheck, file_error
-from trajkit._io.files import load, read_metadata
 from trajkit._io.metadata import RolloutFileMetadata
+from trajkit._io.reader import load_with_metadata
 from trajkit._io.remote import file_size, local_copy, mappable, naming
 from trajkit._io.stats import DatasetStats, Moments
 from trajkit._models.rollout import Rollout
@@ -336,8 +336,9 @@ def profile_file(
     try:
         with local_copy(path, max_bytes) as local, naming(path):
             nbytes = file_size(local)
-            metadata = read_metadata(local, max_bytes=max_bytes)
-            rollout = load(local, mmap=mappable(path), verify=True, max_bytes=max_bytes)
+            rollout, metadata = load_with_metadata(
+                local, mmap=mappable(path), verify=True, max_bytes=max_bytes
+            )
             problems = tuple(spec.check(rollout)) if spec is not None else ()
             profile = (
                 FileProfile(FileCheck(path, problems, nbytes))  # as trajkit validate --spec
