@@ -46,3 +46,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """Reverse the tests' order under `--reverse-order`."""
     if config.getoption("--reverse-order"):
         items.reverse()
+
+
+@pytest.fixture(autouse=True)
+def _cores_free() -> None:
+    """Every core looks free to the engine, which then starts its workers on a busy machine too.
+
+    tests/io/test_engine_load.py tests the engine under load. (Set before each test, not
+    through `monkeypatch`, so that a test's own `monkeypatch` is still undone before its
+    other fixtures end.)
+    """
+    from trajkit._io import engine
+
+    engine.LOADAVG = os.devnull

@@ -393,8 +393,10 @@ def test_pool_workers_leave_ctrl_c_to_the_parent(
 # `python -m trajkit` as a terminal starts it, whatever SIGINT disposition pytest inherited: a
 # process started with SIGINT ignored (`nohup`, `trap '' INT`) keeps SIG_IGN, and Python then
 # installs no KeyboardInterrupt handler. (No `preexec_fn`: it is unsafe with threads.)
+# Every core counts as free, so that `--jobs 2` starts its worker on a busy machine too.
 _AS_FROM_A_TERMINAL = (
     "import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+    "import trajkit._io.engine as engine; engine.LOADAVG = '/dev/null'; "
     "sys.argv[0] = 'trajkit'; runpy.run_module('trajkit', run_name='__main__', alter_sys=True)"
 )
 

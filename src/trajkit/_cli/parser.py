@@ -90,8 +90,9 @@ def build_parser() -> argparse.ArgumentParser:
         type=jobs_option,
         default=None,
         metavar="N",
-        help=f"check files in N processes (default: one per core), or with --engine ray in at "
-        f"most N Ray tasks at once, N from 1 to {MAX_JOBS}; the output is the same as with 1",
+        help=f"check files in up to N processes, on cores no other program is using (default: "
+        f"one per core), or with --engine ray in at most N Ray tasks at once, N from 1 to "
+        f"{MAX_JOBS}; the output is the same as with 1",
     )
     add_verbose(validate)
     validate.add_argument(
@@ -240,7 +241,8 @@ def build_parser() -> argparse.ArgumentParser:
         type=jobs_option,
         default=None,
         metavar="N",
-        help=f"lint files in N processes (default: one per core), 1 to {MAX_JOBS}",
+        help=f"lint files in up to N processes, on cores no other program is using (default: "
+        f"one per core), 1 to {MAX_JOBS}",
     )
     add_verbose(lint)
     add_max_bytes(lint)
@@ -305,7 +307,8 @@ def build_parser() -> argparse.ArgumentParser:
         type=jobs_option,
         default=None,
         metavar="N",
-        help=f"read and lint files in N processes (default: one per core), 1 to {MAX_JOBS}",
+        help=f"read and lint files in up to N processes, on cores no other program is using "
+        f"(default: one per core), 1 to {MAX_JOBS}",
     )
     add_max_bytes(report)
 

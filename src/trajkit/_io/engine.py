@@ -27,6 +27,13 @@ worked through here whatever `jobs` says, since starting workers would cost more
 save; the `trajkit` logger says so (`trajkit validate -v`). More jobs is then never slower,
 and large folders still spread over `jobs` processes (or Ray tasks, through `submit`).
 
+Workers go only to cores no other program is using: on Linux, the processes running when
+the work starts (`/proc/loadavg`, read before and after the first files are listed; the
+fewer counts) each hold a core, and `jobs - 1` workers shrink to the cores left
+(`free_workers`), none when every core is held. A worker on a held core would share it with
+this process or the other program and only add its start-up and transfers: more jobs is then
+never slower than one (`trajkit validate -v` says so).
+
 The process-pool modules (`concurrent.futures`, `multiprocessing`) are imported only when a
 pool is started, so that a command on a few files starts as fast as one on a single file.
 """
@@ -59,6 +66,7 @@ __all__ = [
     "CHUNK_FILES",
     "IN_PROCESS_BYTES",
     "IN_PROCESS_FILES",
+    "LOADAVG",
     "SERVER_FACTOR",
     "Item",
     "Submit",
@@ -66,6 +74,8 @@ __all__ = [
     "checked_jobs",
     "chunks",
     "cpu_count",
+    "free_workers",
+    "others_running",
     "pool_broke",
     "run_ordered",
     "start_method",
@@ -200,6 +210,7 @@ def run_ordered(
             yield from work(group)
         return
     method = start_method()
+    running = others_running()
     small = _small(head, groups, by_size, 1 if method == "fork" else SERVER_FACTOR)
     if small is not None:
         _say(
@@ -211,16 +222,21 @@ def run_ordered(
         for group in head:
             yield from work(group)
         return
+    workers = free_workers(jobs - 1, _fewest(running, others_running()))
+    if workers < 1:
+        for group in chain(head, groups):
+            yield from work(group)
+        return
     how = {"fork": "forked from it", "forkserver": "from a fork server"}.get(method, method)
-    _say("%d jobs: this process and %d worker process(es), %s", jobs, jobs - 1, how)
-    pool = _pool(work, jobs - 1, method)
+    _say("%d jobs: this process and %d worker process(es), %s", jobs, workers, how)
+    pool = _pool(work, workers, method)
     try:
         yield from _shared(
             work,
             chain(head, groups),
             pool,
-            jobs - 1,
-            window or _WINDOW_PER_JOB * jobs,
+            workers,
+            window or _WINDOW_PER_JOB * (workers + 1),
             forked=method == "fork",
         )
     except BaseException:  # Ctrl-C, or the results no longer wanted: stop the work in flight
@@ -229,6 +245,60 @@ def run_ordered(
         raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+LOADAVG = "/proc/loadavg"
+"""Where Linux says how many processes run now (see `others_running`)."""
+
+
+def others_running(loadavg: str | None = None) -> int | None:
+    """How many other processes are running on this machine now, or `None` where unknown.
+
+    Linux counts the threads running or ready to run, this one included, in the fourth
+    field of `/proc/loadavg` (`running/total`); elsewhere nothing says it cheaply.
+    """
+    try:
+        with open(loadavg or LOADAVG, encoding="ascii") as file:
+            running = int(file.read().split()[3].split("/")[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    return max(0, running - 1)
+
+
+def free_workers(wanted: int, others: int | None, cores: int | None = None) -> int:
+    """How many of `wanted` worker processes to start while `others` processes run.
+
+    Each other process that runs holds a core; a worker on a held core would only share it
+    with this process or that one, and cost its start-up and the results' transfers: with
+    every core held, the work stays in this process, as with `--jobs 1`, and is never slower
+    for asking for more jobs. The `trajkit` logger says so. `cores` counts the machine's
+    cores (as `/proc/loadavg` does: all of them), by default `os.cpu_count()`.
+
+    Examples:
+        >>> free_workers(3, 0, cores=4), free_workers(3, 2, cores=4), free_workers(1, 1, cores=2)
+        (3, 1, 0)
+        >>> free_workers(3, None, cores=2)  # unknown: as many as asked for
+        3
+    """
+    if others is None:
+        return wanted
+    cores = cores or os.cpu_count() or 1
+    free = max(0, min(wanted, cores - 1 - others))
+    if free < wanted:
+        _say(
+            "%d worker process(es) asked for; %d other process(es) running on %d cores: %s",
+            wanted,
+            others,
+            cores,
+            f"{free} started" if free else "worked through in this process",
+        )
+    return free
+
+
+def _fewest(*counts: int | None) -> int | None:
+    """The smallest of the counts that are known (a process that ran a moment is no load)."""
+    known = [c for c in counts if c is not None]
+    return min(known) if known else None
 
 
 def start_method() -> str:
