@@ -149,6 +149,7 @@ class _Rollouts:
         pa, layout = self.pa, self.layout
         part = pa.Table.from_batches(list(self.small.take(len(rows))), schema=self.fields)
         plan = plan_rollout(pa, part, layout, rows)
+        del part  # (its rows' small columns: a tenth of a vector rollout, not kept meanwhile)
         plan.ids = self.numbering.next(plan.dones)
         assembly = Assembly(pa, layout, plan, k)
         if plan.order is None:
