@@ -9,6 +9,7 @@ import pytest
 
 import trajkit
 import trajkit.lint
+from tests.mutation_report import UNDER_MUTMUT
 from trajkit.lint import crossfile, run
 from trajkit.lint.checks import check_rollout
 from trajkit.lint.config import LintOptions
@@ -118,7 +119,8 @@ def test_failed_names_the_error_and_where_it_was_raised() -> None:
         text = failed("a.npz", exc)
     assert text.startswith("a.npz: AttributeError: ")
     assert "(at trajkit/" in text
-    assert "in summarize)" in text
+    if not UNDER_MUTMUT:  # its trampoline renames the function the error was raised in
+        assert "in summarize)" in text
     assert FileResult("a.npz", (), None, None).failure is None
 
 
