@@ -17,23 +17,8 @@ pq = pytest.importorskip("pyarrow.parquet")
 
 import trajkit  # noqa: E402
 import trajkit.arrow as ta  # noqa: E402
+from tests.arrow.helpers import image_rollout  # noqa: E402
 from trajkit.testing import ACTION_KINDS, example_rollout, rollouts  # noqa: E402
-
-
-def image_rollout(final: bool = True, **kwargs: Any) -> trajkit.Rollout:
-    """A recording with a uint8 [16, 16, 4] image (1,024 bytes a step) and a small vector."""
-    base = {"num_steps": 9, "num_envs": 3, "done_prob": 0.3, "truncation": True, "seed": 4}
-    r = example_rollout(**{**base, **kwargs}, final_obs=final)
-    T, B = r.num_steps, r.batch_size
-    rng = np.random.default_rng(1)
-    image = rng.integers(0, 256, (T + 1, B, 16, 16, 4), dtype=np.uint8)
-    if r.final_obses is None:
-        return r.replace(obses={"image": image, "vector": r.obses})
-    finals = rng.integers(0, 256, (len(r.final_obses), 16, 16, 4), dtype=np.uint8)
-    return r.replace(
-        obses={"image": image, "vector": r.obses},
-        final_obses={"image": finals, "vector": r.final_obses},
-    )
 
 
 @settings(max_examples=40, deadline=None)

@@ -9,14 +9,12 @@ renumbered, metadata edited) and checks that the original rollout comes back or 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
@@ -24,45 +22,19 @@ pc = pytest.importorskip("pyarrow.compute")
 
 import trajkit  # noqa: E402
 import trajkit.arrow as ta  # noqa: E402
+from tests.arrow.helpers import (  # noqa: E402
+    SAMPLES,
+    layout_of,
+    mutations,
+    nulled,
+    with_column,
+    with_layout,
+)
 from trajkit.testing import example_rollout  # noqa: E402
 
 
 def _table(**kwargs: Any) -> Any:
     return ta.to_arrow(example_rollout(num_steps=3, num_envs=2, **kwargs))
-
-
-def _set(table: Any, name: str, values: Any) -> Any:
-    """`table` with column `name` replaced by `values` (an Arrow array), metadata kept."""
-    return table.set_column(table.column_names.index(name), name, values)
-
-
-def _nulled(table: Any, name: str, row: int) -> Any:
-    column = table.column(name).combine_chunks()
-    mask = np.zeros(table.num_rows, bool)
-    mask[row] = True
-    storage = column.storage if isinstance(column.type, pa.FixedShapeTensorType) else column
-    if pa.types.is_fixed_size_list(storage.type):
-        cell = storage.type.list_size
-        values = storage.values.slice(storage.offset * cell, len(storage) * cell)
-        masked = pa.FixedSizeListArray.from_arrays(values, cell, mask=pa.array(mask))
-        if storage is column:
-            return _set(table, name, masked)
-        return _set(table, name, pa.ExtensionArray.from_storage(column.type, masked))
-    return _set(table, name, pc.if_else(pa.array(mask), pa.scalar(None, column.type), column))
-
-
-def _layout(table: Any) -> dict[str, Any]:
-    layout: dict[str, Any] = json.loads(table.schema.metadata[b"trajkit"])
-    return layout
-
-
-def _with_layout(table: Any, layout: dict[str, Any], raw: bytes | None = None) -> Any:
-    """`table` with `layout` (or the bytes `raw`) in its metadata and its layout column."""
-    text = raw if raw is not None else json.dumps(layout).encode()
-    column = table.column("trajkit_layout").to_pylist()
-    values = [None if value is None else text.decode("utf-8", "replace") for value in column]
-    table = _set(table, "trajkit_layout", pa.array(values, pa.string()))
-    return table.replace_schema_metadata({b"trajkit": text})
 
 
 def _refused(table: Any, match: str) -> None:
@@ -127,13 +99,13 @@ def test_columns_of_the_wrong_type_are_refused(name: str, type_: Any, match: str
         values = pa.array(np.zeros(table.num_rows, np.int64))
     else:
         values = column.cast(type_)
-    _refused(_set(table, name, values), match)
+    _refused(with_column(table, name, values), match)
 
 
 def test_a_tensor_leaf_of_strings_is_refused() -> None:
     table = _table()
     _refused(
-        _set(table, "out.critic", pa.array(["x"] * table.num_rows)),
+        with_column(table, "out.critic", pa.array(["x"] * table.num_rows)),
         "column 'out.critic' has type string; trajkit reads numbers",
     )
 
@@ -146,7 +118,7 @@ def test_a_tensor_leaf_of_strings_is_refused() -> None:
 )
 def test_a_null_is_refused_naming_the_column_and_the_row(name: str) -> None:
     table = _table()
-    _refused(_nulled(table, name, 3), rf"^column '{name}' is null at step 1, env 1 \(row 3\)")
+    _refused(nulled(table, name, 3), rf"^column '{name}' is null at step 1, env 1 \(row 3\)")
 
 
 def test_a_null_inside_a_tensor_cell_is_refused() -> None:
@@ -157,20 +129,20 @@ def test_a_null_inside_a_tensor_cell_is_refused() -> None:
     cells = pa.FixedSizeListArray.from_arrays(pa.array(values, pa.float32()), 4)
     every_step = r"; a rollout has a value at every step$"
     _refused(
-        _set(table, "obs", cells),
+        with_column(table, "obs", cells),
         r"^column 'obs' holds a null value at step 1, env 0 \(row 2\)" + every_step,
     )
     tensor = ta.to_arrow(example_rollout(num_steps=3, num_envs=2), tensor_type="extension")
     storage = tensor.column("obs").combine_chunks()
     masked = pa.ExtensionArray.from_storage(storage.type, cells)
     _refused(
-        _set(tensor, "obs", masked),
+        with_column(tensor, "obs", masked),
         r"^column 'obs' holds a null value at step 1, env 0 \(row 2\)" + every_step,
     )
 
 
 def test_a_null_in_an_index_column_is_refused() -> None:
-    _refused(_nulled(_table(), "step", 4), r"^column 'step' is null at row 4$")
+    _refused(nulled(_table(), "step", 4), r"^column 'step' is null at row 4$")
 
 
 def test_next_columns_must_be_the_next_steps_values() -> None:
@@ -180,30 +152,30 @@ def test_next_columns_must_be_the_next_steps_values() -> None:
     values[4 * 2 + 1] += 1  # step 1, env 0: no longer obs at step 2, env 0
     edited = pa.FixedSizeListArray.from_arrays(pa.array(values), 4)
     _refused(
-        _set(table, "next_obs", edited),
+        with_column(table, "next_obs", edited),
         r"^column 'next_obs' contradicts column 'obs': it holds at step 1, env 0 another "
         r"value than 'obs' at step 2 \(the values after a step are those of the next step\)",
     )
     critic = table.column("next_out.critic").to_numpy().copy()
     critic[0] += 1
     _refused(
-        _set(table, "next_out.critic", pa.array(critic)),
+        with_column(table, "next_out.critic", pa.array(critic)),
         r"^column 'next_out.critic' contradicts column 'out.critic': it holds at step 0, env 0",
     )
     critic = table.column("next_out.critic").to_numpy().copy()
     critic[-1] += 1  # the last step's: the bootstrap value, which nothing else holds
-    back = ta.from_arrow(_set(table, "next_out.critic", pa.array(critic)))
+    back = ta.from_arrow(with_column(table, "next_out.critic", pa.array(critic)))
     assert float(back.model_outs.arrays["critic"][3, 1]) == float(critic[-1])
 
 
 def test_cells_of_another_shape_are_refused() -> None:
     table = _table(obs_shape=(2, 3))
     as_lists = table.column("obs").cast(pa.list_(pa.list_(pa.float32())))
-    assert ta.from_arrow(_set(table, "obs", as_lists)) == ta.from_arrow(table)  # as DuckDB
+    assert ta.from_arrow(with_column(table, "obs", as_lists)) == ta.from_arrow(table)  # as DuckDB
     rows = table.column("obs").to_pylist()
     rows[3] = [rows[3][0], rows[3][1][:2]]
     _refused(
-        _set(table, "obs", pa.array(rows, pa.list_(pa.list_(pa.float32())))),
+        with_column(table, "obs", pa.array(rows, pa.list_(pa.list_(pa.float32())))),
         r"^column 'obs' holds a list of 2 values at step 1, env 1 \(row 3\), where the "
         r"layout's cell shape \[2, 3\] needs 3 \(level 2\)",
     )
@@ -211,14 +183,14 @@ def test_cells_of_another_shape_are_refused() -> None:
         table.column("obs").combine_chunks().flatten().flatten(), 6
     )
     _refused(
-        _set(table, "obs", flat),
+        with_column(table, "obs", flat),
         r"^column 'obs' has type fixed_size_list<item: float>\[6\]; trajkit reads cells of "
         r"shape \[2, 3\] there",
     )
     rows = table.column("obs").to_pylist()
     rows[1][0][2] = None
     _refused(
-        _set(table, "obs", pa.array(rows, pa.list_(pa.list_(pa.float32())))),
+        with_column(table, "obs", pa.array(rows, pa.list_(pa.list_(pa.float32())))),
         r"^column 'obs' holds a null value at step 0, env 1 \(row 1\)",
     )
 
@@ -231,22 +203,28 @@ def test_the_rows_must_be_a_bounded_full_grid() -> None:
     steps = table.column("step").to_numpy().copy()
     steps[2] = 2**27  # one huge step: refused by counting, before anything is allocated
     _refused(
-        _set(table, "step", pa.array(steps)),
+        with_column(table, "step", pa.array(steps)),
         r"^the rows are not a full grid of steps 0..134217728 by envs 0..1: that makes "
         r"268435458 rows, the table has 6",
     )
     envs = table.column("env").to_numpy().copy()
     envs[0] = 2**31 - 1
-    _refused(_set(table, "env", pa.array(envs)), r"envs 0..2147483647: that makes 6442450944 rows")
+    _refused(
+        with_column(table, "env", pa.array(envs)),
+        r"envs 0..2147483647: that makes 6442450944 rows",
+    )
     steps = table.column("step").to_numpy().copy()
     steps[1] = -1
-    _refused(_set(table, "step", pa.array(steps)), r"^column 'step' holds -1 at row 1; it counts")
+    _refused(
+        with_column(table, "step", pa.array(steps)),
+        r"^column 'step' holds -1 at row 1; it counts",
+    )
     envs = table.column("env").to_numpy().copy()
     envs[1] = 0  # (0, 0) twice, (0, 1) missing: 6 rows still
     envs[3] = 0
     envs[4] = 1
     _refused(
-        _set(table, "env", pa.array(envs)),
+        with_column(table, "env", pa.array(envs)),
         r"step 0, env 0 appears 2 times \(each \(step, env\) once\)",
     )
     _refused(table.slice(0, 0), "the table has no rows")
@@ -264,7 +242,7 @@ def test_declared_extents_allocate_nothing_of_their_size(name: str, value: int) 
     table = _table()
     values = table.column(name).to_numpy().copy()
     values[0] = value
-    bad = _set(table, name, pa.array(values))
+    bad = with_column(table, name, pa.array(values))
     tracemalloc.start()
     try:
         with pytest.raises(ValueError, match="the rows are not a full grid"):
@@ -303,7 +281,7 @@ def test_read_parquet_refuses_a_bad_rollout_column(tmp_path: Path) -> None:
     pq.write_table(table.drop_columns(["rollout"]), path)
     with pytest.raises(ValueError, match="no column 'rollout'"):
         ta.read_parquet(path)
-    pq.write_table(_nulled(table, "rollout", 2), path)
+    pq.write_table(nulled(table, "rollout", 2), path)
     with pytest.raises(ValueError, match=r"^column 'rollout' is null at row 2$"):
         ta.read_parquet(path)
 
@@ -316,19 +294,19 @@ def test_episode_ids_are_one_per_episode_and_distinct() -> None:
     r = r.replace(dones=np.array([[1, 0], [0, 0], [1, 0], [0, 0], [0, 0]], np.float32))
     table = ta.to_arrow(r)
     assert table.column("episode_id").to_pylist() == [0, 2, 0, 2, 1, 2, 1, 2]
-    renumbered = _set(table, "episode_id", pa.array([7, 9, 7, 9, 8, 9, 8, 9]))
+    renumbered = with_column(table, "episode_id", pa.array([7, 9, 7, 9, 8, 9, 8, 9]))
     assert ta.from_arrow(renumbered) == r  # any ids, one per episode, as a slice of a file has
     ids = table.column("episode_id").to_numpy().copy()
     ids[2] = 5
     _refused(
-        _set(table, "episode_id", pa.array(ids)),
+        with_column(table, "episode_id", pa.array(ids)),
         r"^column 'episode_id' changes within an episode at step 1, env 0: it holds 5, where "
         r"the episode's first step holds 0 \('is_first' is false there\)",
     )
     ids = table.column("episode_id").to_numpy().copy()
     ids[[4, 6]] = 2
     _refused(
-        _set(table, "episode_id", pa.array(ids)),
+        with_column(table, "episode_id", pa.array(ids)),
         r"^column 'episode_id' gives 2 episodes the id 2 \(the first starts at step 2, env 0\); "
         r"each episode has its own",
     )
@@ -348,7 +326,7 @@ def test_read_parquet_checks_ids_across_rollouts(tmp_path: Path) -> None:
     for b in range(2):  # an episode going on across the rollouts keeps its id
         assert (first_rows[b].as_py() == before[4 + b].as_py()) == bool(going_on[b])
     ids[6:] += 100  # rollout 1 renumbered: consistent within it, not with the file
-    pq.write_table(_set(table, "episode_id", pa.array(ids)), path)
+    pq.write_table(with_column(table, "episode_id", pa.array(ids)), path)
     with pytest.raises(ValueError, match=r"^column 'episode_id' of rollout 1 holds 10\d at step 0"):
         ta.read_parquet(path)
 
@@ -375,7 +353,7 @@ def _steps(r: trajkit.Rollout, start: int, stop: int) -> trajkit.Rollout:
 def _flags(table: Any, name: str, row: int, value: bool | None) -> Any:
     flags = table.column(name).to_pylist()
     flags[row] = value
-    return _set(table, name, pa.array(flags, pa.bool_()))
+    return with_column(table, name, pa.array(flags, pa.bool_()))
 
 
 def test_terminated_and_truncated_must_agree_with_is_first() -> None:
@@ -398,7 +376,7 @@ def test_terminated_and_truncated_must_agree_with_is_first() -> None:
     _refused(both, r"^columns 'terminated' and 'truncated' are both true at step 1, env 0; an")
     flags = table.column("is_first").to_numpy(zero_copy_only=False).astype(np.int8)
     flags[2] = 2
-    _refused(_set(table, "is_first", pa.array(flags)), r"^is_first must hold only 0 and 1")
+    _refused(with_column(table, "is_first", pa.array(flags)), r"^is_first must hold only 0 and 1")
     last = ta.from_arrow(_flags(table, "truncated", 5, True))  # the last step: dones[T] = 1
     assert last.dones[3].tolist() == [0, 1]
     assert last.truncated is not None
@@ -410,10 +388,10 @@ def test_truncations_need_the_layout_to_record_them() -> None:
     assert r.truncated is not None
     assert r.truncated.any()
     table = ta.to_arrow(r)
-    layout = _layout(table)
+    layout = layout_of(table)
     layout["truncation"] = False
     _refused(
-        _with_layout(table.drop_columns(["final_value"]), layout),
+        with_layout(table.drop_columns(["final_value"]), layout),
         r"^column 'truncated' is true at step \d, env \d, but the table's layout says the "
         r"rollout has no truncations \('truncation': false\)",
     )
@@ -430,13 +408,13 @@ def test_values_are_stored_in_the_recorded_dtype_without_wrapping() -> None:
     size = image.type.list_size
     wide = pa.FixedSizeListArray.from_arrays(pa.array(values), size)
     _refused(
-        _set(table, "obs.image", wide),
+        with_column(table, "obs.image", wide),
         r"^obses\['image'\] \(column 'obs.image'\) must fit in uint8 \[0, 255\], got 300 at "
         r"\(t=0, b=0",
     )
     values[0] = 200  # fits: read back exactly, as uint8
     fits = pa.FixedSizeListArray.from_arrays(pa.array(values), size)
-    back = ta.from_arrow(_set(table, "obs.image", fits))
+    back = ta.from_arrow(with_column(table, "obs.image", fits))
     assert isinstance(back.obses, dict)
     assert back.obses["image"].dtype == np.uint8
     assert int(back.obses["image"][0, 0].reshape(-1)[0]) == 200
@@ -447,16 +425,18 @@ def test_values_beyond_float32_and_non_finite_values_are_refused() -> None:
     rewards = table.column("reward").cast(pa.float64()).to_pylist()
     rewards[1] = 1e300
     _refused(
-        _set(table, "reward", pa.array(rewards, pa.float64())),
+        with_column(table, "reward", pa.array(rewards, pa.float64())),
         r"^rews holds 1e\+300 at \(t=0, b=1\), beyond float32's range",
     )
     rewards[1] = float("nan")
-    _refused(_set(table, "reward", pa.array(rewards, pa.float64())), r"^rews must be finite")
+    _refused(with_column(table, "reward", pa.array(rewards, pa.float64())), r"^rews must be finite")
     r = example_rollout(num_steps=3, num_envs=2, truncation=True)
     table = ta.to_arrow(r)
     values = table.column("final_value").to_pylist()
     values[0] = float("inf")
-    _refused(_set(table, "final_value", pa.array(values, pa.float32())), r"^final_values must be")
+    _refused(
+        with_column(table, "final_value", pa.array(values, pa.float32())), r"^final_values must be"
+    )
 
 
 def test_wider_columns_holding_the_same_values_read_back_exactly() -> None:
@@ -471,7 +451,7 @@ def test_wider_columns_holding_the_same_values_read_back_exactly() -> None:
         ("terminated", pa.uint8()),
         ("final_value", pa.float64()),
     ]:
-        table = _set(table, name, table.column(name).cast(type_))
+        table = with_column(table, name, table.column(name).cast(type_))
     assert ta.from_arrow(table) == r
 
 
@@ -485,7 +465,7 @@ def test_infos_are_refused_as_save_refuses_them() -> None:
     def info(text: str | None) -> Any:
         texts: list[str | None] = [None] * table.num_rows
         texts[2] = text
-        return _set(table, "info", pa.array(texts, pa.string()))
+        return with_column(table, "info", pa.array(texts, pa.string()))
 
     _refused(info('{"a": ' + deep + "}"), r"^infos\[1\]\[0\]\['a'\]" + r"(\[0\])+ is nested")
     _refused(info("[1]"), r"^column 'info' at step 1, env 0 \(row 2\) holds a JSON list; an")
@@ -501,7 +481,7 @@ def test_what_the_importer_accepts_save_accepts(tmp_path: Path) -> None:
     table = _table()
     texts: list[str | None] = [None] * table.num_rows
     texts[0] = json.dumps({"a": [[[[1]]]] * 3, "n": 10**4000})
-    back = ta.from_arrow(_set(table, "info", pa.array(texts, pa.string())))
+    back = ta.from_arrow(with_column(table, "info", pa.array(texts, pa.string())))
     trajkit.save(back, tmp_path / "r.npz")
     assert trajkit.load(tmp_path / "r.npz") == back
 
@@ -511,10 +491,10 @@ def test_what_the_importer_accepts_save_accepts(tmp_path: Path) -> None:
 
 def test_metadata_that_would_drop_leaves_is_refused() -> None:
     table = _table(nested=True)
-    layout = _layout(table)
+    layout = layout_of(table)
     layout["fields"]["obses"]["nested"] = False
     _refused(
-        _with_layout(table, layout),
+        with_layout(table, layout),
         r"^the table's trajkit layout is inconsistent: 'obses' is not nested \('nested': "
         r"false\) but has 3 leaves or a leaf path; refusing rather than dropping leaves",
     )
@@ -572,17 +552,17 @@ def test_metadata_that_would_drop_leaves_is_refused() -> None:
 )
 def test_inconsistent_metadata_is_refused(edit: Any, match: str | None) -> None:
     table = _table()
-    layout = _layout(table)
+    layout = layout_of(table)
     edit(layout)
     if match is None:
         _refused(
-            _with_layout(table, layout),
+            with_layout(table, layout),
             r"^the table uses trajkit's Arrow layout version 1; this trajkit reads version 2 "
             r"\(one row per transition\)",
         )
     else:
         _refused(
-            _with_layout(table, layout), "^the table's trajkit layout is inconsistent: " + match
+            with_layout(table, layout), "^the table's trajkit layout is inconsistent: " + match
         )
 
 
@@ -606,7 +586,7 @@ def test_the_layout_comes_from_the_metadata_or_the_column_and_both_must_agree() 
         r"polars, DuckDB and HF datasets drop when they rewrite a file, nor a value in a column "
         r"'trajkit_layout' \(keep that column when rewriting",
     )
-    layout = _layout(table)
+    layout = layout_of(table)
     layout["truncation"] = True
     other = table.replace_schema_metadata({b"trajkit": json.dumps(layout).encode()})
     _refused(
@@ -617,22 +597,22 @@ def test_the_layout_comes_from_the_metadata_or_the_column_and_both_must_agree() 
     texts = table.column("trajkit_layout").to_pylist()
     texts[1] = json.dumps(layout)
     _refused(
-        _set(table, "trajkit_layout", pa.array(texts, pa.string())),
+        with_column(table, "trajkit_layout", pa.array(texts, pa.string())),
         r"^column 'trajkit_layout' holds 2 different layouts; a table \(or a file\) holds",
     )
     texts = [None] * table.num_rows
     texts[3] = "{"
     _refused(
-        _set(table, "trajkit_layout", pa.array(texts, pa.string())),
+        with_column(table, "trajkit_layout", pa.array(texts, pa.string())),
         r"^column 'trajkit_layout' is not valid JSON$",
     )
     _refused(
-        _set(table, "trajkit_layout", pa.array(np.zeros(table.num_rows))),
+        with_column(table, "trajkit_layout", pa.array(np.zeros(table.num_rows))),
         r"^column 'trajkit_layout' has type double; it holds JSON text \(string\)$",
     )
     texts[3] = json.dumps({"format": "other"})
     _refused(
-        _set(table, "trajkit_layout", pa.array(texts, pa.string())),
+        with_column(table, "trajkit_layout", pa.array(texts, pa.string())),
         r"^column 'trajkit_layout' is not of the 'trajkit-arrow' layout$",
     )
 
@@ -649,9 +629,9 @@ def test_the_import_command_says_each_refusal_in_one_line(
     for i, bad in enumerate(
         [
             table.drop_columns(["env"]),
-            _nulled(table, "reward", 0),
+            nulled(table, "reward", 0),
             table.slice(1),  # a row missing
-            _set(table, "step", table.column("step").cast(pa.float64())),
+            with_column(table, "step", table.column("step").cast(pa.float64())),
         ]
     ):
         path = tmp_path / f"bad{i}.parquet"
@@ -664,14 +644,6 @@ def test_the_import_command_says_each_refusal_in_one_line(
 
 
 # ------------------------------------------------------------------------------------ fuzz
-
-_SAMPLES = [
-    example_rollout(num_steps=3, num_envs=2, seed=0),
-    example_rollout(num_steps=2, num_envs=3, truncation=True, done_prob=0.5, seed=1),
-    example_rollout(num_steps=3, num_envs=1, nested=True, action_kind="box", seed=2),
-]
-_TABLES = [ta.to_arrow(r) for r in _SAMPLES]
-_TYPES = [pa.int8(), pa.int64(), pa.uint8(), pa.float16(), pa.float64(), pa.bool_(), pa.string()]
 
 
 def _corner(r: trajkit.Rollout, T: int, k: int) -> trajkit.Rollout:
@@ -692,137 +664,15 @@ def _corner(r: trajkit.Rollout, T: int, k: int) -> trajkit.Rollout:
     )
 
 
-@st.composite
-def _mutations(draw: st.DrawFn) -> tuple[int, Any]:
-    """A valid table, mutated one to three times in ways that keep or lose its data.
-
-    Left out: edits that change data the layout lets a tool change (a value, a null info,
-    which means an empty one, a lossy cast), after which a different rollout is right.
-    """
-    which = draw(st.integers(0, len(_TABLES) - 1))
-    table = _TABLES[which]
-    for _ in range(draw(st.integers(1, 3))):
-        name = draw(st.sampled_from(table.column_names))
-        op = draw(st.sampled_from(list(_MUTATORS)))
-        table = _MUTATORS[op](draw, table, name)
-    return which, table
-
-
-Mutator = Callable[[st.DrawFn, Any, str], Any]
-
-
-def _drop(draw: st.DrawFn, table: Any, name: str) -> Any:
-    return table.drop_columns([name])
-
-
-def _null(draw: st.DrawFn, table: Any, name: str) -> Any:
-    if not table.num_rows or name == "info":
-        return table
-    return _nulled(table, name, draw(st.integers(0, table.num_rows - 1)))
-
-
-def _retype(draw: st.DrawFn, table: Any, name: str) -> Any:
-    """A lossless cast of a flat column to another type."""
-    column = table.column(name)
-    if pa.types.is_nested(column.type):
-        return table
-    type_ = draw(st.sampled_from(_TYPES))
-    if name.startswith("out.") and type_ == pa.float16():
-        return table  # the constructor's int32 check warns on float16 (told the lead)
-    try:
-        values = column.cast(type_, safe=False)
-        lost = not values.cast(column.type).equals(column)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
-        return table
-    return table if lost else _set(table, name, values)
-
-
-def _filter(draw: st.DrawFn, table: Any, name: str) -> Any:
-    rows = table.num_rows
-    if not rows:
-        return table
-    keep = draw(st.lists(st.booleans(), min_size=rows, max_size=rows))
-    return table.filter(pa.array(keep))
-
-
-def _take(draw: st.DrawFn, table: Any, name: str) -> Any:
-    """Rows reordered, repeated or left out."""
-    rows = table.num_rows
-    if not rows:
-        return table
-    index = draw(st.lists(st.integers(0, rows - 1), min_size=1, max_size=rows + 2))
-    return table.take(pa.array(index))
-
-
-def _step(draw: st.DrawFn, table: Any, name: str) -> Any:
-    """One `step` out of range, or of another row."""
-    if not (
-        "step" in table.column_names
-        and pa.types.is_integer(table.schema.field("step").type)
-        and table.column("step").null_count == 0
-        and table.num_rows
-    ):
-        return table
-    steps = table.column("step").to_numpy().astype(np.int64)
-    big = draw(st.sampled_from([2**27, 2**31 - 1, -1, 2**62, 4]))
-    steps[draw(st.integers(0, table.num_rows - 1))] = big
-    return _set(table, "step", pa.array(steps))
-
-
-def _meta(draw: st.DrawFn, table: Any, name: str) -> Any:
-    """The layout JSON changed in one place, where the table keeps it."""
-    if not table.schema.metadata:
-        return table
-    layout = _layout(table)
-    key = draw(st.sampled_from(["nested", "truncation", "outs", "dtype"]))
-    if key == "nested":
-        layout["fields"]["obses"]["nested"] = not layout["fields"]["obses"]["nested"]
-    elif key == "truncation":
-        layout["truncation"] = not layout["truncation"]
-    elif key == "outs" and layout["model_outs"]:
-        layout["model_outs"].pop()
-    elif key == "dtype":
-        layout["fields"]["obses"]["leaves"][0]["dtype"] = "|b1"
-    if "trajkit_layout" in table.column_names:
-        return _with_layout(table, layout)
-    return table.replace_schema_metadata({b"trajkit": json.dumps(layout).encode()})
-
-
-def _strip(draw: st.DrawFn, table: Any, name: str) -> Any:
-    """As polars, DuckDB and HF datasets write a file again."""
-    return table.replace_schema_metadata(None)
-
-
-def _lists(draw: st.DrawFn, table: Any, name: str) -> Any:
-    """One level of fixed-size lists as variable-size lists, as DuckDB reads it back."""
-    if not pa.types.is_fixed_size_list(table.column(name).type):
-        return table
-    inner = table.column(name).type.value_type
-    return _set(table, name, table.column(name).cast(pa.list_(inner)))
-
-
-_MUTATORS: dict[str, Mutator] = {
-    "drop": _drop,
-    "null": _null,
-    "type": _retype,
-    "filter": _filter,
-    "take": _take,
-    "step": _step,
-    "meta": _meta,
-    "strip": _strip,
-    "lists": _lists,
-}
-
-
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(_mutations())
+@given(mutations())
 def test_a_mutated_table_is_read_exactly_or_refused(case: tuple[int, Any]) -> None:
     which, table = case
     try:
         back = ta.from_arrow(table)
     except ValueError:
         return
-    original = _SAMPLES[which]
+    original = SAMPLES[which]
     if (back.num_steps, back.batch_size) != (original.num_steps, original.batch_size):
         original = _corner(original, back.num_steps, back.batch_size)  # filtered rows
     outs = original.model_outs.arrays

@@ -27,7 +27,7 @@ pq = pytest.importorskip("pyarrow.parquet")
 import trajkit  # noqa: E402
 import trajkit.arrow as ta  # noqa: E402
 import trajkit.arrow._import as reader  # noqa: E402
-from tests.arrow.test_compact_layout import image_rollout  # noqa: E402
+from tests.arrow.helpers import image_rollout  # noqa: E402
 from trajkit.testing import ACTION_KINDS, example_rollout, rollouts  # noqa: E402
 
 ROLLOUTS = 6

@@ -67,7 +67,7 @@ def test_read_parquet_imports_no_pandas_whatever_the_row_order(tmp_path: Path) -
     import pyarrow.parquet as pq
 
     import trajkit.arrow
-    from tests.arrow.test_compact_layout import image_rollout
+    from tests.arrow.helpers import image_rollout
 
     trajkit.arrow.write_parquet(image_rollout(), tmp_path / "run.parquet")  # compact, finals
     table = pq.read_table(tmp_path / "run.parquet")

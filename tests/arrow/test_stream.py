@@ -23,8 +23,7 @@ import trajkit  # noqa: E402
 import trajkit.arrow as ta  # noqa: E402
 import trajkit.arrow._ahead as _ahead  # noqa: E402
 import trajkit.arrow._import as reader  # noqa: E402
-from tests.arrow.test_compact_layout import image_rollout  # noqa: E402
-from tests.arrow.test_import import _mutations  # noqa: E402
+from tests.arrow.helpers import image_rollout, mutations  # noqa: E402
 from trajkit.arrow._ahead import Ahead  # noqa: E402
 from trajkit.testing import ACTION_KINDS, example_rollout, rollouts  # noqa: E402
 
@@ -95,7 +94,7 @@ def _outcome(table: Any) -> trajkit.Rollout | None:
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(_mutations())
+@given(mutations())
 def test_a_mutated_table_reads_the_same_a_row_at_a_time(case: tuple[int, Any]) -> None:
     """The same rollout, or a refusal, whatever the batches (test_import's fuzz).
 

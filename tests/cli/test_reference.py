@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from tests.project.test_docs_site import load_hook
+from tests.project.helpers import load_hook
 from trajkit._cli.parser import build_parser
 from trajkit._cli.reference import cli_reference
 

@@ -16,11 +16,7 @@ from hypothesis import strategies as st
 
 import trajkit
 import trajkit._core.gae as gae_module
-from trajkit._base.types import Float32Array
-from trajkit._core.gae import gae, gae_backend, lambda_returns
-from trajkit.testing import example_rollout
-
-from .test_gae import (
+from tests.core.helpers import (
     GOLDEN_ADVANTAGES,
     GOLDEN_DONES,
     GOLDEN_FINAL_VALUES,
@@ -33,6 +29,9 @@ from .test_gae import (
     reference_gae64,
     run,
 )
+from trajkit._base.types import Float32Array
+from trajkit._core.gae import gae, gae_backend, lambda_returns
+from trajkit.testing import example_rollout
 
 needs_numba = pytest.mark.skipif(not gae_module._numba_available(), reason="numba not installed")
 

@@ -27,6 +27,7 @@ import gymnasium as gym
 from gymnasium.envs.classic_control.cartpole import CartPoleEnv
 from gymnasium.vector import AutoresetMode
 
+from tests.gym.helpers import choose
 from trajkit import Rollout
 from trajkit._base.types import AnyArray
 from trajkit._models.rollout import given_infos
@@ -42,12 +43,6 @@ ACTOR_W = np.array([[0.5, -0.5], [0.1, -0.1], [2.0, -2.0], [0.3, -0.3]], np.floa
 
 VecEnv = Any
 MakeEnv = Callable[..., VecEnv]
-
-
-def choose(obs: AnyArray) -> AnyArray:
-    """A deterministic, pseudo-random action per observation (a hash of its digits)."""
-    actions: AnyArray = np.floor(np.abs(obs).sum(axis=1) * 1e4).astype(np.int64) % 2
-    return actions
 
 
 def critic(obs: AnyArray) -> AnyArray:

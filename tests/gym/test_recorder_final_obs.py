@@ -20,8 +20,7 @@ import gymnasium as gym
 from gymnasium.vector import AutoresetMode, VectorWrapper
 
 import trajkit
-from tests.gym.test_recorder import choose
-from tests.gym.test_recorder_spaces import DICT_SPACE, split
+from tests.gym.helpers import DICT_SPACE, choose, split
 from trajkit import Rollout
 from trajkit._base.types import AnyArray
 from trajkit.gym import RolloutRecorder

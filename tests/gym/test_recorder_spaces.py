@@ -22,6 +22,7 @@ import gymnasium as gym
 from gymnasium.vector import AutoresetMode
 
 import trajkit
+from tests.gym.helpers import DICT_SPACE, split
 from trajkit import Rollout
 from trajkit._base.types import AnyArray
 from trajkit.gym import RolloutRecorder
@@ -91,18 +92,6 @@ def test_pendulum_with_a_gaussian_policy(envs: list[VecEnv], tmp_path: Any) -> N
 
 
 # ----------------------------------------------------- Dict observations: CartPole split
-
-
-def split(obs: AnyArray) -> dict[str, AnyArray]:
-    return {"position": obs[:2], "velocity": obs[2:]}
-
-
-DICT_SPACE = gym.spaces.Dict(
-    {
-        "position": gym.spaces.Box(-np.inf, np.inf, (2,), np.float32),
-        "velocity": gym.spaces.Box(-np.inf, np.inf, (2,), np.float32),
-    }
-)
 
 
 def make_dict_cartpole() -> gym.Env[Any, Any]:

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests.io.test_hostile_files import members, rebuild
+from tests.io.helpers import members, rebuild
 from trajkit import RolloutFileError, load, read_metadata, save
 from trajkit._core import tree
 from trajkit._io.metadata import FINAL_OBSES_VERSION

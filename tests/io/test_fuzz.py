@@ -43,7 +43,7 @@ import numpy as np
 import pytest
 
 import trajkit
-from tests.io.test_round_trips import KINDS, PATTERNS, rollout_with
+from tests.io.helpers import KINDS, PATTERNS, rollout_with
 from trajkit import RolloutFileError, load, read_metadata, save
 from trajkit._io.stream import IO_CHUNK
 from trajkit._models.spec import SUPPORTED_DTYPES

@@ -23,6 +23,7 @@ import numpy as np
 import pytest
 
 import trajkit
+from tests.io.helpers import members, rebuild
 from trajkit import RolloutFileError, load, read_metadata, save
 from trajkit.testing import example_rollout
 
@@ -41,11 +42,6 @@ def good(tmp_path: Path, rollout: trajkit.Rollout) -> Path:
     return path
 
 
-def members(path: Path) -> dict[str, bytes]:
-    with zipfile.ZipFile(path) as archive:
-        return {name: archive.read(name) for name in archive.namelist()}
-
-
 def npy(array: np.ndarray[Any, Any]) -> bytes:
     out = io.BytesIO()
     np.lib.format.write_array(out, array, allow_pickle=False)
@@ -58,15 +54,6 @@ def npy_header(shape: tuple[int, ...], descr: str, *, fortran: bool = False) -> 
         out, {"descr": descr, "fortran_order": fortran, "shape": shape}
     )
     return out.getvalue()
-
-
-def rebuild(path: Path, contents: dict[str, bytes], *, compress: bool = False) -> Path:
-    """A well-formed ZIP with these members, in this order (metadata.json first if present)."""
-    method = zipfile.ZIP_DEFLATED if compress else zipfile.ZIP_STORED
-    with zipfile.ZipFile(path, "w", method) as archive:
-        for name, data in contents.items():
-            archive.writestr(name, data)
-    return path
 
 
 def with_metadata(contents: dict[str, bytes], **changes: Any) -> dict[str, bytes]:

@@ -27,7 +27,7 @@ import numpy as np
 import pytest
 
 import trajkit
-from tests.io.test_round_trips import rollout_with
+from tests.io.helpers import rollout_with
 from trajkit import Rollout, save
 from trajkit._io.jsonbudget import JsonCost
 

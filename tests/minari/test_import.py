@@ -8,7 +8,6 @@ rewards, which HDF5 storage can) the episodes Minari's storage hands back.
 
 from __future__ import annotations
 
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -19,47 +18,9 @@ pytest.importorskip("minari")
 pa = pytest.importorskip("pyarrow")
 
 import gymnasium.spaces as spaces  # noqa: E402
-import minari  # noqa: E402
-from minari.data_collector import EpisodeBuffer  # noqa: E402
 
 import trajkit.minari as tm  # noqa: E402
-
-STEPS = 8
-
-
-def _make(
-    dataset_id: str = "test/made-v0",
-    *,
-    space: Any = None,
-    observations: Any = None,
-    terminated: bool = True,
-    truncated: bool = False,
-) -> Any:
-    """A one-episode dataset of `STEPS` steps, made with Minari's API."""
-    space = space or spaces.Box(-10, 10, (3,), np.float32)
-    if observations is None:
-        observations = np.arange((STEPS + 1) * 3, dtype=np.float32).reshape(STEPS + 1, 3) / 10
-    terminations = np.zeros(STEPS, bool)
-    truncations = np.zeros(STEPS, bool)
-    terminations[-1], truncations[-1] = terminated, truncated
-    episode = EpisodeBuffer(
-        id=0,
-        observations=observations,
-        actions=np.arange(STEPS, dtype=np.int64) % 2,
-        rewards=np.linspace(0, 1, STEPS),
-        terminations=terminations,
-        truncations=truncations,
-        infos={},
-    )
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return minari.create_dataset_from_buffers(
-            dataset_id,
-            [episode],
-            observation_space=space,
-            action_space=spaces.Discrete(2),
-            data_format="arrow",
-        )
+from tests.minari.helpers import STEPS, edited, make  # noqa: E402
 
 
 def _rewrite(root: Path, dataset_id: str, column: str, values: Any) -> None:
@@ -77,21 +38,8 @@ def _flags(*set_at: int) -> Any:
     return pa.array(flags)
 
 
-def _edited(dataset: Any, monkeypatch: pytest.MonkeyPatch, **fields: Any) -> Any:
-    """`dataset`, whose storage hands back episodes with `fields` replaced."""
-    storage = dataset.storage
-    get = storage.get_episodes
-
-    def edited(indices: Any) -> Any:
-        for episode in get(indices):
-            yield {**episode, **fields}
-
-    monkeypatch.setattr(storage, "get_episodes", edited)
-    return dataset
-
-
 def test_a_termination_before_the_last_step_is_refused(datasets: Path) -> None:
-    _make()
+    make()
     _rewrite(datasets, "test/made-v0", "terminations", _flags(3, STEPS - 1))
     with pytest.raises(
         ValueError,
@@ -107,7 +55,7 @@ def test_a_termination_before_the_last_step_is_refused(datasets: Path) -> None:
 
 @pytest.mark.parametrize("length", [0, 1, STEPS + 1])
 def test_flags_must_be_as_many_as_the_steps(monkeypatch: pytest.MonkeyPatch, length: int) -> None:
-    dataset = _edited(_make(), monkeypatch, terminations=np.ones(length, bool))
+    dataset = edited(make(), monkeypatch, terminations=np.ones(length, bool))
     with pytest.raises(
         ValueError,
         match=rf"^episode 0: terminations has shape \({length},\), expected \(8,\): one flag "
@@ -117,13 +65,13 @@ def test_flags_must_be_as_many_as_the_steps(monkeypatch: pytest.MonkeyPatch, len
 
 
 def test_flags_other_than_0_and_1_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    dataset = _edited(_make(), monkeypatch, truncations=np.full(STEPS, 2))
+    dataset = edited(make(), monkeypatch, truncations=np.full(STEPS, 2))
     with pytest.raises(ValueError, match=r"^episode 0: truncations must hold only 0 and 1"):
         tm.from_minari(dataset)
 
 
 def test_actions_must_be_as_many_as_the_rewards(monkeypatch: pytest.MonkeyPatch) -> None:
-    dataset = _edited(_make(), monkeypatch, actions=np.zeros(3, np.int64))
+    dataset = edited(make(), monkeypatch, actions=np.zeros(3, np.int64))
     with pytest.raises(
         ValueError, match=r"^episode 0: 3 actions for 8 rewards; an episode has one action"
     ):
@@ -131,7 +79,7 @@ def test_actions_must_be_as_many_as_the_rewards(monkeypatch: pytest.MonkeyPatch)
 
 
 def test_terminated_and_truncated_together_count_as_terminated() -> None:
-    (back,) = tm.from_minari(_make(terminated=True, truncated=True))
+    (back,) = tm.from_minari(make(terminated=True, truncated=True))
     assert back.dones[-1, 0] == 1
     assert back.truncated is not None
     assert not back.truncated.any()  # terminated wins, as the recorder counts it
@@ -140,20 +88,20 @@ def test_terminated_and_truncated_together_count_as_terminated() -> None:
 
 
 def test_truncated_and_final_values_are_zeros_when_nothing_was_truncated() -> None:
-    (back,) = tm.from_minari(_make(terminated=False))
+    (back,) = tm.from_minari(make(terminated=False))
     assert back.truncated is not None
     assert back.final_values is not None
     assert back.truncated.shape == back.final_values.shape == (STEPS, 1)
     assert not back.truncated.any()
     assert not back.final_values.any()
     assert back.dones[-1, 0] == 0
-    (cut,) = tm.from_minari(_make("test/cut-v0", terminated=False, truncated=True))
+    (cut,) = tm.from_minari(make("test/cut-v0", terminated=False, truncated=True))
     assert cut.truncated is not None
     assert cut.truncated[-1, 0] == 1
 
 
 def test_observations_are_checked_against_the_observation_space(datasets: Path) -> None:
-    _make()
+    make()
     wide = pa.FixedSizeListArray.from_arrays(
         pa.array(np.zeros((STEPS + 1) * 4, np.float32)), 4
     )  # 4 values per row for a (3,) space: Minari reshapes them into 12 rows
@@ -170,7 +118,7 @@ def test_observations_are_stored_in_the_spaces_dtype_without_change(
 ) -> None:
     image = spaces.Box(0, 255, (2,), np.uint8)
     pixels = np.arange((STEPS + 1) * 2, dtype=np.uint8).reshape(STEPS + 1, 2)
-    dataset = _make(space=image, observations=pixels)
+    dataset = make(space=image, observations=pixels)
     (back,) = tm.from_minari(dataset)
     assert back.obses.dtype == np.uint8
     np.testing.assert_array_equal(back.obses[:, 0], pixels)
@@ -180,16 +128,16 @@ def test_observations_are_stored_in_the_spaces_dtype_without_change(
         ValueError,
         match=r"^episode 0: observations must fit in uint8 \[0, 255\], got 300 at \(t=2, 1\)",
     ):
-        tm.from_minari(_edited(dataset, monkeypatch, observations=wide))
+        tm.from_minari(edited(dataset, monkeypatch, observations=wide))
 
 
 def test_non_finite_observations_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    dataset = _make()
+    dataset = make()
     (ok,) = tm.from_minari(dataset)
     bad = ok.obses[:, 0].copy()
     bad[4, 2] = np.nan
     with pytest.raises(ValueError, match=r"^episode 0: observations must be finite"):
-        tm.from_minari(_edited(dataset, monkeypatch, observations=bad))
+        tm.from_minari(edited(dataset, monkeypatch, observations=bad))
 
 
 def test_nested_observations_must_match_the_spaces_structure(
@@ -198,24 +146,24 @@ def test_nested_observations_must_match_the_spaces_structure(
     space = spaces.Dict({"pos": spaces.Box(-1, 1, (2,), np.float32), "n": spaces.Discrete(5)})
     pos, n = np.zeros((STEPS + 1, 2), np.float32), np.arange(STEPS + 1) % 5
     observations = {"pos": pos, "n": n}
-    dataset = _make(space=space, observations=observations)
+    dataset = make(space=space, observations=observations)
     (back,) = tm.from_minari(dataset)
     assert isinstance(back.obses, dict)
     assert back.obses["n"].dtype == np.int64
     with pytest.raises(
         ValueError, match=r"^episode 0: observations have keys \['pos'\], the observation"
     ):
-        tm.from_minari(_edited(dataset, monkeypatch, observations={"pos": pos}))
+        tm.from_minari(edited(dataset, monkeypatch, observations={"pos": pos}))
     short = {"pos": pos, "n": n[:-1]}
     with pytest.raises(
         ValueError, match=r"^episode 0: observations\['n'\] have shape \(8,\), expected \(9,\)"
     ):
-        tm.from_minari(_edited(dataset, monkeypatch, observations=short))
+        tm.from_minari(edited(dataset, monkeypatch, observations=short))
 
 
 def test_rewards_beyond_float32_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     rewards = np.zeros(STEPS)
     rewards[5] = 1e300
-    dataset = _edited(_make(), monkeypatch, rewards=rewards)
+    dataset = edited(make(), monkeypatch, rewards=rewards)
     with pytest.raises(ValueError, match=r"^episode 0: rews holds 1e\+300 at \(t=5, b=0\)"):
         tm.from_minari(dataset)

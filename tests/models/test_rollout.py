@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import gc
 import random
 import re
 import sys
@@ -17,6 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
+from tests.models.helpers import python_calls_to_build
 from tests.models.reference import as_seed_model_outs, gae_loop, stack_key
 from trajkit import ModelOutputs, Rollout
 from trajkit._core import fused, tree
@@ -987,29 +987,6 @@ def _python_calls_to_build(num_steps: int, num_envs: int) -> int:
         "final_values": np.zeros((num_steps, num_envs), np.float32),
     }
     return python_calls_to_build(fields)
-
-
-def python_calls_to_build(fields: dict[str, Any]) -> int:
-    """Count the function calls made while `Rollout(**fields)` validates its inputs."""
-    calls = 0
-
-    def profile(frame: Any, event: str, arg: Any) -> None:
-        nonlocal calls
-        # Python and C calls both count. Comprehensions are frames of their own before Python
-        # 3.12; filling in `infos=None` builds T rows of empty dicts, which is not validation.
-        if frame.f_code.co_name.startswith("<"):
-            return
-        if event in ("call", "c_call"):
-            calls += 1
-
-    gc.disable()  # collections (and callbacks on them, such as Hypothesis's) are not ours
-    sys.setprofile(profile)
-    try:
-        Rollout(**fields)
-    finally:
-        sys.setprofile(None)
-        gc.enable()
-    return calls
 
 
 def test_validation_does_not_loop_over_elements(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -243,9 +243,9 @@ def test_the_minari_importer_refuses_what_the_constructor_refuses(
     pytest.importorskip("minari")
     monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path))
     import trajkit.minari as tm
-    from tests.minari.test_import import _edited, _make
+    from tests.minari.helpers import edited, make
 
-    dataset = _make()
+    dataset = make()
     (ok,) = tm.from_minari(dataset)
     if field == "rewards":
         bad = ok.rews[:, 0].astype(np.float64)
@@ -253,7 +253,7 @@ def test_the_minari_importer_refuses_what_the_constructor_refuses(
         bad = ok.obses[:, 0].astype(np.float64)
     bad[3] = value
     with pytest.raises(ValueError, match=re.escape(words)):
-        tm.from_minari(_edited(dataset, monkeypatch, **{field: bad}))
+        tm.from_minari(edited(dataset, monkeypatch, **{field: bad}))
     name = "rews" if field == "rewards" else "obses"
     with pytest.raises(ValueError, match=re.escape(words)):
         Rollout(**_with(_valid(), name, 3, 0, value))

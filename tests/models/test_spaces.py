@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.models.test_rollout import python_calls_to_build
+from tests.models.helpers import python_calls_to_build
 from trajkit import (
     FIELD_DIMS,
     MODEL_OUTPUT_DIMS,

@@ -10,7 +10,6 @@ from __future__ import annotations
 # ruff: noqa: RUF001 - Greek letters in the expected search text
 import functools
 import http.server
-import importlib.util
 import os
 import re
 import shutil
@@ -26,20 +25,9 @@ from urllib.parse import unquote, urlsplit
 import pytest
 
 from tests.browser import launch
+from tests.project.helpers import load_hook
 
 ROOT = Path(__file__).parents[2]
-
-
-def load_hook(name: str) -> Any:
-    """Import one of the MkDocs hooks in docs/plugins/ (they are not part of the package)."""
-    spec = importlib.util.spec_from_file_location(
-        f"{name}_hook", ROOT / "docs" / "plugins" / f"{name}.py"
-    )
-    assert spec is not None
-    assert spec.loader is not None
-    hook = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(hook)
-    return hook
 
 
 @pytest.fixture(scope="module")
