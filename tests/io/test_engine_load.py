@@ -58,6 +58,8 @@ def test_others_running_read_linux_by_default() -> None:
         (3, 3, 4, 0),
         (3, 9, 4, 0),
         (2, 0, 8, 2),  # never more than asked for
+        (7, 0, 2, 7),  # nothing else running: as many as asked for, more than the cores too
+        (7, 1, 4, 2),
         (2, None, 2, 2),  # unknown: as asked
     ],
 )

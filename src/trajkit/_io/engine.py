@@ -272,15 +272,17 @@ def free_workers(wanted: int, others: int | None, cores: int | None = None) -> i
     with this process or that one, and cost its start-up and the results' transfers: with
     every core held, the work stays in this process, as with `--jobs 1`, and is never slower
     for asking for more jobs. The `trajkit` logger says so. `cores` counts the machine's
-    cores (as `/proc/loadavg` does: all of them), by default `os.cpu_count()`.
+    cores (as `/proc/loadavg` does: all of them), by default `os.cpu_count()`. With no other
+    process running, every worker asked for starts, even more than the cores (reading over a
+    network waits more than it computes).
 
     Examples:
         >>> free_workers(3, 0, cores=4), free_workers(3, 2, cores=4), free_workers(1, 1, cores=2)
         (3, 1, 0)
-        >>> free_workers(3, None, cores=2)  # unknown: as many as asked for
-        3
+        >>> free_workers(3, None, cores=2), free_workers(7, 0, cores=2)  # as many as asked for
+        (3, 7)
     """
-    if others is None:
+    if not others:
         return wanted
     cores = cores or os.cpu_count() or 1
     free = max(0, min(wanted, cores - 1 - others))
