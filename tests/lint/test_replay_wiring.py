@@ -406,8 +406,8 @@ def test_an_env_that_raises_while_stepped_stops_that_env_only(tmp_path: Path) ->
     assert done == [path for path, _ in files]
 
 
-def test_a_later_file_with_fewer_envs_stops_the_missing_env_at_row_0(tmp_path: Path) -> None:
-    """A later file of another recording under the same id (num_envs 1): env 1 stops there."""
+def test_a_later_file_with_another_number_of_envs_is_not_replayed(tmp_path: Path) -> None:
+    """A later file of another recording under the same id (num_envs 1): the file is named."""
     files = record(tmp_path)
     path, recording = files[1]
     r = trajkit.load(path)
@@ -425,9 +425,12 @@ def test_a_later_file_with_fewer_envs_stops_the_missing_env_at_row_0(tmp_path: P
     trajkit.save(narrow, path, recording=files[1][1])
     done: list[str] = []
     [found] = replay(files, replayed=done)
-    assert (found.code, found.path, found.env, found.step) == ("TK300", path, 1, None)
-    assert found.message.startswith("cannot replay env 1 past row 0: ")
-    assert done == [path for path, _ in files]
+    assert (found.code, found.path, found.env, found.step) == ("TK300", path, None, None)
+    rid = files[0][1]["id"]
+    assert found.message == (
+        f"cannot replay: {path} holds 1 env(s), but recording {rid} has num_envs = 2"
+    )
+    assert done == [files[0][0]]  # the first file only
 
 
 def test_an_env_whose_close_raises_changes_no_finding(tmp_path: Path) -> None:

@@ -366,6 +366,11 @@ class _Replay:
             return None, f"cannot load {path}: {file_error(exc)}"
         if "actions" not in rollout.model_outs.arrays:
             return None, f"{path} has no actions"
+        if rollout.batch_size != self.num_envs:
+            return None, (
+                f"{path} holds {rollout.batch_size} env(s), but recording "
+                f"{self.recording['id']} has num_envs = {self.num_envs}"
+            )
         return rollout, None
 
     def _make(self) -> str | None:
