@@ -81,7 +81,7 @@ __all__ = [
     "start_method",
 ]
 
-CHUNK_FILES = 16
+CHUNK_FILES = 32
 """The most files handed to a worker at once."""
 
 CHUNK_BYTES = 16 << 20
