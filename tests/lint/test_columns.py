@@ -6,8 +6,12 @@ import numpy as np
 import pytest
 
 from tests.lint.helpers import codes, dones_for, lint_rollouts, rollout
+from trajkit import Rollout
 from trajkit.lint import Finding
 from trajkit.lint.columns import (
+    MIN_DISAGREE,
+    OUTPUT_TOL,
+    POLICY_FUNCTIONS,
     Copy,
     Frozen,
     Start,
@@ -17,6 +21,7 @@ from trajkit.lint.columns import (
     frozen_findings,
     shared_starts,
 )
+from trajkit.lint.columns import _differ, _outputs
 
 # ------------------------------------------------------------------------ seeded alike
 
@@ -207,3 +212,87 @@ def test_tk115_message() -> None:
         "keeps it 0.00011 of the time over the dataset: rows appended from one reused buffer "
         "(copy the observation before storing it)?"
     )
+
+
+# ------------------------------------------------- the policy's outputs against its inputs
+
+
+def _copied(disagree_rows: list[int], *, states: bool = False) -> Rollout:
+    """Env 1's observations copied from env 0's (random), its critic its own on some rows."""
+    r = rollout(np.zeros((9, 2)), seed=4)
+    r.obses[:, 1] = r.obses[:, 0]
+    critic = r.model_outs.arrays["critic"]
+    critic[:] = np.arange(9)[:, None]
+    critic[disagree_rows, 1] += 1.0
+    if states:
+        return r.replace(states=np.stack([np.zeros((9, 1)), np.ones((9, 1))], axis=1))
+    return r
+
+
+def test_copies_count_rows_whose_outputs_their_equal_inputs_do_not_give() -> None:
+    [copy] = copies(_copied([2, 5, 7]))
+    assert copy.disagree == 3
+    [other] = copies(_copied([2, 5, 7], states=True))  # other recurrent states: no evidence
+    assert other.disagree == 0
+
+
+@pytest.mark.parametrize(("rows", "hit"), [([4], False), ([4, 6], True)])
+def test_tk112_a_copy_whose_policy_saw_other_observations(rows: list[int], hit: bool) -> None:
+    # two runs only (no chance evidence): the outputs decide, from MIN_DISAGREE = 2 rows
+    runs = (b"a", b"b")
+    found = copied_columns([("a.npz", (Copy((0, 1), runs, disagree=len(rows)),))])
+    assert bool(found) is hit
+    assert MIN_DISAGREE == 2
+    if hit:
+        assert found[0].message == (
+            "envs 0 and 1 have the same observations on every row, where the policy's outputs "
+            "differ on 2 of their rows, and differ in their actions, rewards or dones: one "
+            "column copied into another (obs[0] stored for every env)?"
+        )
+
+
+def test_tk112_a_copy_with_disagreeing_outputs_end_to_end() -> None:
+    obses = np.zeros((9, 2, 1), np.float32)
+    obses[:, :, 0] = np.array([0, 0, 1, 1, 0, 0, 1, 1, 0])[:, None]  # a coarse column, copied
+    r = _copied([3, 6]).replace(obses=obses)
+    [found] = codes(r, "TK112")
+    assert (found.env, found.step) == (1, 0)
+    assert "the policy's outputs differ on 2 of their rows" in found.message
+    assert codes(_copied([]).replace(obses=obses), "TK112") == []  # a coincidence, as far as seen
+
+
+@pytest.mark.parametrize(("offset", "differ"), [(0.9, False), (1.1, True)])
+def test_outputs_differ_beyond_the_tolerance(offset: float, differ: bool) -> None:
+    x = np.array([[2.0]])
+    y = x + offset * OUTPUT_TOL * (1 + 2.0)
+    assert bool(_differ(x, y)[0]) is differ
+
+
+def test_outputs_are_the_policy_functions_of_each_place() -> None:
+    r = rollout(np.zeros((3, 2)), outs={"critic": np.ones((3, 2)), "actions": np.zeros((3, 2))})
+    out = _outputs(r)
+    assert out is not None
+    assert out.shape == (3, 2, 1)  # actions are sampled: not a function of the inputs
+    assert _outputs(rollout(np.zeros((3, 2)), outs={"actions": np.zeros((3, 2))})) is None
+    assert POLICY_FUNCTIONS == ("actor", "critic", "mean", "std")
+
+
+def test_frozen_columns_count_steps_whose_outputs_move_while_the_inputs_stay() -> None:
+    r = rollout(np.array([1.0, 0, 1, 0, 0]))
+    r.obses[:] = r.obses[-1]
+    r.model_outs.arrays["critic"][:, 0] = [0.0, 1.0, 1.0, 2.0, 2.0]
+    assert frozen_columns(r) == Frozen((0,), 4, 4, 2)
+
+
+@pytest.mark.parametrize(("disagree", "hit"), [(1, False), (2, True)])
+def test_tk115_a_frozen_file_whose_policy_saw_other_observations(disagree: int, hit: bool) -> None:
+    # the dataset's steps keep the observation often (q = 0.5): the chance says nothing
+    files = [("a.npz", 100, Frozen((), 200, 100)), ("b.npz", 4, Frozen((0, 1), 8, 8, disagree))]
+    found = frozen_findings(files)
+    assert bool(found) is hit
+    if hit:
+        assert found[0].message == (
+            "every env keeps one observation on all 5 rows, across an episode start, while the "
+            "policy's outputs change on 2 of its steps: rows appended from one reused buffer "
+            "(copy the observation before storing it)?"
+        )

@@ -14,13 +14,25 @@
   distinct changes of value (from one observation to the next different one) must make a
   chance of at most `CHANCE` (p^n, p the rate at which a change repeats an earlier one): an
   observation that moves through many values does not follow another env's by chance, a
-  coarse one that cycles through a few (a fixed start, short episodes) may.
+  coarse one that cycles through a few (a fixed start, short episodes) may. Or, whatever the
+  values: the policy's outputs of the two envs differ on at least `MIN_DISAGREE` rows where
+  their inputs are equal (see below): the policy saw other observations than those stored.
 - TK115, observation rows aliased to one buffer (a loop that appends the env's reused
   `[B, ...]` observation array): a file whose every env column keeps one observation on
   all its rows, across an episode start (a reset that changes nothing), while over the
   dataset a step leaves the observation unchanged at a rate q that makes T·B unchanged
-  steps a chance of at most `CHANCE` (q^(T·B)). One env that stays put in a coarse
-  observation space is not that.
+  steps a chance of at most `CHANCE` (q^(T·B)), or the policy's outputs change on at least
+  `MIN_DISAGREE` of its steps while its inputs do not (see below). One env that stays put
+  in a coarse observation space is not that.
+
+The policy's outputs are a function of its inputs. The outputs in `POLICY_FUNCTIONS`
+(logits, value, Gaussian mean and std: not the sampled action or its log-probability) are
+computed from the observation, and the recurrent or env state in `states` where there is
+one; two places of one file with equal inputs get equal outputs (to `OUTPUT_TOL`,
+relative). Where they do not, the stored observation is not the one the policy saw. A
+policy that reads more than it is given (a recurrent state not stored in `states`, a
+network updated while the file was recorded) breaks this: these checks weigh it only where
+the observations already look copied or frozen.
 """
 
 from __future__ import annotations
@@ -41,6 +53,9 @@ from trajkit.lint.evidence import CHANCE, binomial_tail, rate_bound
 from trajkit.lint.registry import Finding
 
 __all__ = [
+    "MIN_DISAGREE",
+    "OUTPUT_TOL",
+    "POLICY_FUNCTIONS",
     "Copy",
     "Frozen",
     "Start",
@@ -50,6 +65,45 @@ __all__ = [
     "frozen_findings",
     "shared_starts",
 ]
+
+POLICY_FUNCTIONS = ("actor", "critic", "mean", "std")
+"""The model outputs a policy computes from its inputs alone."""
+
+OUTPUT_TOL = 1e-4
+"""How far (relative) two outputs of equal inputs may differ: float noise between batch rows."""
+
+MIN_DISAGREE = 2
+"""TK112 (copied column) and TK115: the fewest places whose outputs their equal inputs do
+not give (one could be a quirk of one row, such as a row computed in another batch)."""
+
+
+def _outputs(rollout: Rollout) -> AnyArray | None:
+    """`[T+1, B, K]` float64 of the `POLICY_FUNCTIONS` the file holds, or `None`."""
+    rows, B = rollout.num_steps + 1, rollout.batch_size
+    arrays = rollout.model_outs.arrays
+    parts = [
+        np.asarray(arrays[k], dtype=np.float64).reshape(rows, B, -1)
+        for k in POLICY_FUNCTIONS
+        if k in arrays and arrays[k].ndim >= 2 and arrays[k].shape[:2] == (rows, B)
+    ]
+    return np.concatenate(parts, axis=-1) if parts else None
+
+
+def _differ(x: AnyArray, y: AnyArray) -> AnyArray:
+    """Per place, whether two `[..., K]` outputs differ by more than `OUTPUT_TOL`."""
+    scale = 1.0 + np.maximum(np.abs(x), np.abs(y))
+    return (np.abs(x - y) > OUTPUT_TOL * scale).any(axis=-1)
+
+
+def _states(rollout: Rollout) -> AnyArray:
+    """`[T+1, B, K]` bytes of every row's `states` (K = 0 without any)."""
+    T, B = rollout.num_steps, rollout.batch_size
+    leaves = [
+        np.ascontiguousarray(leaf).reshape(T + 1, B, -1).view(np.uint8)
+        for _, leaf in _tree.flatten(rollout.states)
+    ]
+    return np.concatenate(leaves, axis=-1) if leaves else np.zeros((T + 1, B, 0), np.uint8)
+
 
 # ---------------------------------------------------------------------- seeded alike
 
@@ -135,10 +189,13 @@ class Copy:
     Attributes:
         envs: The pair (a, b), a < b.
         runs: Digests of the column's values, run by run (equal rows in a row are one run).
+        disagree: The rows where the two envs' inputs (observations, `states`) are equal
+            and their policy outputs are not.
     """
 
     envs: tuple[int, int]
     runs: tuple[bytes, ...]
+    disagree: int = 0
 
 
 def copies(rollout: Rollout) -> tuple[Copy, ...]:
@@ -148,19 +205,24 @@ def copies(rollout: Rollout) -> tuple[Copy, ...]:
         >>> from trajkit.testing import example_rollout
         >>> r = example_rollout(num_steps=6, num_envs=3)
         >>> r.obses[:, 2] = r.obses[:, 0]
-        >>> [(c.envs, len(c.runs)) for c in copies(r)]
-        [((0, 2), 7)]
+        >>> [(c.envs, len(c.runs), c.disagree) for c in copies(r)]
+        [((0, 2), 7, 0)]
     """
     B = rollout.batch_size
     raw = _rows(rollout)
     keys = [[raw[t, b].tobytes() for t in range(raw.shape[0])] for b in range(B)]
+    outputs, states = _outputs(rollout), _states(rollout)
     found = []
     for a in range(B):
         for b in range(a + 1, B):
             if keys[a] == keys[b] and _others_differ(rollout, a, b):
                 runs = [k for t, k in enumerate(keys[a]) if t == 0 or k != keys[a][t - 1]]
                 digests = tuple(hashlib.blake2b(k, digest_size=8).digest() for k in runs)
-                found.append(Copy((a, b), digests))
+                disagree = 0
+                if outputs is not None:
+                    same = (states[:, a] == states[:, b]).all(axis=-1)
+                    disagree = int((same & _differ(outputs[:, a], outputs[:, b])).sum())
+                found.append(Copy((a, b), digests, disagree))
     return tuple(found)
 
 
@@ -173,22 +235,30 @@ def copied_columns(files: Sequence[tuple[str, tuple[Copy, ...]]]) -> list[Findin
         ['a.npz: env 2, step 0: TK112 [warning] envs 0 and 2 have the same observations on ...
     """
     pairs: dict[tuple[int, int], list[bytes]] = {}
+    disagree: Counter[tuple[int, int]] = Counter()
     for _, found in files:
         for c in found:
             pairs.setdefault(c.envs, []).extend(c.runs)
+            disagree[c.envs] += c.disagree
     out = []
     for (a, b), runs in pairs.items():
         changes = list(itertools.pairwise(runs))
         n = len(set(changes))  # distinct changes of value: a repeated cycle counts once
-        if not n or rate_bound(len(changes) - n, len(changes)) ** n > CHANCE:
+        chance = rate_bound(len(changes) - n, len(changes)) ** n if n else 1.0
+        rows = disagree[(a, b)]
+        if chance > CHANCE and rows < MIN_DISAGREE:
             continue
+        seen = (
+            f"where the policy's outputs differ on {rows} of their rows"
+            if rows >= MIN_DISAGREE
+            else f"through {n} distinct changes of value in the dataset"
+        )
         out += [
             Finding(
                 "TK112",
-                f"envs {a} and {b} have the same observations on every row, through {n} "
-                f"distinct changes of value in the dataset, and differ in their actions, "
-                "rewards or dones: one column copied into another (obs[0] stored for every "
-                "env)?",
+                f"envs {a} and {b} have the same observations on every row, {seen}, and "
+                "differ in their actions, rewards or dones: one column copied into another "
+                "(obs[0] stored for every env)?",
                 path,
                 b,
                 0,
@@ -211,11 +281,14 @@ class Frozen:
             crosses an episode start; else none.
         steps: The file's steps (T times B) and `unchanged`, those whose next row repeats
             the observation.
+        disagree: The steps whose inputs (observations, `states`) stay the same while the
+            policy outputs change.
     """
 
     envs: tuple[int, ...]
     steps: int
     unchanged: int
+    disagree: int = 0
 
 
 def frozen_columns(rollout: Rollout) -> Frozen:
@@ -227,13 +300,18 @@ def frozen_columns(rollout: Rollout) -> Frozen:
         >>> r.obses[:] = r.obses[-1]
         >>> r.dones[2] = 1
         >>> frozen_columns(r)
-        Frozen(envs=(0, 1), steps=8, unchanged=8)
+        Frozen(envs=(0, 1), steps=8, unchanged=8, disagree=0)
     """
     raw = _rows(rollout)
     same = (raw[1:] == raw[:-1]).all(axis=-1)
     T, B = same.shape
     frozen = bool(T and same.all() and episode_ends(rollout.dones).any())
-    return Frozen(tuple(range(B)) if frozen else (), int(same.size), int(same.sum()))
+    outputs, states = _outputs(rollout), _states(rollout)
+    disagree = 0
+    if outputs is not None:
+        inputs = same & (states[1:] == states[:-1]).all(axis=-1)
+        disagree = int((inputs & _differ(outputs[1:], outputs[:-1])).sum())
+    return Frozen(tuple(range(B)) if frozen else (), int(same.size), int(same.sum()), disagree)
 
 
 def frozen_findings(files: Sequence[tuple[str, int, Frozen]]) -> list[Finding]:
@@ -250,17 +328,23 @@ def frozen_findings(files: Sequence[tuple[str, int, Frozen]]) -> list[Finding]:
     q = rate_bound(unchanged, steps)
     found = []
     for path, T, frozen in files:
-        if frozen.envs and q ** (T * len(frozen.envs)) <= CHANCE:
-            found.append(
-                Finding(
-                    "TK115",
-                    f"every env keeps one observation on all {T + 1} rows, across an episode "
-                    f"start, where a step keeps it {q:.2g} of the time over the dataset: rows "
-                    "appended from one reused buffer (copy the observation before storing "
-                    "it)?",
-                    path,
-                    0,
-                    0,
-                )
+        if not frozen.envs:
+            continue
+        if frozen.disagree >= MIN_DISAGREE:
+            seen = f"while the policy's outputs change on {frozen.disagree} of its steps"
+        elif q ** (T * len(frozen.envs)) <= CHANCE:
+            seen = f"where a step keeps it {q:.2g} of the time over the dataset"
+        else:
+            continue
+        found.append(
+            Finding(
+                "TK115",
+                f"every env keeps one observation on all {T + 1} rows, across an episode "
+                f"start, {seen}: rows appended from one reused buffer (copy the observation "
+                "before storing it)?",
+                path,
+                0,
+                0,
             )
+        )
     return found
