@@ -7,7 +7,7 @@ import pytest
 
 from tests.lint.helpers import codes, dones_for, lint_rollouts, rollout
 from trajkit.lint import Finding
-from trajkit.lint.timelimit import cut_chance
+from trajkit.lint.timelimit import cut_rate
 
 RAW = {"id": "r", "index": 0, "num_envs": 2, "autoreset_mode": "NEXT_STEP", "wrappers": []}
 
@@ -42,7 +42,34 @@ def test_tk101_cut_episodes_with_nothing_else_to_go_by(episodes: int, hit: bool)
     ],
 )
 def test_tk101_the_chance_uses_the_larger_rate(args: tuple[int, ...], hit: bool) -> None:
-    assert (cut_chance(*args) > 1e-3) is hit
+    cuts, *counts = args
+    assert (cut_rate(*counts) ** cuts > 1e-3) is hit
+
+
+def _flagged_elsewhere(flagged: int, unflagged: int = 0) -> list[Finding]:
+    """Env 0: 3 episodes of 10 steps, unflagged; env 1: `flagged` flagged as cut at 10 and
+    `unflagged` not; then both run on (no other end)."""
+    T = 10 * (flagged + unflagged) + 5
+    lengths = [10] * (flagged + unflagged)
+    dones = np.stack([dones_for([10, 10, 10], T), dones_for(lengths, T)], axis=1)
+    truncated = np.zeros((T, 2))
+    truncated[9 : 10 * flagged : 10, 1] = 1
+    return codes(rollout(dones, truncated=truncated), "TK101", max_episode_steps=10)
+
+
+@pytest.mark.parametrize(("flagged", "hit"), [(11, False), (13, True)])
+def test_tk101_weighs_unflagged_ends_against_an_env_that_flags_its_cuts(
+    flagged: int, hit: bool
+) -> None:
+    # chances to terminate: 3 + flagged episodes at step 9, flagged ones at step 10, none
+    # taken: h = 3 / (3 + 2 flagged + 3); h^3 is 1.2e-3 at 11 flagged, 8.2e-4 at 13.
+    found = _flagged_elsewhere(flagged)
+    assert [(f.env, f.step) for f in found] == ([(0, 9)] if hit else [])
+
+
+def test_tk101_unflagged_ends_where_cuts_are_flagged_are_terminations_at_the_limit() -> None:
+    # env 1 also terminates 4 episodes on the limit's step: that happens, h = 7 / 40
+    assert _flagged_elsewhere(13, unflagged=4) == []
 
 
 def test_tk101_terminations_that_cluster_before_the_limit_are_no_evidence() -> None:

@@ -31,10 +31,10 @@ from trajkit._models.rollout import Rollout
 from trajkit.lint.columns import Start, shared_starts
 from trajkit.lint.config import LintOptions
 from trajkit.lint.episodes import float_leaves, row_digest
-from trajkit.lint.evidence import CHANCE, rate_bound
+from trajkit.lint.evidence import CHANCE
 from trajkit.lint.registry import Finding
 from trajkit.lint.timelimit import (
-    cut_chance,
+    cut_rate,
     early_cut_finding,
     over_limit_finding,
     truncation_finding,
@@ -167,6 +167,7 @@ class _Chain:
     open: list[_Open | None]
     cuts: list[tuple[int, str, int, int, tuple[str, str]]] = field(default_factory=list)
     flagged: set[int] = field(default_factory=set)  # envs that flag an end at L as a cut
+    marked: set[tuple[str, str]] = field(default_factory=set)  # those ends, distinct
     starts: list[Start] = field(default_factory=list)
     float_obs: bool = False
     obs_wrapped: bool = False
@@ -305,6 +306,7 @@ class EpisodeJoiner:
             early.append((end, b, length))
         elif length == limit and piece.truncated:
             chain.flagged.add(b)
+            chain.marked.add((first, piece.last))
         elif length == limit:
             where = (len(chain.files) - 1, edges.path, end, b)
             chain.cuts.append((*where, (first, piece.last)))
@@ -341,17 +343,28 @@ class EpisodeJoiner:
         codes = self.options.codes
         cuts = [c for c in chain.cuts if c[3] not in chain.flagged]
         distinct = len({c[4] for c in cuts})
-        args = (chain.terminations, chain.steps, chain.before, chain.reached)
-        if "TK101" in codes and distinct and cut_chance(distinct, *args) <= CHANCE:
-            rate = max(rate_bound(args[0], args[1]), rate_bound(args[2], args[3]))
-            _, path, step, env, _ = min(cuts)
-            files = len({c[1] for c in cuts})
-            self._closed.append(
-                truncation_finding(distinct, files, chain.limit, rate, path, (step, env))
-            )
+        if "TK101" in codes and distinct:
+            rate = cut_rate(chain.terminations, chain.steps, *_at_limit(chain))
+            if rate**distinct <= CHANCE:
+                _, path, step, env, _ = min(cuts)
+                files = len({c[1] for c in cuts})
+                self._closed.append(
+                    truncation_finding(distinct, files, chain.limit, rate, path, (step, env))
+                )
         if "TK112" in codes and not chain.obs_wrapped:
             shared = shared_starts(chain.starts)
             if shared is not None:
                 self._closed.append(shared)
         chain.cuts.clear()
         chain.starts.clear()
+
+
+def _at_limit(chain: _Chain) -> tuple[int, int]:
+    """TK101's local evidence: terminations among the chances to terminate at L-1 and L.
+
+    Each episode that reached step L-1 is a chance at L-1; each that reached step L in an
+    env that flags an end at L as a truncation, a chance at L (flagged: cut, not
+    terminated; unflagged: terminated on the step the limit cut), distinct episodes each.
+    """
+    unflagged = {c[4] for c in chain.cuts if c[3] in chain.flagged}
+    return chain.before + len(unflagged), chain.reached + len(chain.marked | unflagged)
