@@ -110,12 +110,29 @@ def test_tk108_the_jumps_must_leave_the_flagged_rows_in_half(wins: int, hit: boo
     assert bool(phantom_findings([("a.npz", _evidence(4, 0, 1000, wins, 4))])) is hit
 
 
+def _fixed(k: int, alike: float, at: frozenset[bytes] = frozenset({b"a", b"b"})) -> PhantomEvidence:
+    """k silent boundary steps (0-reward steps common: q says nothing) onto one state."""
+    return PhantomEvidence(k, True, 50, 50, 0, 0, frozenset({b"s"}), at, (1, 0), alike)
+
+
 @pytest.mark.parametrize(("k", "hit"), [(MIN_BOUNDARIES - 1, False), (MIN_BOUNDARIES, True)])
 def test_tk108_a_fixed_reset_state_after_the_boundary_steps(k: int, hit: bool) -> None:
-    e = PhantomEvidence(k, True, 50, 50, 0, 0, frozenset({b"s"}), frozenset({b"a", b"b"}), (1, 0))
-    assert bool(phantom_findings([("a.npz", e)])) is hit
-    one = PhantomEvidence(k, True, 50, 50, 0, 0, frozenset({b"s"}), frozenset({b"a"}), (1, 0))
-    assert phantom_findings([("a.npz", one)]) == []
+    assert bool(phantom_findings([("a.npz", _fixed(k, -4.0))])) is hit
+    assert phantom_findings([("a.npz", _fixed(k, -4.0, at=frozenset({b"a"})))]) == []
+
+
+@pytest.mark.parametrize(("alike", "hit"), [(-1.4, False), (-1.6, True)])
+def test_tk108_a_fixed_reset_state_weighed_against_alike_rows(alike: float, hit: bool) -> None:
+    # 3 boundary steps onto one state: 2 coincidences at the rate rows are alike, p^2 <= 1e-3
+    # from log10 p = -1.5 (a coarse observation repeats by itself: rows alike 1 in 25 are no
+    # evidence, 1 in 40 are)
+    assert bool(phantom_findings([("a.npz", _fixed(3, alike))])) is hit
+
+
+def test_tk108_the_rate_of_alike_rows_per_file() -> None:
+    obses = np.array([0.0, 1, 0, 1, 2])[:, None, None]  # pairs alike: (0, 2), (1, 3) of 10
+    r = rollout(dones_for([2, 2], 4), obses=obses)
+    assert phantom_evidence(r).alike == pytest.approx(np.log10(5 / 13))
 
 
 def test_tk108_a_boundary_step_that_pays_or_ends_is_no_phantom() -> None:

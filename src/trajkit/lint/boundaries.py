@@ -16,7 +16,9 @@ s-1, which the reset replaced.
   - the chance that the k boundary steps all earn 0, at the rate q at which the other steps
     that end nothing do, is at most `trajkit.lint.evidence.CHANCE` (q^k); or, with at least
     `MIN_BOUNDARIES` of them, the observations after the boundary steps are all one (a
-    fixed reset state) while those at the boundary rows are not;
+    fixed reset state) while those at the boundary rows are not, and the chance of k - 1
+    such coincidences, at the rate p at which two rows of each file are alike, is at most
+    `CHANCE` too (a coarse observation repeats by itself);
   - and, with float observations, the observations jump on at least half of the boundary
     steps (final to reset) more than onto their rows (a real first step after a reset that
     earns 0, as LunarLander's, jumps onto its row, not off it).
@@ -126,6 +128,7 @@ class PhantomEvidence:
         wins, judged: With float observations, the boundary steps whose observations jump
             more than onto their rows, of those that can be judged.
         after, at: Up to two distinct observations after the boundary steps, and at them.
+        alike: log10 of the rate at which two rows of the file are alike (`_alike`).
     """
 
     steps: int
@@ -137,6 +140,18 @@ class PhantomEvidence:
     after: frozenset[bytes]
     at: frozenset[bytes]
     first: tuple[int, int] | None
+    alike: float = 0.0
+
+
+def _alike(rollout: Rollout) -> float:
+    """log10 of the rate at which two rows (observations of one env) of a file are alike.
+
+    An upper bound from the counts (`rate_bound`) of equal pairs among all pairs of rows.
+    """
+    rows = _row_keys(rollout, np.ones((rollout.num_steps + 1, rollout.batch_size), bool), 0)
+    n = len(rows)
+    equal = sum(c * (c - 1) // 2 for c in Counter(rows).values())
+    return math.log10(rate_bound(equal, n * (n - 1) // 2))
 
 
 def phantom_evidence(
@@ -177,6 +192,7 @@ def phantom_evidence(
         after=_two(_row_keys(rollout, steps, 1)),
         at=_two(_row_keys(rollout, steps, 0)),
         first=first_place(steps) if k else None,
+        alike=_alike(rollout) if k else 0.0,
     )
 
 
@@ -203,7 +219,12 @@ def phantom_findings(files: list[tuple[str, PhantomEvidence]]) -> list[Finding]:
     q = rate_bound(sum(e.zeros for _, e in mine), sum(e.others for _, e in mine))
     after = set().union(*(e.after for _, e in mine))
     at = set().union(*(e.at for _, e in mine))
-    fixed_reset = k >= MIN_BOUNDARIES and len(after) == 1 and len(at) > 1
+    # k observations after the boundary steps all one: k - 1 coincidences, were they rows
+    # like any other (the rate of the file's alike rows; the largest left out for the first).
+    alike = sum(e.steps * e.alike for _, e in mine) - max(e.alike for _, e in mine)
+    fixed_reset = (
+        k >= MIN_BOUNDARIES and len(after) == 1 and len(at) > 1 and alike <= math.log10(CHANCE)
+    )
     if q**k > CHANCE and not fixed_reset:
         return []
     return [phantom_finding(path, e, k, q) for path, e in mine]
@@ -431,13 +452,10 @@ def final_evidence(rollout: Rollout) -> FinalEvidence | None:
         same &= (np.asarray(final) == nxt).reshape(len(ends), -1).all(axis=-1)
     mask = np.zeros((rollout.num_steps, rollout.batch_size), dtype=bool)
     mask[ends[:, 0], ends[:, 1]] = True
-    rows = _row_keys(rollout, np.ones((rollout.num_steps + 1, rollout.batch_size), bool), 0)
-    n = len(rows)
-    equal = sum(c * (c - 1) // 2 for c in Counter(rows).values())
     return FinalEvidence(
         ends=len(ends),
         same=bool(same.all()),
-        chance=len(ends) * math.log10(rate_bound(equal, n * (n - 1) // 2)),
+        chance=len(ends) * _alike(rollout),
         resets=_two(_row_keys(rollout, mask, 1)),
         first=first_place(mask),
     )
