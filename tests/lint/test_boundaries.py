@@ -132,7 +132,9 @@ def test_tk108_a_fixed_reset_state_weighed_against_alike_rows(alike: float, hit:
 def test_tk108_the_rate_of_alike_rows_per_file() -> None:
     obses = np.array([0.0, 1, 0, 1, 2])[:, None, None]  # pairs alike: (0, 2), (1, 3) of 10
     r = rollout(dones_for([2, 2], 4), obses=obses)
-    assert phantom_evidence(r).alike == pytest.approx(np.log10(5 / 13))
+    evidence = phantom_evidence(r)
+    assert evidence is not None
+    assert evidence.alike == pytest.approx(np.log10(5 / 13))
 
 
 def test_tk108_a_boundary_step_that_pays_or_ends_is_no_phantom() -> None:
