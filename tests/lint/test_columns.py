@@ -15,13 +15,14 @@ from trajkit.lint.columns import (
     Copy,
     Frozen,
     Start,
+    _differ,
+    _outputs,
     copied_columns,
     copies,
     frozen_columns,
     frozen_findings,
     shared_starts,
 )
-from trajkit.lint.columns import _differ, _outputs
 
 # ------------------------------------------------------------------------ seeded alike
 

@@ -45,7 +45,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from trajkit._base.types import AnyArray
+from trajkit._base.types import AnyArray, BoolArray
 from trajkit._core import tree as _tree
 from trajkit._models.rollout import Rollout
 from trajkit._models.rules import episode_ends
@@ -89,10 +89,11 @@ def _outputs(rollout: Rollout) -> AnyArray | None:
     return np.concatenate(parts, axis=-1) if parts else None
 
 
-def _differ(x: AnyArray, y: AnyArray) -> AnyArray:
+def _differ(x: AnyArray, y: AnyArray) -> BoolArray:
     """Per place, whether two `[..., K]` outputs differ by more than `OUTPUT_TOL`."""
     scale = 1.0 + np.maximum(np.abs(x), np.abs(y))
-    return (np.abs(x - y) > OUTPUT_TOL * scale).any(axis=-1)
+    out: BoolArray = (np.abs(x - y) > OUTPUT_TOL * scale).any(axis=-1)
+    return out
 
 
 def _states(rollout: Rollout) -> AnyArray:
