@@ -320,11 +320,14 @@ def test_jump_wins_counts_steps_from_row_1() -> None:
     r = rollout(np.array([1.0, 0, 1, 0, 0, 0, 0]), obses=obses)
     steps = boundaries.boundary_rows(r)  # row 2 flagged: step 2 leaves it, step 1 enters it
     assert boundaries._jump_wins(r, steps) == (1, 1)
-    row1 = rollout(np.array([1.0, 1, 0, 0, 0, 0, 0]), obses=obses)
-    assert boundaries._jump_wins(row1, boundaries.boundary_rows(row1)) == (0, 1)
-    level = np.array([0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0])[:, None, None]  # equal jumps: no win
-    flat = rollout(np.array([1.0, 0, 1, 0, 0, 0, 0]), obses=level)
-    assert boundaries._jump_wins(flat, boundaries.boundary_rows(flat)) == (0, 1)
+    row1 = rollout(np.array([1.0, 1, 0, 0, 0, 0, 0]), obses=obses)  # steps 0 and 1 move 1
+    assert boundaries._jump_wins(row1, boundaries.boundary_rows(row1)) == (0, 0)
+    level = np.array([0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0])[:, None, None]  # equal jumps: a tie,
+    flat = rollout(np.array([1.0, 0, 1, 0, 0, 0, 0]), obses=level)  # which tells nothing
+    assert boundaries._jump_wins(flat, boundaries.boundary_rows(flat)) == (0, 0)
+    slower = np.array([0.0, 1.0, 3.0, 4.0, 5.0, 6.0, 7.0])[:, None, None]  # onto the row: 2
+    on = rollout(np.array([1.0, 0, 1, 0, 0, 0, 0]), obses=slower)
+    assert boundaries._jump_wins(on, boundaries.boundary_rows(on)) == (0, 1)
     ints = rollout(np.array([1.0, 0, 1, 0]), obses=np.zeros((4, 1), np.int64))
     assert boundaries._jump_wins(ints, boundaries.boundary_rows(ints)) == (0, 0)
 

@@ -231,7 +231,11 @@ def phantom_findings(files: list[tuple[str, PhantomEvidence]]) -> list[Finding]:
 
 
 def _jump_wins(rollout: Rollout, steps: BoolArray) -> tuple[int, int]:
-    """With float observations, the boundary steps that jump more than onto their rows."""
+    """With float observations, the boundary steps that jump more than onto their rows.
+
+    Of those that jump otherwise than onto their rows: a tie (features that never move
+    jump 0 both ways) tells nothing.
+    """
     jumps = _jumps(rollout)
     places = np.argwhere(steps)
     places = places[places[:, 0] >= 1]
@@ -239,7 +243,7 @@ def _jump_wins(rollout: Rollout, steps: BoolArray) -> tuple[int, int]:
         return 0, 0
     off = jumps[places[:, 0], places[:, 1]]
     on = jumps[places[:, 0] - 1, places[:, 1]]
-    return int((off > on).sum()), len(places)
+    return int((off > on).sum()), int((off != on).sum())  # a tie tells nothing
 
 
 def phantom_finding(path: str, evidence: PhantomEvidence, steps: int, rate: float) -> Finding:
