@@ -38,6 +38,7 @@ from trajkit.lint.timelimit import (
     early_cut_finding,
     over_limit_finding,
     truncation_finding,
+    window,
 )
 
 __all__ = ["EpisodeEdges", "EpisodeJoiner", "Piece", "episode_edges"]
@@ -175,8 +176,8 @@ class _Chain:
     limit: int = 0
     steps: int = 0  # every step of the chain
     terminations: int = 0  # its untruncated ends, but those at exactly the limit
-    reached: int = 0  # ended episodes of known length that reached the limit's last step but one
-    before: int = 0  # of them, those that terminated there
+    reached: int = 0  # chances to terminate in the window before L (an episode, a step)
+    before: int = 0  # of them, those taken
 
 
 class EpisodeJoiner:
@@ -299,9 +300,10 @@ class EpisodeJoiner:
         """An episode of `length` ends at `place` (step, env): TK113 now, TK101's evidence."""
         limit = edges.limit or 0
         end, b = place
-        if limit > 1 and length >= limit - 1:
-            chain.reached += 1
-            chain.before += length == limit - 1 and not piece.truncated
+        low = limit - window(limit)  # the window's first step: chances to terminate there on
+        if limit > 1 and length >= low:
+            chain.reached += min(length, limit - 1) - low + 1
+            chain.before += length < limit and not piece.truncated
         if piece.truncated and length < limit:
             early.append((end, b, length))
         elif length == limit and piece.truncated:
@@ -360,11 +362,12 @@ class EpisodeJoiner:
 
 
 def _at_limit(chain: _Chain) -> tuple[int, int]:
-    """TK101's local evidence: terminations among the chances to terminate at L-1 and L.
+    """TK101's local evidence: terminations among the chances to terminate just before L and at L.
 
-    Each episode that reached step L-1 is a chance at L-1; each that reached step L in an
-    env that flags an end at L as a truncation, a chance at L (flagged: cut, not
-    terminated; unflagged: terminated on the step the limit cut), distinct episodes each.
+    Each step of the window before L (`window`) that an episode reached is a chance there;
+    each episode that reached step L in an env that flags an end at L as a truncation, a
+    chance at L (flagged: cut, not terminated; unflagged: terminated on the step the limit
+    cut), distinct episodes each.
     """
     unflagged = {c[4] for c in chain.cuts if c[3] in chain.flagged}
     return chain.before + len(unflagged), chain.reached + len(chain.marked | unflagged)

@@ -36,10 +36,25 @@ from trajkit.lint.registry import Finding
 
 __all__ = [
     "cut_rate",
+    "window",
     "early_cut_finding",
     "over_limit_finding",
     "truncation_finding",
 ]
+
+
+def window(limit: int) -> int:
+    """TK101: how many steps before the limit L its rate of termination is counted over.
+
+    The last quarter of the limit (one step at least): terminations that the state brings
+    about cluster at some lengths, so the rate is the one just before L, where each episode
+    that reached L gives a chance per step.
+
+    Examples:
+        >>> window(2), window(8), window(100)
+        (1, 2, 25)
+    """
+    return max(1, limit // 4)
 
 
 def cut_rate(terminations: int, steps: int, before: int, reached: int) -> float:
