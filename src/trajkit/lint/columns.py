@@ -199,8 +199,12 @@ class Copy:
     disagree: int = 0
 
 
-def copies(rollout: Rollout) -> tuple[Copy, ...]:
+def copies(rollout: Rollout, *, by_values: bool = True) -> tuple[Copy, ...]:
     """The `Copy` pairs of one file (TK112's evidence of a copied column).
+
+    Without `by_values` (a recording whose wrapper changes observations: a running
+    normaliser moves equal observations together), a pair's runs are left out: only its
+    policy outputs can tell.
 
     Examples:
         >>> from trajkit.testing import example_rollout
@@ -218,6 +222,7 @@ def copies(rollout: Rollout) -> tuple[Copy, ...]:
         for b in range(a + 1, B):
             if keys[a] == keys[b] and _others_differ(rollout, a, b):
                 runs = [k for t, k in enumerate(keys[a]) if t == 0 or k != keys[a][t - 1]]
+                runs = runs if by_values else []
                 digests = tuple(hashlib.blake2b(k, digest_size=8).digest() for k in runs)
                 disagree = 0
                 if outputs is not None:

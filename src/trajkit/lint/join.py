@@ -30,7 +30,7 @@ import numpy as np
 from trajkit._models.rollout import Rollout
 from trajkit.lint.columns import Start, shared_starts
 from trajkit.lint.config import LintOptions
-from trajkit.lint.episodes import float_leaves, row_digest
+from trajkit.lint.episodes import changes_observations, float_leaves, row_digest
 from trajkit.lint.evidence import CHANCE
 from trajkit.lint.registry import Finding
 from trajkit.lint.timelimit import (
@@ -147,7 +147,7 @@ def episode_edges(
         limit=int(limit) if limit else None,  # type: ignore[call-overload]
         float_obs=float_leaves(rollout),
         pieces=tuple(_pieces(rollout, b) for b in range(rollout.batch_size)),
-        obs_wrapped=any("Observation" in str(w) for w in recording.get("wrappers") or ()),  # type: ignore[attr-defined]
+        obs_wrapped=changes_observations(recording),
     )
 
 

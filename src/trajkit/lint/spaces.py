@@ -33,7 +33,7 @@ from trajkit._base.types import AnyArray, BoolArray
 from trajkit._core import tree as _tree
 from trajkit._models.rollout import Rollout
 from trajkit._models.rules import episode_ends
-from trajkit.lint.episodes import count_places, first_place
+from trajkit.lint.episodes import changes_observations, count_places, first_place
 from trajkit.lint.registry import Finding
 
 __all__ = [
@@ -219,10 +219,6 @@ def leaf_space(space: Mapping[str, Any] | None, path: tuple[Any, ...]) -> Mappin
     return space
 
 
-def _changes_observations(recording: Mapping[str, Any]) -> bool:
-    return any("Observation" in str(w) for w in recording.get("wrappers") or ())
-
-
 def observation_finding(
     rollout: Rollout, recording: Mapping[str, Any] | None, path: str | None
 ) -> Finding | None:
@@ -240,7 +236,7 @@ def observation_finding(
     """
     recording = recording or {}
     declared = recording.get("observation_space")
-    if not declared or _changes_observations(recording):
+    if not declared or changes_observations(recording):
         return None
     R, B = rollout.num_steps + 1, rollout.batch_size
     ends = np.nonzero(episode_ends(rollout.dones))
