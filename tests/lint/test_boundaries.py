@@ -93,7 +93,9 @@ def test_tk108_finds_the_phantom_step() -> None:
 
 
 def _evidence(k: int, zeros: int, others: int, wins: int = 0, judged: int = 0) -> PhantomEvidence:
-    return PhantomEvidence(k, True, zeros, others, wins, judged, frozenset(), frozenset(), (1, 0))
+    """k silent boundary steps, each from another observation."""
+    rows = frozenset(bytes([i]) for i in range(k))
+    return PhantomEvidence(k, True, zeros, others, wins, judged, frozenset(), rows, (1, 0))
 
 
 @pytest.mark.parametrize(
@@ -135,6 +137,14 @@ def test_tk108_the_rate_of_alike_rows_per_file() -> None:
     evidence = phantom_evidence(r)
     assert evidence is not None
     assert evidence.alike == pytest.approx(np.log10(5 / 13))
+
+
+def test_tk108_steps_from_one_state_are_one_piece_of_evidence() -> None:
+    """A fixed start whose first step earns 0 (a sparse reward far from it): every boundary
+    step leaves the same observation, and earns alike."""
+    one = PhantomEvidence(40, True, 500, 1000, 0, 0, frozenset(), frozenset({b"s"}), (1, 0))
+    assert phantom_findings([("a.npz", one)]) == []
+    assert phantom_findings([("a.npz", _evidence(40, 500, 1000))]) != []  # 40 states: q^40
 
 
 def test_tk108_a_boundary_step_that_pays_or_ends_is_no_phantom() -> None:
@@ -307,7 +317,8 @@ def test_phantom_evidence_counts_row_0_of_a_continuing_file() -> None:
     assert later is not None
     assert (first.steps, later.steps, first.first, later.first) == (2, 3, (6, 0), (0, 0))
     assert first.after == frozenset(boundaries._row_keys(r, boundaries.boundary_rows(r), 1))
-    assert first.at == frozenset(boundaries._row_keys(r, boundaries.boundary_rows(r), 0))
+    keys = boundaries._row_keys(r, boundaries.boundary_rows(r), 0)
+    assert first.at == frozenset(boundaries._digest(key) for key in keys)
     assert phantom_evidence(r, {"autoreset_mode": "DISABLED"}) is None
     assert phantom_evidence(r, {"autoreset_mode": "NEXT_STEP"}) == first
     none = phantom_evidence(rollout(dones_for([18], 18)))

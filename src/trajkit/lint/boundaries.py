@@ -13,8 +13,10 @@ s-1, which the reset replaced.
   nothing (row 0 counts as a boundary when the recording says the file continues another),
   and:
 
-  - the chance that the k boundary steps all earn 0, at the rate q at which the other steps
-    that end nothing do, is at most `trajkit.lint.evidence.CHANCE` (q^k); or, with at least
+  - the chance that the boundary steps all earn 0, at the rate q at which the other steps
+    that end nothing do, is at most `trajkit.lint.evidence.CHANCE` (q^k, k the distinct
+    observations at the boundary rows: steps from one state earn alike, and a fixed start
+    state is one piece of evidence however often it is left); or, with at least
     `MIN_BOUNDARIES` of them, the observations after the boundary steps are all one (a
     fixed reset state) while those at the boundary rows are not, and the chance of k - 1
     such coincidences, at the rate p at which two rows of each file are alike, is at most
@@ -48,6 +50,7 @@ s-1, which the reset replaced.
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections import Counter
 from collections.abc import Mapping
@@ -127,7 +130,8 @@ class PhantomEvidence:
             many (a phantom step ends nothing: it is weighed against those).
         wins, judged: With float observations, the boundary steps whose observations jump
             more than onto their rows, of those that can be judged.
-        after, at: Up to two distinct observations after the boundary steps, and at them.
+        after: Up to two distinct observations after the boundary steps.
+        at: The digests of the distinct observations at the boundary rows.
         alike: log10 of the rate at which two rows of the file are alike (`_alike`).
     """
 
@@ -190,10 +194,15 @@ def phantom_evidence(
         wins=wins,
         judged=judged,
         after=_two(_row_keys(rollout, steps, 1)),
-        at=_two(_row_keys(rollout, steps, 0)),
+        at=frozenset(_digest(key) for key in _row_keys(rollout, steps, 0)),
         first=first_place(steps) if k else None,
         alike=_alike(rollout) if k else 0.0,
     )
+
+
+def _digest(key: bytes) -> bytes:
+    """A short digest of a row's observation (8 bytes)."""
+    return hashlib.blake2b(key, digest_size=8).digest()
 
 
 def _two(keys: list[bytes]) -> frozenset[bytes]:
@@ -205,27 +214,29 @@ def phantom_findings(files: list[tuple[str, PhantomEvidence]]) -> list[Finding]:
     """TK108 over the dataset: each file where NEXT_STEP's phantom steps are kept.
 
     Examples:
-        >>> e = PhantomEvidence(2, True, 0, 30, 0, 0, frozenset(), frozenset(), (3, 0))
+        >>> rows = frozenset({b"r1", b"r2", b"r3", b"r4"})
+        >>> e = PhantomEvidence(4, True, 0, 30, 0, 0, frozenset(), rows, (3, 0))
         >>> [f.step for f in phantom_findings([("a.npz", e), ("b.npz", e)])]
         [3, 3]
     """
     mine = [(p, e) for p, e in files if e.steps]
-    k = sum(e.steps for _, e in mine)
-    if not k or not all(e.silent for _, e in mine):
+    if not mine or not all(e.silent for _, e in mine):
         return []
+    k = sum(e.steps for _, e in mine)
     wins, judged = sum(e.wins for _, e in mine), sum(e.judged for _, e in mine)
     if judged and 2 * wins < judged:
         return []
     q = rate_bound(sum(e.zeros for _, e in mine), sum(e.others for _, e in mine))
     after = set().union(*(e.after for _, e in mine))
     at = set().union(*(e.at for _, e in mine))
+    distinct = len(at)  # steps from one state earn alike: a fixed start is one piece
     # k observations after the boundary steps all one: k - 1 coincidences, were they rows
     # like any other (the rate of the file's alike rows; the largest left out for the first).
     alike = sum(e.steps * e.alike for _, e in mine) - max(e.alike for _, e in mine)
     fixed_reset = (
         k >= MIN_BOUNDARIES and len(after) == 1 and len(at) > 1 and alike <= math.log10(CHANCE)
     )
-    if q**k > CHANCE and not fixed_reset:
+    if q**distinct > CHANCE and not fixed_reset:
         return []
     return [phantom_finding(path, e, k, q) for path, e in mine]
 
