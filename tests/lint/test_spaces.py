@@ -70,13 +70,13 @@ def _obs_recording(space: Mapping[str, object], **more: object) -> dict[str, obj
 def test_tk116_an_observation_far_outside_a_box() -> None:
     space = {"type": "Box", "low": -1.0, "high": 1.0, "shape": [3], "dtype": "float32"}
     obses = np.zeros((6, 1, 3), np.float32)
-    obses[2, 0, 1] = 2.0  # a soft bound: 1 past, half the range
-    obses[4, 0, 2] = 2.5
+    obses[2, 0, 1] = 3.0  # a soft bound: 2 past, as far as the box is wide
+    obses[4, 0, 2] = 3.5
     rec = _obs_recording(space)
     [found] = codes(rollout(np.zeros(6), obses=obses), "TK116", recording=rec)
     assert (found.code, found.path, found.env, found.step) == ("TK116", "r0.npz", 0, 4)
     assert found.message.startswith(
-        "obses[4, 0][2] = 2.5 is outside Box(-1.0, 1.0, (3,)) (1 row in 1 env): observations "
+        "obses[4, 0][2] = 3.5 is outside Box(-1.0, 1.0, (3,)) (1 row in 1 env): observations "
         "normalised, rescaled or clipped in place"
     )
     wrapped = _obs_recording(space, wrappers=["NormalizeObservation"])
@@ -86,13 +86,13 @@ def test_tk116_an_observation_far_outside_a_box() -> None:
 @pytest.mark.parametrize(
     ("low", "high", "value", "hit"),
     [
-        (-1.0, 1.0, 2.0, False),  # BOX_MARGIN of the range, 2: 1 past is inside
-        (-1.0, 1.0, 2.0001, True),
-        (-1.0, 1.0, -2.0001, True),
-        (None, 5.0, 7.5, False),  # one side unbounded: half of |5|
-        (None, 5.0, 7.5001, True),
-        (0.0, None, -0.5, False),  # half of at least 1
-        (0.0, None, -0.5001, True),
+        (-1.0, 1.0, 3.0, False),  # BOX_MARGIN of the range, 2: 2 past is inside
+        (-1.0, 1.0, 3.0001, True),
+        (-1.0, 1.0, -3.0001, True),
+        (None, 5.0, 10.0, False),  # one side unbounded: |5|
+        (None, 5.0, 10.0001, True),
+        (0.0, None, -1.0, False),  # at least 1
+        (0.0, None, -1.0001, True),
         (None, None, 1e30, False),
     ],
 )

@@ -11,11 +11,11 @@ reported at the first row (then env) where it shows, with the count of such rows
 - TK116: an observation (a row, or a `final_obses` entry) outside the recording's
   observation space, leaf by leaf for Dict and Tuple spaces: an observation normalised or
   rescaled in place while the recording names the raw space. Discrete, MultiDiscrete and
-  MultiBinary values are checked exactly; Box values past a finite bound by more than
-  `BOX_MARGIN` of the bounds' range (of the bound itself, at least 1, where the other side
-  is unbounded), since real envs' Box bounds are soft (LunarLander's lander flies to y = 3
-  and more above its declared 2.5). Not checked where the recording names a vector wrapper
-  that changes observations (its space is the wrapper's).
+  MultiBinary values are checked exactly; Box values farther past a finite bound than the
+  box is wide (`BOX_MARGIN` times the bounds' range; of the bound itself, at least 1, where
+  the other side is unbounded), since real envs' Box bounds are soft (LunarLander's lander
+  flies to y = 5 and more above its declared 2.5). Not checked where the recording names a
+  vector wrapper that changes observations (its space is the wrapper's).
 
 The action space is the recording's, else the `action_space` option (Discrete actions beside
 `actor` logits are in `[0, A)` by the rules every rollout passes). A space is named as the
@@ -45,7 +45,7 @@ __all__ = [
     "space_name",
 ]
 
-BOX_MARGIN = 0.5
+BOX_MARGIN = 1.0
 """TK116: how far past a Box bound an observation is reported, as a part of the range."""
 
 
