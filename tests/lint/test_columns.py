@@ -41,7 +41,10 @@ def test_tk112_envs_that_start_alike_in_order() -> None:
     found = shared_starts(_starts(6))
     assert found is not None
     assert (found.path, found.env, found.step) == ("a.npz", 1, 0)
-    assert found.message.startswith("envs 0 and 1 start 6 of 6 episodes alike, in order")
+    assert found.message.startswith(
+        "envs 0 and 1 start alike: 6 of 6 episode starts repeat another env's start of the "
+        "same order"
+    )
 
 
 def test_tk112_a_fixed_reset_is_never_evidence() -> None:
@@ -56,6 +59,20 @@ def test_tk112_the_chance_of_as_many_aligned_starts(others: int, hit: bool) -> N
     assert (shared_starts(_starts(3, others=others)) is not None) is hit
 
 
+@pytest.mark.parametrize(("others", "hit"), [(2, False), (3, True)])
+def test_tk112_three_envs_alike_are_two_coincidences_each(others: int, hit: bool) -> None:
+    # 3 envs, their first 2 starts alike, then `others` unlike: 2 repeats per order, each
+    # trial at the mean rate 1.5 p (the 3rd env's start may repeat either earlier one).
+    # others = 2: p = 3 / 57, P(Bin(8, 0.079) >= 4) = 2.7e-3 (5.4e-4 at p itself);
+    # others = 3: p = 3 / 93, P(Bin(10, 0.048) >= 4) under 1e-3.
+    starts = [
+        Start("a.npz", b, 10 * k, f"s{k}" if k < 2 else f"s{k}-{b}")
+        for k in range(2 + others)
+        for b in (0, 1, 2)
+    ]
+    assert (shared_starts(starts) is not None) is hit
+
+
 def test_tk112_starts_joined_across_the_files_of_a_recording() -> None:
     T = 40
     rng = np.random.default_rng(0)
@@ -65,7 +82,7 @@ def test_tk112_starts_joined_across_the_files_of_a_recording() -> None:
     obses[starts, 1] = obses[starts, 0]  # every start of env 1 is env 0's
     r = rollout(dones, obses=obses)
     [found] = codes(r, "TK112")
-    assert found.message.startswith("envs 0 and 1 start 10 of 10 episodes alike, in order")
+    assert found.message.startswith("envs 0 and 1 start alike: 10 of 10 episode starts repeat")
     rec = {"id": "r", "index": 0, "num_envs": 2, "wrappers": ["NormalizeObservation"]}
     assert codes(r, "TK112", recording=rec) == []  # a running normaliser makes starts alike
 
@@ -132,10 +149,22 @@ def test_tk115_a_frozen_file_without_an_episode_start_is_not_judged() -> None:
 
 @pytest.mark.parametrize(("steps", "hit"), [(2996, False), (2997, True)])
 def test_tk115_the_chance_of_as_many_unchanged_steps(steps: int, hit: bool) -> None:
-    # T * B = 1 unchanged step, q = (0 + 3) / (steps + 3) over the dataset (the frozen
-    # file's own step counted): q <= 1e-3 from 2997 steps.
-    files = [("a.npz", 100, Frozen((), steps - 1, 0)), ("b.npz", 1, Frozen((0,), 1, 0))]
+    # T * B = 1 unchanged step, q = (0 + 3) / (steps + 3) over the other files (the frozen
+    # file is the one judged): q <= 1e-3 from 2997 steps.
+    files = [("a.npz", 100, Frozen((), steps, 0)), ("b.npz", 1, Frozen((0,), 1, 1))]
     assert bool(frozen_findings(files)) is hit
+
+
+@pytest.mark.parametrize(("pairs", "hit"), [(13, False), (14, True)])
+def test_tk115_observations_that_stay_put_in_runs(pairs: int, hit: bool) -> None:
+    # Elsewhere 10**5 steps, some kept: `pairs` kept steps followed by another step, none
+    # kept again: q = 3 / (pairs + 3), and q^4 (4 frozen steps) <= 1e-3 from 14 pairs
+    # (9.7e-4; 1.2e-3 at 13). The rate per step alone would be 3e-5.
+    other = Frozen((), 10**5, pairs, again=(pairs, 0))
+    files = [("a.npz", 100, other), ("b.npz", 4, Frozen((0,), 4, 4))]
+    assert bool(frozen_findings(files)) is hit
+    stuck = Frozen((), 10**5, 40, again=(40, 30))  # kept observations mostly kept again
+    assert frozen_findings([("a.npz", 100, stuck), ("b.npz", 4, Frozen((0,), 4, 4))]) == []
 
 
 # ---------------------------------------------------------- exact values, from mutation runs
@@ -147,7 +176,8 @@ def test_tk112_starts_of_three_envs_and_of_unequal_counts() -> None:
     found = shared_starts(starts)
     assert found is not None
     assert (found.code, found.path, found.env, found.step) == ("TK112", "a.npz", 1, 0)
-    assert found.message.startswith("envs 0 and 1 start 24 of 24 episodes alike, in order")
+    # 3 envs alike at each of 8 orders: 2 coincidences each (not 3 pairs)
+    assert found.message.startswith("envs 0 and 1 start alike: 16 of 16 episode starts repeat")
     other = [Start("a.npz", 0, 0, "x"), *[Start("b.npz", b, 5, f"y{b}") for b in (0, 1)]]
     aligned = [Start("a.npz", 0, 0, "x"), Start("b.npz", 1, 2, "x")]
     found = shared_starts(other + aligned + [Start("c.npz", b, 9, f"z{b}") for b in (0, 1)] * 6)
@@ -159,9 +189,9 @@ def test_tk112_seeded_alike_message() -> None:
     found = shared_starts(starts)
     assert found is not None
     assert found.message == (
-        "envs 0 and 1 start 6 of 6 episodes alike, in order (a.npz row 0 and a.npz row 0), "
-        "where two starts out of order are alike 0.048 of the time: every env seeded alike "
-        "(envs.reset(seed=[seed] * B))?"
+        "envs 0 and 1 start alike: 6 of 6 episode starts repeat another env's start of the "
+        "same order (a.npz row 0 and a.npz row 0), where two starts out of order are alike "
+        "0.048 of the time: every env seeded alike (envs.reset(seed=[seed] * B))?"
     )
     apart = [Start("a.npz", 0, 4 + k, f"s{k}") for k in range(6)]
     apart += [Start("b.npz", 1, 7 + k, f"s{k}") for k in range(6)]
@@ -202,7 +232,7 @@ def test_frozen_columns_counts_unchanged_steps_and_a_start_on_row_1() -> None:
     still = rollout(
         np.array([1.0, 1, 0, 0]), obses={"x": np.zeros((4, 1, 1)), "y": np.zeros((4, 1))}
     )
-    assert frozen_columns(still) == Frozen((0,), 3, 3)  # an episode starts at row 1
+    assert frozen_columns(still) == Frozen((0,), 3, 3, again=(2, 2))  # a start at row 1
 
 
 def test_tk115_message() -> None:
@@ -210,7 +240,7 @@ def test_tk115_message() -> None:
     [found] = frozen_findings(files)
     assert found.message == (
         "every env keeps one observation on all 5 rows, across an episode start, where a step "
-        "keeps it 0.00011 of the time over the dataset: rows appended from one reused buffer "
+        "keeps it 3e-05 of the time in the other files: rows appended from one reused buffer "
         "(copy the observation before storing it)?"
     )
 
@@ -282,7 +312,7 @@ def test_frozen_columns_count_steps_whose_outputs_move_while_the_inputs_stay() -
     r = rollout(np.array([1.0, 0, 1, 0, 0]))
     r.obses[:] = r.obses[-1]
     r.model_outs.arrays["critic"][:, 0] = [0.0, 1.0, 1.0, 2.0, 2.0]
-    assert frozen_columns(r) == Frozen((0,), 4, 4, 2)
+    assert frozen_columns(r) == Frozen((0,), 4, 4, 2, (3, 3))
 
 
 @pytest.mark.parametrize(("disagree", "hit"), [(1, False), (2, True)])

@@ -3,8 +3,9 @@
 - TK112, envs seeded alike (`envs.reset(seed=[seed] * B)`): the k-th episode of every env
   starts from the same observation. The starts of every env are collected over a whole
   recording (joined across files by `trajkit.lint.join`); two starts out of order (another
-  k, or one env's own) are alike at a rate p, and the binomial chance of as many aligned
-  starts alike as there are, at that rate, must be at most `CHANCE`
+  k, or one env's own) are alike at a rate p, and the binomial chance of as many k-th
+  starts repeating another env's k-th start as there are (m envs starting alike are m - 1
+  coincidences; the j-th env's at most (j - 1) p, at their mean rate), must be at most `CHANCE`
   (`trajkit.lint.evidence`). A fixed reset (every
   start alike) is never evidence, nor is one shared start among few.
 - TK112, one column copied into another (the loop stores `obs[0]` for every env): two env
@@ -19,9 +20,11 @@
   their inputs are equal (see below): the policy saw other observations than those stored.
 - TK115, observation rows aliased to one buffer (a loop that appends the env's reused
   `[B, ...]` observation array): a file whose every env column keeps one observation on
-  all its rows, across an episode start (a reset that changes nothing), while over the
-  dataset a step leaves the observation unchanged at a rate q that makes T·B unchanged
-  steps a chance of at most `CHANCE` (q^(T·B)), or the policy's outputs change on at least
+  all its rows, across an episode start (a reset that changes nothing), while in the other
+  files a step leaves the observation unchanged at a rate q that makes T·B unchanged steps
+  a chance of at most `CHANCE` (q^(T·B); where observations stay put at all, q is the
+  larger rate at which a kept observation is kept again: they stay put in runs, a coarse
+  observation stuck at a level), or the policy's outputs change on at least
   `MIN_DISAGREE` of its steps while its inputs do not (see below). One env that stays put
   in a coarse observation space is not that.
 
@@ -119,43 +122,61 @@ class Start:
     digest: str
 
 
-def shared_starts(starts: Sequence[Start]) -> Finding | None:
-    """TK112 over a recording's episode starts, in time order (file, row, env).
-
-    Examples:
-        >>> s = [Start("a", b, 10 * k, f"{k}") for k in range(6) for b in (0, 1)]
-        >>> shared_starts(s).message  # doctest: +ELLIPSIS
-        'envs 0 and 1 start 6 of 6 episodes alike, in order (a row 0 and a row 0), where ...
-        >>> shared_starts(s[:4]) is None
-        True
-    """
+def _kth_starts(starts: Sequence[Start]) -> list[list[Start]]:
+    """The k-th episode start of every env that has one, for each k."""
     per_env: dict[int, list[Start]] = {}
     for s in starts:
         per_env.setdefault(s.env, []).append(s)
-    envs = sorted(per_env)
-    trials = matched = 0
+    depth = max((len(v) for v in per_env.values()), default=0)
+    return [[v[k] for _, v in sorted(per_env.items()) if len(v) > k] for k in range(depth)]
+
+
+def shared_starts(starts: Sequence[Start]) -> Finding | None:
+    """TK112 over a recording's episode starts, in time order (file, row, env).
+
+    Each k-th start of an env after the first env's that has one is a chance to repeat an
+    earlier k-th start (m envs starting alike are m - 1 coincidences, not m(m-1)/2 pairs);
+    the j-th, at most (j - 1) p of the time (one of j - 1 earlier starts, each alike at the
+    rate p of two starts out of order). The chance of as many is bounded by the binomial's
+    at the mean rate (Hoeffding: a sum of unequal trials is no likelier far above its mean).
+
+    Examples:
+        >>> s = [Start("a", b, 10 * k, f"{k}") for k in range(6) for b in (0, 1)]
+        >>> print(shared_starts(s).message)  # doctest: +ELLIPSIS
+        envs 0 and 1 start alike: 6 of 6 episode starts repeat another env's start of ...
+        >>> shared_starts(s[:4]) is None
+        True
+    """
+    trials = repeats = aligned = alike = 0
     first: tuple[Start, Start] | None = None
-    for i, a in enumerate(envs):
-        for b in envs[i + 1 :]:
-            pairs = list(zip(per_env[a], per_env[b], strict=False))
-            trials += len(pairs)
-            for x, y in pairs:
-                if x.digest == y.digest:
-                    matched += 1
-                    first = first or (x, y)
+    for kth in _kth_starts(starts):
+        trials += len(kth) - 1
+        groups = Counter(s.digest for s in kth)
+        repeats += len(kth) - len(groups)
+        aligned += len(kth) * (len(kth) - 1) // 2
+        alike += sum(c * (c - 1) // 2 for c in groups.values())
+        seen: dict[str, Start] = {}
+        for s in kth:
+            if first is None and s.digest in seen:
+                first = (seen[s.digest], s)
+            seen.setdefault(s.digest, s)
     if first is None:
         return None
     n = len(starts)
     equal = sum(c * (c - 1) // 2 for c in Counter(s.digest for s in starts).values())
-    p = rate_bound(equal - matched, n * (n - 1) // 2 - trials)  # from the pairs not aligned
-    if binomial_tail(trials, p, matched) > CHANCE:
+    p = rate_bound(equal - alike, n * (n - 1) // 2 - aligned)  # from the pairs not aligned
+    # The j-th env's start repeats one of j - 1 earlier ones at most (j - 1) p of the time:
+    # as many repeats are no likelier than at the mean rate (Hoeffding), the aligned pairs
+    # per trial times p.
+    if binomial_tail(trials, min(1.0, p * aligned / trials), repeats) > CHANCE:
         return None
     return Finding(
         "TK112",
-        f"envs {first[0].env} and {first[1].env} start {matched} of {trials} episodes alike, "
-        f"in order ({first[0].path} row {first[0].row} and {first[1].path} row "
-        f"{first[1].row}), where two starts out of order are alike {p:.2g} of the time: "
-        "every env seeded alike (envs.reset(seed=[seed] * B))?",
+        f"envs {first[0].env} and {first[1].env} start alike: {repeats} of {trials} episode "
+        f"starts repeat another env's start of the same order ({first[0].path} row "
+        f"{first[0].row} and {first[1].path} row {first[1].row}), where two starts out of "
+        f"order are alike {p:.2g} of the time: every env seeded alike "
+        "(envs.reset(seed=[seed] * B))?",
         first[1].path,
         first[1].env,
         first[1].row,
@@ -289,12 +310,15 @@ class Frozen:
             the observation.
         disagree: The steps whose inputs (observations, `states`) stay the same while the
             policy outputs change.
+        again: The pairs of consecutive steps (one env) whose first keeps the observation,
+            and of them, those whose second keeps it too.
     """
 
     envs: tuple[int, ...]
     steps: int
     unchanged: int
     disagree: int = 0
+    again: tuple[int, int] = (0, 0)
 
 
 def frozen_columns(rollout: Rollout) -> Frozen:
@@ -306,7 +330,7 @@ def frozen_columns(rollout: Rollout) -> Frozen:
         >>> r.obses[:] = r.obses[-1]
         >>> r.dones[2] = 1
         >>> frozen_columns(r)
-        Frozen(envs=(0, 1), steps=8, unchanged=8, disagree=0)
+        Frozen(envs=(0, 1), steps=8, unchanged=8, disagree=0, again=(6, 6))
     """
     raw = _rows(rollout)
     same = (raw[1:] == raw[:-1]).all(axis=-1)
@@ -317,7 +341,21 @@ def frozen_columns(rollout: Rollout) -> Frozen:
     if outputs is not None:
         inputs = same & (states[1:] == states[:-1]).all(axis=-1)
         disagree = int((inputs & _differ(outputs[1:], outputs[:-1])).sum())
-    return Frozen(tuple(range(B)) if frozen else (), int(same.size), int(same.sum()), disagree)
+    pairs = same[:-1]
+    again = (int(pairs.sum()), int((pairs & same[1:]).sum()))
+    envs = tuple(range(B)) if frozen else ()
+    return Frozen(envs, int(same.size), int(same.sum()), disagree, again)
+
+
+def _keep_rate(others: Sequence[Frozen]) -> float:
+    """TK115's rate q at which a step keeps its observation, over the files not frozen.
+
+    Where observations stay put at all, they stay put in runs (a coarse observation stuck
+    at a level): then the rate at which a kept observation is kept again, if larger.
+    """
+    q = rate_bound(sum(f.unchanged for f in others), sum(f.steps for f in others))
+    pairs, again = sum(f.again[0] for f in others), sum(f.again[1] for f in others)
+    return max(q, rate_bound(again, pairs)) if pairs else q
 
 
 def frozen_findings(files: Sequence[tuple[str, int, Frozen]]) -> list[Finding]:
@@ -329,17 +367,15 @@ def frozen_findings(files: Sequence[tuple[str, int, Frozen]]) -> list[Finding]:
         ... # doctest: +ELLIPSIS
         'b.npz: env 0, step 0: TK115 [warning] every env keeps one observation on all 9 rows, ...
     """
-    steps = sum(f.steps for _, _, f in files)
-    unchanged = sum(f.unchanged for _, _, f in files)
-    q = rate_bound(unchanged, steps)
+    q = _keep_rate([f for _, _, f in files if not f.envs])
     found = []
     for path, T, frozen in files:
         if not frozen.envs:
             continue
         if frozen.disagree >= MIN_DISAGREE:
             seen = f"while the policy's outputs change on {frozen.disagree} of its steps"
-        elif q ** (T * len(frozen.envs)) <= CHANCE:
-            seen = f"where a step keeps it {q:.2g} of the time over the dataset"
+        elif q**T <= CHANCE:
+            seen = f"where a step keeps it {q:.2g} of the time in the other files"
         else:
             continue
         found.append(
