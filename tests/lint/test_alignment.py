@@ -35,16 +35,16 @@ def _terminal(episodes: int, shift: int, length: int = 5) -> Any:
 
 
 def test_tk102_finds_late_and_early_terminal_rewards() -> None:
-    [late] = codes(_terminal(6, 1), "TK102")
+    [late] = codes(_terminal(8, 1), "TK102")
     assert (late.env, late.step) == (0, 5)
     assert late.message.startswith(
-        "the rewards of 6 of 6 terminated episodes of the dataset stand out on the next "
-        "episode's first step (6 of 6 here; rews[5, 0] = 1)"
+        "the rewards of 8 of 8 terminated episodes of the dataset stand out on the next "
+        "episode's first step (8 of 8 here; rews[5, 0] = 1)"
     )
     assert late.message.endswith("rewards stored one step late?")
-    [early] = codes(_terminal(6, -1), "TK102")
+    [early] = codes(_terminal(8, -1), "TK102")
     assert (early.step, early.message.endswith("one step early?")) == (3, True)
-    assert codes(_terminal(6, 0), "TK102") == []
+    assert codes(_terminal(8, 0), "TK102") == []
 
 
 def test_tk102_dense_rewards_give_no_evidence() -> None:
@@ -54,7 +54,23 @@ def test_tk102_dense_rewards_give_no_evidence() -> None:
 
 @pytest.mark.parametrize(("episodes", "hit"), [(MIN_SHIFTED - 1, False), (MIN_SHIFTED, True)])
 def test_tk102_needs_min_shifted_episodes(episodes: int, hit: bool) -> None:
-    assert bool(codes(_terminal(episodes, 1), "TK102")) is hit
+    # many controls that stand out never: the chance says yes from 3 episodes on
+    counts = _shift(late=(episodes, episodes), own=(episodes, 0), first=(10**4, 0))
+    assert bool(shifted_rewards([("a.npz", counts)])) is hit
+
+
+@pytest.mark.parametrize(("episodes", "hit"), [(6, False), (7, True)])
+def test_tk102_the_chance_of_as_many_standing_out(episodes: int, hit: bool) -> None:
+    # n shifted steps stand out, none of the n recorded terminating steps: their rate is
+    # bounded by 3 / (n + 3), and its n-th power falls under 1e-3 at n = 7 (1.4e-3 at 6)
+    assert bool(codes(_terminal(episodes, -1), "TK102")) is hit
+
+
+def test_tk102_a_phase_of_fixed_length_episodes_is_no_shift() -> None:
+    """Dense rewards of fixed-length episodes: the steps of one phase stand out of the
+    middle steps' range by themselves, and the recorded terminating steps nearly as often."""
+    assert shifted_rewards([("a.npz", _shift(early=(20, 11), own=(20, 7)))]) == []
+    assert shifted_rewards([("a.npz", _shift(early=(20, 15), own=(20, 1)))]) != []
 
 
 def _shift(**counts: tuple[int, int]) -> RewardShift:
@@ -69,13 +85,14 @@ def _shift(**counts: tuple[int, int]) -> RewardShift:
 @pytest.mark.parametrize(
     ("counts", "hit"),
     [
-        ({"late": (10, 5)}, False),  # half stand out: not most
-        ({"late": (10, 6)}, True),
+        # many controls that never stand out keep the chance small where it is not judged
+        ({"late": (10, 5), "first": (10**4, 0)}, False),  # half stand out: not most
+        ({"late": (10, 6), "first": (10**4, 0)}, True),
         ({"late": (10, 10), "own": (10, 5)}, False),  # half the terminating steps stand out
-        ({"late": (10, 10), "own": (10, 4)}, True),
-        ({"late": (10, 10), "first": (2, 1)}, False),  # the control stands out as much
-        ({"late": (10, 10), "first": (3, 1)}, True),
-        ({"early": (10, 10), "before": (2, 1)}, False),
+        ({"late": (10, 10), "own": (10, 4), "first": (10**4, 0)}, True),
+        ({"late": (10, 10), "own": (10**4, 0), "first": (2, 1)}, False),  # the control, as much
+        ({"late": (10, 10), "own": (10**4, 0), "first": (3, 1)}, True),
+        ({"early": (10, 10), "own": (10**4, 0), "before": (2, 1)}, False),
     ],
 )
 def test_tk102_thresholds(counts: dict[str, tuple[int, int]], hit: bool) -> None:
@@ -245,7 +262,7 @@ def test_tk102_messages_name_the_shift_and_the_counts() -> None:
         "episode's first step (10 of 10 here; rews[1, 0] = 1), and 2 of 10 on the terminating "
         "steps: rewards stored one step late?"
     )
-    [early] = shifted_rewards([("a.npz", _shift(early=(10, 10)))])
+    [early] = shifted_rewards([("a.npz", _shift(early=(10, 10), own=(10, 0)))])
     assert "stand out on the step before (10 of 10 here" in early.message
 
 

@@ -11,7 +11,10 @@
   per terminated episode) stand out, and most of them do, while most recorded terminating
   steps do not, and the controls do not either: first steps that follow no termination
   (the recording's first, those after a truncation) for late, steps before a truncation
-  for early (an env whose first steps earn something special by themselves is not late).
+  for early (an env whose first steps earn something special by themselves is not late);
+  and the binomial chance of as many standing out, at the rate the recorded terminating
+  steps and the controls stand out, is at most `trajkit.lint.evidence.CHANCE` (steps of one
+  phase of fixed-length episodes stand out of the middle steps' range by themselves).
   Truncations and one-step episodes (whose first step is their last) are not terminations
   here. Dense rewards (every step alike) give no evidence, and nothing is said.
 - TK103, actions stored one row off: `actions[t]` fits the policy outputs of another row
@@ -143,8 +146,8 @@ def shifted_rewards(files: Sequence[tuple[str, RewardShift]]) -> list[Finding]:
     """TK102 over the dataset: each file where the terminal rewards sit one step off.
 
     Examples:
-        >>> late = RewardShift({"0": (5, 0, None, 0.0), "late": (5, 5, (5, 0), 1.0),
-        ...                     "early": (5, 0, None, 0.0), "first": (1, 0, None, 0.0),
+        >>> late = RewardShift({"0": (8, 0, None, 0.0), "late": (8, 8, (5, 0), 1.0),
+        ...                     "early": (8, 0, None, 0.0), "first": (1, 0, None, 0.0),
         ...                     "before": (0, 0, None, 0.0)})
         >>> [f.step for f in shifted_rewards([("a.npz", late)])]
         [5]
@@ -160,6 +163,11 @@ def shifted_rewards(files: Sequence[tuple[str, RewardShift]]) -> list[Finding]:
         steps, out = total[name]
         checked, special = total[control]
         if out < MIN_SHIFTED or 2 * out <= steps or (checked and 2 * special >= checked):
+            continue
+        # Steps of one phase of an episode may stand out by themselves: as often as the
+        # recorded terminating steps and the controls do, as far as the data shows.
+        rate = rate_bound(total["0"][1] + special, total["0"][0] + checked)
+        if binomial_tail(steps, rate, out) > CHANCE:
             continue
         where = "the next episode's first step" if name == "late" else "the step before"
         found = []
