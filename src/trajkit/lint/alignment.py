@@ -23,8 +23,8 @@
   neighbour on the side judged counts. Only the *telling* rows say which row an action
   belongs to: its action differs from the neighbouring row's, and by `log_probs` the two
   actions' log-probabilities differ too (a tie fits both), by the greedy action the row's
-  greedy action differs from the row's on the other side (a greedy action that persists
-  fits both rows alike). Over the telling rows, the shifted reading must fit at least
+  greedy action differs from the neighbour's (a greedy action that persists fits both
+  rows alike). Over the telling rows, the shifted reading must fit at least
   half, the own reading fewer than half, and the shifted reading at least twice as many
   as the own. At least `MIN_TELLING_LOGP` telling rows are judged by `log_probs` (an action
   fits another row's log-probability only by being its own), `MIN_TELLING` by the greedy
@@ -224,16 +224,15 @@ def _fits(
 
 
 def _greedy_moves(rollout: Rollout, rows: AnyArray, shift: int) -> BoolArray:
-    """By the greedy action: the rows whose greedy action differs from the other side's.
+    """By the greedy action: the rows whose greedy action differs from the neighbour's.
 
-    The other side is row `t - shift`, whose action a shifted row holds. Where the greedy
-    action persists, the action of either row fits both alike.
+    The neighbour is row `t + shift`, whose action the shifted reading proposes. Where the
+    greedy action persists, the neighbour's greedy action is this row's too, and fits it
+    whichever row it belongs to (an epsilon-greedy policy's random action on this row, and
+    the shifted reading seems to win).
     """
     greedy = rollout.model_outs.arrays["actor"].argmax(axis=-1)
-    other = rows - shift
-    valid = (other >= 0) & (other < greedy.shape[0])
-    out: BoolArray = np.zeros((len(rows), greedy.shape[1]), dtype=bool)
-    out[valid] = greedy[rows[valid]] != greedy[other[valid]]
+    out: BoolArray = greedy[rows] != greedy[rows + shift]
     return out
 
 
