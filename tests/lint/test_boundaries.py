@@ -47,8 +47,17 @@ def test_tk104_finds_the_reset_observation_twice_at_every_end() -> None:
 @pytest.mark.parametrize(("ends", "hit"), [([4], False), ([4, 9], True)])
 def test_tk104_needs_min_boundaries_ends(ends: list[int], hit: bool) -> None:
     assert len(ends) == MIN_BOUNDARIES - (not hit)
-    obses, rews = _twice(ends, 12)
-    r = rollout(dones_for([5, 5][: len(ends)], 12), obses=obses, rews=rews)
+    obses, rews = _twice(ends, 40)
+    r = rollout(dones_for([5, 5][: len(ends)], 40), obses=obses, rews=rews)
+    assert bool(codes(r, "TK104")) is hit
+
+
+@pytest.mark.parametrize(("T", "hit"), [(17, False), (18, True)])
+def test_tk104_the_chance_of_as_many_repeats(T: int, hit: bool) -> None:
+    # 2 repeats among T + 1 rows: p = (2 + 3) / (T (T + 1) / 2 + 3), p^2 <= 1e-3 from T = 18
+    # (the 171 pairs of 19 rows: 8.3e-4; 1.03e-3 with the 153 of 18)
+    obses, rews = _twice([4, 9], T)
+    r = rollout(dones_for([5, 5], T), obses=obses, rews=rews)
     assert bool(codes(r, "TK104")) is hit
 
 

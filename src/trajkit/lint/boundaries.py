@@ -36,8 +36,10 @@ s-1, which the reset replaced.
   at most `trajkit.lint.evidence.CHANCE`: each file where it shows is reported.
 - TK104, the reset observation stored twice: every step that ends an episode (at least
   `MIN_BOUNDARIES`) has reward 0 and `obses[t+1]` equal to `obses[t]`, with float
-  observations, and the repeated observations are not all one (a fixed start state that
-  never moves repeats by itself).
+  observations, the repeated observations are not all one (a fixed start state that
+  never moves repeats by itself), and the chance of as many repeats, at the rate p at which
+  two rows of the file are alike, is at most `CHANCE` (p^k: features saturated at a bound
+  repeat by themselves).
 - TK114, final and reset observations confused: over the dataset, `final_obses` equal, bit
   for bit, to the observation of the row that follows (the next episode's first) at every
   one of the k episode ends (at least `MIN_BOUNDARIES`), while those first observations are
@@ -394,9 +396,9 @@ def reset_twice(rollout: Rollout, path: str | None) -> Finding | None:
     Examples:
         >>> import numpy as np
         >>> from trajkit.testing import example_rollout
-        >>> r = example_rollout(num_steps=9, num_envs=1)
-        >>> dones = np.zeros((10, 1)); dones[[0, 4, 8]] = 1
-        >>> r = r.replace(dones=dones, rews=np.ones((9, 1)))
+        >>> r = example_rollout(num_steps=29, num_envs=1)
+        >>> dones = np.zeros((30, 1)); dones[[0, 4, 8]] = 1
+        >>> r = r.replace(dones=dones, rews=np.ones((29, 1)))
         >>> r.obses[4], r.obses[8] = r.obses[3], r.obses[7]
         >>> r.rews[[3, 7]] = 0
         >>> reset_twice(r, "a.npz").step
@@ -408,8 +410,11 @@ def reset_twice(rollout: Rollout, path: str | None) -> Finding | None:
     if ends.sum() < MIN_BOUNDARIES:
         return None
     twice = ends & (rollout.rews == 0) & _equal_rows(rollout)
-    # Every end, not some: in a discrete space the reset state can equal the last by chance.
+    # Every end, not some: in a discrete space the reset state can equal the last by chance;
+    # and more often than rows of the file are alike (a Box feature saturated at a bound).
     if twice.sum() < ends.sum() or len(set(_row_keys(rollout, twice, 0))) < 2:
+        return None
+    if int(ends.sum()) * _alike(rollout) > math.log10(CHANCE):
         return None
     t, b = first_place(twice)
     return Finding(
