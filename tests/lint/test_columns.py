@@ -21,6 +21,7 @@ from trajkit.lint.columns import (
     copies,
     frozen_columns,
     frozen_findings,
+    lockstep_pairs,
     shared_starts,
 )
 
@@ -33,14 +34,14 @@ def _starts(aligned: int, *, others: int = 0, same_env: bool = False) -> list[St
     for k in range(aligned + others):
         for b in (0, 1):
             key = f"s{k}" if k < aligned else f"s{k}-{b}"
-            starts.append(Start("a.npz", b, 10 * k, "fixed" if same_env else key))
+            starts.append(Start("a.npz", b, 10 * k + b, "fixed" if same_env else key))
     return starts
 
 
 def test_tk112_envs_that_start_alike_in_order() -> None:
     found = shared_starts(_starts(6))
     assert found is not None
-    assert (found.path, found.env, found.step) == ("a.npz", 1, 0)
+    assert (found.path, found.env, found.step) == ("a.npz", 1, 1)
     assert found.message.startswith(
         "envs 0 and 1 start alike: 6 of 6 episode starts repeat another env's start of the "
         "same order"
@@ -66,7 +67,7 @@ def test_tk112_three_envs_alike_are_two_coincidences_each(others: int, hit: bool
     # others = 2: p = 3 / 57, P(Bin(8, 0.079) >= 4) = 2.7e-3 (5.4e-4 at p itself);
     # others = 3: p = 3 / 93, P(Bin(10, 0.048) >= 4) under 1e-3.
     starts = [
-        Start("a.npz", b, 10 * k, f"s{k}" if k < 2 else f"s{k}-{b}")
+        Start("a.npz", b, 10 * k + b, f"s{k}" if k < 2 else f"s{k}-{b}")
         for k in range(2 + others)
         for b in (0, 1, 2)
     ]
@@ -76,15 +77,35 @@ def test_tk112_three_envs_alike_are_two_coincidences_each(others: int, hit: bool
 def test_tk112_starts_joined_across_the_files_of_a_recording() -> None:
     T = 40
     rng = np.random.default_rng(0)
-    dones = np.stack([dones_for([4] * 10, T)] * 2, axis=1)
+    dones = np.stack([dones_for([4] * 10, T), dones_for([2] + [4] * 9, T)], axis=1)
     obses = rng.normal(size=(T + 1, 2, 3)).astype(np.float32)
-    starts = np.arange(0, T, 4)
-    obses[starts, 1] = obses[starts, 0]  # every start of env 1 is env 0's
+    obses[np.arange(2, T, 4), 1] = obses[np.arange(4, T + 1, 4), 0]  # env 0's k-th starts
     r = rollout(dones, obses=obses)
     [found] = codes(r, "TK112")
-    assert found.message.startswith("envs 0 and 1 start alike: 10 of 10 episode starts repeat")
+    # the first starts share row 0, and differ
+    assert found.message.startswith("envs 0 and 1 start alike: 9 of 10 episode starts repeat")
     rec = {"id": "r", "index": 0, "num_envs": 2, "wrappers": ["NormalizeObservation"]}
     assert codes(r, "TK112", recording=rec) == []  # a running normaliser makes starts alike
+
+
+def test_tk112_starts_on_one_row_share_their_time() -> None:
+    """A deterministic env and policy from a fixed start, under a running normaliser the
+    recording does not name: every env starts on the same rows, alike, and unlike the
+    starts of other times; its envs' rows on one row are alike too."""
+    together = [Start("a.npz", b, 10 * k, f"s{k}") for k in range(12) for b in (0, 1)]
+    assert shared_starts(together, lockstep=(900, 1000)) is None
+    assert shared_starts(together) is None  # no row to weigh them by
+    assert shared_starts(together, lockstep=(0, 1000)) is not None
+    apart = [Start("a.npz", b, 10 * k + b, f"s{k}") for k in range(12) for b in (0, 1)]
+    assert shared_starts(apart, lockstep=(900, 1000)) is not None
+
+
+def test_lockstep_pairs_leave_out_the_rows_where_an_env_starts() -> None:
+    obses = np.zeros((4, 3, 1), np.float32)
+    obses[:, 2] = 1.0  # envs 0 and 1 alike on every row, env 2 apart
+    dones = np.array([[1.0, 1, 1], [0, 0, 0], [0, 1, 0], [0, 0, 0]])
+    # rows 1 and 3: 3 pairs each, 1 alike; row 2: env 1 starts, 1 pair (0, 2), unlike
+    assert lockstep_pairs(rollout(dones, obses=obses)) == (2, 7)
 
 
 # ------------------------------------------------------------------------ copied column
@@ -171,11 +192,11 @@ def test_tk115_observations_that_stay_put_in_runs(pairs: int, hit: bool) -> None
 
 
 def test_tk112_starts_of_three_envs_and_of_unequal_counts() -> None:
-    starts = [Start("a.npz", b, 10 * k, f"s{k}") for k in range(8) for b in (0, 1, 2)]
+    starts = [Start("a.npz", b, 10 * k + b, f"s{k}") for k in range(8) for b in (0, 1, 2)]
     starts.append(Start("b.npz", 0, 3, "extra"))  # env 0 starts once more
     found = shared_starts(starts)
     assert found is not None
-    assert (found.code, found.path, found.env, found.step) == ("TK112", "a.npz", 1, 0)
+    assert (found.code, found.path, found.env, found.step) == ("TK112", "a.npz", 1, 1)
     # 3 envs alike at each of 8 orders: 2 coincidences each (not 3 pairs)
     assert found.message.startswith("envs 0 and 1 start alike: 16 of 16 episode starts repeat")
     other = [Start("a.npz", 0, 0, "x"), *[Start("b.npz", b, 5, f"y{b}") for b in (0, 1)]]
@@ -185,12 +206,12 @@ def test_tk112_starts_of_three_envs_and_of_unequal_counts() -> None:
 
 
 def test_tk112_seeded_alike_message() -> None:
-    starts = [Start(f"{'ab'[k % 2]}.npz", b, k, f"s{k}") for k in range(6) for b in (0, 1)]
+    starts = [Start(f"{'ab'[k % 2]}.npz", b, 2 * k + b, f"s{k}") for k in range(6) for b in (0, 1)]
     found = shared_starts(starts)
     assert found is not None
     assert found.message == (
         "envs 0 and 1 start alike: 6 of 6 episode starts repeat another env's start of the "
-        "same order (a.npz row 0 and a.npz row 0), where two starts out of order are alike "
+        "same order (a.npz row 0 and a.npz row 1), where two starts out of order are alike "
         "0.048 of the time: every env seeded alike (envs.reset(seed=[seed] * B))?"
     )
     apart = [Start("a.npz", 0, 4 + k, f"s{k}") for k in range(6)]

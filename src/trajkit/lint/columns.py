@@ -5,9 +5,11 @@
   recording (joined across files by `trajkit.lint.join`); two starts out of order (another
   k, or one env's own) are alike at a rate p, and the binomial chance of as many k-th
   starts repeating another env's k-th start as there are (m envs starting alike are m - 1
-  coincidences; the j-th env's at most (j - 1) p, at their mean rate), must be at most `CHANCE`
-  (`trajkit.lint.evidence`). A fixed reset (every
-  start alike) is never evidence, nor is one shared start among few.
+  coincidences; the j-th env's at most (j - 1) p, at their mean rate), must be at most
+  `CHANCE` (`trajkit.lint.evidence`). Starts on one row share their time: they are
+  weighed at the rate at which two envs' rows on one row are alike, if larger (envs in
+  lockstep, a running normaliser over a fixed start, start alike too). A fixed reset
+  (every start alike) is never evidence, nor is one shared start among few.
 - TK112, one column copied into another (the loop stores `obs[0]` for every env): two env
   columns whose observations are equal on every row of a file, while their actions,
   rewards or `dones` differ somewhere (envs that do the same thing are a deterministic
@@ -24,7 +26,9 @@
   files a step leaves the observation unchanged at a rate q that makes T·B unchanged steps
   a chance of at most `CHANCE` (q^(T·B); where observations stay put at all, q is the
   larger rate at which a kept observation is kept again: they stay put in runs, a coarse
-  observation stuck at a level), or the policy's outputs change on at least
+  observation stuck at a level; with float observations only: integers and bits stay put
+  by themselves for as long as a deterministic env rests, in runs no rate bounds), or the
+  policy's outputs change on at least
   `MIN_DISAGREE` of its steps while its inputs do not (see below). One env that stays put
   in a coarse observation space is not that.
 
@@ -52,11 +56,13 @@ from trajkit._base.types import AnyArray, BoolArray
 from trajkit._core import tree as _tree
 from trajkit._models.rollout import Rollout
 from trajkit._models.rules import episode_ends
+from trajkit.lint.episodes import float_leaves
 from trajkit.lint.evidence import CHANCE, binomial_tail, rate_bound
 from trajkit.lint.registry import Finding
 
 __all__ = [
     "MIN_DISAGREE",
+    "lockstep_pairs",
     "OUTPUT_TOL",
     "POLICY_FUNCTIONS",
     "Copy",
@@ -131,7 +137,32 @@ def _kth_starts(starts: Sequence[Start]) -> list[list[Start]]:
     return [[v[k] for _, v in sorted(per_env.items()) if len(v) > k] for k in range(depth)]
 
 
-def shared_starts(starts: Sequence[Start]) -> Finding | None:
+def lockstep_pairs(rollout: Rollout) -> tuple[int, int]:
+    """Pairs of envs whose observations on one row are alike, of the pairs judged.
+
+    Rows where one of the two starts an episode are left out (the starts are judged).
+
+    Examples:
+        >>> from trajkit.testing import example_rollout
+        >>> r = example_rollout(num_steps=3, num_envs=3)
+        >>> r.obses[:, 1] = r.obses[:, 0]
+        >>> lockstep_pairs(r.replace(dones=np.zeros((4, 3))))
+        (4, 12)
+    """
+    raw = _rows(rollout)
+    quiet = rollout.dones != 1
+    alike = pairs = 0
+    for t in range(raw.shape[0]):
+        rows = raw[t][quiet[t]]
+        m = len(rows)
+        pairs += m * (m - 1) // 2
+        if m > 1:
+            _, counts = np.unique(rows.reshape(m, -1), axis=0, return_counts=True)
+            alike += int((counts * (counts - 1) // 2).sum())
+    return alike, pairs
+
+
+def shared_starts(starts: Sequence[Start], lockstep: tuple[int, int] = (0, 0)) -> Finding | None:
     """TK112 over a recording's episode starts, in time order (file, row, env).
 
     Each k-th start of an env after the first env's that has one is a chance to repeat an
@@ -139,36 +170,42 @@ def shared_starts(starts: Sequence[Start]) -> Finding | None:
     the j-th, at most (j - 1) p of the time (one of j - 1 earlier starts, each alike at the
     rate p of two starts out of order). The chance of as many is bounded by the binomial's
     at the mean rate (Hoeffding: a sum of unequal trials is no likelier far above its mean).
+    Starts on one row (of one file) share their time: they are weighed at the rate at which
+    the envs' rows on one row are alike, `lockstep` (alike, pairs; `lockstep_pairs`), if it
+    is larger (a deterministic env and policy from a fixed start, under a running
+    normaliser, moves every env alike, starts too).
 
     Examples:
-        >>> s = [Start("a", b, 10 * k, f"{k}") for k in range(6) for b in (0, 1)]
+        >>> s = [Start("a", b, 10 * k + b, f"{k}") for k in range(6) for b in (0, 1)]
         >>> print(shared_starts(s).message)  # doctest: +ELLIPSIS
         envs 0 and 1 start alike: 6 of 6 episode starts repeat another env's start of ...
         >>> shared_starts(s[:4]) is None
         True
     """
-    trials = repeats = aligned = alike = 0
+    trials = repeats = apart = together = aligned = alike = 0
     first: tuple[Start, Start] | None = None
     for kth in _kth_starts(starts):
-        trials += len(kth) - 1
-        groups = Counter(s.digest for s in kth)
-        repeats += len(kth) - len(groups)
         aligned += len(kth) * (len(kth) - 1) // 2
-        alike += sum(c * (c - 1) // 2 for c in groups.values())
-        seen: dict[str, Start] = {}
-        for s in kth:
-            if first is None and s.digest in seen:
-                first = (seen[s.digest], s)
-            seen.setdefault(s.digest, s)
+        alike += sum(c * (c - 1) // 2 for c in Counter(s.digest for s in kth).values())
+        for j, s in enumerate(kth[1:], start=1):
+            trials += 1
+            same_row = sum((x.path, x.row) == (s.path, s.row) for x in kth[:j])
+            together += same_row
+            apart += j - same_row
+            match = next((x for x in kth[:j] if x.digest == s.digest), None)
+            if match is not None:
+                repeats += 1
+                first = first or (match, s)
     if first is None:
         return None
     n = len(starts)
     equal = sum(c * (c - 1) // 2 for c in Counter(s.digest for s in starts).values())
     p = rate_bound(equal - alike, n * (n - 1) // 2 - aligned)  # from the pairs not aligned
-    # The j-th env's start repeats one of j - 1 earlier ones at most (j - 1) p of the time:
-    # as many repeats are no likelier than at the mean rate (Hoeffding), the aligned pairs
-    # per trial times p.
-    if binomial_tail(trials, min(1.0, p * aligned / trials), repeats) > CHANCE:
+    # Starts on one row are alike as often as the envs' rows on one row are, if more often.
+    q = max(p, rate_bound(*lockstep))
+    # The j-th env's start repeats one of j - 1 earlier ones at most at the sum of their
+    # rates: as many repeats are no likelier than at the mean rate per trial (Hoeffding).
+    if binomial_tail(trials, min(1.0, (p * apart + q * together) / trials), repeats) > CHANCE:
         return None
     return Finding(
         "TK112",
@@ -312,6 +349,7 @@ class Frozen:
             policy outputs change.
         again: The pairs of consecutive steps (one env) whose first keeps the observation,
             and of them, those whose second keeps it too.
+        floats: Whether an observation leaf holds floats.
     """
 
     envs: tuple[int, ...]
@@ -319,6 +357,7 @@ class Frozen:
     unchanged: int
     disagree: int = 0
     again: tuple[int, int] = (0, 0)
+    floats: bool = True
 
 
 def frozen_columns(rollout: Rollout) -> Frozen:
@@ -330,7 +369,7 @@ def frozen_columns(rollout: Rollout) -> Frozen:
         >>> r.obses[:] = r.obses[-1]
         >>> r.dones[2] = 1
         >>> frozen_columns(r)
-        Frozen(envs=(0, 1), steps=8, unchanged=8, disagree=0, again=(6, 6))
+        Frozen(envs=(0, 1), steps=8, unchanged=8, disagree=0, again=(6, 6), floats=True)
     """
     raw = _rows(rollout)
     same = (raw[1:] == raw[:-1]).all(axis=-1)
@@ -344,7 +383,7 @@ def frozen_columns(rollout: Rollout) -> Frozen:
     pairs = same[:-1]
     again = (int(pairs.sum()), int((pairs & same[1:]).sum()))
     envs = tuple(range(B)) if frozen else ()
-    return Frozen(envs, int(same.size), int(same.sum()), disagree, again)
+    return Frozen(envs, int(same.size), int(same.sum()), disagree, again, float_leaves(rollout))
 
 
 def _keep_rate(others: Sequence[Frozen]) -> float:
@@ -374,7 +413,7 @@ def frozen_findings(files: Sequence[tuple[str, int, Frozen]]) -> list[Finding]:
             continue
         if frozen.disagree >= MIN_DISAGREE:
             seen = f"while the policy's outputs change on {frozen.disagree} of its steps"
-        elif q**T <= CHANCE:
+        elif frozen.floats and q**T <= CHANCE:
             seen = f"where a step keeps it {q:.2g} of the time in the other files"
         else:
             continue

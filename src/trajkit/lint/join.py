@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from trajkit._models.rollout import Rollout
-from trajkit.lint.columns import Start, shared_starts
+from trajkit.lint.columns import Start, lockstep_pairs, shared_starts
 from trajkit.lint.config import LintOptions
 from trajkit.lint.episodes import changes_observations, float_leaves, row_digest
 from trajkit.lint.evidence import CHANCE
@@ -78,6 +78,7 @@ class EpisodeEdges:
         float_obs: Whether an observation leaf holds floats.
         obs_wrapped: Whether its recording names a vector wrapper that changes observations
             (their starts are then not compared: a running normaliser makes them alike).
+        lockstep: Pairs of envs alike on one row, of pairs (`columns.lockstep_pairs`).
         pieces: Per env, the pieces of episodes in the file, in time order.
     """
 
@@ -90,6 +91,7 @@ class EpisodeEdges:
     float_obs: bool
     pieces: tuple[tuple[Piece, ...], ...]
     obs_wrapped: bool = False
+    lockstep: tuple[int, int] = (0, 0)
 
 
 def _pieces(rollout: Rollout, b: int) -> tuple[Piece, ...]:
@@ -148,6 +150,7 @@ def episode_edges(
         float_obs=float_leaves(rollout),
         pieces=tuple(_pieces(rollout, b) for b in range(rollout.batch_size)),
         obs_wrapped=changes_observations(recording),
+        lockstep=lockstep_pairs(rollout),
     )
 
 
@@ -170,6 +173,7 @@ class _Chain:
     flagged: set[int] = field(default_factory=set)  # envs that flag an end at L as a cut
     marked: set[tuple[str, str]] = field(default_factory=set)  # those ends, distinct
     starts: list[Start] = field(default_factory=list)
+    lockstep: tuple[int, int] = (0, 0)
     float_obs: bool = False
     obs_wrapped: bool = False
     files: list[str] = field(default_factory=list)
@@ -263,6 +267,10 @@ class EpisodeJoiner:
         chain.files.append(edges.path)
         chain.float_obs = chain.float_obs or edges.float_obs
         chain.obs_wrapped = chain.obs_wrapped or edges.obs_wrapped
+        chain.lockstep = (
+            chain.lockstep[0] + edges.lockstep[0],
+            chain.lockstep[1] + edges.lockstep[1],
+        )
         limit = edges.limit
         over: list[tuple[int, int, int]] = []  # (step, env, before): past the limit
         early: list[tuple[int, int, int]] = []  # (step, env, length): cut before it
@@ -354,7 +362,7 @@ class EpisodeJoiner:
                     truncation_finding(distinct, files, chain.limit, rate, path, (step, env))
                 )
         if "TK112" in codes and not chain.obs_wrapped:
-            shared = shared_starts(chain.starts)
+            shared = shared_starts(chain.starts, chain.lockstep)
             if shared is not None:
                 self._closed.append(shared)
         chain.cuts.clear()
