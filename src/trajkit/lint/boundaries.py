@@ -229,18 +229,24 @@ def phantom_findings(files: list[tuple[str, PhantomEvidence]]) -> list[Finding]:
     if judged and 2 * wins < judged:
         return []
     q = rate_bound(sum(e.zeros for _, e in mine), sum(e.others for _, e in mine))
-    after = set().union(*(e.after for _, e in mine))
     at = set().union(*(e.at for _, e in mine))
-    distinct = len(at)  # steps from one state earn alike: a fixed start is one piece
-    # k observations after the boundary steps all one: k - 1 coincidences, were they rows
-    # like any other (the rate of the file's alike rows; the largest left out for the first).
-    alike = sum(e.steps * e.alike for _, e in mine) - max(e.alike for _, e in mine)
-    fixed_reset = (
-        k >= MIN_BOUNDARIES and len(after) == 1 and len(at) > 1 and alike <= math.log10(CHANCE)
-    )
-    if q**distinct > CHANCE and not fixed_reset:
+    # steps from one state earn alike: a fixed start is one piece of evidence
+    if q ** len(at) > CHANCE and not _fixed_reset([e for _, e in mine], len(at)):
         return []
     return [phantom_finding(path, e, k, q) for path, e in mine]
+
+
+def _fixed_reset(evidence: list[PhantomEvidence], states: int) -> bool:
+    """TK108's fixed reset state: the observations after the boundary steps are all one.
+
+    The `states` at them are not, and those k - 1 coincidences, were they rows like any
+    other, are a chance of at most `CHANCE` (at each file's rate of alike rows; the largest
+    left out for the first).
+    """
+    k = sum(e.steps for e in evidence)
+    after = set().union(*(e.after for e in evidence))
+    alike = sum(e.steps * e.alike for e in evidence) - max(e.alike for e in evidence)
+    return k >= MIN_BOUNDARIES and len(after) == 1 and states > 1 and alike <= math.log10(CHANCE)
 
 
 def _jump_wins(rollout: Rollout, steps: BoolArray) -> tuple[int, int]:
