@@ -184,7 +184,8 @@ def evidence() -> dict[str, tuple[str, str]]:
         ),
         "TK110": (
             "`log_probs`, `actor`/`mean`/`std`, actions",
-            f">= {policy.MIN_FIT} rows fit; order: >= {policy.MIN_ROWS} rows",
+            f"{chance} against decoys (none: >= {policy.MIN_FIT} rows fit); "
+            f"order: >= {policy.MIN_ROWS} rows",
         ),
         "TK111": (
             "rewards, the recording's wrappers",
