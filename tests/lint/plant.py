@@ -426,12 +426,13 @@ def phantom(world: w.World, rng: np.random.Generator) -> Planted:
     files = _write(stream, world, recording, finals=False)
     # The phantom's reward 0 stands out only beside real steps that end nothing and earn
     # something (else the data is that of an env whose first step pays 0), or against a
-    # fixed reset state; and only from final observations that differ, two at least:
-    # steps that leave one and the same state earn alike, as an env's first steps from a
-    # fixed start do (one piece of evidence).
+    # fixed reset state, which k phantom steps lead to as k - 1 coincidences (three steps
+    # at least: one coincidence is never enough); and only from final observations that
+    # differ, two at least: steps that leave one and the same state earn alike, as an env's
+    # first steps from a fixed start do (one piece of evidence).
     real = ~mask & ~(stream.term | stream.trunc)
     paid = bool((stream.rew[real] != 0).any())
-    fixed = world.start == "fixed"
+    fixed = world.start == "fixed" and int(mask.sum()) >= 3
     finals = {_row_key(stream, int(k), int(b)) for k, b in np.argwhere(mask)}
     visible = len(finals) >= 2 and (paid or fixed)
     return _result("phantom", world, files, places, visible)
