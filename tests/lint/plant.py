@@ -496,7 +496,7 @@ def seeded_alike(world: w.World, rng: np.random.Generator) -> Planted:
     # coincidence): envs whose steps draw from their generator (noise, a random end, a rare
     # event) fall out of step after their first episodes, and only those start alike.
     random = world.start == "random"
-    two = _aligned_alike(stream) >= 2
+    two = _aligned_alike(stream, together=world.recorded) >= 2
     return _result("seeded_alike", world, _write(stream, world, recording), places, random and two)
 
 
@@ -504,13 +504,14 @@ def _row_key(stream: w.Stream, k: int, b: int) -> bytes:
     return b"".join(np.ascontiguousarray(x[k, b]).tobytes() for x in w._leaves(stream.obs))
 
 
-def _aligned_alike(stream: w.Stream) -> int:
+def _aligned_alike(stream: w.Stream, *, together: bool) -> int:
     """The most k-th episode starts that two envs share (the k-th of each, in order).
 
-    Starts on one row count only where the two envs' other rows on one row mostly differ:
-    envs in lockstep (a deterministic env and policy; every row a start, nothing to tell)
-    start alike on one row whatever seeds them, as a fixed start under a running normaliser
-    does.
+    Starts on one row share their time: a fixed start under a running normaliser starts
+    every env alike there, and only a recording says there is none (`together`: the files
+    have one). Even then they count only where the two envs' other rows on one row mostly
+    differ: envs in lockstep (a deterministic env and policy; every row a start, nothing
+    to tell) start alike on one row whatever seeds them.
     """
     N1, B = stream.flag.shape
     keys = [[_row_key(stream, t, b) for b in range(B)] for t in range(N1)]
@@ -518,7 +519,7 @@ def _aligned_alike(stream: w.Stream) -> int:
     for a in range(B):
         for b in range(a + 1, B):
             quiet = [t for t in range(N1) if stream.flag[t, a] != 1 and stream.flag[t, b] != 1]
-            apart = 2 * sum(keys[t][a] == keys[t][b] for t in quiet) < len(quiet)
+            apart = together and 2 * sum(keys[t][a] == keys[t][b] for t in quiet) < len(quiet)
             ka, kb = (np.flatnonzero(stream.flag[:, e] == 1) for e in (a, b))
             best = max(
                 best,

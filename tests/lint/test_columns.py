@@ -82,8 +82,11 @@ def test_tk112_starts_joined_across_the_files_of_a_recording() -> None:
     obses[np.arange(2, T, 4), 1] = obses[np.arange(4, T + 1, 4), 0]  # env 0's k-th starts
     r = rollout(dones, obses=obses)
     [found] = codes(r, "TK112")
-    # the first starts share row 0, and differ
-    assert found.message.startswith("envs 0 and 1 start alike: 9 of 10 episode starts repeat")
+    # without a recording, the first starts (both on row 0) are not compared
+    assert found.message.startswith("envs 0 and 1 start alike: 9 of 9 episode starts repeat")
+    rec = {"id": "r", "index": 0, "num_envs": 2, "wrappers": []}
+    [declared] = codes(r, "TK112", recording=rec)  # a recording names no normaliser
+    assert declared.message.startswith("envs 0 and 1 start alike: 9 of 10 episode starts")
     rec = {"id": "r", "index": 0, "num_envs": 2, "wrappers": ["NormalizeObservation"]}
     assert codes(r, "TK112", recording=rec) == []  # a running normaliser makes starts alike
 
@@ -93,19 +96,21 @@ def test_tk112_starts_on_one_row_share_their_time() -> None:
     recording does not name: every env starts on the same rows, alike, and unlike the
     starts of other times; its envs' rows on one row are alike too."""
     together = [Start("a.npz", b, 10 * k, f"s{k}") for k in range(12) for b in (0, 1)]
-    assert shared_starts(together, lockstep=(900, 1000)) is None
+    assert shared_starts(together, lockstep=(0, 1000), declared=False) is None  # no recording
+    assert shared_starts(together, lockstep=(900, 1000)) is None  # envs in lockstep
     assert shared_starts(together) is None  # no row to weigh them by
     assert shared_starts(together, lockstep=(0, 1000)) is not None
     apart = [Start("a.npz", b, 10 * k + b, f"s{k}") for k in range(12) for b in (0, 1)]
-    assert shared_starts(apart, lockstep=(900, 1000)) is not None
+    assert shared_starts(apart, lockstep=(900, 1000), declared=False) is not None
 
 
 def test_lockstep_pairs_leave_out_the_rows_where_an_env_starts() -> None:
-    obses = np.zeros((4, 3, 1), np.float32)
-    obses[:, 2] = 1.0  # envs 0 and 1 alike on every row, env 2 apart
-    dones = np.array([[1.0, 1, 1], [0, 0, 0], [0, 1, 0], [0, 0, 0]])
-    # rows 1 and 3: 3 pairs each, 1 alike; row 2: env 1 starts, 1 pair (0, 2), unlike
-    assert lockstep_pairs(rollout(dones, obses=obses)) == (2, 7)
+    obses = np.array([[0.0, 1, 2], [0, 1, 2], [1, 1, 2], [1, 1, 2], [3, 1, 3]])[..., None]
+    dones = np.array([[1.0, 1, 1], [0, 0, 0], [0, 0, 0], [0, 0, 0], [0, 0, 1]])
+    # row 1: from unlike rows, none alike (3 pairs); row 2: envs 0 and 1 come alike (3
+    # pairs); row 3: envs 0 and 1 were alike already (2 pairs judged, none alike); row 4:
+    # env 2 starts, envs 0 and 1 were alike (nothing judged)
+    assert lockstep_pairs(rollout(dones, obses=obses)) == (1, 8)
 
 
 # ------------------------------------------------------------------------ copied column

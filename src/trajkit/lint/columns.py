@@ -6,10 +6,12 @@
   k, or one env's own) are alike at a rate p, and the binomial chance of as many k-th
   starts repeating another env's k-th start as there are (m envs starting alike are m - 1
   coincidences; the j-th env's at most (j - 1) p, at their mean rate), must be at most
-  `CHANCE` (`trajkit.lint.evidence`). Starts on one row share their time: they are
-  weighed at the rate at which two envs' rows on one row are alike, if larger (envs in
-  lockstep, a running normaliser over a fixed start, start alike too). A fixed reset
-  (every start alike) is never evidence, nor is one shared start among few.
+  `CHANCE` (`trajkit.lint.evidence`). Starts on one row share their time: a running
+  normaliser over a fixed start makes them alike, so they are compared only where a
+  recording declares the vector wrappers (none that changes observations), and weighed at
+  the rate at which two envs' rows on one row are alike, if larger (envs in lockstep
+  start alike too). A fixed reset (every start alike) is never evidence, nor is one
+  shared start among few.
 - TK112, one column copied into another (the loop stores `obs[0]` for every env): two env
   columns whose observations are equal on every row of a file, while their actions,
   rewards or `dones` differ somewhere (envs that do the same thing are a deterministic
@@ -138,31 +140,34 @@ def _kth_starts(starts: Sequence[Start]) -> list[list[Start]]:
 
 
 def lockstep_pairs(rollout: Rollout) -> tuple[int, int]:
-    """Pairs of envs whose observations on one row are alike, of the pairs judged.
+    """Pairs of envs whose observations on one row are alike, of the pairs that could be.
 
-    Rows where one of the two starts an episode are left out (the starts are judged).
+    A pair counts on a row where neither starts an episode (the starts are judged) and
+    their observations on the row before differ: how often two envs come to one
+    observation by themselves. Envs that move alike from one state on (a deterministic env
+    and policy, or envs seeded alike after their alike starts) give no pair.
 
     Examples:
         >>> from trajkit.testing import example_rollout
         >>> r = example_rollout(num_steps=3, num_envs=3)
-        >>> r.obses[:, 1] = r.obses[:, 0]
+        >>> r.obses[2:, 1] = r.obses[2:, 0]  # env 1 comes to env 0's observation on row 2
         >>> lockstep_pairs(r.replace(dones=np.zeros((4, 3))))
-        (4, 12)
+        (1, 8)
     """
     raw = _rows(rollout)
+    R, B = raw.shape[:2]
+    _, ids = np.unique(raw.reshape(R * B, -1), axis=0, return_inverse=True)
+    ids = ids.reshape(R, B)
+    same = ids[:, :, None] == ids[:, None, :]  # [R, B, B]
     quiet = rollout.dones != 1
-    alike = pairs = 0
-    for t in range(raw.shape[0]):
-        rows = raw[t][quiet[t]]
-        m = len(rows)
-        pairs += m * (m - 1) // 2
-        if m > 1:
-            _, counts = np.unique(rows.reshape(m, -1), axis=0, return_counts=True)
-            alike += int((counts * (counts - 1) // 2).sum())
-    return alike, pairs
+    upper = np.triu(np.ones((B, B), dtype=bool), k=1)
+    judged = quiet[1:, :, None] & quiet[1:, None, :] & ~same[:-1] & upper
+    return int((judged & same[1:]).sum()), int(judged.sum())
 
 
-def shared_starts(starts: Sequence[Start], lockstep: tuple[int, int] = (0, 0)) -> Finding | None:
+def shared_starts(
+    starts: Sequence[Start], lockstep: tuple[int, int] = (0, 0), *, declared: bool = True
+) -> Finding | None:
     """TK112 over a recording's episode starts, in time order (file, row, env).
 
     Each k-th start of an env after the first env's that has one is a chance to repeat an
@@ -170,10 +175,12 @@ def shared_starts(starts: Sequence[Start], lockstep: tuple[int, int] = (0, 0)) -
     the j-th, at most (j - 1) p of the time (one of j - 1 earlier starts, each alike at the
     rate p of two starts out of order). The chance of as many is bounded by the binomial's
     at the mean rate (Hoeffding: a sum of unequal trials is no likelier far above its mean).
-    Starts on one row (of one file) share their time: they are weighed at the rate at which
-    the envs' rows on one row are alike, `lockstep` (alike, pairs; `lockstep_pairs`), if it
-    is larger (a deterministic env and policy from a fixed start, under a running
-    normaliser, moves every env alike, starts too).
+    Starts on one row (of one file) share their time: a running normaliser over a fixed
+    start makes them alike, and a recording declares its vector wrappers. Without one
+    (`declared` false) they are not compared; with one, they are weighed at the rate at
+    which the envs' rows on one row are alike, `lockstep` (alike, pairs;
+    `lockstep_pairs`), if it is larger (a deterministic env and policy move every env
+    alike, starts too).
 
     Examples:
         >>> s = [Start("a", b, 10 * k + b, f"{k}") for k in range(6) for b in (0, 1)]
@@ -188,11 +195,14 @@ def shared_starts(starts: Sequence[Start], lockstep: tuple[int, int] = (0, 0)) -
         aligned += len(kth) * (len(kth) - 1) // 2
         alike += sum(c * (c - 1) // 2 for c in Counter(s.digest for s in kth).values())
         for j, s in enumerate(kth[1:], start=1):
+            earlier = [x for x in kth[:j] if declared or (x.path, x.row) != (s.path, s.row)]
+            if not earlier:
+                continue
             trials += 1
-            same_row = sum((x.path, x.row) == (s.path, s.row) for x in kth[:j])
+            same_row = sum((x.path, x.row) == (s.path, s.row) for x in earlier)
             together += same_row
-            apart += j - same_row
-            match = next((x for x in kth[:j] if x.digest == s.digest), None)
+            apart += len(earlier) - same_row
+            match = next((x for x in earlier if x.digest == s.digest), None)
             if match is not None:
                 repeats += 1
                 first = first or (match, s)

@@ -174,6 +174,7 @@ class _Chain:
     marked: set[tuple[str, str]] = field(default_factory=set)  # those ends, distinct
     starts: list[Start] = field(default_factory=list)
     lockstep: tuple[int, int] = (0, 0)
+    declared: bool = True  # its files have recordings, which name their vector wrappers
     float_obs: bool = False
     obs_wrapped: bool = False
     files: list[str] = field(default_factory=list)
@@ -230,7 +231,7 @@ class EpisodeJoiner:
         chain = previous if previous is not None and self._continues(previous, edges) else None
         if chain is None:
             self._close(previous)
-            chain = _Chain(-1, "", [None] * len(edges.pieces))
+            chain = _Chain(-1, "", [None] * len(edges.pieces), declared=key is not None)
         found = self._judge(chain, edges)
         chain.index = edges.recording[1] if edges.recording is not None else -1
         chain.tail = edges.tail
@@ -362,7 +363,7 @@ class EpisodeJoiner:
                     truncation_finding(distinct, files, chain.limit, rate, path, (step, env))
                 )
         if "TK112" in codes and not chain.obs_wrapped:
-            shared = shared_starts(chain.starts, chain.lockstep)
+            shared = shared_starts(chain.starts, chain.lockstep, declared=chain.declared)
             if shared is not None:
                 self._closed.append(shared)
         chain.cuts.clear()
