@@ -149,52 +149,65 @@ def measure(seed: int, *, clean: int, per_bug: int, replay: bool = True) -> Resu
 
 def evidence() -> dict[str, tuple[str, str]]:
     """Per check: what it reads, and its evidence threshold (from the constants in lint/)."""
-    from trajkit.lint import alignment, boundaries, crossfile, policy, rewards
+    from trajkit.lint import alignment, boundaries, columns, crossfile, policy, rewards
     from trajkit.lint.evidence import CHANCE
 
     chance = f"chance <= {CHANCE:g}"
     return {
         "TK101": (
             "joined episodes, `truncated`, the time limit",
-            f"{chance}: h^n, n distinct episodes unflagged at L",
+            f"{chance}: h^n, n distinct episodes unflagged at L; h over the last L/4 steps",
         ),
         "TK102": (
             "rewards at terminations, first steps, controls",
-            f">= {alignment.MIN_SHIFTED} episodes, most of them",
+            f">= {alignment.MIN_SHIFTED} episodes, most of them; {chance}",
         ),
         "TK103": (
             "actions, `actor`/`mean`, `log_probs`",
             f">= {alignment.MIN_TELLING_LOGP} telling rows by log_probs, "
-            f"{alignment.MIN_TELLING} by greedy",
+            f"{alignment.MIN_TELLING} by greedy; {chance}",
         ),
         "TK104": (
             "observations and rewards at episode ends",
-            f"every end, >= {boundaries.MIN_BOUNDARIES}",
+            f"every end, >= {boundaries.MIN_BOUNDARIES}; {chance}",
         ),
         "TK105": ("joined episodes, the time limit", "exact"),
         "TK106": ("actions, the action space", "exact"),
         "TK107": ("Box actions, the action space", "exact"),
-        "TK108": ("boundary steps' rewards, observation jumps", f"{chance}: q^k, k boundaries"),
+        "TK108": (
+            "boundary steps' rewards, observation jumps",
+            f"{chance}: q^k, k distinct boundary states",
+        ),
         "TK109": (
             "observation jumps around `dones`",
             f"{chance} against the mirror, >= {boundaries.MIN_BOUNDARIES}",
         ),
         "TK110": (
             "`log_probs`, `actor`/`mean`/`std`, actions",
-            f">= {policy.MIN_FIT} rows fit; order: >= {policy.MIN_ROWS} rows",
+            f"{chance} against decoys (none: >= {policy.MIN_FIT} rows fit); "
+            f"order: >= {policy.MIN_ROWS} rows",
         ),
         "TK111": (
             "rewards, the recording's wrappers",
             f"a note: >= {rewards.MIN_CLIPPED} at c, >= {rewards.MIN_INSIDE} inside",
         ),
-        "TK112": ("episode starts per env, observation columns", f"{chance} (binomial; p^n)"),
+        "TK112": (
+            "episode starts per env, observation columns, policy outputs",
+            f"{chance} (binomial; p^n); outputs: >= {columns.MIN_DISAGREE} rows",
+        ),
         "TK113": ("joined episodes, `truncated`, the time limit", "exact"),
         "TK114": (
             "`final_obses`, the rows after ends",
             f"{chance}, >= {boundaries.MIN_BOUNDARIES} ends",
         ),
-        "TK115": ("observation rows, episode starts", f"{chance}: q^(T·B)"),
-        "TK116": ("observations, `final_obses`, the observation space", "exact"),
+        "TK115": (
+            "observation rows, episode starts, policy outputs",
+            f"{chance}: q^T (floats); outputs: >= {columns.MIN_DISAGREE} steps",
+        ),
+        "TK116": (
+            "observations, `final_obses`, the observation space",
+            "exact (Box: past its width, both sides)",
+        ),
         "TK201": (
             "per-feature ranges (images: per channel), the observation space",
             f">= {crossfile.MIN_OBSERVATIONS} observations, >= {crossfile.MIN_EPISODES} starts",

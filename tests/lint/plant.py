@@ -9,8 +9,11 @@ places (env, step or row) where the data differs from the clean data, and whethe
 show at all:
 
 - `visible`: the data and its recording contradict each other, or the clean world could not
-  have produced the data (the rule is stated per bug in `BUGS`, from what the data holds, not
-  from what a check looks at). Detection is measured over these.
+  have produced the data (the rule is stated with each bug's function, from what the data
+  holds, not from what a check looks at). Detection is measured over these. Two rules run
+  through them: one coincidence is never enough (two places at least), and places that
+  repeat one state are one piece of evidence (a fixed start, a deterministic env's one
+  episode, the same final state).
 - `replayable`: the world's recording can be replayed (an env id, a seed, no wrapper):
   a bug that is not visible but replayable is counted apart, as one only replay can find.
 - Neither: nothing in the files can show it (counted, and listed in the docs as such).
@@ -220,12 +223,41 @@ def actions_shifted(shift: int) -> Callable[[w.World, np.random.Generator], Plan
         moved = np.roll(clean, shift, axis=0)
         moved[0 if shift == 1 else -1] = clean[0 if shift == 1 else -1]
         stream.outs["actions"] = moved
-        outs = stream.outs
-        pinned = "actor" in outs or ("mean" in outs and "log_probs" in outs)
+        pinned = _pinned_rows(stream.outs, clean, moved, shift) >= 2  # one is a coincidence
         places = _per_file(_changed_places(clean, moved, rows=True), world, rows=True)
         return _result(name, world, _write(stream, world, recording), places, pinned)
 
     return plant
+
+
+def _pinned_rows(outs: dict[str, Any], clean: Any, moved: Any, shift: int) -> int:
+    """The rows whose stored (moved) action the policy outputs pin to another row.
+
+    By `log_probs` (with the `actor` logits or the Gaussian's `mean` and `std`): the stored
+    log-probability is the true action's, and the moved action's differs from it. By the
+    greedy action alone (`actor` without `log_probs`): the moved action is the greedy one
+    of the row it came from and not of the row it is stored on; where the greedy action
+    persists, an action fits both rows alike and nothing tells where it belongs.
+    """
+    N = len(clean)
+    rows = np.arange(max(shift, 0), N + min(shift, 0))  # rows holding another row's action
+    differ = (np.asarray(moved[rows]) != np.asarray(clean[rows])).reshape(len(rows), -1)
+    differ = differ.reshape(len(rows), clean.shape[1], -1).any(-1)
+    if "log_probs" in outs and "actor" in outs:
+        logp = outs["actor"] - np.log(np.exp(outs["actor"]).sum(-1, keepdims=True))
+        at = np.take_along_axis(logp[rows], moved[rows][..., None].astype(np.int64), -1)[..., 0]
+        true = np.take_along_axis(logp[rows], clean[rows][..., None].astype(np.int64), -1)[..., 0]
+        return int((differ & ~np.isclose(at, true, rtol=1e-3, atol=1e-3)).sum())
+    if "log_probs" in outs and "mean" in outs:
+        mean, std = outs["mean"][rows], outs["std"][rows]
+        at = w.gaussian_logp(moved[rows].astype(np.float64), mean, std)
+        true = w.gaussian_logp(clean[rows].astype(np.float64), mean, std)
+        return int((differ & ~np.isclose(at, true, rtol=1e-3, atol=1e-3)).sum())
+    if "actor" in outs:
+        greedy = outs["actor"].argmax(-1)
+        came = greedy[rows - shift]  # the greedy action of the row each action came from
+        return int((differ & (moved[rows] == came) & (moved[rows] != greedy[rows])).sum())
+    return 0
 
 
 def dones_shifted(shift: int) -> Callable[[w.World, np.random.Generator], Planted]:
@@ -277,9 +309,27 @@ def truncation_as_termination(world: w.World, rng: np.random.Generator) -> Plant
     places = _cut_places(stream, stream.cut, world)
     stream.term = stream.term | stream.trunc
     stream.trunc = np.zeros_like(stream.trunc)
-    visible = _limit_known(world, recording) and bool(cut.any())
+    # With L = 1 every episode's only step is its L-th: no step before it shows how often
+    # the env terminates, and an unflagged end is what a one-step env under TimeLimit(1)
+    # records (a termination). Two cut episodes at least: one is a coincidence.
+    limit = recording.get("max_episode_steps") or 0
+    visible = _limit_known(world, recording) and limit > 1 and _distinct_episodes(stream, cut) >= 2
     files = _write(stream, world, recording, truncated=bool(rng.random() < 0.5))
     return _result("truncation_as_termination", world, files, places, visible)
+
+
+def _distinct_episodes(stream: w.Stream, ends: Any) -> int:
+    """The distinct episodes ending at the steps of `ends` (first and last observation): a
+    deterministic env that repeats one episode shows one piece of evidence."""
+    lengths = _episode_lengths(stream)
+    keys = {
+        (
+            _row_key(stream, int(k) + 1 - int(lengths[k, b]), int(b)),
+            _row_key(stream, int(k), int(b)),
+        )
+        for k, b in np.argwhere(ends)
+    }
+    return len(keys)
 
 
 def truncation_dropped(world: w.World, rng: np.random.Generator) -> Planted:
@@ -303,7 +353,8 @@ def truncations_some_envs(world: w.World, rng: np.random.Generator) -> Planted:
     stream.term = stream.term | lost
     stream.trunc = stream.trunc & ~lost
     places = _cut_places(stream, lost, world)
-    visible = _limit_known(world, recording) and bool((lost & _known_start(stream)).any())
+    distinct = _distinct_episodes(stream, lost & _known_start(stream))
+    visible = _limit_known(world, recording) and distinct >= 2  # one is a coincidence
     files = _write(stream, world, recording, truncated=True)
     return _result("truncations_some_envs", world, files, places, visible)
 
@@ -375,11 +426,15 @@ def phantom(world: w.World, rng: np.random.Generator) -> Planted:
     files = _write(stream, world, recording, finals=False)
     # The phantom's reward 0 stands out only beside real steps that end nothing and earn
     # something (else the data is that of an env whose first step pays 0), or against a
-    # fixed reset state.
+    # fixed reset state, which k phantom steps lead to as k - 1 coincidences (three steps
+    # at least: one coincidence is never enough); and only from final observations that
+    # differ, two at least: steps that leave one and the same state earn alike, as an env's
+    # first steps from a fixed start do (one piece of evidence).
     real = ~mask & ~(stream.term | stream.trunc)
     paid = bool((stream.rew[real] != 0).any())
-    fixed = world.config.get("start") == "fixed" if world.config else False
-    visible = int(mask.sum()) >= 2 and (paid or fixed)
+    fixed = world.start == "fixed" and int(mask.sum()) >= 3
+    finals = {_row_key(stream, int(k), int(b)) for k, b in np.argwhere(mask)}
+    visible = len(finals) >= 2 and (paid or fixed)
     return _result("phantom", world, files, places, visible)
 
 
@@ -437,9 +492,43 @@ def seeded_alike(world: w.World, rng: np.random.Generator) -> Planted:
     places = _per_file(starts, world, rows=True)
     for p in places:  # env 0's starts are its own
         p -= {(0, t) for t in range(world.T + 1)}
-    random = (world.config.get("start", "random") == "random") if world.config else True
-    two = sum(int(starts[:, b].sum() >= 2) for b in range(world.B)) >= 2
+    # Alike starts show the seeding where starts are random, and twice at least (one is a
+    # coincidence): envs whose steps draw from their generator (noise, a random end, a rare
+    # event) fall out of step after their first episodes, and only those start alike.
+    random = world.start == "random"
+    two = _aligned_alike(stream, together=world.recorded) >= 2
     return _result("seeded_alike", world, _write(stream, world, recording), places, random and two)
+
+
+def _row_key(stream: w.Stream, k: int, b: int) -> bytes:
+    return b"".join(np.ascontiguousarray(x[k, b]).tobytes() for x in w._leaves(stream.obs))
+
+
+def _aligned_alike(stream: w.Stream, *, together: bool) -> int:
+    """The most k-th episode starts that two envs share (the k-th of each, in order).
+
+    Starts on one row share their time: a fixed start under a running normaliser starts
+    every env alike there, and only a recording says there is none (`together`: the files
+    have one). Even then they count only where the two envs' other rows on one row mostly
+    differ: envs in lockstep (a deterministic env and policy; every row a start, nothing
+    to tell) start alike on one row whatever seeds them.
+    """
+    N1, B = stream.flag.shape
+    keys = [[_row_key(stream, t, b) for b in range(B)] for t in range(N1)]
+    best = 0
+    for a in range(B):
+        for b in range(a + 1, B):
+            quiet = [t for t in range(N1) if stream.flag[t, a] != 1 and stream.flag[t, b] != 1]
+            apart = together and 2 * sum(keys[t][a] == keys[t][b] for t in quiet) < len(quiet)
+            ka, kb = (np.flatnonzero(stream.flag[:, e] == 1) for e in (a, b))
+            best = max(
+                best,
+                sum(
+                    keys[x][a] == keys[y][b] and (x != y or apart)
+                    for x, y in zip(ka, kb, strict=False)
+                ),
+            )
+    return best
 
 
 def _policy_pinned(outs: dict[str, Any]) -> bool:
@@ -579,9 +668,20 @@ def rows_aliased(world: w.World, rng: np.random.Generator) -> Planted:
         if j != i
         for leaf in _obs_leaves(f)
     )
+    # And where the file's observations hold floats, or its policy outputs move while its
+    # observations do not: integers and bits stay put by themselves for as long as a
+    # deterministic env rests, across a reset to a start that looks the same.
+    floats = any(leaf.dtype.kind == "f" for leaf in _obs_leaves(r))
+    arrays = r.model_outs.arrays
+    moved = any(
+        bool((arrays[k][1:] != arrays[k][:-1]).any())
+        for k in ("actor", "critic", "mean", "std")
+        if k in arrays
+    )
     if r.final_obses is not None:
         files[i] = (r.replace(final_obses=None), files[i][1])
-    return _result("rows_aliased", world, files, places, bool(reset.any()) and moving, recorded)
+    visible = bool(reset.any()) and moving and (floats or moved)
+    return _result("rows_aliased", world, files, places, visible, recorded)
 
 
 def _bounds_of(space: dict[str, Any] | None) -> list[dict[str, Any]]:
@@ -595,11 +695,9 @@ def _bounds_of(space: dict[str, Any] | None) -> list[dict[str, Any]]:
 def obs_normalised(world: w.World, rng: np.random.Generator) -> Planted:
     """Float observations normalised in place ((x - mean) / std), the recording unchanged."""
     files, recorded = _files(world)
-    every = [leaf for r, _ in files for leaf in _obs_leaves(r)]
     floats = [i for i, leaf in enumerate(_obs_leaves(files[0][0])) if leaf.dtype.kind == "f"]
     if not floats:
         return _result("obs_normalised", world, files, [set() for _ in files], False, recorded)
-    del every
     places: list[set[Place]] = []
     outside = False
     descs = _bounds_of((files[0][1] or {}).get("observation_space"))
@@ -619,13 +717,19 @@ def obs_normalised(world: w.World, rng: np.random.Generator) -> Planted:
                 from tests.lint.synth import box_bounds
 
                 low, high = box_bounds(descs[i])
-                # Real envs' Box bounds are soft: half the range past them is no contradiction.
+                # Real envs' Box bounds are soft: a value past one by no more than the box is
+                # wide is no contradiction, nor one side of a box left by any margin
+                # (LunarLander's lander flies as high as it likes above its y of 2.5): a
+                # feature bounded on both sides shows a rescale where it leaves both.
                 finite = np.isfinite(low) & np.isfinite(high)
                 one = np.where(np.isfinite(low), low, high)
                 with np.errstate(invalid="ignore"):
                     scale = np.where(finite, high - low, np.maximum(1.0, np.abs(one)))
-                slack = 0.5 * np.where(np.isfinite(scale), scale, 0.0)
-                outside |= bool(((new < low - slack) | (new > high + slack)).any())
+                slack = np.where(np.isfinite(scale), scale, 0.0)
+                flat = new.reshape(-1, *low.shape)
+                below = (flat < low - slack).any(axis=0)
+                above = (flat > high + slack).any(axis=0)
+                outside |= bool(np.where(finite, below & above, below | above).any())
             leaf[...] = new
         places.append(mine)
         if r.final_obses is not None:

@@ -35,16 +35,16 @@ def _terminal(episodes: int, shift: int, length: int = 5) -> Any:
 
 
 def test_tk102_finds_late_and_early_terminal_rewards() -> None:
-    [late] = codes(_terminal(6, 1), "TK102")
+    [late] = codes(_terminal(8, 1), "TK102")
     assert (late.env, late.step) == (0, 5)
     assert late.message.startswith(
-        "the rewards of 6 of 6 terminated episodes of the dataset stand out on the next "
-        "episode's first step (6 of 6 here; rews[5, 0] = 1)"
+        "the rewards of 8 of 8 terminated episodes of the dataset stand out on the next "
+        "episode's first step (8 of 8 here; rews[5, 0] = 1)"
     )
     assert late.message.endswith("rewards stored one step late?")
-    [early] = codes(_terminal(6, -1), "TK102")
+    [early] = codes(_terminal(8, -1), "TK102")
     assert (early.step, early.message.endswith("one step early?")) == (3, True)
-    assert codes(_terminal(6, 0), "TK102") == []
+    assert codes(_terminal(8, 0), "TK102") == []
 
 
 def test_tk102_dense_rewards_give_no_evidence() -> None:
@@ -54,7 +54,23 @@ def test_tk102_dense_rewards_give_no_evidence() -> None:
 
 @pytest.mark.parametrize(("episodes", "hit"), [(MIN_SHIFTED - 1, False), (MIN_SHIFTED, True)])
 def test_tk102_needs_min_shifted_episodes(episodes: int, hit: bool) -> None:
-    assert bool(codes(_terminal(episodes, 1), "TK102")) is hit
+    # many controls that stand out never: the chance says yes from 3 episodes on
+    counts = _shift(late=(episodes, episodes), own=(episodes, 0), first=(10**4, 0))
+    assert bool(shifted_rewards([("a.npz", counts)])) is hit
+
+
+@pytest.mark.parametrize(("episodes", "hit"), [(6, False), (7, True)])
+def test_tk102_the_chance_of_as_many_standing_out(episodes: int, hit: bool) -> None:
+    # n shifted steps stand out, none of the n recorded terminating steps: their rate is
+    # bounded by 3 / (n + 3), and its n-th power falls under 1e-3 at n = 7 (1.4e-3 at 6)
+    assert bool(codes(_terminal(episodes, -1), "TK102")) is hit
+
+
+def test_tk102_a_phase_of_fixed_length_episodes_is_no_shift() -> None:
+    """Dense rewards of fixed-length episodes: the steps of one phase stand out of the
+    middle steps' range by themselves, and the recorded terminating steps nearly as often."""
+    assert shifted_rewards([("a.npz", _shift(early=(20, 11), own=(20, 7)))]) == []
+    assert shifted_rewards([("a.npz", _shift(early=(20, 15), own=(20, 1)))]) != []
 
 
 def _shift(**counts: tuple[int, int]) -> RewardShift:
@@ -69,13 +85,14 @@ def _shift(**counts: tuple[int, int]) -> RewardShift:
 @pytest.mark.parametrize(
     ("counts", "hit"),
     [
-        ({"late": (10, 5)}, False),  # half stand out: not most
-        ({"late": (10, 6)}, True),
+        # many controls that never stand out keep the chance small where it is not judged
+        ({"late": (10, 5), "first": (10**4, 0)}, False),  # half stand out: not most
+        ({"late": (10, 6), "first": (10**4, 0)}, True),
         ({"late": (10, 10), "own": (10, 5)}, False),  # half the terminating steps stand out
-        ({"late": (10, 10), "own": (10, 4)}, True),
-        ({"late": (10, 10), "first": (2, 1)}, False),  # the control stands out as much
-        ({"late": (10, 10), "first": (3, 1)}, True),
-        ({"early": (10, 10), "before": (2, 1)}, False),
+        ({"late": (10, 10), "own": (10, 4), "first": (10**4, 0)}, True),
+        ({"late": (10, 10), "own": (10**4, 0), "first": (2, 1)}, False),  # the control, as much
+        ({"late": (10, 10), "own": (10**4, 0), "first": (3, 1)}, True),
+        ({"early": (10, 10), "own": (10**4, 0), "before": (2, 1)}, False),
     ],
 )
 def test_tk102_thresholds(counts: dict[str, tuple[int, int]], hit: bool) -> None:
@@ -122,7 +139,7 @@ def _policy(T: int, shift: int, *, log_probs: bool, B: int = 2, seed: int = 1) -
 def test_tk103_finds_actions_on_the_next_row(log_probs: bool) -> None:
     r = rollout(np.zeros((25, 2)), outs=_policy(24, 1, log_probs=log_probs))
     [found] = codes(r, "TK103")
-    assert (found.env, found.step) == (0, 1)
+    assert (found.env, found.step) == (0, 0)  # row 0 holds another row's action too
     assert found.message.endswith("each action is stored one row late")
     assert "0% fit their own policy outputs and 100% those of actions[t+1]" in found.message
 
@@ -152,18 +169,41 @@ def test_tk103_gaussian_actions_by_their_log_probs() -> None:
 @pytest.mark.parametrize("more", [0, -1])
 def test_tk103_needs_enough_telling_rows(by: str, least: int, more: int) -> None:
     telling = least + more
-    fit = ActionFit(by, {"late": (telling, 0, telling, (1, 0)), "early": (10**4, 0, 0, None)})
+    fit = ActionFit(
+        by,
+        {"late": (telling, 0, telling, (1, 0), 0, 0), "early": (10**4, 0, 0, None, 10**4, 0)},
+    )
     assert bool(misaligned_actions([("a.npz", fit)])) is (more == 0)
 
 
-@pytest.mark.parametrize(("mirror", "hit"), [(26, False), (28, True)])
+@pytest.mark.parametrize(("mirror", "hit"), [(23, False), (25, True)])
 def test_tk103_the_chance_of_as_many_shifted_fits_against_the_mirror(
     mirror: int, hit: bool
 ) -> None:
-    # 3 of 3 telling rows fit the shifted reading, none of `mirror` the other shift:
-    # p = 3 / (mirror + 3); p^3 is 1.1e-3 at 26, 9.1e-4 at 28 (27 gives 1e-3 itself).
-    fit = ActionFit("log_probs", {"late": (3, 0, 3, (1, 0)), "early": (mirror, 0, 0, None)})
+    # 3 of 3 telling rows fit the shifted reading, none their own, none of `mirror` rows the
+    # other shift where it proposes another action: p = 3 / (3 + mirror + 3); p^3 is
+    # 1.1e-3 at 23, 9.1e-4 at 25 (24 gives 1e-3 itself).
+    fit = ActionFit(
+        "log_probs", {"late": (3, 0, 3, (1, 0), 3, 3), "early": (10**4, 0, 0, None, mirror, 0)}
+    )
     assert bool(misaligned_actions([("a.npz", fit)])) is hit
+
+
+@pytest.mark.parametrize(("decoys", "hit"), [(23, False), (25, True)])
+def test_tk103_the_chance_of_as_many_shifted_fits_against_decoys(decoys: int, hit: bool) -> None:
+    # As above, the coincidence rate from decoys (actions no reading proposes) alone.
+    counts = {"late": (3, 0, 3, (1, 0), 3, 3), "early": (0, 0, 0, None, 0, 0)}
+    fit = ActionFit("log_probs", counts, decoys=(decoys, 0))
+    assert bool(misaligned_actions([("a.npz", fit)])) is hit
+    fitting = ActionFit("log_probs", counts, decoys=(10**4, 10**4 // 2))  # decoys often fit
+    assert misaligned_actions([("a.npz", fitting)]) == []
+
+
+def test_tk103_own_fits_count_against_the_shift() -> None:
+    # 10 telling rows: 10 fit the shift, 4 their own (ties elsewhere excluded): the own
+    # fits make coincidences common, p = 7 / 13 over own rows and mirror rows.
+    counts = {"late": (10, 4, 10, (1, 0), 10, 10), "early": (0, 0, 0, None, 0, 0)}
+    assert misaligned_actions([("a.npz", ActionFit("log_probs", counts))]) == []
 
 
 @pytest.mark.parametrize(
@@ -221,7 +261,7 @@ def test_tk102_messages_name_the_shift_and_the_counts() -> None:
         "episode's first step (10 of 10 here; rews[1, 0] = 1), and 2 of 10 on the terminating "
         "steps: rewards stored one step late?"
     )
-    [early] = shifted_rewards([("a.npz", _shift(early=(10, 10)))])
+    [early] = shifted_rewards([("a.npz", _shift(early=(10, 10), own=(10, 0)))])
     assert "stand out on the step before (10 of 10 here" in early.message
 
 
@@ -249,9 +289,12 @@ def test_action_fit_counts_telling_rows() -> None:
     fit = action_fit(rollout(np.zeros(5), outs=late))
     assert fit is not None
     assert fit.by == "log_probs"
-    # rows 1 to 3: each action differs from both neighbours; none fits its own row, all fit
-    # the next row's outputs (the late shift), one the previous row's (row 1's, by the roll).
-    assert fit.counts == {"late": (3, 0, 3, (1, 0)), "early": (3, 0, 1, (1, 0))}
+    # late, rows 0 to 3: each action differs from the next, none fits its own row, all fit
+    # the next row's outputs; rows 2 and 3 propose another action than the early shift.
+    # early, rows 1 to 4: on rows 2 to 4 the two actions are both non-greedy, their
+    # log-probabilities tie, and tell nothing; row 1 fits the previous row's action (the roll).
+    assert fit.counts == {"late": (4, 0, 4, (0, 0), 2, 2), "early": (1, 0, 1, (1, 0), 0, 0)}
+    assert fit.decoys == (1, 0)  # row 1's candidates are 0 and 1: action 2 is a decoy
     assert action_fit(rollout(np.zeros(3), outs={k: v[:3] for k, v in late.items()})) is not None
     assert action_fit(rollout(np.zeros(2), outs={k: v[:2] for k, v in late.items()})) is None
 
@@ -265,16 +308,19 @@ def test_action_fit_of_box_actions_with_features() -> None:
     outs = {"mean": mean, "std": std, "log_probs": dens.sum(-1), "actions": np.roll(actions, 1, 0)}
     fit = action_fit(rollout(np.zeros(9), outs=outs))
     assert fit is not None
-    assert fit.counts["late"][:3] == (7, 0, 7)
+    assert fit.counts["late"][:3] == (8, 0, 8)  # rows 0 to 7
+    assert fit.decoys[0] == 12  # rows 1 to 7: the actions two rows away (6 + 6 of them)
 
 
 def test_tk103_every_reading_is_judged_and_the_messages() -> None:
-    weak = ActionFit("log_probs", {"late": (2, 0, 2, (1, 0)), "early": (10**4, 0, 0, None)})
+    far = (10**4, 0, 0, None, 10**4, 0)
+    weak = ActionFit("log_probs", {"late": (2, 0, 2, (1, 0), 2, 2), "early": far})
     none = ActionFit(
-        "the greedy action of actor", {"late": (0, 0, 0, None), "early": (9, 0, 0, None)}
+        "the greedy action of actor",
+        {"late": (0, 0, 0, None, 0, 0), "early": (9, 0, 0, None, 9, 0)},
     )
     greedy = ActionFit(
-        "the greedy action of actor", {"late": (10, 2, 9, (4, 1)), "early": (10**4, 0, 0, None)}
+        "the greedy action of actor", {"late": (10, 2, 9, (4, 1), 10, 9), "early": far}
     )
     found = misaligned_actions([("a.npz", weak), ("b.npz", none), ("c.npz", greedy)])
     assert [(f.code, f.path, f.env, f.step) for f in found] == [("TK103", "c.npz", 1, 4)]
@@ -283,10 +329,52 @@ def test_tk103_every_reading_is_judged_and_the_messages() -> None:
         "own policy outputs and 90% those of actions[t+1] (by the greedy action of actor): "
         "each action is stored one row late"
     )
-    early = ActionFit("log_probs", {"early": (9, 0, 9, (2, 0)), "late": (10**4, 0, 0, None)})
+    early = ActionFit("log_probs", {"early": (9, 0, 9, (2, 0), 9, 9), "late": far})
     [found_early] = misaligned_actions([("a.npz", early)])
     assert found_early.message == (
         "of the 9 rows of the dataset whose action differs from the previous row's, 0% fit "
         "their own policy outputs and 100% those of actions[t-1] (by log_probs): each action "
         "is stored one row early"
     )
+
+
+def test_action_fit_rows_whose_two_actions_tie_tell_nothing() -> None:
+    actor = np.zeros((7, 1, 3))
+    actor[..., 2] = 4.0  # actions 0 and 1 are equally likely on every row
+    actions = np.array([0, 1, 0, 1, 0, 1, 0])[:, None]
+    chosen = np.take_along_axis(log_softmax(actor), actions[..., None], -1)[..., 0]
+    outs = {"actor": actor, "actions": np.roll(actions, 1, 0), "log_probs": chosen}
+    fit = action_fit(rollout(np.zeros(7), outs=outs))
+    assert fit is not None
+    assert fit.counts["late"][0] == fit.counts["early"][0] == 0
+    assert fit.decoys == (5, 0)  # action 2 on rows 1 to 5: never the stored log-probability
+
+
+def test_action_fit_decoys_that_fit_the_stored_log_probability() -> None:
+    actor = np.zeros((5, 1, 4))
+    actions = np.array([0, 0, 0, 0, 0])[:, None]
+    chosen = np.full((5, 1), np.log(0.25))  # uniform logits: every action fits
+    fit = action_fit(
+        rollout(np.zeros(5), outs={"actor": actor, "actions": actions, "log_probs": chosen})
+    )
+    assert fit is not None
+    assert fit.decoys == (9, 9)  # rows 1 to 3, actions 1 to 3
+
+
+def test_action_fit_by_the_greedy_action_where_it_moves() -> None:
+    greedy = np.array([0, 1, 2, 0, 1, 2, 0])
+    actor = np.eye(3)[greedy][:, None, :] * 5.0
+    actions = np.roll(greedy, 1)[:, None]  # each row holds the previous row's greedy action
+    fit = action_fit(rollout(np.zeros(7), outs={"actor": actor, "actions": actions}))
+    assert fit is not None
+    assert fit.by == "the greedy action of actor"
+    # late, rows 1 to 5 (row 0's action, the roll's wrap, is row 1's): the next row's
+    # greedy action differs on every one, and its action is this row's greedy one
+    assert fit.counts["late"][:4] == (5, 0, 5, (1, 0))
+    pairs = np.array([0, 0, 1, 1, 2, 2, 0])  # the greedy action persists over two rows
+    steady = np.eye(3)[pairs][:, None, :] * 5.0
+    moved = np.roll(pairs, 1)[:, None]
+    still = action_fit(rollout(np.zeros(7), outs={"actor": steady, "actions": moved}))
+    assert still is not None
+    # where the next row's greedy action is this row's, its action fits both: no telling row
+    assert still.counts["late"][0] == 0

@@ -47,8 +47,17 @@ def test_tk104_finds_the_reset_observation_twice_at_every_end() -> None:
 @pytest.mark.parametrize(("ends", "hit"), [([4], False), ([4, 9], True)])
 def test_tk104_needs_min_boundaries_ends(ends: list[int], hit: bool) -> None:
     assert len(ends) == MIN_BOUNDARIES - (not hit)
-    obses, rews = _twice(ends, 12)
-    r = rollout(dones_for([5, 5][: len(ends)], 12), obses=obses, rews=rews)
+    obses, rews = _twice(ends, 40)
+    r = rollout(dones_for([5, 5][: len(ends)], 40), obses=obses, rews=rews)
+    assert bool(codes(r, "TK104")) is hit
+
+
+@pytest.mark.parametrize(("T", "hit"), [(17, False), (18, True)])
+def test_tk104_the_chance_of_as_many_repeats(T: int, hit: bool) -> None:
+    # 2 repeats among T + 1 rows: p = (2 + 3) / (T (T + 1) / 2 + 3), p^2 <= 1e-3 from T = 18
+    # (the 171 pairs of 19 rows: 8.3e-4; 1.03e-3 with the 153 of 18)
+    obses, rews = _twice([4, 9], T)
+    r = rollout(dones_for([5, 5], T), obses=obses, rews=rews)
     assert bool(codes(r, "TK104")) is hit
 
 
@@ -93,7 +102,9 @@ def test_tk108_finds_the_phantom_step() -> None:
 
 
 def _evidence(k: int, zeros: int, others: int, wins: int = 0, judged: int = 0) -> PhantomEvidence:
-    return PhantomEvidence(k, True, zeros, others, wins, judged, frozenset(), frozenset(), (1, 0))
+    """k silent boundary steps, each from another observation."""
+    rows = frozenset(bytes([i]) for i in range(k))
+    return PhantomEvidence(k, True, zeros, others, wins, judged, frozenset(), rows, (1, 0))
 
 
 @pytest.mark.parametrize(
@@ -110,12 +121,39 @@ def test_tk108_the_jumps_must_leave_the_flagged_rows_in_half(wins: int, hit: boo
     assert bool(phantom_findings([("a.npz", _evidence(4, 0, 1000, wins, 4))])) is hit
 
 
+def _fixed(k: int, alike: float, at: frozenset[bytes] = frozenset({b"a", b"b"})) -> PhantomEvidence:
+    """k silent boundary steps (0-reward steps common: q says nothing) onto one state."""
+    return PhantomEvidence(k, True, 50, 50, 0, 0, frozenset({b"s"}), at, (1, 0), alike)
+
+
 @pytest.mark.parametrize(("k", "hit"), [(MIN_BOUNDARIES - 1, False), (MIN_BOUNDARIES, True)])
 def test_tk108_a_fixed_reset_state_after_the_boundary_steps(k: int, hit: bool) -> None:
-    e = PhantomEvidence(k, True, 50, 50, 0, 0, frozenset({b"s"}), frozenset({b"a", b"b"}), (1, 0))
-    assert bool(phantom_findings([("a.npz", e)])) is hit
-    one = PhantomEvidence(k, True, 50, 50, 0, 0, frozenset({b"s"}), frozenset({b"a"}), (1, 0))
+    assert bool(phantom_findings([("a.npz", _fixed(k, -4.0))])) is hit
+    assert phantom_findings([("a.npz", _fixed(k, -4.0, at=frozenset({b"a"})))]) == []
+
+
+@pytest.mark.parametrize(("alike", "hit"), [(-1.4, False), (-1.6, True)])
+def test_tk108_a_fixed_reset_state_weighed_against_alike_rows(alike: float, hit: bool) -> None:
+    # 3 boundary steps onto one state: 2 coincidences at the rate rows are alike, p^2 <= 1e-3
+    # from log10 p = -1.5 (a coarse observation repeats by itself: rows alike 1 in 25 are no
+    # evidence, 1 in 40 are)
+    assert bool(phantom_findings([("a.npz", _fixed(3, alike))])) is hit
+
+
+def test_tk108_the_rate_of_alike_rows_per_file() -> None:
+    obses = np.array([0.0, 1, 0, 1, 2])[:, None, None]  # pairs alike: (0, 2), (1, 3) of 10
+    r = rollout(dones_for([2, 2], 4), obses=obses)
+    evidence = phantom_evidence(r)
+    assert evidence is not None
+    assert evidence.alike == pytest.approx(np.log10(5 / 13))
+
+
+def test_tk108_steps_from_one_state_are_one_piece_of_evidence() -> None:
+    """A fixed start whose first step earns 0 (a sparse reward far from it): every boundary
+    step leaves the same observation, and earns alike."""
+    one = PhantomEvidence(40, True, 500, 1000, 0, 0, frozenset(), frozenset({b"s"}), (1, 0))
     assert phantom_findings([("a.npz", one)]) == []
+    assert phantom_findings([("a.npz", _evidence(40, 500, 1000))]) != []  # 40 states: q^40
 
 
 def test_tk108_a_boundary_step_that_pays_or_ends_is_no_phantom() -> None:
@@ -288,7 +326,8 @@ def test_phantom_evidence_counts_row_0_of_a_continuing_file() -> None:
     assert later is not None
     assert (first.steps, later.steps, first.first, later.first) == (2, 3, (6, 0), (0, 0))
     assert first.after == frozenset(boundaries._row_keys(r, boundaries.boundary_rows(r), 1))
-    assert first.at == frozenset(boundaries._row_keys(r, boundaries.boundary_rows(r), 0))
+    keys = boundaries._row_keys(r, boundaries.boundary_rows(r), 0)
+    assert first.at == frozenset(boundaries._digest(key) for key in keys)
     assert phantom_evidence(r, {"autoreset_mode": "DISABLED"}) is None
     assert phantom_evidence(r, {"autoreset_mode": "NEXT_STEP"}) == first
     none = phantom_evidence(rollout(dones_for([18], 18)))
@@ -301,11 +340,14 @@ def test_jump_wins_counts_steps_from_row_1() -> None:
     r = rollout(np.array([1.0, 0, 1, 0, 0, 0, 0]), obses=obses)
     steps = boundaries.boundary_rows(r)  # row 2 flagged: step 2 leaves it, step 1 enters it
     assert boundaries._jump_wins(r, steps) == (1, 1)
-    row1 = rollout(np.array([1.0, 1, 0, 0, 0, 0, 0]), obses=obses)
-    assert boundaries._jump_wins(row1, boundaries.boundary_rows(row1)) == (0, 1)
-    level = np.array([0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0])[:, None, None]  # equal jumps: no win
-    flat = rollout(np.array([1.0, 0, 1, 0, 0, 0, 0]), obses=level)
-    assert boundaries._jump_wins(flat, boundaries.boundary_rows(flat)) == (0, 1)
+    row1 = rollout(np.array([1.0, 1, 0, 0, 0, 0, 0]), obses=obses)  # steps 0 and 1 move 1
+    assert boundaries._jump_wins(row1, boundaries.boundary_rows(row1)) == (0, 0)
+    level = np.array([0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0])[:, None, None]  # equal jumps: a tie,
+    flat = rollout(np.array([1.0, 0, 1, 0, 0, 0, 0]), obses=level)  # which tells nothing
+    assert boundaries._jump_wins(flat, boundaries.boundary_rows(flat)) == (0, 0)
+    slower = np.array([0.0, 1.0, 3.0, 4.0, 5.0, 6.0, 7.0])[:, None, None]  # onto the row: 2
+    on = rollout(np.array([1.0, 0, 1, 0, 0, 0, 0]), obses=slower)
+    assert boundaries._jump_wins(on, boundaries.boundary_rows(on)) == (0, 1)
     ints = rollout(np.array([1.0, 0, 1, 0]), obses=np.zeros((4, 1), np.int64))
     assert boundaries._jump_wins(ints, boundaries.boundary_rows(ints)) == (0, 0)
 

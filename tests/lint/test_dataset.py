@@ -180,13 +180,15 @@ def test_cli_lists_the_checks(capsys: pytest.CaptureFixture[str]) -> None:
 def test_a_file_s_own_findings_come_in_code_order() -> None:
     from tests.lint.helpers import codes
 
-    obses = np.zeros((9, 1, 3), np.float32)
-    obses[4] = obses[3] = 1.0  # each episode end repeats its observation (TK104)
-    obses[7, 0, 0] = obses[6, 0, 0] = 50.0  # far outside the declared space (TK116)
-    rews = np.ones(8)
+    obses = np.random.default_rng(0).uniform(-0.5, 0.5, size=(21, 1, 3)).astype(np.float32)
+    obses[4] = obses[3]  # each episode end repeats its observation (TK104)
+    obses[7] = obses[6]
+    obses[7, 0, 0] = obses[6, 0, 0] = 50.0  # far outside the declared space (TK116),
+    obses[9, 0, 0] = -50.0  # on both sides
+    rews = np.ones(20)
     rews[[3, 6]] = 0.0
-    dones = dones_for([4, 3], 8)
-    outs = {"actions": np.array([[0], [1], [9], [0], [0], [0], [0], [0], [0]])}
+    dones = dones_for([4, 3], 20)
+    outs = {"actions": np.array([[0], [1], [9]] + [[0]] * 18)}
     space = {"type": "Box", "low": -1.0, "high": 1.0, "shape": [3], "dtype": "float32"}
     rec = {"id": "a", "index": 0, "num_envs": 1, "observation_space": space, "wrappers": []}
     r = rollout(dones, obses=obses, rews=rews, outs=outs)

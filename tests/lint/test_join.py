@@ -64,9 +64,27 @@ def test_the_recording_is_cut_across_files_and_passes(run: Path) -> None:
     assert lint(run, jobs=1) == []
 
 
-def test_tk101_two_cut_episodes_are_no_evidence(run: Path) -> None:
-    """Both episodes that reached step 499 ended at 500: nothing tells a cut from an end."""
+def test_tk101_two_long_cut_episodes_are_evidence(run: Path) -> None:
+    """Both episodes ended at 500 after 125 steps each (the last quarter of the limit) that
+    terminated nothing: h = 3 / 253, and two such ends a chance of 1.4e-4."""
     _edit(run / "run-3.npz", truncations_dropped=True)
+    [found] = lint(run, jobs=1)
+    assert (found.code, Path(found.path or "").name, found.env, found.step) == (
+        "TK101",
+        "run-3.npz",
+        0,
+        115,
+    )
+    assert found.message.startswith("2 distinct episodes in 1 file end at exactly the time limit")
+
+
+def test_tk101_one_cut_episode_is_no_evidence(run: Path) -> None:
+    """Env 0's episode ends unflagged at 500, env 1's flagged: one is a coincidence."""
+    r = trajkit.load(run / "run-3.npz")
+    recording = trajkit.read_metadata(run / "run-3.npz").recording
+    assert r.truncated is not None
+    r.truncated[:, 0] = 0
+    trajkit.save(r, run / "run-3.npz", recording=recording)
     assert lint(run, jobs=1) == []
 
 
@@ -89,7 +107,7 @@ def test_tk101_truncations_recorded_as_terminations_across_files(tmp_path: Path)
     assert found.message == (
         "8 distinct episodes in 4 files end at exactly the time limit of 15 steps with "
         "truncated = 0, in envs that flag no such end as a truncation, where a step terminates "
-        "an episode 0.27 of the time: record them as truncations (truncated = 1 and their "
+        "an episode 0.11 of the time: record them as truncations (truncated = 1 and their "
         "final_values)"
     )
 
@@ -161,7 +179,10 @@ def test_jobs_give_the_same_joined_findings(run: Path, monkeypatch: pytest.Monke
     one = lint(run, max_episode_steps=300, jobs=1)
     two = lint(run, max_episode_steps=300, jobs=2)
     assert one == two
-    assert [(Path(f.path or "").name, f.code) for f in one] == [("run-2.npz", "TK105")]
+    assert [(Path(f.path or "").name, f.code) for f in one] == [
+        ("run-2.npz", "TK105"),
+        ("run-3.npz", "TK101"),
+    ]
 
 
 def test_files_without_a_recording_join_only_when_listed_one_after_the_other(run: Path) -> None:

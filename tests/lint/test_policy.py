@@ -71,8 +71,34 @@ def test_tk110_the_unclipped_sample_beside_the_clipped_action() -> None:
 
 @pytest.mark.parametrize(("fit", "hit"), [(MIN_FIT - 1, False), (MIN_FIT, True)])
 def test_tk110_min_fit_rows_confirm_the_formula(fit: int, hit: bool) -> None:
-    files = [("a.npz", LogpFit(100, fit, (3, 0), -1.0, -2.0))]
+    files = [("a.npz", LogpFit(100, fit, (3, 0), -1.0, -2.0))]  # no decoy to judge by
     assert bool(mismatch_findings(files)) is hit
+
+
+@pytest.mark.parametrize(("decoys", "hit"), [(76, False), (77, True)])
+def test_tk110_decoys_confirm_the_formula(decoys: int, hit: bool) -> None:
+    # 3 of 6 rows fit, no decoy of `decoys` does: the chance of 3 fits at 3 / (decoys + 3)
+    # is 1.004e-3 at 76, 9.7e-4 at 77
+    files = [("a.npz", LogpFit(6, 3, (3, 0), -1.0, -2.0, decoys=(decoys, 0)))]
+    assert bool(mismatch_findings(files)) is hit
+
+
+def test_tk110_decoys_that_fit_as_often_confirm_nothing() -> None:
+    """A formula that is not the policy's fits some rows by coincidence, decoys as often."""
+    files = [("a.npz", LogpFit(1000, 20, (3, 0), -1.0, -2.0, decoys=(1000, 20)))]
+    assert mismatch_findings(files) == []
+
+
+def test_logp_fit_decoys_of_box_actions_two_rows_away() -> None:
+    rng = np.random.default_rng(0)
+    mean = rng.normal(size=(5, 1, 1))
+    std = np.full_like(mean, 0.5)
+    actions = mean + std * rng.normal(size=mean.shape)
+    logp = (-0.5 * ((actions - mean) / std) ** 2 - np.log(std) - 0.5 * np.log(2 * np.pi))[..., 0]
+    outs = {"actions": actions, "mean": mean, "std": std, "log_probs": logp}
+    fit = logp_fit(rollout(np.zeros(5), outs=outs), None)
+    assert fit is not None
+    assert fit.decoys == (6, 0)  # rows 0-2 against rows 2-4, and back
 
 
 @pytest.mark.parametrize(("rows", "hit"), [(MIN_ROWS - 1, False), (MIN_ROWS, True)])
@@ -142,7 +168,7 @@ def test_gaussian_logp_of_a_zero_std_warns_nothing() -> None:
 def test_logp_fit_fields() -> None:
     outs = _discrete(3, B=2)
     fit = logp_fit(rollout(np.zeros((4, 2)), outs=outs), None)
-    assert fit == LogpFit(8, 8, None, order=fit.order)  # type: ignore[union-attr]
+    assert fit == LogpFit(8, 8, None, order=fit.order, decoys=(16, 0))  # type: ignore[union-attr]
     assert fit is not None
     assert [fit.order[b][b] for b in range(2)] == [4, 4]
     outs["log_probs"][2, 1] -= 1.0

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 import numpy as np
 import pytest
 
-from tests.lint.helpers import Array, codes, rollout
+from tests.lint.helpers import Array, codes, dones_for, rollout
 from trajkit.lint.spaces import leaf_space, space_name
 
 
@@ -70,13 +70,15 @@ def _obs_recording(space: Mapping[str, object], **more: object) -> dict[str, obj
 def test_tk116_an_observation_far_outside_a_box() -> None:
     space = {"type": "Box", "low": -1.0, "high": 1.0, "shape": [3], "dtype": "float32"}
     obses = np.zeros((6, 1, 3), np.float32)
-    obses[2, 0, 1] = 2.0  # a soft bound: 1 past, half the range
-    obses[4, 0, 2] = 2.5
+    obses[2, 0, 1] = 3.0  # a soft bound: 2 past, as far as the box is wide
+    obses[3, 0, 0] = 9.0  # far past one side only: an env's state running past a soft bound
+    obses[4, 0, 2] = 3.5  # far past both sides: a rescale
+    obses[5, 0, 2] = -3.5
     rec = _obs_recording(space)
     [found] = codes(rollout(np.zeros(6), obses=obses), "TK116", recording=rec)
     assert (found.code, found.path, found.env, found.step) == ("TK116", "r0.npz", 0, 4)
     assert found.message.startswith(
-        "obses[4, 0][2] = 2.5 is outside Box(-1.0, 1.0, (3,)) (1 row in 1 env): observations "
+        "obses[4, 0][2] = 3.5 is outside Box(-1.0, 1.0, (3,)) (2 rows in 1 env): observations "
         "normalised, rescaled or clipped in place"
     )
     wrapped = _obs_recording(space, wrappers=["NormalizeObservation"])
@@ -84,25 +86,36 @@ def test_tk116_an_observation_far_outside_a_box() -> None:
 
 
 @pytest.mark.parametrize(
-    ("low", "high", "value", "hit"),
+    ("low", "high", "values", "hit"),
     [
-        (-1.0, 1.0, 2.0, False),  # BOX_MARGIN of the range, 2: 1 past is inside
-        (-1.0, 1.0, 2.0001, True),
-        (-1.0, 1.0, -2.0001, True),
-        (None, 5.0, 7.5, False),  # one side unbounded: half of |5|
-        (None, 5.0, 7.5001, True),
-        (0.0, None, -0.5, False),  # half of at least 1
-        (0.0, None, -0.5001, True),
-        (None, None, 1e30, False),
+        (-1.0, 1.0, (3.0, -3.0001), False),  # BOX_MARGIN of the range, 2: 2 past is inside
+        (-1.0, 1.0, (3.0001, -3.0001), True),
+        (-1.0, 1.0, (-3.0, 3.0001), False),
+        (-1.0, 1.0, (3.0001, 0.0), False),  # far past one side only
+        (-1.0, 1.0, (-30.0, -3.0001), False),
+        (None, 5.0, (10.0, 0.0), False),  # one side unbounded: |5|, and one side suffices
+        (None, 5.0, (10.0001, 0.0), True),
+        (0.0, None, (-1.0, 0.0), False),  # at least 1
+        (0.0, None, (-1.0001, 0.0), True),
+        (None, None, (1e30, -1e30), False),
     ],
 )
 def test_tk116_the_box_margin(
-    low: float | None, high: float | None, value: float, hit: bool
+    low: float | None, high: float | None, values: tuple[float, float], hit: bool
 ) -> None:
     space = {"type": "Box", "low": low, "high": high, "shape": [1], "dtype": "float64"}
-    obses = np.full((3, 1, 1), value)
+    obses = np.array([0.0, *values])[:, None, None]
     found = codes(rollout(np.zeros(3), obses=obses), "TK116", recording=_obs_recording(space))
     assert bool(found) is hit
+
+
+def test_tk116_both_sides_of_a_box_in_the_rows_and_final_observations() -> None:
+    space = {"type": "Box", "low": -1.0, "high": 1.0, "shape": [1], "dtype": "float64"}
+    obses = np.array([0.0, 9.0, 0.0, 0.0])[:, None, None]  # up in a row, down in a final
+    final = np.array([[-9.0]])
+    r = rollout(dones_for([2], 3), obses=obses, final_obses=final)
+    [found] = codes(r, "TK116", recording=_obs_recording(space))
+    assert (found.env, found.step) == (0, 1)
 
 
 def test_tk116_float32_data_against_float64_bounds() -> None:

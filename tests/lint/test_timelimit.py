@@ -7,7 +7,7 @@ import pytest
 
 from tests.lint.helpers import codes, dones_for, lint_rollouts, rollout
 from trajkit.lint import Finding
-from trajkit.lint.timelimit import cut_chance
+from trajkit.lint.timelimit import cut_rate, window
 
 RAW = {"id": "r", "index": 0, "num_envs": 2, "autoreset_mode": "NEXT_STEP", "wrappers": []}
 
@@ -19,16 +19,23 @@ def _cut(episodes: int) -> list[Finding]:
     return codes(r, "TK101", max_episode_steps=10)
 
 
-@pytest.mark.parametrize(("episodes", "hit"), [(6, False), (7, True)])
+@pytest.mark.parametrize(("episodes", "hit"), [(4, False), (5, True)])
 def test_tk101_cut_episodes_with_nothing_else_to_go_by(episodes: int, hit: bool) -> None:
-    # Every episode that reached step 9 ended at 10: the rate there is bounded by
-    # 3 / (n + 3), and (3 / (n + 3))^n falls under 1e-3 at n = 7 (1.4e-3 at 6).
+    # Every episode passed steps 8 and 9 (the window: the last quarter of L = 10, 2 steps)
+    # and ended at 10: the rate there is bounded by 3 / (2n + 3), and its n-th power falls
+    # under 1e-3 at n = 5 (6.5e-4; 5.5e-3 at 4).
+    assert window(10) == 2
     found = _cut(episodes)
     assert [(f.code, f.env, f.step) for f in found] == ([("TK101", 0, 9)] if hit else [])
     if hit:
         assert found[0].message.startswith(
-            "7 distinct episodes in 1 file end at exactly the time limit of 10 steps"
+            "5 distinct episodes in 1 file end at exactly the time limit of 10 steps"
         )
+
+
+@pytest.mark.parametrize(("limit", "steps"), [(3, 1), (4, 1), (7, 1), (8, 2), (100, 25)])
+def test_tk101_window_is_the_last_quarter_of_the_limit(limit: int, steps: int) -> None:
+    assert window(limit) == steps
 
 
 @pytest.mark.parametrize(
@@ -42,7 +49,34 @@ def test_tk101_cut_episodes_with_nothing_else_to_go_by(episodes: int, hit: bool)
     ],
 )
 def test_tk101_the_chance_uses_the_larger_rate(args: tuple[int, ...], hit: bool) -> None:
-    assert (cut_chance(*args) > 1e-3) is hit
+    cuts, *counts = args
+    assert (cut_rate(*counts) ** cuts > 1e-3) is hit
+
+
+def _flagged_elsewhere(flagged: int, unflagged: int = 0) -> list[Finding]:
+    """Env 0: 3 episodes of 10 steps, unflagged; env 1: `flagged` flagged as cut at 10 and
+    `unflagged` not; then both run on (no other end)."""
+    T = 10 * (flagged + unflagged) + 5
+    lengths = [10] * (flagged + unflagged)
+    dones = np.stack([dones_for([10, 10, 10], T), dones_for(lengths, T)], axis=1)
+    truncated = np.zeros((T, 2))
+    truncated[9 : 10 * flagged : 10, 1] = 1
+    return codes(rollout(dones, truncated=truncated), "TK101", max_episode_steps=10)
+
+
+@pytest.mark.parametrize(("flagged", "hit"), [(6, False), (8, True)])
+def test_tk101_weighs_unflagged_ends_against_an_env_that_flags_its_cuts(
+    flagged: int, hit: bool
+) -> None:
+    # chances to terminate: 3 + flagged episodes at steps 8 and 9, flagged ones at step 10,
+    # none taken: h = 3 / (6 + 3 flagged + 3); h^3 is 1.4e-3 at 6 flagged, 7.5e-4 at 8.
+    found = _flagged_elsewhere(flagged)
+    assert [(f.env, f.step) for f in found] == ([(0, 9)] if hit else [])
+
+
+def test_tk101_unflagged_ends_where_cuts_are_flagged_are_terminations_at_the_limit() -> None:
+    # env 1 also terminates 4 episodes on the limit's step: that happens, h = 7 / 45
+    assert _flagged_elsewhere(8, unflagged=4) == []
 
 
 def test_tk101_terminations_that_cluster_before_the_limit_are_no_evidence() -> None:
@@ -122,7 +156,7 @@ def test_time_limit_messages() -> None:
     assert cut.message == (
         "7 distinct episodes in 1 file end at exactly the time limit of 10 steps with "
         "truncated = 0, in envs that flag no such end as a truncation, where a step terminates "
-        "an episode 0.3 of the time: record them as truncations (truncated = 1 and their "
+        "an episode 0.18 of the time: record them as truncations (truncated = 1 and their "
         "final_values)"
     )
     assert (cut.code, cut.path) == ("TK101", "r0.npz")

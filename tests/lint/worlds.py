@@ -32,15 +32,16 @@ File = tuple[Rollout, dict[str, Any] | None]
 # --------------------------------------------------------------------------- the worlds
 
 REAL_ENVS: dict[str, dict[str, Any]] = {
-    # env id: its own time limit (None: none), whether its starts are random
+    # env id: its own time limit (None: none), and `"start": "fixed"` where every reset
+    # lands on one state (FrozenLake's and CliffWalking's start cell); the others' are random
     "CartPole-v1": {"limit": 500},
     "MountainCar-v0": {"limit": 200},
     "Acrobot-v1": {"limit": 500},
     "Pendulum-v1": {"limit": 200},
     "MountainCarContinuous-v0": {"limit": 999},
-    "FrozenLake-v1": {"limit": 100},
+    "FrozenLake-v1": {"limit": 100, "start": "fixed"},
     "Taxi-v4": {"limit": 200},
-    "CliffWalking-v1": {"limit": None},
+    "CliffWalking-v1": {"limit": None, "start": "fixed"},
     "Blackjack-v1": {"limit": None},
     "LunarLander-v3": {"limit": 1000},
 }
@@ -102,6 +103,13 @@ class World:
             f"policy={self.policy} wrapper={self.wrapper} rec={self.recorded} "
             f"finals={self.finals} seed={self.seed}"
         )
+
+    @property
+    def start(self) -> str:
+        """`fixed` where every reset lands on one state, else `random`."""
+        if self.config:
+            return str(self.config["start"])
+        return str(REAL_ENVS[self.env_id].get("start", "random"))
 
     @property
     def deterministic(self) -> bool:

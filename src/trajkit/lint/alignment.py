@@ -11,20 +11,28 @@
   per terminated episode) stand out, and most of them do, while most recorded terminating
   steps do not, and the controls do not either: first steps that follow no termination
   (the recording's first, those after a truncation) for late, steps before a truncation
-  for early (an env whose first steps earn something special by themselves is not late).
+  for early (an env whose first steps earn something special by themselves is not late);
+  and the binomial chance of as many standing out, at the rate the recorded terminating
+  steps and the controls stand out, is at most `trajkit.lint.evidence.CHANCE` (steps of one
+  phase of fixed-length episodes stand out of the middle steps' range by themselves).
   Truncations and one-step episodes (whose first step is their last) are not terminations
   here. Dense rewards (every step alike) give no evidence, and nothing is said.
 - TK103, actions stored one row off: `actions[t]` fits the policy outputs of another row
   than t (by `log_probs`, or by the greedy action of the `actor` logits when there are none;
-  for Box actions, by the Gaussian `mean` and `std` beside `log_probs`). Only the rows whose
-  action differs from the neighbouring row's tell which row it belongs to; over
-  the telling rows, the shifted reading must fit at least half, the own reading fewer
-  than half, and the shifted reading at least twice as many as the own. At least
-  `MIN_TELLING_LOGP` telling rows are judged by `log_probs` (an action fits another row's
-  log-probability only by being its own), `MIN_TELLING` by the greedy action; and the
-  binomial chance of as many shifted fits, at the rate the other shift (the mirror) fits,
-  must be at most `trajkit.lint.evidence.CHANCE` (a greedy action that persists fits both
-  shifts alike).
+  for Box actions, by the Gaussian `mean` and `std` beside `log_probs`). Every row with a
+  neighbour on the side judged counts. Only the *telling* rows say which row an action
+  belongs to: its action differs from the neighbouring row's, and by `log_probs` the two
+  actions' log-probabilities differ too (a tie fits both), by the greedy action the row's
+  greedy action differs from the neighbour's (a greedy action that persists fits both
+  rows alike). Over the telling rows, the shifted reading must fit at least
+  half, the own reading fewer than half, and the shifted reading at least twice as many
+  as the own. At least `MIN_TELLING_LOGP` telling rows are judged by `log_probs` (an action
+  fits another row's log-probability only by being its own), `MIN_TELLING` by the greedy
+  action; and the binomial chance of as many shifted fits must be at most
+  `trajkit.lint.evidence.CHANCE`, at the rate at which readings the data does not follow fit
+  by coincidence: the own reading on the telling rows, the other shift where its action
+  differs from both, and (by `log_probs`) *decoys*, the actions no reading proposes for a
+  row (Discrete: the other actions of the space; Box: the actions two rows away).
 """
 
 from __future__ import annotations
@@ -138,8 +146,8 @@ def shifted_rewards(files: Sequence[tuple[str, RewardShift]]) -> list[Finding]:
     """TK102 over the dataset: each file where the terminal rewards sit one step off.
 
     Examples:
-        >>> late = RewardShift({"0": (5, 0, None, 0.0), "late": (5, 5, (5, 0), 1.0),
-        ...                     "early": (5, 0, None, 0.0), "first": (1, 0, None, 0.0),
+        >>> late = RewardShift({"0": (8, 0, None, 0.0), "late": (8, 8, (5, 0), 1.0),
+        ...                     "early": (8, 0, None, 0.0), "first": (1, 0, None, 0.0),
         ...                     "before": (0, 0, None, 0.0)})
         >>> [f.step for f in shifted_rewards([("a.npz", late)])]
         [5]
@@ -155,6 +163,11 @@ def shifted_rewards(files: Sequence[tuple[str, RewardShift]]) -> list[Finding]:
         steps, out = total[name]
         checked, special = total[control]
         if out < MIN_SHIFTED or 2 * out <= steps or (checked and 2 * special >= checked):
+            continue
+        # Steps of one phase of an episode may stand out by themselves: as often as the
+        # recorded terminating steps and the controls do, as far as the data shows.
+        rate = rate_bound(total["0"][1] + special, total["0"][0] + checked)
+        if binomial_tail(steps, rate, out) > CHANCE:
             continue
         where = "the next episode's first step" if name == "late" else "the step before"
         found = []
@@ -181,8 +194,13 @@ def shifted_rewards(files: Sequence[tuple[str, RewardShift]]) -> list[Finding]:
 # ------------------------------------------------------------------------------ TK103
 
 
-def _fits(rollout: Rollout, rows: AnyArray, candidate: AnyArray) -> tuple[BoolArray, str] | None:
-    """Whether `candidate[i]` (actions) fits the outputs of row `rows[i]`, and by what."""
+def _fits(
+    rollout: Rollout, rows: AnyArray, candidate: AnyArray
+) -> tuple[BoolArray, str, AnyArray | None] | None:
+    """Whether `candidate[i]` (actions) fits the outputs of row `rows[i]`, and by what.
+
+    Also the candidate's log-probability under those outputs (`None` by the greedy action).
+    """
     outs = rollout.model_outs.arrays
     logp = outs.get("log_probs")
     if discrete_actions(outs):
@@ -191,7 +209,7 @@ def _fits(rollout: Rollout, rows: AnyArray, candidate: AnyArray) -> tuple[BoolAr
         a = np.clip(candidate.astype(np.int64), 0, A - 1)
         if logp is None:
             greedy: BoolArray = a == table.argmax(axis=-1)
-            return greedy, "the greedy action of actor"
+            return greedy, "the greedy action of actor", None
         chosen = np.take_along_axis(table, a[..., None], axis=-1)[..., 0]
     elif logp is not None and "mean" in outs and candidate.dtype.kind == "f":
         density = gaussian_logp(outs, candidate, rows)
@@ -202,7 +220,28 @@ def _fits(rollout: Rollout, rows: AnyArray, candidate: AnyArray) -> tuple[BoolAr
         return None
     stored = logp[rows]
     ok: BoolArray = np.abs(chosen - stored) <= LOGP_TOL * (1 + np.abs(stored))
-    return ok, "log_probs"
+    return ok, "log_probs", chosen
+
+
+def _greedy_moves(rollout: Rollout, rows: AnyArray, shift: int) -> BoolArray:
+    """By the greedy action: the rows whose greedy action differs from the neighbour's.
+
+    The neighbour is row `t + shift`, whose action the shifted reading proposes. Where the
+    greedy action persists, the neighbour's greedy action is this row's too, and fits it
+    whichever row it belongs to (an epsilon-greedy policy's random action on this row, and
+    the shifted reading seems to win).
+    """
+    greedy = rollout.model_outs.arrays["actor"].argmax(axis=-1)
+    out: BoolArray = greedy[rows] != greedy[rows + shift]
+    return out
+
+
+def _apart(x: AnyArray | None, y: AnyArray | None) -> BoolArray | bool:
+    """Whether two readings' log-probabilities differ: a row where they tie tells nothing."""
+    if x is None or y is None:
+        return True
+    out: BoolArray = np.abs(x - y) > LOGP_TOL * (1 + np.abs(x))
+    return out
 
 
 def shift_wins(own: int, shifted: int, telling: int) -> bool:
@@ -227,16 +266,25 @@ class ActionFit:
     Attributes:
         by: `log_probs` or `the greedy action of actor`.
         counts: Per shift (`late`: actions[t+1] against row t, `early`: actions[t-1]): the
-            telling rows, those that fit their own row, those that fit the shifted row, and
-            the first row that fits the shifted reading but not its own.
+            telling rows, those that fit their own row, those that fit the shifted row, the
+            first row that fits the shifted reading but not its own; then the rows where
+            this shift's action differs from both the row's own and the other shift's (and
+            their log-probabilities too), and how many of those fit it.
+        decoys: By `log_probs`: the actions a row's log-probability could fit only by
+            coincidence (`_decoys`), and how many do.
     """
 
     by: str
-    counts: dict[str, tuple[int, int, int, tuple[int, int] | None]]
+    counts: dict[str, tuple[int, int, int, tuple[int, int] | None, int, int]]
+    decoys: tuple[int, int] = (0, 0)
 
 
 def action_fit(rollout: Rollout) -> ActionFit | None:
     """The `ActionFit` of one file, or `None` when its outputs cannot say.
+
+    Every row with a neighbour in the direction judged counts (row 0 for `late`, row T for
+    `early`); a telling row is one whose action differs from the neighbour's, where (by
+    `log_probs`) the two actions' log-probabilities differ too.
 
     Examples:
         >>> import numpy as np
@@ -249,47 +297,121 @@ def action_fit(rollout: Rollout) -> ActionFit | None:
         >>> table = log_softmax(outs["actor"])
         >>> outs["log_probs"][:] = np.take_along_axis(table, outs["actions"][..., None], -1)[..., 0]
         >>> outs["actions"][:] = np.roll(outs["actions"], 1, axis=0)
-        >>> telling, own, shifted, first = action_fit(r).counts["late"]
-        >>> own, shifted == telling
-        (0, True)
+        >>> telling, own, shifted, first, alone, fits = action_fit(r).counts["late"]
+        >>> own, shifted == telling, fits == alone
+        (0, True, True)
     """
     outs = rollout.model_outs.arrays
     actions = outs.get("actions")
     if actions is None or actions.shape[0] < 3:
         return None
-    rows = np.arange(1, actions.shape[0] - 1)
-    own_fit = _fits(rollout, rows, actions[rows])
+    R = actions.shape[0]
+    own_fit = _fits(rollout, np.arange(R), actions)
     if own_fit is None:
         return None
-    aligned, by = own_fit
-    R, B = actions.shape[:2]
-    flat = actions.reshape(R, B, -1)
+    aligned, by, own_value = own_fit
+    flat = actions.reshape(R, actions.shape[1], -1)
     counts = {}
     for shift, name in ((1, "late"), (-1, "early")):
-        telling = (flat[rows] != flat[rows + shift]).any(axis=-1)
+        rows = np.arange(0, R - 1) if shift == 1 else np.arange(1, R)
         moved = _fits(rollout, rows, actions[rows + shift])
         if moved is None:  # the policy outputs fit the aligned actions, so they fit these
             raise ValueError("TK103: the policy outputs fit the actions, but not shifted ones")
-        shifted = moved[0]
-        wins = telling & shifted & ~aligned
+        shifted, _, value = moved
+        mine = None if own_value is None else own_value[rows]
+        telling = (flat[rows] != flat[rows + shift]).any(axis=-1) & _apart(mine, value)
+        if own_value is None:
+            telling &= _greedy_moves(rollout, rows, shift)
+        wins = telling & shifted & ~aligned[rows]
         first = None
         if wins.any():
             t, b = first_place(wins)
-            first = (t + 1, b)
+            first = (int(rows[t]), b)
+        alone, fits = _alone(rollout, flat, (shifted, value, telling), shift)
         counts[name] = (
             int(telling.sum()),
-            int((aligned & telling).sum()),
+            int((aligned[rows] & telling).sum()),
             int((shifted & telling).sum()),
             first,
+            alone,
+            fits,
         )
-    return ActionFit(by, counts)
+    return ActionFit(by, counts, _decoys(rollout) if by == "log_probs" else (0, 0))
+
+
+def _decoys(rollout: Rollout) -> tuple[int, int]:
+    """Actions that no reading proposes for a row, and how many fit its log-probability.
+
+    A row's candidates are its own action and its neighbours'. Its decoys: Discrete, every
+    other action of the space; Box, the actions two rows away, where they differ from
+    every candidate. Whichever reading is the truth, a decoy fits by coincidence only.
+    """
+    outs = rollout.model_outs.arrays
+    actions, logp = outs["actions"], outs["log_probs"]
+    R = actions.shape[0]
+    rows = np.arange(1, R - 1)
+    stored = logp[rows].astype(np.float64)
+    if discrete_actions(outs):
+        table = log_softmax(outs["actor"][rows])
+        a = np.clip(actions.astype(np.int64), 0, table.shape[-1] - 1)
+        taken = np.zeros(table.shape, dtype=bool)
+        for shift in (-1, 0, 1):
+            np.put_along_axis(taken, a[rows + shift][..., None], True, axis=-1)
+        near = np.abs(table - stored[..., None]) <= LOGP_TOL * (1 + np.abs(stored[..., None]))
+        return int((~taken).sum()), int((~taken & near).sum())
+    trials = fits = 0
+    flat = actions.reshape(R, actions.shape[1], -1)
+    for shift in (-2, 2):
+        at = rows[(rows + shift >= 0) & (rows + shift < R)]
+        if not len(at):
+            continue
+        decoy = actions[at + shift]
+        other = np.ones(decoy.shape[:2], dtype=bool)
+        for side in (-1, 0, 1):
+            other &= (flat[at + shift] != flat[at + side]).any(axis=-1)
+        density = gaussian_logp(outs, decoy, at)
+        if density is None:
+            return 0, 0
+        kept = logp[at].astype(np.float64)
+        fit = np.abs(density - kept) <= LOGP_TOL * (1 + np.abs(kept))
+        trials += int(other.sum())
+        fits += int((other & fit).sum())
+    return trials, fits
+
+
+def _alone(
+    rollout: Rollout,
+    flat: AnyArray,
+    moved: tuple[BoolArray, AnyArray | None, BoolArray],
+    shift: int,
+) -> tuple[int, int]:
+    """The telling rows where this shift's action differs from the other shift's too.
+
+    Those rows (with both neighbours; by `log_probs`, their two log-probabilities differ),
+    and how many fit this shift. Were the other shift (or none) the truth, this reading
+    would fit there by coincidence only: TK103 weighs its chance against those rows.
+    `moved` is this shift's fit, value and telling rows, over its rows (0..T-1 for `late`,
+    1..T for `early`).
+    """
+    R = flat.shape[0]
+    rows = np.arange(1, R - 1)
+    index = rows if shift == 1 else rows - 1
+    actions = rollout.model_outs.arrays["actions"]
+    other = _fits(rollout, rows, actions[rows - shift])
+    if other is None:  # the outputs fit the aligned actions, so they fit these
+        raise ValueError("TK103: the policy outputs fit the actions, but not shifted ones")
+    fit, value, telling = moved
+    mask = telling[index] & (flat[rows + shift] != flat[rows - shift]).any(axis=-1)
+    mask &= _apart(None if value is None else value[index], other[2])
+    return int(mask.sum()), int((mask & fit[index]).sum())
 
 
 def misaligned_actions(files: Sequence[tuple[str, ActionFit]]) -> list[Finding]:
     """TK103 over the dataset: each file whose actions sit one row off.
 
     Examples:
-        >>> fit = ActionFit("log_probs", {"late": (9, 0, 9, (1, 0)), "early": (20, 0, 0, None)})
+        >>> fit = ActionFit("log_probs", {"late": (9, 0, 9, (1, 0), 9, 9),
+        ...                               "early": (20, 0, 0, None, 20, 0)})
         >>> misaligned_actions([("a.npz", fit)])[0].message.endswith("one row late")
         True
     """
@@ -300,8 +422,11 @@ def misaligned_actions(files: Sequence[tuple[str, ActionFit]]) -> list[Finding]:
             own = sum(f.counts[name][1] for _, f in mine)
             shifted = sum(f.counts[name][2] for _, f in mine)
             # The mirror (the other shift) fits as often as a shift does by chance.
+            # A reading the data does not follow fits by coincidence only: the own reading
+            # on the telling rows, the other shift where it differs from this one, decoys.
             rate = rate_bound(
-                sum(f.counts[mirror][2] for _, f in mine), sum(f.counts[mirror][0] for _, f in mine)
+                own + sum(f.counts[mirror][5] + f.decoys[1] for _, f in mine),
+                telling + sum(f.counts[mirror][4] + f.decoys[0] for _, f in mine),
             )
             least = MIN_TELLING_LOGP if by == "log_probs" else MIN_TELLING
             if telling < least or not shift_wins(own, shifted, telling):

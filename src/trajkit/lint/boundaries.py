@@ -13,10 +13,14 @@ s-1, which the reset replaced.
   nothing (row 0 counts as a boundary when the recording says the file continues another),
   and:
 
-  - the chance that the k boundary steps all earn 0, at the rate q at which the other steps
-    that end nothing do, is at most `trajkit.lint.evidence.CHANCE` (q^k); or, with at least
+  - the chance that the boundary steps all earn 0, at the rate q at which the other steps
+    that end nothing do, is at most `trajkit.lint.evidence.CHANCE` (q^k, k the distinct
+    observations at the boundary rows: steps from one state earn alike, and a fixed start
+    state is one piece of evidence however often it is left); or, with at least
     `MIN_BOUNDARIES` of them, the observations after the boundary steps are all one (a
-    fixed reset state) while those at the boundary rows are not;
+    fixed reset state) while those at the boundary rows are not, and the chance of k - 1
+    such coincidences, at the rate p at which two rows of each file are alike, is at most
+    `CHANCE` too (a coarse observation repeats by itself);
   - and, with float observations, the observations jump on at least half of the boundary
     steps (final to reset) more than onto their rows (a real first step after a reset that
     earns 0, as LunarLander's, jumps onto its row, not off it).
@@ -32,8 +36,10 @@ s-1, which the reset replaced.
   at most `trajkit.lint.evidence.CHANCE`: each file where it shows is reported.
 - TK104, the reset observation stored twice: every step that ends an episode (at least
   `MIN_BOUNDARIES`) has reward 0 and `obses[t+1]` equal to `obses[t]`, with float
-  observations, and the repeated observations are not all one (a fixed start state that
-  never moves repeats by itself).
+  observations, the repeated observations are not all one (a fixed start state that
+  never moves repeats by itself), and the chance of as many repeats, at the rate p at which
+  two rows of the file are alike, is at most `CHANCE` (p^k: features saturated at a bound
+  repeat by themselves).
 - TK114, final and reset observations confused: over the dataset, `final_obses` equal, bit
   for bit, to the observation of the row that follows (the next episode's first) at every
   one of the k episode ends (at least `MIN_BOUNDARIES`), while those first observations are
@@ -46,6 +52,7 @@ s-1, which the reset replaced.
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections import Counter
 from collections.abc import Mapping
@@ -125,7 +132,9 @@ class PhantomEvidence:
             many (a phantom step ends nothing: it is weighed against those).
         wins, judged: With float observations, the boundary steps whose observations jump
             more than onto their rows, of those that can be judged.
-        after, at: Up to two distinct observations after the boundary steps, and at them.
+        after: Up to two distinct observations after the boundary steps.
+        at: The digests of the distinct observations at the boundary rows.
+        alike: log10 of the rate at which two rows of the file are alike (`_alike`).
     """
 
     steps: int
@@ -137,6 +146,18 @@ class PhantomEvidence:
     after: frozenset[bytes]
     at: frozenset[bytes]
     first: tuple[int, int] | None
+    alike: float = 0.0
+
+
+def _alike(rollout: Rollout) -> float:
+    """log10 of the rate at which two rows (observations of one env) of a file are alike.
+
+    An upper bound from the counts (`rate_bound`) of equal pairs among all pairs of rows.
+    """
+    rows = _row_keys(rollout, np.ones((rollout.num_steps + 1, rollout.batch_size), bool), 0)
+    n = len(rows)
+    equal = sum(c * (c - 1) // 2 for c in Counter(rows).values())
+    return math.log10(rate_bound(equal, n * (n - 1) // 2))
 
 
 def phantom_evidence(
@@ -175,9 +196,15 @@ def phantom_evidence(
         wins=wins,
         judged=judged,
         after=_two(_row_keys(rollout, steps, 1)),
-        at=_two(_row_keys(rollout, steps, 0)),
+        at=frozenset(_digest(key) for key in _row_keys(rollout, steps, 0)),
         first=first_place(steps) if k else None,
+        alike=_alike(rollout) if k else 0.0,
     )
+
+
+def _digest(key: bytes) -> bytes:
+    """A short digest of a row's observation (8 bytes)."""
+    return hashlib.blake2b(key, digest_size=8).digest()
 
 
 def _two(keys: list[bytes]) -> frozenset[bytes]:
@@ -189,28 +216,45 @@ def phantom_findings(files: list[tuple[str, PhantomEvidence]]) -> list[Finding]:
     """TK108 over the dataset: each file where NEXT_STEP's phantom steps are kept.
 
     Examples:
-        >>> e = PhantomEvidence(2, True, 0, 30, 0, 0, frozenset(), frozenset(), (3, 0))
+        >>> rows = frozenset({b"r1", b"r2", b"r3", b"r4"})
+        >>> e = PhantomEvidence(4, True, 0, 30, 0, 0, frozenset(), rows, (3, 0))
         >>> [f.step for f in phantom_findings([("a.npz", e), ("b.npz", e)])]
         [3, 3]
     """
     mine = [(p, e) for p, e in files if e.steps]
-    k = sum(e.steps for _, e in mine)
-    if not k or not all(e.silent for _, e in mine):
+    if not mine or not all(e.silent for _, e in mine):
         return []
+    k = sum(e.steps for _, e in mine)
     wins, judged = sum(e.wins for _, e in mine), sum(e.judged for _, e in mine)
     if judged and 2 * wins < judged:
         return []
     q = rate_bound(sum(e.zeros for _, e in mine), sum(e.others for _, e in mine))
-    after = set().union(*(e.after for _, e in mine))
     at = set().union(*(e.at for _, e in mine))
-    fixed_reset = k >= MIN_BOUNDARIES and len(after) == 1 and len(at) > 1
-    if q**k > CHANCE and not fixed_reset:
+    # steps from one state earn alike: a fixed start is one piece of evidence
+    if q ** len(at) > CHANCE and not _fixed_reset([e for _, e in mine], len(at)):
         return []
     return [phantom_finding(path, e, k, q) for path, e in mine]
 
 
+def _fixed_reset(evidence: list[PhantomEvidence], states: int) -> bool:
+    """TK108's fixed reset state: the observations after the boundary steps are all one.
+
+    The `states` at them are not, and those k - 1 coincidences, were they rows like any
+    other, are a chance of at most `CHANCE` (at each file's rate of alike rows; the largest
+    left out for the first).
+    """
+    k = sum(e.steps for e in evidence)
+    after = set().union(*(e.after for e in evidence))
+    alike = sum(e.steps * e.alike for e in evidence) - max(e.alike for e in evidence)
+    return k >= MIN_BOUNDARIES and len(after) == 1 and states > 1 and alike <= math.log10(CHANCE)
+
+
 def _jump_wins(rollout: Rollout, steps: BoolArray) -> tuple[int, int]:
-    """With float observations, the boundary steps that jump more than onto their rows."""
+    """With float observations, the boundary steps that jump more than onto their rows.
+
+    Of those that jump otherwise than onto their rows: a tie (features that never move
+    jump 0 both ways) tells nothing.
+    """
     jumps = _jumps(rollout)
     places = np.argwhere(steps)
     places = places[places[:, 0] >= 1]
@@ -218,7 +262,7 @@ def _jump_wins(rollout: Rollout, steps: BoolArray) -> tuple[int, int]:
         return 0, 0
     off = jumps[places[:, 0], places[:, 1]]
     on = jumps[places[:, 0] - 1, places[:, 1]]
-    return int((off > on).sum()), len(places)
+    return int((off > on).sum()), int((off != on).sum())  # a tie tells nothing
 
 
 def phantom_finding(path: str, evidence: PhantomEvidence, steps: int, rate: float) -> Finding:
@@ -358,9 +402,9 @@ def reset_twice(rollout: Rollout, path: str | None) -> Finding | None:
     Examples:
         >>> import numpy as np
         >>> from trajkit.testing import example_rollout
-        >>> r = example_rollout(num_steps=9, num_envs=1)
-        >>> dones = np.zeros((10, 1)); dones[[0, 4, 8]] = 1
-        >>> r = r.replace(dones=dones, rews=np.ones((9, 1)))
+        >>> r = example_rollout(num_steps=29, num_envs=1)
+        >>> dones = np.zeros((30, 1)); dones[[0, 4, 8]] = 1
+        >>> r = r.replace(dones=dones, rews=np.ones((29, 1)))
         >>> r.obses[4], r.obses[8] = r.obses[3], r.obses[7]
         >>> r.rews[[3, 7]] = 0
         >>> reset_twice(r, "a.npz").step
@@ -372,8 +416,11 @@ def reset_twice(rollout: Rollout, path: str | None) -> Finding | None:
     if ends.sum() < MIN_BOUNDARIES:
         return None
     twice = ends & (rollout.rews == 0) & _equal_rows(rollout)
-    # Every end, not some: in a discrete space the reset state can equal the last by chance.
+    # Every end, not some: in a discrete space the reset state can equal the last by chance;
+    # and more often than rows of the file are alike (a Box feature saturated at a bound).
     if twice.sum() < ends.sum() or len(set(_row_keys(rollout, twice, 0))) < 2:
+        return None
+    if int(ends.sum()) * _alike(rollout) > math.log10(CHANCE):
         return None
     t, b = first_place(twice)
     return Finding(
@@ -431,13 +478,10 @@ def final_evidence(rollout: Rollout) -> FinalEvidence | None:
         same &= (np.asarray(final) == nxt).reshape(len(ends), -1).all(axis=-1)
     mask = np.zeros((rollout.num_steps, rollout.batch_size), dtype=bool)
     mask[ends[:, 0], ends[:, 1]] = True
-    rows = _row_keys(rollout, np.ones((rollout.num_steps + 1, rollout.batch_size), bool), 0)
-    n = len(rows)
-    equal = sum(c * (c - 1) // 2 for c in Counter(rows).values())
     return FinalEvidence(
         ends=len(ends),
         same=bool(same.all()),
-        chance=len(ends) * math.log10(rate_bound(equal, n * (n - 1) // 2)),
+        chance=len(ends) * _alike(rollout),
         resets=_two(_row_keys(rollout, mask, 1)),
         first=first_place(mask),
     )

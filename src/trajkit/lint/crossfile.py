@@ -81,7 +81,7 @@ from trajkit.lint.columns import (
     frozen_findings,
 )
 from trajkit.lint.config import LintOptions
-from trajkit.lint.episodes import row_digest
+from trajkit.lint.episodes import changes_observations, row_digest
 from trajkit.lint.evidence import CHANCE, rate_bound
 from trajkit.lint.policy import LogpFit, logp_fit, mismatch_findings
 from trajkit.lint.registry import Finding
@@ -302,7 +302,7 @@ def summarize(
         phantom=phantom_evidence(rollout, recording),
         shift=reward_shift(rollout, recording),
         jumps=start_jumps(rollout),
-        copies=copies(rollout),
+        copies=copies(rollout, by_values=not changes_observations(recording)),
         finals=final_evidence(rollout),
         frozen=frozen_columns(rollout),
         num_steps=rollout.num_steps,

@@ -10,6 +10,8 @@ at the first place where it applies, by time then env, and counts the others.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
@@ -17,7 +19,7 @@ from trajkit._base.types import BoolArray
 from trajkit._core import tree as _tree
 from trajkit._models.rollout import Rollout
 
-__all__ = ["count_places", "first_place", "float_leaves", "row_digest"]
+__all__ = ["changes_observations", "count_places", "first_place", "float_leaves", "row_digest"]
 
 
 def first_place(mask: BoolArray) -> tuple[int, int]:
@@ -71,3 +73,18 @@ def row_digest(rollout: Rollout, row: int, env: int | None = None) -> str:
     if env is None:
         digest.update(np.ascontiguousarray(rollout.dones[row], dtype=np.float64).data)
     return digest.hexdigest()
+
+
+def changes_observations(recording: Mapping[str, Any]) -> bool:
+    """Whether a recording names a vector wrapper that changes observations.
+
+    A normaliser (`NormalizeObservation`) changes every observation as its running
+    statistics move: observations equal before it stay equal, and move together.
+
+    Examples:
+        >>> changes_observations({"wrappers": ["NormalizeObservation"]})
+        True
+        >>> changes_observations({"wrappers": ["RecordEpisodeStatistics"]})
+        False
+    """
+    return any("Observation" in str(w) for w in recording.get("wrappers") or ())

@@ -28,16 +28,17 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from trajkit._models.rollout import Rollout
-from trajkit.lint.columns import Start, shared_starts
+from trajkit.lint.columns import Start, lockstep_pairs, shared_starts
 from trajkit.lint.config import LintOptions
-from trajkit.lint.episodes import float_leaves, row_digest
-from trajkit.lint.evidence import CHANCE, rate_bound
+from trajkit.lint.episodes import changes_observations, float_leaves, row_digest
+from trajkit.lint.evidence import CHANCE
 from trajkit.lint.registry import Finding
 from trajkit.lint.timelimit import (
-    cut_chance,
+    cut_rate,
     early_cut_finding,
     over_limit_finding,
     truncation_finding,
+    window,
 )
 
 __all__ = ["EpisodeEdges", "EpisodeJoiner", "Piece", "episode_edges"]
@@ -77,6 +78,7 @@ class EpisodeEdges:
         float_obs: Whether an observation leaf holds floats.
         obs_wrapped: Whether its recording names a vector wrapper that changes observations
             (their starts are then not compared: a running normaliser makes them alike).
+        lockstep: Pairs of envs alike on one row, of pairs (`columns.lockstep_pairs`).
         pieces: Per env, the pieces of episodes in the file, in time order.
     """
 
@@ -89,6 +91,7 @@ class EpisodeEdges:
     float_obs: bool
     pieces: tuple[tuple[Piece, ...], ...]
     obs_wrapped: bool = False
+    lockstep: tuple[int, int] = (0, 0)
 
 
 def _pieces(rollout: Rollout, b: int) -> tuple[Piece, ...]:
@@ -146,7 +149,8 @@ def episode_edges(
         limit=int(limit) if limit else None,  # type: ignore[call-overload]
         float_obs=float_leaves(rollout),
         pieces=tuple(_pieces(rollout, b) for b in range(rollout.batch_size)),
-        obs_wrapped=any("Observation" in str(w) for w in recording.get("wrappers") or ()),  # type: ignore[attr-defined]
+        obs_wrapped=changes_observations(recording),
+        lockstep=lockstep_pairs(rollout),
     )
 
 
@@ -167,15 +171,18 @@ class _Chain:
     open: list[_Open | None]
     cuts: list[tuple[int, str, int, int, tuple[str, str]]] = field(default_factory=list)
     flagged: set[int] = field(default_factory=set)  # envs that flag an end at L as a cut
+    marked: set[tuple[str, str]] = field(default_factory=set)  # those ends, distinct
     starts: list[Start] = field(default_factory=list)
+    lockstep: tuple[int, int] = (0, 0)
+    declared: bool = True  # its files have recordings, which name their vector wrappers
     float_obs: bool = False
     obs_wrapped: bool = False
     files: list[str] = field(default_factory=list)
     limit: int = 0
     steps: int = 0  # every step of the chain
     terminations: int = 0  # its untruncated ends, but those at exactly the limit
-    reached: int = 0  # ended episodes of known length that reached the limit's last step but one
-    before: int = 0  # of them, those that terminated there
+    reached: int = 0  # chances to terminate in the window before L (an episode, a step)
+    before: int = 0  # of them, those taken
 
 
 class EpisodeJoiner:
@@ -224,7 +231,7 @@ class EpisodeJoiner:
         chain = previous if previous is not None and self._continues(previous, edges) else None
         if chain is None:
             self._close(previous)
-            chain = _Chain(-1, "", [None] * len(edges.pieces))
+            chain = _Chain(-1, "", [None] * len(edges.pieces), declared=key is not None)
         found = self._judge(chain, edges)
         chain.index = edges.recording[1] if edges.recording is not None else -1
         chain.tail = edges.tail
@@ -261,6 +268,10 @@ class EpisodeJoiner:
         chain.files.append(edges.path)
         chain.float_obs = chain.float_obs or edges.float_obs
         chain.obs_wrapped = chain.obs_wrapped or edges.obs_wrapped
+        chain.lockstep = (
+            chain.lockstep[0] + edges.lockstep[0],
+            chain.lockstep[1] + edges.lockstep[1],
+        )
         limit = edges.limit
         over: list[tuple[int, int, int]] = []  # (step, env, before): past the limit
         early: list[tuple[int, int, int]] = []  # (step, env, length): cut before it
@@ -298,13 +309,15 @@ class EpisodeJoiner:
         """An episode of `length` ends at `place` (step, env): TK113 now, TK101's evidence."""
         limit = edges.limit or 0
         end, b = place
-        if limit > 1 and length >= limit - 1:
-            chain.reached += 1
-            chain.before += length == limit - 1 and not piece.truncated
+        low = limit - window(limit)  # the window's first step: chances to terminate there on
+        if limit > 1 and length >= low:
+            chain.reached += min(length, limit - 1) - low + 1
+            chain.before += length < limit and not piece.truncated
         if piece.truncated and length < limit:
             early.append((end, b, length))
         elif length == limit and piece.truncated:
             chain.flagged.add(b)
+            chain.marked.add((first, piece.last))
         elif length == limit:
             where = (len(chain.files) - 1, edges.path, end, b)
             chain.cuts.append((*where, (first, piece.last)))
@@ -341,17 +354,29 @@ class EpisodeJoiner:
         codes = self.options.codes
         cuts = [c for c in chain.cuts if c[3] not in chain.flagged]
         distinct = len({c[4] for c in cuts})
-        args = (chain.terminations, chain.steps, chain.before, chain.reached)
-        if "TK101" in codes and distinct and cut_chance(distinct, *args) <= CHANCE:
-            rate = max(rate_bound(args[0], args[1]), rate_bound(args[2], args[3]))
-            _, path, step, env, _ = min(cuts)
-            files = len({c[1] for c in cuts})
-            self._closed.append(
-                truncation_finding(distinct, files, chain.limit, rate, path, (step, env))
-            )
+        if "TK101" in codes and distinct:
+            rate = cut_rate(chain.terminations, chain.steps, *_at_limit(chain))
+            if rate**distinct <= CHANCE:
+                _, path, step, env, _ = min(cuts)
+                files = len({c[1] for c in cuts})
+                self._closed.append(
+                    truncation_finding(distinct, files, chain.limit, rate, path, (step, env))
+                )
         if "TK112" in codes and not chain.obs_wrapped:
-            shared = shared_starts(chain.starts)
+            shared = shared_starts(chain.starts, chain.lockstep, declared=chain.declared)
             if shared is not None:
                 self._closed.append(shared)
         chain.cuts.clear()
         chain.starts.clear()
+
+
+def _at_limit(chain: _Chain) -> tuple[int, int]:
+    """TK101's local evidence: terminations among the chances to terminate just before L and at L.
+
+    Each step of the window before L (`window`) that an episode reached is a chance there;
+    each episode that reached step L in an env that flags an end at L as a truncation, a
+    chance at L (flagged: cut, not terminated; unflagged: terminated on the step the limit
+    cut), distinct episodes each.
+    """
+    unflagged = {c[4] for c in chain.cuts if c[3] in chain.flagged}
+    return chain.before + len(unflagged), chain.reached + len(chain.marked | unflagged)

@@ -10,12 +10,16 @@ The evidence is counted over the whole dataset:
 - an env whose log-probabilities fit the outputs of another env on at least half of its
   rows (at least `MIN_ROWS` of them) and its own on fewer than half: log-probabilities
   stored in another env order, reported in every file where a row does not fit;
-- else, where at least `MIN_FIT` rows of the dataset fit (a formula that is not the
-  policy's, as a squashed Gaussian's or tempered logits', fits no row but by coincidence),
-  every file with rows that do not is reported once, at its first: log-probabilities of
-  another policy (a stale copy of the network), of the unclipped sample beside the clipped
-  action. Logits masked before sampling fit where the mask removes nothing: store the
-  masked logits as `actor`.
+- else, where the rows that fit confirm the formula (a formula that is not the policy's, as
+  a squashed Gaussian's or tempered logits', fits no row but by coincidence), every file
+  with rows that do not is reported once, at its first: log-probabilities of another
+  policy (a stale copy of the network), of the unclipped sample beside the clipped action.
+  The formula is confirmed when the binomial chance of as many rows fitting, at the rate
+  at which a *decoy* fits (an action the row did not take: Discrete, another action of the
+  space whose log-probability differs from the taken one's; Box, the action two rows away),
+  is at most `trajkit.lint.evidence.CHANCE`; without decoys, by `MIN_FIT` rows. Logits
+  masked before sampling fit where the mask removes nothing: store the masked logits as
+  `actor`.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from trajkit._base.types import AnyArray, BoolArray
 from trajkit._models.rollout import Rollout
 from trajkit._models.rules import discrete_actions
 from trajkit.lint.episodes import first_place
+from trajkit.lint.evidence import CHANCE, binomial_tail, rate_bound
 from trajkit.lint.registry import Finding
 
 __all__ = [
@@ -50,7 +55,7 @@ MIN_ROWS = 4
 """TK110's env-order reading: the fewest rows per env it is judged on."""
 
 MIN_FIT = 8
-"""TK110: the fewest fitting rows that confirm the formula (another one fits none)."""
+"""TK110: the fewest fitting rows that confirm the formula where no decoy can be judged."""
 
 
 def log_softmax(logits: AnyArray) -> AnyArray:
@@ -128,6 +133,8 @@ class LogpFit:
             (`None` without a Box space).
         order: `order[b][c]`: the rows where env b's stored log-probability fits env c's
             recomputed one (the diagonal: its own).
+        decoys: Actions a row did not take that its stored log-probability is compared
+            with, and how many fit it (`_decoys`).
     """
 
     rows: int
@@ -137,6 +144,7 @@ class LogpFit:
     again: float = 0.0
     on_bound: int | None = None
     order: tuple[tuple[int, ...], ...] = ()
+    decoys: tuple[int, int] = (0, 0)
 
 
 def _on_bound(actions: AnyArray, space: Mapping[str, Any] | None) -> BoolArray | None:
@@ -179,8 +187,9 @@ def logp_fit(rollout: Rollout, space: Mapping[str, Any] | None) -> LogpFit | Non
     order = tuple(
         tuple(int(_fits(logp[:, b], again[:, c]).sum()) for c in range(B)) for b in range(B)
     )
+    decoys = _decoys(outs, logp, again)
     if fit.all():
-        return LogpFit(int(fit.size), int(fit.size), None, order=order)
+        return LogpFit(int(fit.size), int(fit.size), None, order=order, decoys=decoys)
     bad = ~fit
     t, b = first_place(bad)
     bounds = _on_bound(outs["actions"], space)
@@ -192,7 +201,38 @@ def logp_fit(rollout: Rollout, space: Mapping[str, Any] | None) -> LogpFit | Non
         again=float(again[t, b]),
         on_bound=None if bounds is None else int((bad & bounds).sum()),
         order=order,
+        decoys=decoys,
     )
+
+
+def _decoys(outs: Mapping[str, AnyArray], logp: AnyArray, again: AnyArray) -> tuple[int, int]:
+    """Actions a row did not take, and how many fit its stored log-probability.
+
+    Discrete: every other action of the space whose log-probability differs from the taken
+    one's (a tie fits alike); Box: the action two rows away (either side), where it differs.
+    Whatever formula the stored log-probabilities come from, a decoy fits by coincidence.
+    """
+    stored = logp.astype(np.float64)
+    if discrete_actions(outs):
+        table = log_softmax(outs["actor"])
+        apart = ~_fits(again[..., None], table)  # not the taken action, nor tied with it
+        near = _fits(stored[..., None], table)
+        return int(apart.sum()), int((apart & near).sum())
+    actions = outs["actions"]
+    R = actions.shape[0]
+    flat = actions.reshape(R, actions.shape[1], -1)
+    trials = fits = 0
+    for shift in (-2, 2):
+        rows = np.arange(max(0, -shift), min(R, R - shift))
+        if not len(rows):
+            continue
+        density = gaussian_logp(outs, actions[rows + shift], rows)
+        if density is None:
+            return 0, 0
+        other = (flat[rows + shift] != flat[rows]).any(axis=-1)
+        trials += int(other.sum())
+        fits += int((other & _fits(stored[rows], density)).sum())
+    return trials, fits
 
 
 def _reordered(files: list[tuple[str, LogpFit]]) -> tuple[int, int, int, int] | None:
@@ -212,6 +252,14 @@ def _reordered(files: list[tuple[str, LogpFit]]) -> tuple[int, int, int, int] | 
         if 2 * own < rows <= 2 * int(total[b, other]):
             return b, other, int(total[b, other]), own
     return None
+
+
+def _confirmed(files: list[tuple[str, LogpFit]], fit: int, rows: int) -> bool:
+    """Whether the `fit` of `rows` rows that fit confirm the formula (see the module)."""
+    trials, fits = sum(f.decoys[0] for _, f in files), sum(f.decoys[1] for _, f in files)
+    if not trials:
+        return fit >= MIN_FIT
+    return binomial_tail(rows, rate_bound(fits, trials), fit) <= CHANCE
 
 
 def mismatch_findings(files: list[tuple[str, LogpFit]]) -> list[Finding]:
@@ -243,7 +291,7 @@ def mismatch_findings(files: list[tuple[str, LogpFit]]) -> list[Finding]:
         ]
     fit = sum(f.fit for _, f in files)
     rows = sum(f.rows for _, f in files)
-    if fit < MIN_FIT:
+    if not _confirmed(files, fit, rows):
         return []
     found = []
     for path, f in files:

@@ -11,11 +11,14 @@ reported at the first row (then env) where it shows, with the count of such rows
 - TK116: an observation (a row, or a `final_obses` entry) outside the recording's
   observation space, leaf by leaf for Dict and Tuple spaces: an observation normalised or
   rescaled in place while the recording names the raw space. Discrete, MultiDiscrete and
-  MultiBinary values are checked exactly; Box values past a finite bound by more than
-  `BOX_MARGIN` of the bounds' range (of the bound itself, at least 1, where the other side
-  is unbounded), since real envs' Box bounds are soft (LunarLander's lander flies to y = 3
-  and more above its declared 2.5). Not checked where the recording names a vector wrapper
-  that changes observations (its space is the wrapper's).
+  MultiBinary values are checked exactly; Box values farther past a finite bound than the
+  box is wide (`BOX_MARGIN` times the bounds' range; of the bound itself, at least 1, where
+  the other side is unbounded), in a feature whose values in the file leave its box so on
+  both sides where it has two bounds: real envs' Box bounds are soft, and an env's own
+  state runs past one of them (LunarLander's lander flies as high as it likes above its
+  declared y of 2.5), while values rescaled around another centre leave on both. Not
+  checked where the recording names a vector wrapper that changes observations (its space
+  is the wrapper's).
 
 The action space is the recording's, else the `action_space` option (Discrete actions beside
 `actor` logits are in `[0, A)` by the rules every rollout passes). A space is named as the
@@ -33,7 +36,7 @@ from trajkit._base.types import AnyArray, BoolArray
 from trajkit._core import tree as _tree
 from trajkit._models.rollout import Rollout
 from trajkit._models.rules import episode_ends
-from trajkit.lint.episodes import count_places, first_place
+from trajkit.lint.episodes import changes_observations, count_places, first_place
 from trajkit.lint.registry import Finding
 
 __all__ = [
@@ -45,7 +48,7 @@ __all__ = [
     "space_name",
 ]
 
-BOX_MARGIN = 0.5
+BOX_MARGIN = 1.0
 """TK116: how far past a Box bound an observation is reported, as a part of the range."""
 
 
@@ -219,10 +222,6 @@ def leaf_space(space: Mapping[str, Any] | None, path: tuple[Any, ...]) -> Mappin
     return space
 
 
-def _changes_observations(recording: Mapping[str, Any]) -> bool:
-    return any("Observation" in str(w) for w in recording.get("wrappers") or ())
-
-
 def observation_finding(
     rollout: Rollout, recording: Mapping[str, Any] | None, path: str | None
 ) -> Finding | None:
@@ -232,15 +231,15 @@ def observation_finding(
         >>> import numpy as np
         >>> from trajkit.testing import example_rollout
         >>> r = example_rollout(num_steps=4, num_envs=1)
-        >>> r.obses[3, 0, 1] = 20.0
+        >>> r.obses[3, 0, 1], r.obses[4, 0, 1] = 20.0, -20.0
         >>> space = {"type": "Box", "low": -5.0, "high": 5.0, "shape": [4], "dtype": "float32"}
         >>> observation_finding(r, {"observation_space": space}, "a.npz").message
         ... # doctest: +ELLIPSIS
-        'obses[3, 0][1] = 20 is outside Box(-5.0, 5.0, (4,)) (1 row in 1 env): observations ...
+        'obses[3, 0][1] = 20 is outside Box(-5.0, 5.0, (4,)) (2 rows in 1 env): observations ...
     """
     recording = recording or {}
     declared = recording.get("observation_space")
-    if not declared or _changes_observations(recording):
+    if not declared or changes_observations(recording):
         return None
     R, B = rollout.num_steps + 1, rollout.batch_size
     ends = np.nonzero(episode_ends(rollout.dones))
@@ -251,27 +250,29 @@ def observation_finding(
         if space is None:
             continue
         name = _tree.format_path("obses", leaf_path)
-        rows = _outside(leaf.reshape(R * B, *leaf.shape[2:]), space, BOX_MARGIN)
-        if rows is not None and rows.any():
-            mask = rows.any(axis=-1).reshape(R, B)
+        final = finals.get(tuple(leaf_path))
+        final = np.asarray(final) if final is not None and len(final) else None
+        flat = leaf.reshape(R * B, *leaf.shape[2:])
+        rows = _outside(flat, space, BOX_MARGIN)
+        bad = None if final is None else _outside(final, space, BOX_MARGIN)
+        escapes = _escapes(space, rows, bad, flat, final)
+        if rows is not None and (rows & escapes).any():
+            mask = (rows & escapes).any(axis=-1).reshape(R, B)
             t, b = first_place(mask)
-            i = int(np.flatnonzero(rows[t * B + b])[0])
+            i = int(np.flatnonzero((rows & escapes)[t * B + b])[0])
             value = leaf[t, b].reshape(-1)[i]
             found.append(
                 (t, b, f"{name}[{t}, {b}]{_index(leaf, i)} = {value:g}", space_name(space), mask)
             )
-        final = finals.get(tuple(leaf_path))
-        if final is not None and len(final):
-            bad = _outside(np.asarray(final), space, BOX_MARGIN)
-            if bad is not None and bad.any():
-                e = int(np.flatnonzero(bad.any(axis=-1))[0])
-                t, b = int(ends[0][e]), int(ends[1][e])
-                i = int(np.flatnonzero(bad[e])[0])
-                shown = f"final_obses{name[5:]}[{e}] (step {t}, env {b}){_index(leaf, i)}"
-                value = np.asarray(final)[e].reshape(-1)[i]
-                mask = np.zeros((R, B), dtype=bool)
-                mask[t, b] = True
-                found.append((t, b, f"{shown} = {value:g}", space_name(space), mask))
+        if final is not None and bad is not None and (bad & escapes).any():
+            e = int(np.flatnonzero((bad & escapes).any(axis=-1))[0])
+            t, b = int(ends[0][e]), int(ends[1][e])
+            i = int(np.flatnonzero((bad & escapes)[e])[0])
+            shown = f"final_obses{name[5:]}[{e}] (step {t}, env {b}){_index(leaf, i)}"
+            value = final[e].reshape(-1)[i]
+            mask = np.zeros((R, B), dtype=bool)
+            mask[t, b] = True
+            found.append((t, b, f"{shown} = {value:g}", space_name(space), mask))
     if not found:
         return None
     t, b, what, space_text, mask = min(found, key=lambda f: (f[0], f[1]))
@@ -283,6 +284,43 @@ def observation_finding(
         b,
         t,
     )
+
+
+def _escapes(
+    space: Mapping[str, Any],
+    rows: BoolArray | None,
+    bad: BoolArray | None,
+    values: AnyArray,
+    final: AnyArray | None,
+) -> BoolArray | bool:
+    """TK116, per feature of a Box leaf: whether its values leave the box as a rescale does.
+
+    A feature bounded on both sides must be found past both, in the file's rows or final
+    observations: an env's own state that runs past a soft bound leaves the box on one side
+    (LunarLander's lander flies up past y = 2.5, as far as it likes), values rescaled around
+    another centre leave it on both. Past its one bound suffices where the other side is
+    unbounded. Other spaces are exact: every value outside counts.
+
+    Examples:
+        >>> box = {"type": "Box", "low": -1.0, "high": 1.0, "shape": [2]}
+        >>> x = np.array([[9.0, 0.0], [-9.0, 9.0]])
+        >>> _escapes(box, _outside(x, box, 1.0), None, x, None).tolist()
+        [True, False]
+    """
+    if space.get("type") != "Box" or rows is None:
+        return True
+    shape = tuple(values.shape[1:])
+    low = box_bound(space.get("low"), shape, -np.inf).reshape(-1)
+    high = box_bound(space.get("high"), shape, np.inf).reshape(-1)
+    both = [values.reshape(values.shape[0], -1)]
+    if final is not None:
+        both.append(final.reshape(final.shape[0], -1))
+    flat = np.concatenate(both).astype(np.float64)
+    out = np.concatenate([rows] + ([bad] if bad is not None else [])).astype(bool)
+    below, above = (out & (flat < low)).any(axis=0), (out & (flat > high)).any(axis=0)
+    two_sided = np.isfinite(low) & np.isfinite(high)
+    result: BoolArray = np.where(two_sided, below & above, below | above)
+    return result
 
 
 def _index(leaf: AnyArray, i: int) -> str:

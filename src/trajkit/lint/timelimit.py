@@ -13,12 +13,17 @@ of one recording by `trajkit.lint.join`):
   time limit cut (Gymnasium then sets both flags, and a termination is right). The evidence
   is counted over a whole recording, in the envs that flag no end at L as a truncation: n
   distinct episodes (their first and last observations differ) ending unflagged at exactly
-  L, against the rate h at which a step terminates an episode otherwise: the larger of the
-  recording's rate per step and the rate at which its episodes that reach step L-1 end there
-  (terminations that the state brings about cluster at some lengths), each an upper bound
-  from its counts (`trajkit.lint.evidence.rate_bound`). Reported when h^n,
-  the chance that n episodes which reached L all terminated on that very step, is at most
-  `trajkit.lint.evidence.CHANCE`.
+  L, against the rate h at which an episode that reaches step L terminates on it: the
+  larger of the recording's rate per step and its rate of termination at L-1 and L, counted
+  over the episodes that reached L-1 (did they end there?) and, in the envs that flag an end
+  at L as a truncation, those that reached L (flagged: cut; unflagged: terminated on the
+  step the limit cut). Terminations that the state brings about cluster at some lengths:
+  the rate is the one just before L, and at L where the recording shows it. Each is an upper
+  bound from its counts (`trajkit.lint.evidence.rate_bound`). Reported when h^n, the chance
+  that n episodes which reached L all terminated on that very step, is at most
+  `trajkit.lint.evidence.CHANCE`. The envs of a recording are copies of one env under one
+  policy: where some flag their cuts at L, the others' unflagged ends at L are weighed
+  against those.
 
 Without a time limit, nothing here runs: an env whose episodes all end at one length cannot
 be told from a time limit that is not recorded (set `max-episode-steps`).
@@ -30,26 +35,41 @@ from trajkit.lint.evidence import rate_bound
 from trajkit.lint.registry import Finding
 
 __all__ = [
-    "cut_chance",
+    "cut_rate",
+    "window",
     "early_cut_finding",
     "over_limit_finding",
     "truncation_finding",
 ]
 
 
-def cut_chance(cuts: int, terminations: int, steps: int, before: int, reached: int) -> float:
-    """TK101's chance that `cuts` distinct episodes ending unflagged at L all terminated there.
+def window(limit: int) -> int:
+    """TK101: how many steps before the limit L its rate of termination is counted over.
 
-    `terminations` of a recording's `steps` ended an episode untruncated (but at L); `before`
-    of the `reached` episodes that reached step L-1 terminated on it. The rate is the larger
-    of the two bounds (`rate_bound`), to the power `cuts`.
+    The last quarter of the limit (one step at least): terminations that the state brings
+    about cluster at some lengths, so the rate is the one just before L, where each episode
+    that reached L gives a chance per step.
 
     Examples:
-        >>> cut_chance(2, 0, 3000, 0, 3000) < 1e-5, cut_chance(2, 0, 3000, 0, 2)
-        (True, 0.36)
+        >>> window(2), window(8), window(100)
+        (1, 2, 25)
     """
-    rate = max(rate_bound(terminations, steps), rate_bound(before, reached))
-    return float(rate**cuts)
+    return max(1, limit // 4)
+
+
+def cut_rate(terminations: int, steps: int, before: int, reached: int) -> float:
+    """TK101's rate h at which an episode that reaches step L terminates on it.
+
+    `terminations` of a recording's `steps` ended an episode untruncated (but at L); of
+    `reached` chances to terminate at L-1 and, where an env flags cuts at L, at L itself,
+    `before` were taken. The larger of the two bounds (`rate_bound`): n distinct episodes
+    ending unflagged at L are reported when h^n is at most `CHANCE`.
+
+    Examples:
+        >>> cut_rate(0, 3000, 0, 3000) ** 2 < 1e-5, cut_rate(0, 3000, 0, 2)
+        (True, 0.6)
+    """
+    return max(rate_bound(terminations, steps), rate_bound(before, reached))
 
 
 def truncation_finding(
