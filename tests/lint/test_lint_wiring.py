@@ -139,10 +139,11 @@ def test_a_chunk_passes_max_bytes_on(saved: Path) -> None:
 
 
 def _recorded_file(folder: Path) -> Path:
-    """A file whose own findings are TK104, TK106 and TK116 (from its recording's space)."""
+    """A file whose own findings are TK106 and TK116 (from its recording's space)."""
     obses = np.zeros((9, 1, 3), np.float32)
-    obses[4] = obses[3] = 1.0  # each episode end repeats its observation (TK104)
-    obses[7, 0, 0] = obses[6, 0, 0] = 50.0  # far outside the declared space (TK116)
+    obses[4] = obses[3] = 1.0
+    obses[7, 0, 0] = obses[6, 0, 0] = 50.0  # far outside the declared space, above
+    obses[5, 0, 0] = -50.0  # and below (TK116 asks a two-sided feature for both)
     rews = np.ones(8)
     rews[[3, 6]] = 0.0
     outs = {"actions": np.array([[0], [1], [9], [0], [0], [0], [0], [0], [0]])}  # 9: TK106
@@ -161,9 +162,10 @@ def test_a_file_s_recording_reaches_its_checks_and_findings_come_in_code_order(
     path = _recorded_file(tmp_path)
     space = {"type": "Discrete", "n": 2}
     found = lint(path, select=["TK1"], action_space=space, max_episode_steps=3, jobs=1)
-    # TK105 (an episode over the time limit) is found by joining episodes, after the others
+    # TK105 (an episode over the time limit) is found by joining episodes, after the others,
+    # and comes before them in code order
     codes = [(f.code, f.env, f.step) for f in found]
-    assert codes == [("TK104", 0, 3), ("TK105", 0, 3), ("TK106", 0, 2), ("TK116", 0, 6)]
+    assert codes == [("TK105", 0, 3), ("TK106", 0, 2), ("TK116", 0, 5)]
 
 
 def test_the_recording_and_the_settings_reach_the_summary_and_the_edges(
