@@ -151,3 +151,28 @@ def test_validate_v_says_so_when_run_as_users_run_it(tmp_path: Path) -> None:
         f"trajkit: 1 worker process(es) asked for; {os.cpu_count()} other process(es) running "
         f"on {os.cpu_count()} cores: worked through in this process\n49 files: 49 ok"
     )
+
+
+def test_the_pool_gets_the_free_workers_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    sizes: list[int] = []
+    real = engine._pool
+
+    def pool(work: engine.Work[int], workers: int, method: str) -> object:
+        sizes.append(workers)
+        return real(work, workers, method)
+
+    monkeypatch.setattr(engine, "_pool", pool)
+    monkeypatch.setattr(engine, "CHUNK_FILES", 1)
+    monkeypatch.setattr(engine, "IN_PROCESS_FILES", 0)
+    monkeypatch.setattr(engine, "LOADAVG", _loadavg(tmp_path, running=2))  # one other
+    monkeypatch.setattr(os, "cpu_count", lambda: 4)
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    for i in range(12):
+        (folder / f"r{i:02d}.npz").touch()
+    with caplog.at_level(logging.INFO, logger="trajkit"):
+        assert len(list(engine.run_ordered(_pid, discover(str(folder)), jobs=4))) == 12
+    assert sizes == [2]  # 3 asked for, 4 cores, one held by another program
+    assert "4 jobs: this process and 2 worker process(es)" in caplog.text
