@@ -45,7 +45,9 @@ __all__ = [
     "take_rows",
 ]
 
-StreamSeed = int | np.random.Generator | random.Random | None
+StreamSeed: TypeAlias = "int | np.random.Generator | random.Random | None"
+"""A seed of a shuffled stream (a string, so that importing this module leaves `numpy.random`
+unimported until a stream is drawn)."""
 
 AdvantageNormalization: TypeAlias = Literal["rollout", "minibatch"] | None
 """How minibatch methods standardize advantages: not at all, over the rollout, or per batch."""
