@@ -57,6 +57,7 @@ Examples:
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Generator, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
@@ -445,8 +446,12 @@ def _rollouts(
         return parquet.ParquetFile(source, metadata=metadata, page_checksum_verification=True)
 
     try:
-        with filesystem.open_input_file(where) as source, reader(source) as file:
-            yield from iter_file(pa, file, lambda metadata: reader(source, metadata), max_rows)
+        with (
+            filesystem.open_input_file(where) as source,
+            reader(source) as file,
+            _descriptor(where, source) as fd,
+        ):
+            yield from iter_file(pa, file, lambda metadata: reader(source, metadata), max_rows, fd)
     except pa.ArrowException as exc:
         raise ValueError(f"not a readable Parquet file: {exc}") from None
     except OSError as exc:
@@ -454,6 +459,27 @@ def _rollouts(
             raise
         # pyarrow's: the file's bytes are not what they say (a page checksum, a header)
         raise ValueError(f"not a readable Parquet file: {exc}") from None
+
+
+@contextlib.contextmanager
+def _descriptor(where: str, source: Any) -> Iterator[int | None]:
+    """A descriptor of the local file `source` reads (for its plain pages), else `None`.
+
+    `None` for a URL, where `os.preadv` is missing (Windows), or when the path no longer
+    names the file `source` opened (its size differs).
+    """
+    if is_url(where) or not hasattr(os, "preadv"):
+        yield None
+        return
+    try:
+        fd = os.open(where, os.O_RDONLY)
+    except OSError:
+        yield None
+        return
+    try:
+        yield fd if os.fstat(fd).st_size == source.size() else None
+    finally:
+        os.close(fd)
 
 
 def read_parquet(path: str | os.PathLike[str], *, max_rows: int | None = MAX_ROWS) -> list[Rollout]:

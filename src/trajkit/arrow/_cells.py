@@ -78,10 +78,23 @@ def _bytes(name: str, column: Any, item: dict[str, Any], rows: Where) -> AnyArra
             f"layout's cell ({item['dtype']} of shape {list(shape)}) has {exc.width}"
         ) from None
     except _BoolByteError as exc:
-        raise ValueError(
-            f"column {name!r} holds the byte {exc.byte} in a bool cell at {rows(exc.row)}; "
-            "a bool is stored as the byte 0 or 1 (as trajkit's file format stores it)"
-        ) from None
+        raise _bool_byte(name, exc.byte, rows(exc.row)) from None
+
+
+def bool_bytes(name: str, values: AnyArray, rows: Where) -> None:
+    """Refuse a bool cell `[n, *shape]` read as bytes that holds a byte other than 0 and 1."""
+    stray = stray_bool_byte(values)
+    if stray is not None:
+        per_row = max(1, values[0].size)
+        byte = int(values.reshape(-1).view(np.uint8)[stray])
+        raise _bool_byte(name, byte, rows(stray // per_row))
+
+
+def _bool_byte(name: str, byte: int, where: str) -> ValueError:
+    return ValueError(
+        f"column {name!r} holds the byte {byte} in a bool cell at {where}; "
+        "a bool is stored as the byte 0 or 1 (as trajkit's file format stores it)"
+    )
 
 
 def binary_values(column: Any, dtype: np.dtype[Any], shape: Sequence[int]) -> AnyArray:

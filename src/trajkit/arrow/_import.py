@@ -44,6 +44,7 @@ from trajkit.arrow._layout import (
     read_layout,
 )
 from trajkit.arrow._leaves import Checks, Grid, Leaf, make_leaf
+from trajkit.arrow._pages import PageColumn, plain_columns
 from trajkit.arrow._plan import (
     SMALL_COLUMNS,
     Plan,
@@ -97,11 +98,16 @@ def read_table(table: Any, max_rows: int | None) -> Rollout:
 
 
 def iter_file(
-    pa: Any, file: Any, reopen: Callable[[Any], Any], max_rows: int | None
+    pa: Any,
+    file: Any,
+    reopen: Callable[[Any], Any],
+    max_rows: int | None,
+    fd: int | None = None,
 ) -> Iterator[Rollout]:
     """The rollouts of a Parquet file (`iter_parquet`), one at a time, in `rollout` id order.
 
-    `reopen(metadata)`: another reader of the same open file, for a thread of its own.
+    `reopen(metadata)`: another reader of the same open file, for a thread of its own. `fd`:
+    the file's descriptor, for its plain columns' pages read into place (`_pages`).
     """
     declared = file.metadata.num_rows
     if max_rows is not None and declared > max_rows:
@@ -122,11 +128,25 @@ def iter_file(
         yield from _whole(pa, file, layout, names)
         return
     small = _Cut(file_batches(reopen(file.metadata), list(SMALL_COLUMNS), _SMALL_BATCH_ROWS))
-    with Batches(file, reopen, names, _batch_rows(layout)) as batches:
-        rollouts = _Rollouts(pa, schema, layout, small, _Cut(batches))
+    direct = {} if fd is None else plain_columns(file, names, _widths(layout), fd)
+    rest = [name for name in names if name not in direct]
+    with Batches(file, reopen, rest, _batch_rows(layout)) as batches:
+        rollouts = _Rollouts(pa, schema, layout, small, _Cut(batches), direct)
         for k, rows in enumerate(index.runs):
             yield rollouts.read(k, rows)  # nothing of it stays here once the caller lets go
         rollouts.rest.end()
+        for column in direct.values():
+            column.end()
+
+
+def _widths(layout: dict[str, Any]) -> dict[str, int]:
+    """The compact leaves' columns (bytes, a cell a row) and their cells' sizes."""
+    items = [leaf for f in TREE_FIELDS for leaf in layout["fields"][f]["leaves"]]
+    return {
+        item["column"]: cell_bytes(item)
+        for item in [*items, *layout["model_outs"]]
+        if item.get("binary") and item["column"] is not None
+    }
 
 
 class _Rollouts:
@@ -136,12 +156,20 @@ class _Rollouts:
     """
 
     def __init__(
-        self, pa: Any, schema: Any, layout: dict[str, Any], small: _Cut, rest: _Cut
+        self,
+        pa: Any,
+        schema: Any,
+        layout: dict[str, Any],
+        small: _Cut,
+        rest: _Cut,
+        direct: dict[str, PageColumn],
     ) -> None:
         self.pa, self.layout, self.small, self.rest = pa, layout, small, rest
         self.fields = pa.schema([schema.field(name) for name in SMALL_COLUMNS])
-        others = [name for name in schema.names if name not in (*SMALL_COLUMNS, LAYOUT_COLUMN)]
+        skipped = (*SMALL_COLUMNS, LAYOUT_COLUMN, *direct)
+        others = [name for name in schema.names if name not in skipped]
         self.others = pa.schema([schema.field(name) for name in others])
+        self.direct = direct  # columns whose pages are read into place
         self.numbering = EpisodeIds()
 
     def read(self, k: int, rows: range) -> Rollout:
@@ -151,14 +179,25 @@ class _Rollouts:
         plan = plan_rollout(pa, part, layout, rows)
         del part  # (its rows' small columns: a tenth of a vector rollout, not kept meanwhile)
         plan.ids = self.numbering.next(plan.dones)
-        assembly = Assembly(pa, layout, plan, k)
         if plan.order is None:
+            assembly = Assembly(pa, layout, plan, k, self.direct)
             for batch in self.rest.take(len(rows)):
                 assembly.feed(batch, assembly.filled)
         else:  # its rows in another order: taken in order, a rollout's worth
+            assembly = Assembly(pa, layout, plan, k)
             taken = pa.Table.from_batches(list(self.rest.take(len(rows))), schema=self.others)
+            for name, column in self.direct.items():
+                taken = taken.append_column(name, _as_arrow(pa, column, rows))
             _feed(assembly, taken.take(from_numpy(pa, plan.order)), layout)
         return assembly.finish()
+
+
+def _as_arrow(pa: Any, column: PageColumn, rows: range) -> Any:
+    """A plain column's next `rows` (the file's rows), as the Arrow array pyarrow would give."""
+    cells = np.empty((len(rows), column.width), np.uint8)
+    column.take(cells, lambda i: f"row {rows.start + i} of the file")
+    data = pa.py_buffer(cells)
+    return pa.Array.from_buffers(pa.binary(column.width), len(rows), [None, data])
 
 
 class _Index:
@@ -329,8 +368,16 @@ class Assembly:
     need only give one id per episode.
     """
 
-    def __init__(self, pa: Any, layout: dict[str, Any], plan: Plan, number: int = 0) -> None:
+    def __init__(
+        self,
+        pa: Any,
+        layout: dict[str, Any],
+        plan: Plan,
+        number: int = 0,
+        direct: dict[str, PageColumn] | None = None,
+    ) -> None:
         self.layout, self.plan, self.number = layout, plan, number
+        self.direct = direct or {}  # columns whose next rows are read into place
         T, B = plan.T, plan.B
         self.grid = Grid(pa, T, B, episode_ends(plan.dones).reshape(-1), plan.where)
         self.filled = 0  # rows fed so far
@@ -355,7 +402,8 @@ class Assembly:
         stop = start + batch.num_rows
         if stop == start:
             return
-        columns = dict(zip(batch.schema.names, batch.columns, strict=True))
+        columns: dict[str, Any] = dict(zip(batch.schema.names, batch.columns, strict=True))
+        columns.update(self.direct)
         self._episode_ids(columns["episode_id"], start)
         for scalar in self.scalars:
             scalar.feed(columns[scalar.column], start, self.grid)

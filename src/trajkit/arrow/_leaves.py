@@ -18,8 +18,17 @@ import numpy as np
 
 from trajkit._base.types import AnyArray
 from trajkit.arrow._buffers import from_numpy, to_numpy
-from trajkit.arrow._cells import Where, cells, contradiction, differ, no_nulls, positioned
+from trajkit.arrow._cells import (
+    Where,
+    bool_bytes,
+    cells,
+    contradiction,
+    differ,
+    no_nulls,
+    positioned,
+)
 from trajkit.arrow._layout import reset_column
+from trajkit.arrow._pages import PageColumn
 
 Convert = Callable[[AnyArray], AnyArray]
 """Converts a leaf's values to its dtype, refusing what its rules refuse (naming positions)."""
@@ -113,6 +122,14 @@ class Leaf:
             return
         grid, name = self.grid, self.item["column"]
         column = columns[name]
+        if isinstance(column, PageColumn):  # its bytes read from the file into place
+            target = self.values()[start:stop]
+            column.take(target, grid.rows(start))
+            if self.dtype == np.bool_:
+                bool_bytes(name, target, grid.rows(start))
+            positioned(self.checks.values, target, start, grid.B)
+            self.feed_after(columns, start, stop)
+            return
         no_nulls(name, column, grid.rows(start))
         values = cells(grid.pa, name, column, self.item, grid.rows(start))
         target = self.values()[start:stop]

@@ -1,0 +1,386 @@
+"""Plain, uncompressed Parquet pages of a compact leaf, read straight into a rollout's arrays.
+
+A compact leaf's column (`fixed_size_binary`, one cell's bytes per row) written without
+compression or dictionary (as `write_parquet(..., compression="none")` writes it) holds its
+rows' bytes as they lie in the rollout's array, a page at a time behind each page's header.
+pyarrow would read each page, copy its values into an Arrow array, which the reader then
+copies into the rollout: here the values are read from the file into the rollout's array
+directly (`os.preadv`), one copy as the native `load` makes, and each page's CRC-32 is
+checked on them (zlib-ng's when installed) before the rollout is handed out.
+
+Only what such a column can hold is read here: data pages (v1 or v2) of PLAIN values whose
+definition levels say no row is null, in row groups with no dictionary. Anything else (a
+column a tool rewrote with compression or a dictionary, a file read from a URL) is decoded
+by pyarrow as before, column by column (`plain_columns` decides once per file). A page
+header is read by a small reader of Thrift's compact protocol, which Parquet's headers use;
+a header that does not parse, a page that does not fit its column chunk, a page whose sizes
+disagree with its values, or one whose checksum does not match is refused as a damaged file.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import deque
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import numpy as np
+
+from trajkit._base.types import AnyArray
+from trajkit._io.crc import crc32
+
+__all__ = ["PageColumn", "plain_columns"]
+
+_PLAIN_ENCODINGS = frozenset({"PLAIN", "RLE", "BIT_PACKED"})
+_MAX_HEADER = 16 << 20  # pyarrow's own limit on a page header's size
+_FIRST_READ = 256  # bytes read for a header first (a compact leaf's has no statistics)
+_MAX_DEPTH = 32  # nested structs and lists in a header (a hostile one could nest deeper)
+
+# Parquet's enums (parquet.thrift)
+_DATA_PAGE, _DATA_PAGE_V2 = 0, 3
+_PLAIN, _RLE = 0, 3
+
+# Thrift compact protocol field types
+_TRUE, _FALSE, _BYTE, _I16, _I32, _I64, _DOUBLE, _BINARY, _LIST, _SET, _MAP, _STRUCT = range(1, 13)
+
+_V1 = {1: None, 2: None, 3: None, 4: None}  # num_values, encoding, def and rep level encodings
+_V2 = {1: None, 2: None, 3: None, 4: None, 5: None, 6: None}  # ... nulls, rows, level lengths
+_HEADER: dict[int, Any] = {1: None, 2: None, 3: None, 4: None, 5: _V1, 8: _V2}
+
+Where = Callable[[int], str]
+
+
+class DamagedPageError(ValueError):
+    """A page of a plain column that cannot be what the file says it is."""
+
+
+def plain_columns(
+    file: Any, names: Iterable[str], widths: dict[str, int], fd: int
+) -> dict[str, PageColumn]:
+    """The columns among `names` whose pages can be read straight into a rollout.
+
+    `widths`: each compact leaf column's cell size in bytes. A column qualifies when it is
+    `FIXED_LEN_BYTE_ARRAY` of that width, never repeated, and every row group holds it
+    uncompressed, without a dictionary, in plain values; `fd` reads the file.
+    """
+    metadata, schema = file.metadata, file.schema
+    found: dict[str, PageColumn] = {}
+    for j in range(metadata.num_columns):
+        column = schema.column(j)
+        name = column.path
+        if name not in widths or name not in names:
+            continue
+        if (
+            column.physical_type != "FIXED_LEN_BYTE_ARRAY"
+            or column.length != widths[name]
+            or column.max_repetition_level != 0
+            or column.max_definition_level > 1
+        ):
+            continue
+        chunks = _chunks(metadata, j)
+        if chunks is not None:
+            found[name] = PageColumn(fd, name, chunks, widths[name], column.max_definition_level)
+    return found
+
+
+def _chunks(metadata: Any, j: int) -> list[tuple[int, int, int]] | None:
+    """Column `j`'s chunks as `(start, end, values)`, or `None` if one is not plain."""
+    chunks = []
+    for g in range(metadata.num_row_groups):
+        chunk = metadata.row_group(g).column(j)
+        if (
+            chunk.compression != "UNCOMPRESSED"
+            or chunk.has_dictionary_page
+            or not set(chunk.encodings) <= _PLAIN_ENCODINGS
+        ):
+            return None
+        start = chunk.data_page_offset
+        chunks.append((start, start + chunk.total_compressed_size, chunk.num_values))
+    return chunks
+
+
+class PageColumn:
+    """One plain column of a file, its rows read in order into the arrays given (`take`)."""
+
+    def __init__(
+        self, fd: int, name: str, chunks: list[tuple[int, int, int]], width: int, levels: int
+    ) -> None:
+        self.name, self.width, self.levels = name, width, levels
+        self._fd = fd
+        self._chunks = deque(chunks)
+        self._at = self._end = 0  # the next page's header, and the end of its column chunk
+        self._expected = 0  # values the current column chunk still owes
+        self._left = 0  # values of the current page not read yet
+        self._pos = 0  # where they start in the file
+        self._crc = 0  # of the current page so far
+        self._want: int | None = None  # its checksum, when it has one
+        self._page = 0  # where its header starts (named in messages)
+        self._null: int | None = None  # a null among its values left (index among them)
+
+    def take(self, into: AnyArray, rows: Where) -> None:
+        """Fill `into` (`[n, *shape]`, C-contiguous, `width` bytes a row) with the next rows.
+
+        `rows(i)` names row i of `into` in messages.
+        """
+        if not into.flags.c_contiguous:  # (its reshape would be a copy, filled in vain)
+            raise ValueError("rows are read into a C-contiguous array only")
+        target = into.reshape(-1).view(np.uint8).data
+        count, done, width = len(into), 0, self.width
+        while done < count:
+            if not self._left:
+                self._next_page()
+            n = min(self._left, count - done)
+            if self._null is not None and self._null < n:
+                raise ValueError(
+                    f"column {self.name!r} is null at {rows(done + self._null)}; a rollout "
+                    "has a value at every step"
+                )
+            part = target[done * width : (done + n) * width]
+            self._read(part)
+            self._crc = crc32(part, self._crc)
+            self._pos += len(part)
+            self._left -= n
+            done += n
+            if self._null is not None:
+                self._null -= n
+            if not self._left:
+                self._check_crc()
+
+    def end(self) -> None:
+        """Refuse pages or row groups left once every row was taken."""
+        if self._left or self._at < self._end or self._chunks:
+            raise ValueError("the file's columns hold more rows than its index columns")
+
+    def _read(self, part: memoryview) -> None:
+        got = 0
+        while got < len(part):
+            count = os.preadv(self._fd, [part[got:]], self._pos + got)
+            if not count:
+                raise self._damaged("ends before the page's values")
+            got += count
+
+    def _next_page(self) -> None:
+        """Read the next page's header and levels; its values start at `_pos`."""
+        while self._at >= self._end:
+            if self._expected:
+                raise self._damaged(f"its column chunk ends {self._expected} values short")
+            if not self._chunks:
+                raise ValueError("the file's columns hold fewer rows than its index columns")
+            self._at, self._end, self._expected = self._chunks.popleft()
+        self._page = self._at
+        header, size = _header(self._fd, self._at, self._end - self._at)
+        body = self._at + size
+        if body > self._end:
+            raise self._damaged("its header runs past its column chunk")
+        self._at = body + _int(header, 3, self._damaged)
+        if self._at > self._end or _int(header, 2, self._damaged) != self._at - body:
+            raise self._damaged("its sizes do not fit its column chunk (or it is compressed)")
+        crc = header.get(4)
+        self._want = None if crc is None else crc & 0xFFFFFFFF
+        kind = header.get(1)
+        if kind == _DATA_PAGE and isinstance(header.get(5), dict):
+            values, levels = self._v1(header[5], body)
+        elif kind == _DATA_PAGE_V2 and isinstance(header.get(8), dict):
+            values, levels = self._v2(header[8], body)
+        else:
+            raise self._damaged(f"a page of type {kind}, not a data page of plain values")
+        if values > self._expected or (
+            self._null is None and values * self.width != self._at - body - levels
+        ):  # (a page with nulls stores fewer values: refused at its first null)
+            raise self._damaged(f"its {values} values do not fill its {self._at - body} bytes")
+        self._expected -= values
+        self._left, self._pos = values, body + levels
+
+    def _v1(self, page: dict[int, Any], body: int) -> tuple[int, int]:
+        """A v1 data page's values and the bytes of its levels (length-prefixed), checked."""
+        values = _int(page, 1, self._damaged)
+        if page.get(2) != _PLAIN or page.get(4) not in (_RLE, 4):
+            raise self._damaged("its values are not plain")
+        if not self.levels:
+            self._crc, self._null = 0, None
+            return values, 0
+        if page.get(3) != _RLE:
+            raise self._damaged("its definition levels are not RLE")
+        prefix = self._bytes(body, 4)
+        length = int.from_bytes(prefix, "little")
+        levels = self._bytes(body + 4, length)
+        self._crc = crc32(levels, crc32(prefix))
+        self._null = _first_null(levels, values, self._damaged)
+        return values, 4 + length
+
+    def _v2(self, page: dict[int, Any], body: int) -> tuple[int, int]:
+        """A v2 data page's values and the bytes of its levels, checked."""
+        values = _int(page, 1, self._damaged)
+        length, repeated = _int(page, 5, self._damaged), _int(page, 6, self._damaged)
+        if page.get(4) != _PLAIN or repeated or (length and not self.levels):
+            raise self._damaged("its values are not plain")
+        levels = self._bytes(body, length)
+        self._crc = crc32(levels)
+        self._null = _first_null(levels, values, self._damaged) if length else None
+        if _int(page, 2, self._damaged) and self._null is None:
+            raise self._damaged("it counts nulls its levels do not have")
+        return values, length
+
+    def _bytes(self, at: int, count: int) -> bytes:
+        if at + count > self._at:
+            raise self._damaged("its levels run past its end")
+        data = os.pread(self._fd, count, at)
+        if len(data) != count:
+            raise self._damaged("the file ends inside it")
+        return data
+
+    def _check_crc(self) -> None:
+        if self._want is not None and self._crc & 0xFFFFFFFF != self._want:
+            raise self._damaged("CRC checksum verification failed")
+
+    def _damaged(self, why: str) -> DamagedPageError:
+        return DamagedPageError(
+            f"not a readable Parquet file: column {self.name!r}, the page at byte "
+            f"{self._page}: {why}"
+        )
+
+
+def _int(fields: dict[int, Any], key: int, damaged: Callable[[str], DamagedPageError]) -> int:
+    """A header's integer field, required and not negative."""
+    value = fields.get(key)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise damaged(f"its header lacks field {key}, or holds {value!r} there")
+    return value
+
+
+def _first_null(
+    levels: bytes, values: int, damaged: Callable[[str], DamagedPageError]
+) -> int | None:
+    """The first null among `values` definition levels (bit width 1, RLE/bit-packed hybrid)."""
+    try:
+        return _scan_levels(levels, values)
+    except (IndexError, ValueError):
+        raise damaged("its definition levels do not parse") from None
+
+
+def _scan_levels(levels: bytes, values: int) -> int | None:
+    pos = seen = 0
+    while seen < values:
+        head, pos = _varint(levels, pos)
+        count = head >> 1
+        if head & 1:  # bit-packed: `count` groups of 8 levels, a byte each
+            if not count or pos + count > len(levels):
+                raise ValueError("bit-packed levels past their end")
+            packed = np.frombuffer(levels, np.uint8, count, pos)
+            bits = np.unpackbits(packed, bitorder="little")[: values - seen]
+            if not bits.all():
+                return seen + int(np.argmin(bits))
+            pos, seen = pos + count, seen + 8 * count
+        else:  # a run of `count` times one level, in a byte
+            if not count or levels[pos] > 1:
+                raise ValueError("a run of no levels, or of a level above 1")
+            if not levels[pos]:
+                return seen
+            pos, seen = pos + 1, seen + count
+    return None
+
+
+# ------------------------------------------------------------------ Thrift compact protocol
+
+
+def _header(fd: int, at: int, room: int) -> tuple[dict[int, Any], int]:
+    """The page header at byte `at` (within `room` bytes) and its size."""
+    size = min(_FIRST_READ, room)
+    while True:
+        data = os.pread(fd, size, at)
+        try:
+            fields, end = _struct(data, 0, _HEADER, 0)
+        except IndexError:  # ran past what was read
+            if size >= min(room, _MAX_HEADER) or len(data) < size:
+                raise DamagedPageError(
+                    f"not a readable Parquet file: the page header at byte {at} does not parse"
+                ) from None
+            size = min(4 * size, room, _MAX_HEADER)
+            continue
+        except ValueError as exc:
+            raise DamagedPageError(
+                f"not a readable Parquet file: the page header at byte {at} does not parse ({exc})"
+            ) from None
+        return fields, end
+
+
+def _varint(data: bytes, pos: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        byte = data[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value, pos
+        shift += 7
+        if shift > 63:
+            raise ValueError("a varint longer than 64 bits")
+
+
+def _struct(
+    data: bytes, pos: int, wanted: dict[int, Any], depth: int
+) -> tuple[dict[int, Any], int]:
+    """A struct's `wanted` fields (an int, or a dict of a struct's own `wanted`); skips others."""
+    if depth > _MAX_DEPTH:
+        raise ValueError("nested too deeply")
+    fields: dict[int, Any] = {}
+    field = 0
+    while True:
+        head = data[pos]
+        pos += 1
+        if not head:
+            return fields, pos
+        kind, delta = head & 0x0F, head >> 4
+        if delta:
+            field += delta
+        else:
+            raw, pos = _varint(data, pos)
+            field = (raw >> 1) ^ -(raw & 1)
+        want = wanted.get(field, False)
+        if want is None and kind in (_I16, _I32, _I64):
+            raw, pos = _varint(data, pos)
+            fields[field] = (raw >> 1) ^ -(raw & 1)
+        elif isinstance(want, dict) and kind == _STRUCT:
+            fields[field], pos = _struct(data, pos, want, depth + 1)
+        else:
+            pos = _skip(data, pos, kind, depth)
+
+
+def _skip(data: bytes, pos: int, kind: int, depth: int) -> int:
+    """The position after a value of `kind` at `pos` (a field's; bools hold no byte there)."""
+    if depth > _MAX_DEPTH:
+        raise ValueError("nested too deeply")
+    if kind in (_TRUE, _FALSE):
+        return pos
+    if kind == _BYTE:
+        return pos + 1
+    if kind in (_I16, _I32, _I64):
+        return _varint(data, pos)[1]
+    if kind == _DOUBLE:
+        return pos + 8
+    if kind == _BINARY:
+        length, pos = _varint(data, pos)
+        if pos + length > len(data):
+            raise IndexError("past the data read")
+        return pos + length
+    if kind in (_LIST, _SET):
+        return _skip_list(data, pos, depth)
+    if kind == _STRUCT:
+        return _struct(data, pos, {}, depth + 1)[1]
+    raise ValueError(f"a field of type {kind}")
+
+
+def _skip_list(data: bytes, pos: int, depth: int) -> int:
+    """The position after a list (or set) at `pos`."""
+    head = data[pos]
+    count, item = head >> 4, head & 0x0F
+    pos += 1
+    if count == 15:
+        count, pos = _varint(data, pos)
+    if item in (_TRUE, _FALSE):  # a list's bools are a byte each
+        item = _BYTE
+    if count > len(data) - pos:  # every item takes a byte at least
+        raise IndexError("past the data read")
+    for _ in range(count):
+        pos = _skip(data, pos, item, depth + 1)
+    return pos
