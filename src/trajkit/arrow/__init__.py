@@ -248,7 +248,9 @@ def write_parquet(
             by the first rollout, and the file has one layout).
         row_group_bytes: About how many bytes of leaf values go in one row group (at least
             one step of one rollout per row group).
-        **options: Passed to `pyarrow.parquet.ParquetWriter` (e.g. `compression="zstd"`).
+        **options: Passed to `pyarrow.parquet.ParquetWriter` (e.g. `compression="zstd"`
+            for smaller files, `compression="none"` for the fastest reads: `read_parquet`
+            reads the compact layout's uncompressed bytes straight into the rollout).
             Unless given, every page is written with its checksum (`write_page_checksum`,
             which `read_parquet` verifies), and the compact layout without dictionaries and
             without statistics of its bytes (all cost, no use there).
@@ -387,7 +389,9 @@ def iter_parquet(
     the rollout's arrays; a `next_` column is checked against the rows after it as they come,
     and the `episode_id` column against the numbering `write_parquet` gives the rollouts.
     Two threads decode the row groups in turn, a batch ahead of the checks (8 MiB of values
-    each). A file that polars, DuckDB or HF `datasets` rewrote (without the schema metadata)
+    each). A compact leaf's column written uncompressed without a dictionary
+    (`write_parquet(..., compression="none")`) is read from a local file straight into the
+    rollout's arrays instead, page by page, each page's checksum checked on the values. A file that polars, DuckDB or HF `datasets` rewrote (without the schema metadata)
     reads back the same, through its `trajkit_layout` column.
 
     The bound holds for files in `write_parquet`'s order, where each rollout's rows are
