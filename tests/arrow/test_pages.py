@@ -155,25 +155,35 @@ def test_rows_in_another_order_are_taken_in_order(tmp_path: Path, spy: Spy) -> N
     assert spy.direct == [["obs.image", "obs.vector", "out.actor", "state"]]
 
 
-def test_a_url_is_read_through_pyarrow(tmp_path: Path) -> None:
-    """`_descriptor` gives no descriptor for a URL, nor for a file the path no longer names."""
-
-    class Source:
-        def size(self) -> int:
-            return 1
-
-    path = tmp_path / "two.bin"
-    path.write_bytes(b"ab")
-    with ta._descriptor("memory://x.parquet", Source()) as fd:
-        assert fd is None
-    with ta._descriptor(str(path), Source()) as fd:  # 2 bytes on disk, 1 opened
-        assert fd is None
-    with ta._descriptor(str(tmp_path / "gone.parquet"), Source()) as fd:
-        assert fd is None
+def test_a_url_or_a_replaced_path_is_read_through_pyarrow(tmp_path: Path) -> None:
+    """No descriptor for a URL; none used when the path names another file than it opened."""
+    path = tmp_path / "a.bin"
     path.write_bytes(b"a")
-    with ta._descriptor(str(path), Source()) as fd:
+    with ta._descriptor("memory://x.parquet") as fd:
+        assert fd is None
+    with ta._descriptor(str(tmp_path / "gone.parquet")) as fd:
+        assert fd is None
+    with ta._descriptor(str(path)) as fd:
         assert fd is not None
+        assert ta._names(str(path), fd)
         assert os.pread(fd, 1, 0) == b"a"
+        other = tmp_path / "b.bin"
+        other.write_bytes(b"b")
+        other.replace(path)  # the path now names another file
+        assert not ta._names(str(path), fd)
+        path.unlink()
+        assert not ta._names(str(path), fd)
+
+
+def test_a_file_replaced_while_opened_is_read_through_pyarrow(
+    tmp_path: Path, spy: Spy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rs = [image_rollout(num_steps=3)]
+    path = tmp_path / "runs.parquet"
+    ta.write_parquet(rs, path, compression="none")
+    monkeypatch.setattr(ta, "_names", lambda where, fd: False)
+    assert ta.read_parquet(path) == rs
+    assert spy.direct == []  # iter_file got no descriptor: plain_columns was not asked
 
 
 # ------------------------------------------------------------------- the same refusals

@@ -391,8 +391,9 @@ def iter_parquet(
     Two threads decode the row groups in turn, a batch ahead of the checks (8 MiB of values
     each). A compact leaf's column written uncompressed without a dictionary
     (`write_parquet(..., compression="none")`) is read from a local file straight into the
-    rollout's arrays instead, page by page, each page's checksum checked on the values. A file that polars, DuckDB or HF `datasets` rewrote (without the schema metadata)
-    reads back the same, through its `trajkit_layout` column.
+    rollout's arrays instead, page by page, each page's checksum checked on the values. A
+    file that polars, DuckDB or HF `datasets` rewrote (without the schema metadata) reads
+    back the same, through its `trajkit_layout` column.
 
     The bound holds for files in `write_parquet`'s order, where each rollout's rows are
     consecutive and the rollouts come in the order of their `rollout` id (a rollout whose own
@@ -451,11 +452,14 @@ def _rollouts(
 
     try:
         with (
+            _descriptor(where) as fd,
             filesystem.open_input_file(where) as source,
             reader(source) as file,
-            _descriptor(where, source) as fd,
         ):
-            yield from iter_file(pa, file, lambda metadata: reader(source, metadata), max_rows, fd)
+            same = fd if fd is not None and _names(where, fd) else None
+            yield from iter_file(
+                pa, file, lambda metadata: reader(source, metadata), max_rows, same
+            )
     except pa.ArrowException as exc:
         raise ValueError(f"not a readable Parquet file: {exc}") from None
     except OSError as exc:
@@ -466,24 +470,32 @@ def _rollouts(
 
 
 @contextlib.contextmanager
-def _descriptor(where: str, source: Any) -> Iterator[int | None]:
-    """A descriptor of the local file `source` reads (for its plain pages), else `None`.
+def _descriptor(where: str) -> Iterator[int | None]:
+    """A descriptor of the local file `where`, for its plain pages, opened before pyarrow's.
 
-    `None` for a URL, where `os.preadv` is missing (Windows), or when the path no longer
-    names the file `source` opened (its size differs).
+    `None` for a URL, or where there is no `os.preadv` (Windows).
     """
     if is_url(where) or not hasattr(os, "preadv"):
         yield None
         return
     try:
         fd = os.open(where, os.O_RDONLY)
-    except OSError:
+    except OSError:  # (pyarrow's open says why)
         yield None
         return
     try:
-        yield fd if os.fstat(fd).st_size == source.size() else None
+        yield fd
     finally:
         os.close(fd)
+
+
+def _names(where: str, fd: int) -> bool:
+    """Whether the path `where` still names the file `fd` reads (so pyarrow opened it too)."""
+    try:
+        named, opened = os.stat(where), os.fstat(fd)
+    except OSError:
+        return False
+    return (named.st_dev, named.st_ino) == (opened.st_dev, opened.st_ino)
 
 
 def read_parquet(path: str | os.PathLike[str], *, max_rows: int | None = MAX_ROWS) -> list[Rollout]:
