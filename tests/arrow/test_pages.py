@@ -399,3 +399,72 @@ def test_definition_levels_that_do_not_parse_are_refused(levels: bytes) -> None:
 
     with pytest.raises(DamagedPageError, match="definition levels do not parse"):
         _pages._first_null(levels, 40, damaged)
+
+
+# ------------------------------------------------------------------- which columns qualify
+
+
+def _columns_of(path: Path, widths: dict[str, int]) -> list[str]:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        file = pq.ParquetFile(path)
+        return sorted(plain_columns(file, file.schema_arrow.names, widths, fd))
+    finally:
+        os.close(fd)
+
+
+def test_only_plain_fixed_size_columns_of_their_cell_width_qualify(tmp_path: Path) -> None:
+    rows = 6
+    cells = pa.py_buffer(np.arange(rows * 4, dtype=np.uint8))
+    fixed = pa.FixedSizeBinaryArray.from_buffers(pa.binary(4), rows, [None, cells])
+    table = pa.table(
+        {
+            "a": fixed,
+            "b": fixed,  # asked for with another width
+            "c": pa.array([b"abcd"] * rows, pa.binary()),  # variable-size bytes
+            "d": pa.array([[1, 2]] * rows, pa.list_(pa.int16(), 2)),  # a repeated column
+            "e": pa.array([{"x": b"abcd"}] * rows, pa.struct([("x", pa.binary(4))])),  # nested
+            "f": fixed,  # not asked for
+        }
+    )
+    path = tmp_path / "kinds.parquet"
+    pq.write_table(table, path, compression="none", use_dictionary=False)
+    widths = {"a": 4, "b": 3, "c": 4, "d": 4, "e": 4, "e.x": 4}
+    assert _columns_of(path, widths) == ["a"]
+    pq.write_table(table, path, compression="none", use_dictionary=["a"])
+    assert _columns_of(path, widths) == []
+    pq.write_table(table, path, compression={"a": "zstd", "b": "none"}, use_dictionary=False)
+    assert _columns_of(path, widths) == []
+
+
+def test_headers_longer_than_the_first_read_are_read_whole(opened: tuple[Path, Any]) -> None:
+    """Statistics of wide cells (min and max, 600 bytes each) make a header of over 1 KiB."""
+    tmp_path, _ = opened
+    rows, width = 5, 600
+    data = np.random.default_rng(0).integers(0, 256, rows * width, dtype=np.uint8)
+    column = pa.FixedSizeBinaryArray.from_buffers(
+        pa.binary(width), rows, [None, pa.py_buffer(data)]
+    )
+    path = tmp_path / "wide.parquet"
+    pq.write_table(
+        pa.table({"x": column}),
+        path,
+        compression="none",
+        use_dictionary=False,
+        write_statistics=True,
+        write_page_checksum=True,
+    )
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        header, size = _pages._header(fd, 4, 1 << 20)
+        assert size > 2 * _pages._FIRST_READ
+        assert header[5][1] == rows
+        page = plain_columns(pq.ParquetFile(path), ["x"], {"x": width}, fd)["x"]
+        got = np.empty((rows, width), np.uint8)
+        page.take(got, _rows)
+        page.end()
+        assert (got.reshape(-1) == data).all()
+        with pytest.raises(DamagedPageError, match="page header at byte 4 does not parse"):
+            _pages._header(fd, 4, size - 1)  # the header runs past the room it has
+    finally:
+        os.close(fd)
