@@ -468,3 +468,248 @@ def test_headers_longer_than_the_first_read_are_read_whole(opened: tuple[Path, A
             _pages._header(fd, 4, size - 1)  # the header runs past the room it has
     finally:
         os.close(fd)
+
+
+# ------------------------------------------------------------------ pages made by hand
+# Page headers written here field by field (Thrift's compact protocol), so that every
+# refusal of `PageColumn` can be reached: pyarrow writes only well-formed pages.
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def _thrift(fields: dict[int, int | dict[int, Any]]) -> bytes:
+    """A struct of i32 fields and struct fields, ids ascending, then its stop byte."""
+    out, last = bytearray(), 0
+    for field in sorted(fields):
+        value = fields[field]
+        kind = 12 if isinstance(value, dict) else 5
+        out.append(((field - last) << 4) | kind)
+        if isinstance(value, dict):
+            out += _thrift(value)
+        else:
+            out += _varint((value << 1) ^ (value >> 63))  # zigzag
+        last = field
+    return bytes(out) + b"\x00"
+
+
+def _page(
+    values: bytes,
+    count: int,
+    levels: bytes | None = None,
+    *,
+    v2: dict[int, int] | None = None,
+    checksum: bool = True,
+    **edits: int,
+) -> bytes:
+    """A data page (v1, or v2 with `v2`'s fields over the defaults): header, levels, values.
+
+    `levels`: the definition levels (RLE hybrid), `None` for a column that is required.
+    `edits`: header fields over the defaults (`kind`, `size`, `raw`, `encoding`, ...).
+    """
+    import zlib
+
+    if v2 is None:
+        prefix = b"" if levels is None else len(levels).to_bytes(4, "little") + levels
+        page = {1: count, 2: edits.get("encoding", 0), 3: edits.get("defs", 3), 4: 3}
+        key = 5
+    else:
+        prefix = levels or b""
+        page = {1: count, 2: 0, 3: count, 4: 0, 5: len(prefix), 6: 0, **v2}
+        key = 8
+    body = prefix + values
+    header: dict[int, Any] = {
+        1: edits.get("kind", 0 if v2 is None else 3),
+        2: edits.get("raw", len(body)),
+        3: edits.get("size", len(body)),
+        key: page,
+    }
+    if checksum:
+        header[4] = edits.get("crc", zlib.crc32(body))
+        if header[4] >= 1 << 31:
+            header[4] -= 1 << 32  # an i32, as Parquet writes it
+    return _thrift(header) + body
+
+
+def _cells(rows: int, first: int = 0) -> bytes:
+    return np.arange(first, first + rows, dtype=np.int32).tobytes()
+
+
+ONES = bytes([40 << 1, 1])  # an RLE run of 40 present values
+
+
+@pytest.fixture
+def pages(tmp_path: Path) -> Iterator[Any]:
+    """`pages(data, chunk_values, levels)`: a `PageColumn` of 4-byte cells over `data`."""
+    fds: list[int] = []
+
+    def make(
+        data: bytes, chunk: int | None = None, levels: int = 1, end: int | None = None
+    ) -> PageColumn:
+        path = tmp_path / f"pages{len(fds)}.bin"
+        path.write_bytes(data)
+        fds.append(os.open(path, os.O_RDONLY))
+        return PageColumn(fds[-1], "x", [(0, end or len(data), chunk or 40)], 4, levels)
+
+    yield make
+    for fd in fds:
+        os.close(fd)
+
+
+def _read(column: PageColumn, rows: int = 40) -> list[int]:
+    got = np.empty((rows, 4), np.uint8)
+    column.take(got, _rows)
+    return list(got.reshape(-1).view(np.int32))
+
+
+@pytest.mark.parametrize("crc", [True, False])
+def test_hand_made_pages_read_back(pages: Any, crc: bool) -> None:
+    halves = _page(_cells(20), 20, checksum=crc) + _page(_cells(20, 20), 20, checksum=crc)
+    required = pages(halves, levels=0)
+    assert _read(required) == list(range(40))
+    required.end()
+    nullable = pages(_page(_cells(40), 40, ONES, checksum=crc))
+    assert _read(nullable) == list(range(40))
+    packed = bytes([(2 << 1) | 1, 0xFF, 0xFF, 24 << 1, 1])  # 16 bit-packed, then a run of 24
+    assert _read(pages(_page(_cells(40), 40, packed))) == list(range(40))
+    v2 = pages(_page(_cells(40), 40, ONES, v2={}))
+    assert _read(v2) == list(range(40))
+    empty = _page(b"", 0, b"", checksum=crc)  # a page of no values first
+    assert _read(pages(empty + _page(_cells(40), 40, ONES))) == list(range(40))
+
+
+def test_reads_the_system_cuts_short_are_resumed(
+    pages: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = os.preadv
+
+    def short(fd: int, buffers: list[memoryview], offset: int) -> int:
+        return real(fd, [buffers[0][:3]], offset)  # 3 bytes at most, wherever asked
+
+    monkeypatch.setattr(os, "preadv", short)
+    assert _read(pages(_page(_cells(40), 40, ONES))) == list(range(40))
+
+
+@pytest.mark.parametrize(
+    ("levels", "null"),
+    [
+        (bytes([10 << 1, 1, 1 << 1, 0, 29 << 1, 1]), 10),  # runs: 10 present, a null, ...
+        (bytes([(1 << 1) | 1, 0xFF, (1 << 1) | 1, 0b11110111, 24 << 1, 1]), 11),  # bit-packed
+    ],
+)
+@pytest.mark.parametrize("v2", [None, {2: 1}])
+def test_a_null_is_refused_at_its_row(
+    pages: Any, levels: bytes, null: int, v2: dict[int, int] | None
+) -> None:
+    column = pages(_page(_cells(39), 40, levels, v2=v2))
+    got = np.empty((40, 4), np.uint8)
+    column.take(got[:5], _rows)  # the rows before the null read
+    with pytest.raises(ValueError, match=rf"^column 'x' is null at row {null - 5}; a rollout"):
+        column.take(got[5:], _rows)
+    assert list(got[:5].reshape(-1).view(np.int32)) == list(range(5))
+
+
+def _damaged(why: str) -> str:
+    return rf"^not a readable Parquet file: column 'x', the page at byte \d+: {why}"
+
+
+@pytest.mark.parametrize(
+    ("page", "chunk", "why"),
+    [
+        (_page(_cells(40), 40, ONES, crc=12345), 40, "CRC checksum verification failed"),
+        (_page(_cells(40), 40, ONES, encoding=2), 40, "its values are not plain"),
+        (_page(_cells(40), 40, ONES, defs=4), 40, "its definition levels are not RLE"),
+        (_page(_cells(40), 40, ONES, kind=2), 40, "a page of type 2, not a data page"),
+        (_page(_cells(40), 40, ONES, raw=10), 40, "its sizes do not fit its column chunk"),
+        (_page(_cells(40), 40, ONES, size=1000), 40, "its sizes do not fit its column chunk"),
+        (_page(_cells(40), 40, ONES, size=-1), 40, "its header lacks field 3, or holds -1"),
+        (_page(_cells(40), 40, ONES), 41, "its column chunk ends 1 values short"),
+        (_page(_cells(40), 40, ONES), 39, "its 40 values do not fill its 166 bytes"),
+        (_page(_cells(40), 40, bytes([40 << 1, 2])), 40, "its definition levels do not parse"),
+        (_page(_cells(40), 40, ONES, v2={2: 1}), 40, "it counts nulls its levels do not have"),
+        (_page(_cells(40), 40, ONES, v2={6: 1}), 40, "its values are not plain"),
+        (_page(_cells(40), 40, ONES, v2={4: 1}), 40, "its values are not plain"),
+    ],
+    ids=[
+        "crc",
+        "encoding",
+        "defs",
+        "kind",
+        "raw",
+        "size",
+        "negative",
+        "short",
+        "long",
+        "levels",
+        "nulls",
+        "repeated",
+        "v2-encoding",
+    ],
+)
+def test_a_damaged_hand_made_page_is_refused(pages: Any, page: bytes, chunk: int, why: str) -> None:
+    column = pages(page, chunk)
+    with pytest.raises(DamagedPageError, match=_damaged(why)):
+        _read_all(column)
+
+
+def _read_all(column: PageColumn) -> None:
+    _read(column)
+    column.end()
+
+
+def test_levels_past_the_page_and_a_file_cut_short_are_refused(pages: Any) -> None:
+    page = _page(_cells(40), 40, ONES)
+    head = len(page) - 4 - len(ONES) - 160  # the header's size
+    long_levels = page[:head] + (163).to_bytes(4, "little") + page[head + 4 :]
+    with pytest.raises(DamagedPageError, match=_damaged("its levels run past its end")):
+        _read(pages(long_levels))
+    last = page[:head] + (162).to_bytes(4, "little") + page[head + 4 :]  # to the page's end
+    with pytest.raises(DamagedPageError, match=_damaged("its 40 values do not fill its 166")):
+        _read(pages(last))
+    cut = pages(page[: head + 5], end=len(page))  # the file ends inside the levels
+    with pytest.raises(DamagedPageError, match=_damaged("the file ends inside it")):
+        _read(cut)
+    cut = pages(page[:-8], end=len(page))  # the file ends inside the values
+    with pytest.raises(DamagedPageError, match=_damaged("ends before the page's values")):
+        _read(cut)
+    required = pages(_page(_cells(40), 40, None, v2={}), levels=0)
+    assert _read(required) == list(range(40))
+    with pytest.raises(DamagedPageError, match=_damaged("its values are not plain")):
+        _read(pages(_page(_cells(40), 40, ONES, v2={}), levels=0))  # levels in a required one
+
+
+def test_rows_ending_on_a_page_boundary_with_pages_left_are_refused(pages: Any) -> None:
+    column = pages(_page(_cells(20), 20, bytes([20 << 1, 1])) * 2)
+    _read(column, 20)
+    with pytest.raises(ValueError, match=r"^the file's columns hold more rows than its index"):
+        column.end()
+
+
+def test_a_column_read_into_a_strided_array_is_refused(pages: Any) -> None:
+    column = pages(_page(_cells(40), 40, ONES))
+    with pytest.raises(ValueError, match=r"^rows are read into a C-contiguous array only$"):
+        column.take(np.empty((40, 8), np.uint8)[:, :4], _rows)
+
+
+def test_lists_are_skipped_in_their_long_form_and_nest_no_deeper_than_allowed(
+    pages: Any,
+) -> None:
+    long_list = bytes([0x19, 0xF3]) + _varint(20) + b"\x05" * 20  # 20 bytes (count > 14)
+    fields, end = _pages._struct(long_list + b"\x00", 0, {}, 0)
+    assert (fields, end) == ({}, len(long_list) + 1)
+    exactly = bytes([0x19, 0x33, 1, 2, 3, 0])  # 3 bytes, then the stop: all the data left
+    assert _pages._struct(exactly, 0, {}, 0) == ({}, 6)
+    deep = bytes([0x19]) + bytes([0x19]) * 40  # lists of lists, deeper than _MAX_DEPTH
+    with pytest.raises(ValueError, match="nested too deeply"):
+        _pages._struct(deep + b"\x00" * 60, 0, {}, 0)
+    with pytest.raises(DamagedPageError, match=r"does not parse \(a field of type 13\)"):
+        _pages._header(pages(bytes([0x1D, 0]))._fd, 0, 2)

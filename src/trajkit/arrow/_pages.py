@@ -150,6 +150,8 @@ class PageColumn:
         """Refuse pages or row groups left once every row was taken."""
         if self._left or self._at < self._end or self._chunks:
             raise ValueError("the file's columns hold more rows than its index columns")
+        if self._expected:
+            raise self._damaged(f"its column chunk ends {self._expected} values short")
 
     def _read(self, part: memoryview) -> None:
         got = 0
@@ -169,9 +171,7 @@ class PageColumn:
             self._at, self._end, self._expected = self._chunks.popleft()
         self._page = self._at
         header, size = _header(self._fd, self._at, self._end - self._at)
-        body = self._at + size
-        if body > self._end:
-            raise self._damaged("its header runs past its column chunk")
+        body = self._at + size  # (within the chunk: `_header` reads no further)
         self._at = body + _int(header, 3, self._damaged)
         if self._at > self._end or _int(header, 2, self._damaged) != self._at - body:
             raise self._damaged("its sizes do not fit its column chunk (or it is compressed)")
@@ -265,7 +265,7 @@ def _scan_levels(levels: bytes, values: int) -> int | None:
         count = head >> 1
         if head & 1:  # bit-packed: `count` groups of 8 levels, a byte each
             if not count or pos + count > len(levels):
-                raise ValueError("bit-packed levels past their end")
+                raise ValueError
             packed = np.frombuffer(levels, np.uint8, count, pos)
             bits = np.unpackbits(packed, bitorder="little")[: values - seen]
             if not bits.all():
@@ -273,7 +273,7 @@ def _scan_levels(levels: bytes, values: int) -> int | None:
             pos, seen = pos + count, seen + 8 * count
         else:  # a run of `count` times one level, in a byte
             if not count or levels[pos] > 1:
-                raise ValueError("a run of no levels, or of a level above 1")
+                raise ValueError
             if not levels[pos]:
                 return seen
             pos, seen = pos + 1, seen + count
@@ -361,7 +361,7 @@ def _skip(data: bytes, pos: int, kind: int, depth: int) -> int:
     if kind == _BINARY:
         length, pos = _varint(data, pos)
         if pos + length > len(data):
-            raise IndexError("past the data read")
+            raise IndexError
         return pos + length
     if kind in (_LIST, _SET):
         return _skip_list(data, pos, depth)
@@ -380,7 +380,7 @@ def _skip_list(data: bytes, pos: int, depth: int) -> int:
     if item in (_TRUE, _FALSE):  # a list's bools are a byte each
         item = _BYTE
     if count > len(data) - pos:  # every item takes a byte at least
-        raise IndexError("past the data read")
+        raise IndexError
     for _ in range(count):
         pos = _skip(data, pos, item, depth + 1)
     return pos
