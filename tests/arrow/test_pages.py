@@ -380,6 +380,7 @@ def test_headers_that_do_not_parse_raise(data: bytes, error: type[Exception]) ->
         (bytes([3 << 1, 1, 2 << 1, 0]), 5, 3),  # 3 ones, then 2 nulls
         (bytes([(2 << 1) | 1, 0xFF, 0b11101111]), 16, 12),  # bit-packed, a null at 12
         (bytes([(1 << 1) | 1, 0b00011111]), 5, None),  # bit-packed, bits past the end unread
+        (bytes([32 << 1, 1, (1 << 1) | 1, 0b00011111]), 37, None),  # the same after a run
     ],
 )
 def test_definition_levels_say_where_the_first_null_is(
@@ -390,8 +391,14 @@ def test_definition_levels_say_where_the_first_null_is(
 
 @pytest.mark.parametrize(
     "levels",
-    [bytes([40 << 1, 2]), bytes([0, 1]), bytes([(3 << 1) | 1, 0xFF]), bytes([10 << 1])],
-    ids=["level-2", "empty-run", "packed-short", "run-short"],
+    [
+        bytes([40 << 1, 2]),
+        bytes([0, 1]),
+        bytes([(3 << 1) | 1, 0xFF]),
+        bytes([10 << 1]),
+        bytes([1, 0xFF]),
+    ],
+    ids=["level-2", "empty-run", "packed-short", "run-short", "packed-empty"],
 )
 def test_definition_levels_that_do_not_parse_are_refused(levels: bytes) -> None:
     def damaged(why: str) -> DamagedPageError:
@@ -509,6 +516,8 @@ def _page(
     *,
     v2: dict[int, int] | None = None,
     checksum: bool = True,
+    drop: tuple[int, ...] = (),
+    drop_page: tuple[int, ...] = (),
     **edits: int,
 ) -> bytes:
     """A data page (v1, or v2 with `v2`'s fields over the defaults): header, levels, values.
@@ -520,7 +529,8 @@ def _page(
 
     if v2 is None:
         prefix = b"" if levels is None else len(levels).to_bytes(4, "little") + levels
-        page = {1: count, 2: edits.get("encoding", 0), 3: edits.get("defs", 3), 4: 3}
+        page = {1: count, 2: edits.get("encoding", 0), 3: edits.get("defs", 3)}
+        page[4] = edits.get("reps", 3)
         key = 5
     else:
         prefix = levels or b""
@@ -537,6 +547,10 @@ def _page(
         header[4] = edits.get("crc", zlib.crc32(body))
         if header[4] >= 1 << 31:
             header[4] -= 1 << 32  # an i32, as Parquet writes it
+    for field in drop:
+        del header[field]
+    for field in drop_page:
+        del page[field]
     return _thrift(header) + body
 
 
@@ -638,6 +652,14 @@ def _damaged(why: str) -> str:
         (_page(_cells(40), 40, ONES, v2={2: 1}), 40, "it counts nulls its levels do not have"),
         (_page(_cells(40), 40, ONES, v2={6: 1}), 40, "its values are not plain"),
         (_page(_cells(40), 40, ONES, v2={4: 1}), 40, "its values are not plain"),
+        (_page(_cells(40), 40, ONES, drop=(2,)), 40, "its header lacks field 2, or holds None"),
+        (_page(_cells(40), 40, ONES, drop_page=(1,)), 40, "its header lacks field 1, or holds"),
+        (_page(_cells(40), 40, ONES, v2={}, drop_page=(1,)), 40, "its header lacks field 1"),
+        (_page(_cells(40), 40, ONES, v2={}, drop_page=(2,)), 40, "its header lacks field 2"),
+        (_page(_cells(40), 40, ONES, v2={}, drop_page=(5,)), 40, "its header lacks field 5"),
+        (_page(_cells(40), 40, ONES, v2={}, drop_page=(6,)), 40, "its header lacks field 6"),
+        (_page(_cells(40), 40, bytes([40 << 1, 2]), v2={}), 40, "its definition levels do not"),
+        (_page(_cells(40), 40, ONES, reps=0), 40, "its values are not plain"),
     ],
     ids=[
         "crc",
@@ -653,6 +675,14 @@ def _damaged(why: str) -> str:
         "nulls",
         "repeated",
         "v2-encoding",
+        "no-raw",
+        "no-values",
+        "v2-no-values",
+        "v2-no-nulls",
+        "v2-no-defs",
+        "v2-no-reps",
+        "v2-levels",
+        "reps-plain",
     ],
 )
 def test_a_damaged_hand_made_page_is_refused(pages: Any, page: bytes, chunk: int, why: str) -> None:
@@ -703,7 +733,7 @@ def test_a_column_read_into_a_strided_array_is_refused(pages: Any) -> None:
 def test_lists_are_skipped_in_their_long_form_and_nest_no_deeper_than_allowed(
     pages: Any,
 ) -> None:
-    long_list = bytes([0x19, 0xF3]) + _varint(20) + b"\x05" * 20  # 20 bytes (count > 14)
+    long_list = bytes([0x19, 0xF3]) + _varint(19) + b"\x05" * 19  # 19 bytes (count > 14)
     fields, end = _pages._struct(long_list + b"\x00", 0, {}, 0)
     assert (fields, end) == ({}, len(long_list) + 1)
     exactly = bytes([0x19, 0x33, 1, 2, 3, 0])  # 3 bytes, then the stop: all the data left
@@ -713,3 +743,58 @@ def test_lists_are_skipped_in_their_long_form_and_nest_no_deeper_than_allowed(
         _pages._struct(deep + b"\x00" * 60, 0, {}, 0)
     with pytest.raises(DamagedPageError, match=r"does not parse \(a field of type 13\)"):
         _pages._header(pages(bytes([0x1D, 0]))._fd, 0, 2)
+
+
+def test_other_repetition_level_encodings_are_read(pages: Any) -> None:
+    assert _read(pages(_page(_cells(40), 40, ONES, reps=4))) == list(range(40))  # BIT_PACKED
+
+
+def test_a_null_just_past_the_rows_asked_for_waits_for_them(pages: Any) -> None:
+    levels = bytes([10 << 1, 1, 1 << 1, 0, 29 << 1, 1])
+    column = pages(_page(_cells(39), 40, levels))
+    assert _read(column, 10) == list(range(10))
+    with pytest.raises(ValueError, match=r"^column 'x' is null at row 0; a rollout has"):
+        _read(column, 30)
+
+
+def test_a_chunk_whose_pages_end_early_is_refused_when_read_past(pages: Any) -> None:
+    column = pages(_page(_cells(40), 40, ONES), 41)
+    with pytest.raises(DamagedPageError, match=_damaged("its column chunk ends 1 values short")):
+        _read(column, 41)
+
+
+def test_a_header_cut_by_its_chunk_does_not_parse(pages: Any) -> None:
+    page = _page(_cells(40), 40, ONES)
+    column = pages(page, end=5)  # the chunk ends inside the header, the file does not
+    with pytest.raises(DamagedPageError, match=r"^not a readable Parquet file: the page header"):
+        _read(column)
+
+
+def _nested(levels: int, list_head: bool) -> bytes:
+    """A header field nested `levels` deep: structs in structs, or lists of lists."""
+    if list_head:  # a list field, lists of one list, and the last list empty
+        return bytes([0x19]) + bytes([0x19]) * (levels - 1) + bytes([0x03]) + b"\x00"
+    return bytes([0x1C]) * levels + b"\x00" * (levels + 1)
+
+
+@pytest.mark.parametrize("lists", [False, True])
+def test_headers_nest_as_deep_as_allowed_and_no_deeper(pages: Any, lists: bool) -> None:
+    deepest = _pages._MAX_DEPTH + lists  # (a list's items are one level below it)
+    ok = _nested(deepest, lists)
+    assert _pages._struct(ok, 0, {}, 0)[1] == len(ok)
+    too_deep = pages(_nested(deepest + 1, lists))
+    with pytest.raises(DamagedPageError, match=r"does not parse \(nested too deeply\)"):
+        _pages._header(too_deep._fd, 0, 1000)
+
+
+def test_varints_hold_64_bits_and_no_more(pages: Any) -> None:
+    ten = b"\xff" * 9 + b"\x01"  # 64 bits
+    assert _pages._varint(ten, 0) == ((1 << 64) - 1, 10)
+    column = pages(bytes([0x15]) + b"\xff" * 10 + b"\x01\x00")  # 71 bits
+    with pytest.raises(DamagedPageError, match=r"\(a varint longer than 64 bits\)"):
+        _pages._header(column._fd, 0, 100)
+
+
+def test_field_ids_are_read_as_zigzag_and_unwanted_ints_skipped() -> None:
+    assert _pages._struct(bytes([0x05, 0x01, 0x04, 0x00]), 0, {1: None}, 0) == ({}, 4)
+    assert _pages._struct(b"\x15\x04\x15\x06\x00", 0, {1: None}, 0) == ({1: 2}, 5)

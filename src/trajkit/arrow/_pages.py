@@ -264,9 +264,9 @@ def _scan_levels(levels: bytes, values: int) -> int | None:
         head, pos = _varint(levels, pos)
         count = head >> 1
         if head & 1:  # bit-packed: `count` groups of 8 levels, a byte each
-            if not count or pos + count > len(levels):
+            if not count:
                 raise ValueError
-            packed = np.frombuffer(levels, np.uint8, count, pos)
+            packed = np.frombuffer(levels, np.uint8, count, pos)  # ValueError past the end
             bits = np.unpackbits(packed, bitorder="little")[: values - seen]
             if not bits.all():
                 return seen + int(np.argmin(bits))
@@ -358,10 +358,8 @@ def _skip(data: bytes, pos: int, kind: int, depth: int) -> int:
         return _varint(data, pos)[1]
     if kind == _DOUBLE:
         return pos + 8
-    if kind == _BINARY:
+    if kind == _BINARY:  # (one past the data read: the next byte read raises IndexError)
         length, pos = _varint(data, pos)
-        if pos + length > len(data):
-            raise IndexError
         return pos + length
     if kind in (_LIST, _SET):
         return _skip_list(data, pos, depth)
