@@ -161,6 +161,16 @@ def test_cli_import(tmp_path: Path, exported: Path, run_npz: Path) -> None:
     assert trajkit.load(back) == trajkit.load(run_npz)
 
 
+def test_cli_import_of_plain_pages(tmp_path: Path, run_npz: Path) -> None:
+    """Uncompressed and compact: `read_parquet` reads the bytes' pages into place."""
+    out = tmp_path / "plain.parquet"
+    cli(tmp_path, "export", str(run_npz), "--out", str(out), "--compression", "none",
+        "--layout", "compact")  # fmt: skip
+    cli(tmp_path, "import", str(out), "--out", str(tmp_path / "back"))
+    (back,) = (tmp_path / "back").iterdir()
+    assert trajkit.load(back) == trajkit.load(run_npz)
+
+
 @pytest.mark.parametrize("which", ["spec", "metadata"])
 def test_cli_schema(tmp_path: Path, which: str) -> None:
     args = ["--metadata"] if which == "metadata" else []
