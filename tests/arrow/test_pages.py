@@ -763,9 +763,12 @@ def test_a_chunk_whose_pages_end_early_is_refused_when_read_past(pages: Any) -> 
         _read(column, 41)
 
 
-def test_a_header_cut_by_its_chunk_does_not_parse(pages: Any) -> None:
-    page = _page(_cells(40), 40, ONES)
-    column = pages(page, end=5)  # the chunk ends inside the header, the file does not
+@pytest.mark.parametrize("first", [True, False])
+def test_a_header_cut_by_its_chunk_does_not_parse(pages: Any, first: bool) -> None:
+    """The chunk ends inside a header (the file does not): of its first page, or a later one."""
+    half = _page(_cells(20), 20, bytes([20 << 1, 1]))
+    end = 5 if first else len(half) + 5
+    column = pages(half * 2, end=end)
     with pytest.raises(DamagedPageError, match=r"^not a readable Parquet file: the page header"):
         _read(column)
 
@@ -781,7 +784,7 @@ def _nested(levels: int, list_head: bool) -> bytes:
 def test_headers_nest_as_deep_as_allowed_and_no_deeper(pages: Any, lists: bool) -> None:
     deepest = _pages._MAX_DEPTH + lists  # (a list's items are one level below it)
     ok = _nested(deepest, lists)
-    assert _pages._struct(ok, 0, {}, 0)[1] == len(ok)
+    assert _pages._header(pages(ok)._fd, 0, 1000) == ({}, len(ok))
     too_deep = pages(_nested(deepest + 1, lists))
     with pytest.raises(DamagedPageError, match=r"does not parse \(nested too deeply\)"):
         _pages._header(too_deep._fd, 0, 1000)
