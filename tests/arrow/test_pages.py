@@ -801,3 +801,17 @@ def test_varints_hold_64_bits_and_no_more(pages: Any) -> None:
 def test_field_ids_are_read_as_zigzag_and_unwanted_ints_skipped() -> None:
     assert _pages._struct(bytes([0x05, 0x01, 0x04, 0x00]), 0, {1: None}, 0) == ({}, 4)
     assert _pages._struct(b"\x15\x04\x15\x06\x00", 0, {1: None}, 0) == ({1: 2}, 5)
+
+
+def test_structs_inside_a_wanted_struct_count_towards_the_nesting_limit(pages: Any) -> None:
+    """The data page header (wanted) holding statistics (skipped) nested to the limit."""
+
+    def nested(depth: int) -> bytes:  # the header is depth 0, its field 5 depth 1, ...
+        inner: dict[int, Any] = {1: 0}
+        for _ in range(depth - 1):
+            inner = {5: inner}
+        return _thrift({1: 0, 5: inner})
+
+    assert _pages._header(pages(nested(_pages._MAX_DEPTH))._fd, 0, 1000)[0][1] == 0
+    with pytest.raises(DamagedPageError, match=r"does not parse \(nested too deeply\)"):
+        _pages._header(pages(nested(_pages._MAX_DEPTH + 1))._fd, 0, 1000)
