@@ -8,12 +8,17 @@ world)` writes the world's data with it and returns a `Planted`: the files, per 
 places (env, step or row) where the data differs from the clean data, and whether the bug can
 show at all:
 
-- `visible`: the data and its recording contradict each other, or the clean world could not
-  have produced the data (the rule is stated with each bug's function, from what the data
-  holds, not from what a check looks at). Detection is measured over these. Two rules run
-  through them: one coincidence is never enough (two places at least), and places that
-  repeat one state are one piece of evidence (a fixed start, a deterministic env's one
-  episode, the same final state).
+- `visible`: the data and its recording contradict each other, or no clean world the
+  generator makes could have produced the data: what an ideal checker holding the files
+  and their recording could tell apart (the rule is stated with each bug's function, from
+  facts of the data, the planted change and the env, never from a check's own rule or
+  threshold). Detection is measured over these. Three rules run through them: one
+  coincidence is never enough (two places at least) unless its chance in the clean world,
+  computed from the env itself, is at most `COINCIDENCE` (a continuous start shared by two
+  envs); places that repeat one state are one piece of evidence (a fixed start, a
+  deterministic env's one episode, the same final state); and what a clean world of
+  another kind explains (a fixed start, a normaliser the recording names, a soft bound)
+  shows nothing.
 - `replayable`: the world's recording can be replayed (an env id, a seed, no wrapper):
   a bug that is not visible but replayable is counted apart, as one only replay can find.
 - Neither: nothing in the files can show it (counted, and listed in the docs as such).
@@ -378,7 +383,13 @@ def terminations_as_truncations(world: w.World, rng: np.random.Generator) -> Pla
 
 
 def phantom(world: w.World, rng: np.random.Generator) -> Planted:
-    """NEXT_STEP's autoreset step kept as a transition (a CleanRL-style loop on Gymnasium 1.x)."""
+    """NEXT_STEP's autoreset step kept as a transition (a CleanRL-style loop on Gymnasium 1.x).
+
+    Visible by its reward 0 against real steps that earn (from two final states at least:
+    steps from one state earn alike), by a fixed reset state its steps lead to (three at
+    least), or, exactly, by an episode longer than the recorded time limit (a cut episode
+    now runs L + 1 steps).
+    """
     world = replace(_loop(world), mode="NEXT_STEP")
     _, cols, recording = w.loop_stream(world)
     need = world.T * world.files
@@ -493,7 +504,15 @@ def reset_is_final(world: w.World, rng: np.random.Generator) -> Planted:
 
 
 def seeded_alike(world: w.World, rng: np.random.Generator) -> Planted:
-    """`envs.reset(seed=[seed] * B)`: every env starts from the same states."""
+    """`envs.reset(seed=[seed] * B)`: every env starts from the same states.
+
+    Visible where the k-th starts two envs share would be a chance of at most
+    `COINCIDENCE` in envs seeded apart, at the rate two starts of the env with different
+    seeds are alike (`_start_collision`: 0 for a continuous start, so one shared start
+    shows); not where every start in the data is alike (a fixed start explains any number),
+    nor, for starts on one row, without a recording that names no normaliser (a running
+    normaliser over a fixed start starts every env alike on one row).
+    """
     world = _loop(replace(world, B=max(world.B, 2)))
     stream, _, recording = w.loop_stream(world, seeded_alike=True)
     starts = stream.flag == 1
@@ -733,7 +752,13 @@ def _bounds_of(space: dict[str, Any] | None) -> list[dict[str, Any]]:
 
 
 def obs_normalised(world: w.World, rng: np.random.Generator) -> Planted:
-    """Float observations normalised in place ((x - mean) / std), the recording unchanged."""
+    """Float observations normalised in place ((x - mean) / std), the recording unchanged.
+
+    Visible where a value lies past a declared Box bound that the env keeps, by any margin
+    and on either side (the synthetic env clips to its box; the real envs keep theirs but
+    for `SOFT_BOUNDS`), and the recording names no normaliser (whose space says nothing of
+    values).
+    """
     files, recorded = _files(world)
     floats = [i for i, leaf in enumerate(_obs_leaves(files[0][0])) if leaf.dtype.kind == "f"]
     if not floats:
@@ -807,12 +832,38 @@ def rewards_scaled(world: w.World, rng: np.random.Generator) -> Planted:
 
 
 def saved_twice(world: w.World, rng: np.random.Generator) -> Planted:
-    """A file saved again under another name (a resumed job, a merged copy)."""
+    """A file saved again under another name (a resumed job, a merged copy).
+
+    Visible where the copy claims an index of its recording that the original holds, or,
+    without a recording, where no other file of the clean world holds the same arrays (a
+    deterministic env and policy may record one file again and again).
+    """
     files, recorded = _files(world)
     i = int(rng.integers(len(files)))
+    unique = not any(_same_arrays(files[i][0], r) for j, (r, _) in enumerate(files) if j != i)
     files.append(files[i])
     places: list[set[Place]] = [set() for _ in files[:-1]] + [{FILE_LEVEL}]
-    return _result("saved_twice", world, files, places, True, recorded)
+    return _result("saved_twice", world, files, places, recorded or unique, recorded)
+
+
+def _same_arrays(a: Rollout, b: Rollout) -> bool:
+    """Whether two rollouts hold the same arrays (every field, bit for bit)."""
+    fields = [
+        (x, y)
+        for x, y in (
+            (a.rews, b.rews),
+            (a.dones, b.dones),
+            (a.truncated, b.truncated),
+            *zip(w._leaves(a.obses), w._leaves(b.obses), strict=True),
+            *zip(w._leaves(a.final_obses), w._leaves(b.final_obses), strict=False),
+            *((a.model_outs.arrays[k], b.model_outs.arrays.get(k)) for k in a.model_outs.arrays),
+        )
+    ]
+    return all(
+        (x is None and y is None)
+        or (x is not None and y is not None and np.array_equal(x, y, equal_nan=False))
+        for x, y in fields
+    )
 
 
 def recording_reused(world: w.World, rng: np.random.Generator) -> Planted:
