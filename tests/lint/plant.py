@@ -530,13 +530,23 @@ def seeded_alike(world: w.World, rng: np.random.Generator) -> Planted:
     pairs = _aligned_alike(stream, together=together)
     varied = len({_row_key(stream, int(t), int(b)) for t, b in np.argwhere(starts)}) >= 2
     q = _start_collision(world)
-    chance = len(pairs) * min(_binomial_tail(n, q, k) if k else 1.0 for k, n in pairs)
-    visible = varied and chance <= COINCIDENCE
+    visible = varied and alike_chance(pairs, q) <= COINCIDENCE
     return _result("seeded_alike", world, _write(stream, world, recording), places, visible)
 
 
 COINCIDENCE = 1e-3
 """The largest chance, in a clean world, of data that counts as showing a planted bug."""
+
+
+def alike_chance(pairs: list[tuple[int, int]], q: float) -> float:
+    """The chance, in envs seeded apart, of the shared k-th starts of the likeliest pair.
+
+    `pairs`: per pair of envs, (shared starts, k-th starts both have); each k-th start is
+    alike at the rate `q`; times the number of pairs (any of them could show it).
+    """
+    if not pairs:
+        return 1.0
+    return len(pairs) * min(_binomial_tail(n, q, k) if k else 1.0 for k, n in pairs)
 
 
 def _binomial_tail(n: int, q: float, k: int) -> float:
