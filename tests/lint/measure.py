@@ -175,8 +175,8 @@ def evidence() -> dict[str, tuple[str, str]]:
         "TK106": ("actions, the action space", "exact"),
         "TK107": ("Box actions, the action space", "exact"),
         "TK108": (
-            "boundary steps' rewards, observation jumps",
-            f"{chance}: q^k, k distinct boundary states",
+            "boundary steps' rewards, observation jumps, episode lengths",
+            f"{chance}: q^k, k distinct boundary states; exact: L + 1 steps, truncated",
         ),
         "TK109": (
             "observation jumps around `dones`",
@@ -206,7 +206,7 @@ def evidence() -> dict[str, tuple[str, str]]:
         ),
         "TK116": (
             "observations, `final_obses`, the observation space",
-            "exact (Box: past its width, both sides)",
+            "exact (Box: past both bounds; one bound: past it by its size)",
         ),
         "TK201": (
             "per-feature ranges (images: per channel), the observation space",

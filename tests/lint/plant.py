@@ -8,12 +8,17 @@ world)` writes the world's data with it and returns a `Planted`: the files, per 
 places (env, step or row) where the data differs from the clean data, and whether the bug can
 show at all:
 
-- `visible`: the data and its recording contradict each other, or the clean world could not
-  have produced the data (the rule is stated with each bug's function, from what the data
-  holds, not from what a check looks at). Detection is measured over these. Two rules run
-  through them: one coincidence is never enough (two places at least), and places that
-  repeat one state are one piece of evidence (a fixed start, a deterministic env's one
-  episode, the same final state).
+- `visible`: the data and its recording contradict each other, or no clean world the
+  generator makes could have produced the data: what an ideal checker holding the files
+  and their recording could tell apart (the rule is stated with each bug's function, from
+  facts of the data, the planted change and the env, never from a check's own rule or
+  threshold). Detection is measured over these. Three rules run through them: one
+  coincidence is never enough (two places at least) unless its chance in the clean world,
+  computed from the env itself, is at most `COINCIDENCE` (a continuous start shared by two
+  envs); places that repeat one state are one piece of evidence (a fixed start, a
+  deterministic env's one episode, the same final state); and what a clean world of
+  another kind explains (a fixed start, a normaliser the recording names, a soft bound)
+  shows nothing.
 - `replayable`: the world's recording can be replayed (an env id, a seed, no wrapper):
   a bug that is not visible but replayable is counted apart, as one only replay can find.
 - Neither: nothing in the files can show it (counted, and listed in the docs as such).
@@ -24,6 +29,10 @@ a world saves, whoever recorded them.
 
 from __future__ import annotations
 
+import functools
+import json
+import math
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -374,7 +383,13 @@ def terminations_as_truncations(world: w.World, rng: np.random.Generator) -> Pla
 
 
 def phantom(world: w.World, rng: np.random.Generator) -> Planted:
-    """NEXT_STEP's autoreset step kept as a transition (a CleanRL-style loop on Gymnasium 1.x)."""
+    """NEXT_STEP's autoreset step kept as a transition (a CleanRL-style loop on Gymnasium 1.x).
+
+    Visible by its reward 0 against real steps that earn (from two final states at least:
+    steps from one state earn alike), by a fixed reset state its steps lead to (three at
+    least), or, exactly, by an episode longer than the recorded time limit (a cut episode
+    now runs L + 1 steps).
+    """
     world = replace(_loop(world), mode="NEXT_STEP")
     _, cols, recording = w.loop_stream(world)
     need = world.T * world.files
@@ -434,7 +449,11 @@ def phantom(world: w.World, rng: np.random.Generator) -> Planted:
     paid = bool((stream.rew[real] != 0).any())
     fixed = world.start == "fixed" and int(mask.sum()) >= 3
     finals = {_row_key(stream, int(k), int(b)) for k, b in np.argwhere(mask)}
-    visible = len(finals) >= 2 and (paid or fixed)
+    # Or, exactly, where a recording names the time limit L: an episode the limit cut
+    # after L real steps now runs L + 1 steps, which no env under TimeLimit(L) records.
+    limit = recording.get("max_episode_steps") if world.recorded else None
+    longer = limit is not None and bool((_episode_lengths(stream) > limit).any())
+    visible = (len(finals) >= 2 and (paid or fixed)) or longer
     return _result("phantom", world, files, places, visible)
 
 
@@ -485,50 +504,100 @@ def reset_is_final(world: w.World, rng: np.random.Generator) -> Planted:
 
 
 def seeded_alike(world: w.World, rng: np.random.Generator) -> Planted:
-    """`envs.reset(seed=[seed] * B)`: every env starts from the same states."""
+    """`envs.reset(seed=[seed] * B)`: every env starts from the same states.
+
+    Visible where the k-th starts two envs share would be a chance of at most
+    `COINCIDENCE` in envs seeded apart, at the rate two starts of the env with different
+    seeds are alike (`_start_collision`: 0 for a continuous start, so one shared start
+    shows); not where every start in the data is alike (a fixed start explains any number),
+    nor, for starts on one row, without a recording that names no normaliser (a running
+    normaliser over a fixed start starts every env alike on one row).
+    """
     world = _loop(replace(world, B=max(world.B, 2)))
     stream, _, recording = w.loop_stream(world, seeded_alike=True)
     starts = stream.flag == 1
     places = _per_file(starts, world, rows=True)
     for p in places:  # env 0's starts are its own
         p -= {(0, t) for t in range(world.T + 1)}
-    # Alike starts show the seeding where starts are random, and twice at least (one is a
-    # coincidence): envs whose steps draw from their generator (noise, a random end, a rare
-    # event) fall out of step after their first episodes, and only those start alike.
-    random = world.start == "random"
-    two = _aligned_alike(stream, together=world.recorded) >= 2
-    return _result("seeded_alike", world, _write(stream, world, recording), places, random and two)
+    # Envs seeded apart share their k-th start with the chance q at which two of the env's
+    # starts drawn with different seeds are alike (1 for a fixed start, 0 for a continuous
+    # one): the data shows the seeding where the k-th starts it shares are that unlikely.
+    # Two exceptions come from the data itself: a fixed start (every start in the data
+    # alike) explains any number of shared starts, and a running normaliser over a fixed
+    # start makes starts on one row alike, so those count only where the recording names
+    # the wrappers and none changes observations.
+    together = world.recorded and world.wrapper != "NormalizeObservation"
+    pairs = _aligned_alike(stream, together=together)
+    varied = len({_row_key(stream, int(t), int(b)) for t, b in np.argwhere(starts)}) >= 2
+    q = _start_collision(world)
+    visible = varied and alike_chance(pairs, q) <= COINCIDENCE
+    return _result("seeded_alike", world, _write(stream, world, recording), places, visible)
+
+
+COINCIDENCE = 1e-3
+"""The largest chance, in a clean world, of data that counts as showing a planted bug."""
+
+
+def alike_chance(pairs: list[tuple[int, int]], q: float) -> float:
+    """The chance, in envs seeded apart, of the shared k-th starts of the likeliest pair.
+
+    `pairs`: per pair of envs, (shared starts, k-th starts both have); each k-th start is
+    alike at the rate `q`; times the number of pairs (any of them could show it).
+    """
+    if not pairs:
+        return 1.0
+    return len(pairs) * min(_binomial_tail(n, q, k) if k else 1.0 for k, n in pairs)
+
+
+def _binomial_tail(n: int, q: float, k: int) -> float:
+    """P(Binomial(n, q) >= k), exactly."""
+    return float(sum(math.comb(n, i) * q**i * (1 - q) ** (n - i) for i in range(k, n + 1)))
+
+
+@functools.lru_cache(maxsize=256)
+def _collision_of(env_id: str, config: str) -> float:
+    """How often two starts of an env, reset with different seeds, are alike (256 seeds)."""
+    import gymnasium as gym
+
+    from tests.lint import synth
+
+    synth.register()
+    kwargs = {"config": json.loads(config)} if config != "{}" else {}
+    env = gym.make(env_id, **kwargs)
+    keys = Counter(
+        b"".join(np.ascontiguousarray(x).tobytes() for x in w._leaves(env.reset(seed=s)[0]))
+        for s in range(10_000, 10_256)
+    )
+    env.close()
+    n = sum(keys.values())
+    return sum(c * (c - 1) for c in keys.values()) / (n * (n - 1))
+
+
+def _start_collision(world: w.World) -> float:
+    context = w._quiet()
+    try:
+        return _collision_of(world.env_id, json.dumps(world.config, sort_keys=True))
+    finally:
+        context.__exit__(None, None, None)
 
 
 def _row_key(stream: w.Stream, k: int, b: int) -> bytes:
     return b"".join(np.ascontiguousarray(x[k, b]).tobytes() for x in w._leaves(stream.obs))
 
 
-def _aligned_alike(stream: w.Stream, *, together: bool) -> int:
-    """The most k-th episode starts that two envs share (the k-th of each, in order).
-
-    Starts on one row share their time: a fixed start under a running normaliser starts
-    every env alike there, and only a recording says there is none (`together`: the files
-    have one). Even then they count only where the two envs' other rows on one row mostly
-    differ: envs in lockstep (a deterministic env and policy; every row a start, nothing
-    to tell) start alike on one row whatever seeds them.
-    """
+def _aligned_alike(stream: w.Stream, *, together: bool) -> list[tuple[int, int]]:
+    """Per pair of envs, the k-th episode starts (the k-th of each, in order) they share,
+    and how many k-th starts they both have (the trials). Starts on one row count only
+    where `together` (see `seeded_alike`)."""
     N1, B = stream.flag.shape
     keys = [[_row_key(stream, t, b) for b in range(B)] for t in range(N1)]
-    best = 0
+    out = []
     for a in range(B):
         for b in range(a + 1, B):
-            quiet = [t for t in range(N1) if stream.flag[t, a] != 1 and stream.flag[t, b] != 1]
-            apart = together and 2 * sum(keys[t][a] == keys[t][b] for t in quiet) < len(quiet)
             ka, kb = (np.flatnonzero(stream.flag[:, e] == 1) for e in (a, b))
-            best = max(
-                best,
-                sum(
-                    keys[x][a] == keys[y][b] and (x != y or apart)
-                    for x, y in zip(ka, kb, strict=False)
-                ),
-            )
-    return best
+            pairs = [(x, y) for x, y in zip(ka, kb, strict=False) if x != y or together]
+            out.append((sum(keys[x][a] == keys[y][b] for x, y in pairs), len(pairs)))
+    return out
 
 
 def _policy_pinned(outs: dict[str, Any]) -> bool:
@@ -693,7 +762,13 @@ def _bounds_of(space: dict[str, Any] | None) -> list[dict[str, Any]]:
 
 
 def obs_normalised(world: w.World, rng: np.random.Generator) -> Planted:
-    """Float observations normalised in place ((x - mean) / std), the recording unchanged."""
+    """Float observations normalised in place ((x - mean) / std), the recording unchanged.
+
+    Visible where a value lies past a declared Box bound that the env keeps, by any margin
+    and on either side (the synthetic env clips to its box; the real envs keep theirs but
+    for `SOFT_BOUNDS`), and the recording names no normaliser (whose space says nothing of
+    values).
+    """
     files, recorded = _files(world)
     floats = [i for i, leaf in enumerate(_obs_leaves(files[0][0])) if leaf.dtype.kind == "f"]
     if not floats:
@@ -717,24 +792,24 @@ def obs_normalised(world: w.World, rng: np.random.Generator) -> Planted:
                 from tests.lint.synth import box_bounds
 
                 low, high = box_bounds(descs[i])
-                # Real envs' Box bounds are soft: a value past one by no more than the box is
-                # wide is no contradiction, nor one side of a box left by any margin
-                # (LunarLander's lander flies as high as it likes above its y of 2.5): a
-                # feature bounded on both sides shows a rescale where it leaves both.
-                finite = np.isfinite(low) & np.isfinite(high)
-                one = np.where(np.isfinite(low), low, high)
-                with np.errstate(invalid="ignore"):
-                    scale = np.where(finite, high - low, np.maximum(1.0, np.abs(one)))
-                slack = np.where(np.isfinite(scale), scale, 0.0)
+                hard = np.ones(low.shape, dtype=bool)
+                hard.reshape(-1)[SOFT_BOUNDS.get(world.env_id, slice(0, 0))] = False
                 flat = new.reshape(-1, *low.shape)
-                below = (flat < low - slack).any(axis=0)
-                above = (flat > high + slack).any(axis=0)
-                outside |= bool(np.where(finite, below & above, below | above).any())
+                outside |= bool((hard & ((flat < low) | (flat > high))).any())
             leaf[...] = new
         places.append(mine)
         if r.final_obses is not None:
             pass  # the finals stay raw: a loop that normalises the rows it stores
-    return _result("obs_normalised", world, files, places, recorded and outside, recorded)
+    # A value past a bound the env keeps contradicts the recording, by any margin: the
+    # synthetic env clips its Box features, the real envs keep theirs (SOFT_BOUNDS aside);
+    # under a normaliser the recording names, the declared space says nothing of values.
+    visible = recorded and outside and world.wrapper != "NormalizeObservation"
+    return _result("obs_normalised", world, files, places, visible, recorded)
+
+
+SOFT_BOUNDS = {"LunarLander-v3": slice(0, 6)}
+"""Features whose declared Box bounds the env does not keep: LunarLander's position,
+velocities and angle (its lander flies as high as it likes above y = 2.5)."""
 
 
 def rewards_clipped(world: w.World, rng: np.random.Generator) -> Planted:
@@ -767,12 +842,38 @@ def rewards_scaled(world: w.World, rng: np.random.Generator) -> Planted:
 
 
 def saved_twice(world: w.World, rng: np.random.Generator) -> Planted:
-    """A file saved again under another name (a resumed job, a merged copy)."""
+    """A file saved again under another name (a resumed job, a merged copy).
+
+    Visible where the copy claims an index of its recording that the original holds, or,
+    without a recording, where no other file of the clean world holds the same arrays (a
+    deterministic env and policy may record one file again and again).
+    """
     files, recorded = _files(world)
     i = int(rng.integers(len(files)))
+    unique = not any(_same_arrays(files[i][0], r) for j, (r, _) in enumerate(files) if j != i)
     files.append(files[i])
     places: list[set[Place]] = [set() for _ in files[:-1]] + [{FILE_LEVEL}]
-    return _result("saved_twice", world, files, places, True, recorded)
+    return _result("saved_twice", world, files, places, recorded or unique, recorded)
+
+
+def _same_arrays(a: Rollout, b: Rollout) -> bool:
+    """Whether two rollouts hold the same arrays (every field, bit for bit)."""
+    fields = [
+        (x, y)
+        for x, y in (
+            (a.rews, b.rews),
+            (a.dones, b.dones),
+            (a.truncated, b.truncated),
+            *zip(w._leaves(a.obses), w._leaves(b.obses), strict=True),
+            *zip(w._leaves(a.final_obses), w._leaves(b.final_obses), strict=False),
+            *((a.model_outs.arrays[k], b.model_outs.arrays.get(k)) for k in a.model_outs.arrays),
+        )
+    ]
+    return all(
+        (x is None and y is None)
+        or (x is not None and y is not None and np.array_equal(x, y, equal_nan=False))
+        for x, y in fields
+    )
 
 
 def recording_reused(world: w.World, rng: np.random.Generator) -> Planted:

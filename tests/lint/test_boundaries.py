@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.lint.helpers import Array, codes, dones_for, rollout
+from tests.lint.helpers import Array, codes, dones_for, lint_rollouts, rollout
 from trajkit import Rollout
 from trajkit.lint import boundaries
 from trajkit.lint.boundaries import (
@@ -167,6 +167,61 @@ def test_tk108_a_real_first_step_that_earns_0_jumps_onto_its_row() -> None:
     resets = list(range(6, 120, 6))
     clean = clean.replace(obses=_smooth(resets, 120))  # the jump lands on the flagged rows
     assert codes(clean, "TK108") == []
+
+
+def _longer(lengths: list[int], *, cut: bool = True, first: float = 0.0) -> Rollout:
+    """Episodes of `lengths` from row 0 (the last ends on the last step), each truncated
+    on its last step (with `cut`), each first step earning `first`, the others 1."""
+    T = sum(lengths)
+    truncated = np.zeros(T)
+    rews = np.ones(T)
+    row = 0
+    for length in lengths:
+        rews[row] = first
+        truncated[row + length - 1] = float(cut)
+        row += length
+    dones = dones_for(lengths, T)
+    dones[T] = 1
+    return rollout(dones, rews=rews, truncated=truncated)
+
+
+def test_tk108_an_episode_one_step_past_the_time_limit_truncated() -> None:
+    rec = {"max_episode_steps": 4, "autoreset_mode": "NEXT_STEP"}
+    [found] = codes(_longer([4, 5, 5]), "TK108", recording=rec)
+    assert (found.code, found.env, found.step) == ("TK108", 0, 4)
+    assert found.message == (
+        "2 episode(s) run one step more than the recording's time limit and are truncated on "
+        "their last step, their first step earning exactly 0: the time limit cut them a step "
+        "earlier, so the first step, from the row flagged dones = 1, is NEXT_STEP's autoreset "
+        "step from the final to the reset observation: a loop that keeps every env.step of a "
+        "NEXT_STEP vector env? drop the step after each episode end (RolloutRecorder does)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("limit", "hit"),
+    [(3, False), (4, True), (5, False)],  # episodes of 5 steps: L + 1 only for L = 4
+)
+def test_tk108_one_step_past_the_limit_exactly(limit: int, hit: bool) -> None:
+    rec = {"max_episode_steps": limit}
+    assert bool(codes(_longer([3, 5, 2]), "TK108", recording=rec)) is hit
+
+
+def test_tk108_one_step_past_the_limit_needs_the_cut_and_the_0() -> None:
+    rec = {"max_episode_steps": 4}
+    assert codes(_longer([5, 5], cut=False), "TK108", recording=rec) == []
+    assert codes(_longer([5, 5], first=1.0), "TK108", recording=rec) == []
+    assert codes(_longer([5, 5]), "TK108") == []  # no recorded limit
+    assert codes(_longer([5, 5]), "TK108", max_episode_steps=4) == []  # the recording's
+    same = {"max_episode_steps": 4, "autoreset_mode": "SAME_STEP"}
+    assert codes(_longer([5, 5]), "TK108", recording=same) == []
+
+
+def test_tk108_one_step_past_the_limit_in_one_file_of_many() -> None:
+    rec = {"max_episode_steps": 4}
+    clean = _longer([4, 4], first=1.0)
+    found = lint_rollouts([clean, _longer([5, 5])], "TK108", [rec, rec])
+    assert [(f.path, f.env, f.step) for f in found] == [("r1.npz", 0, 0)]
 
 
 # ------------------------------------------------------------------------------ TK109

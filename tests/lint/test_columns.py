@@ -98,8 +98,20 @@ def test_tk112_starts_on_one_row_share_their_time() -> None:
     together = [Start("a.npz", b, 10 * k, f"s{k}") for k in range(12) for b in (0, 1)]
     assert shared_starts(together, lockstep=(0, 1000), declared=False) is None  # no recording
     assert shared_starts(together, lockstep=(900, 1000)) is None  # envs in lockstep
-    assert shared_starts(together) is None  # no row to weigh them by
+    assert shared_starts(together, lockstep=(0, 1)) is None  # one row: a rate of 3/4
     assert shared_starts(together, lockstep=(0, 1000)) is not None
+
+
+def test_tk112_envs_alike_on_every_row_are_weighed_as_starts_out_of_order() -> None:
+    """No row where two envs come to one observation by themselves (they are alike on
+    every row): where the recording names no normaliser, only alike seeds keep envs whose
+    starts vary in lockstep, and their starts on one row count as those out of order."""
+    together = [Start("a.npz", b, 10 * k, f"s{k}") for k in range(12) for b in (0, 1)]
+    found = shared_starts(together, lockstep=(0, 0))
+    assert found is not None
+    assert found.message.startswith("envs 0 and 1 start alike: 12 of 12 episode starts")
+    fixed = [Start("a.npz", b, 10 * k, "s") for k in range(12) for b in (0, 1)]
+    assert shared_starts(fixed, lockstep=(0, 0)) is None  # a fixed start: alike by itself
     apart = [Start("a.npz", b, 10 * k + b, f"s{k}") for k in range(12) for b in (0, 1)]
     assert shared_starts(apart, lockstep=(900, 1000), declared=False) is not None
 

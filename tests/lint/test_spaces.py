@@ -70,7 +70,7 @@ def _obs_recording(space: Mapping[str, object], **more: object) -> dict[str, obj
 def test_tk116_an_observation_far_outside_a_box() -> None:
     space = {"type": "Box", "low": -1.0, "high": 1.0, "shape": [3], "dtype": "float32"}
     obses = np.zeros((6, 1, 3), np.float32)
-    obses[2, 0, 1] = 3.0  # a soft bound: 2 past, as far as the box is wide
+    obses[2, 0, 1] = 3.0  # a soft bound: 2 past, on one side
     obses[3, 0, 0] = 9.0  # far past one side only: an env's state running past a soft bound
     obses[4, 0, 2] = 3.5  # far past both sides: a rescale
     obses[5, 0, 2] = -3.5
@@ -88,9 +88,10 @@ def test_tk116_an_observation_far_outside_a_box() -> None:
 @pytest.mark.parametrize(
     ("low", "high", "values", "hit"),
     [
-        (-1.0, 1.0, (3.0, -3.0001), False),  # BOX_MARGIN of the range, 2: 2 past is inside
-        (-1.0, 1.0, (3.0001, -3.0001), True),
-        (-1.0, 1.0, (-3.0, 3.0001), False),
+        (-1.0, 1.0, (1.0, -1.0001), False),  # two bounds: past both, by any amount
+        (-1.0, 1.0, (1.0001, -1.0001), True),
+        (-1.0, 1.0, (-1.0001, 1.0), False),
+        (-1.0, 1.0, (-1.0, 1.0001), False),
         (-1.0, 1.0, (3.0001, 0.0), False),  # far past one side only
         (-1.0, 1.0, (-30.0, -3.0001), False),
         (None, 5.0, (10.0, 0.0), False),  # one side unbounded: |5|, and one side suffices

@@ -25,6 +25,12 @@ s-1, which the reset replaced.
     steps (final to reset) more than onto their rows (a real first step after a reset that
     earns 0, as LunarLander's, jumps onto its row, not off it).
 
+  Or, exactly, in one file: an episode of L + 1 steps whose last step is flagged as a
+  truncation, L the recording's time limit (`max_episode_steps`), and whose first step
+  earns exactly 0. `TimeLimit` cuts an episode on its L-th step, so one of its steps is not
+  the env's: the first, from the row flagged dones = 1 (the final observation) to the
+  reset one. Reported at that first step, in each file that holds such an episode.
+
   A recording that states the SAME_STEP or DISABLED autoreset mode has no phantom step: TK108
   does not run there.
 - TK109, `dones` one row off. With float observations, each step's *jump* is its largest
@@ -53,6 +59,7 @@ s-1, which the reset replaced.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import math
 from collections import Counter
 from collections.abc import Mapping
@@ -135,6 +142,8 @@ class PhantomEvidence:
         after: Up to two distinct observations after the boundary steps.
         at: The digests of the distinct observations at the boundary rows.
         alike: log10 of the rate at which two rows of the file are alike (`_alike`).
+        longer: The episodes of L + 1 steps, truncated on the last and earning 0 on the
+            first (L the recording's time limit), and the first step (t, b) of the first.
     """
 
     steps: int
@@ -147,6 +156,7 @@ class PhantomEvidence:
     at: frozenset[bytes]
     first: tuple[int, int] | None
     alike: float = 0.0
+    longer: tuple[int, tuple[int, int] | None] = (0, None)
 
 
 def _alike(rollout: Rollout) -> float:
@@ -199,7 +209,39 @@ def phantom_evidence(
         at=frozenset(_digest(key) for key in _row_keys(rollout, steps, 0)),
         first=first_place(steps) if k else None,
         alike=_alike(rollout) if k else 0.0,
+        longer=_one_step_longer(rollout, recording.get("max_episode_steps")),
     )
+
+
+def _one_step_longer(rollout: Rollout, limit: Any) -> tuple[int, tuple[int, int] | None]:
+    """TK108's exact evidence: the episodes of `limit` + 1 steps inside the file.
+
+    Those truncated on their last step and earning exactly 0 on their first: how many, and
+    the first step (t, b) of the first (by step, then env).
+
+    Examples:
+        >>> import numpy as np
+        >>> from trajkit.testing import example_rollout
+        >>> r = example_rollout(num_steps=6, num_envs=1)
+        >>> cut = np.array([[0.0], [0], [0], [0], [1], [0]])
+        >>> r = r.replace(dones=np.array([[1], [0], [1], [0], [0], [1], [0]]),
+        ...               rews=np.zeros((6, 1)), truncated=cut, final_values=0 * cut)
+        >>> _one_step_longer(r, 2), _one_step_longer(r, 3), _one_step_longer(r, None)
+        ((1, (2, 0)), (0, None), (0, None))
+    """
+    if not isinstance(limit, int) or isinstance(limit, bool) or rollout.truncated is None:
+        return 0, None
+    T, cut, rews = rollout.num_steps, rollout.truncated, rollout.rews
+    found = []
+    for b in range(rollout.batch_size):
+        rows = [*np.flatnonzero(rollout.dones[:T, b] == 1).tolist(), T]
+        found += [
+            (s, b)
+            for s, e in itertools.pairwise(rows)
+            if e - s == limit + 1 and rollout.dones[e, b] == 1 and cut[e - 1, b] == 1
+            if rews[s, b] == 0
+        ]
+    return len(found), min(found, default=None)
 
 
 def _digest(key: bytes) -> bytes:
@@ -221,6 +263,13 @@ def phantom_findings(files: list[tuple[str, PhantomEvidence]]) -> list[Finding]:
         >>> [f.step for f in phantom_findings([("a.npz", e), ("b.npz", e)])]
         [3, 3]
     """
+    exact = {path: longer_finding(path, e) for path, e in files if e.longer[0]}
+    found = {f.path: f for f in _phantom_steps(files)}
+    return [found.get(path) or exact[path] for path, _ in files if path in found or path in exact]
+
+
+def _phantom_steps(files: list[tuple[str, PhantomEvidence]]) -> list[Finding]:
+    """TK108 by the boundary steps' rewards over the dataset (see the module docstring)."""
     mine = [(p, e) for p, e in files if e.steps]
     if not mine or not all(e.silent for _, e in mine):
         return []
@@ -263,6 +312,33 @@ def _jump_wins(rollout: Rollout, steps: BoolArray) -> tuple[int, int]:
     off = jumps[places[:, 0], places[:, 1]]
     on = jumps[places[:, 0] - 1, places[:, 1]]
     return int((off > on).sum()), int((off != on).sum())  # a tie tells nothing
+
+
+def longer_finding(path: str, evidence: PhantomEvidence) -> Finding:
+    """TK108's exact finding: a file with episodes one step longer than the time limit.
+
+    Examples:
+        >>> e = PhantomEvidence(0, True, 0, 0, 0, 0, frozenset(), frozenset(), None)
+        >>> e = PhantomEvidence(**{**e.__dict__, "longer": (2, (3, 1))})
+        >>> print(longer_finding("a.npz", e).format())  # doctest: +ELLIPSIS
+        a.npz: env 1, step 3: TK108 [warning] 2 episode(s) run one step more than the ...
+    """
+    count, first = evidence.longer
+    if first is None:  # callers pass evidence with a place; a bug otherwise
+        raise ValueError(f"{path}: TK108's evidence names no episode")
+    t, b = first
+    return Finding(
+        "TK108",
+        f"{count} episode(s) run one step more than the recording's time limit and are "
+        "truncated on their last step, their first step earning exactly 0: the time limit "
+        "cut them a step earlier, so the first step, from the row flagged dones = 1, is "
+        "NEXT_STEP's autoreset step from the final to the reset observation: a loop that "
+        "keeps every env.step of a NEXT_STEP vector env? drop the step after each episode "
+        "end (RolloutRecorder does)",
+        path,
+        b,
+        t,
+    )
 
 
 def phantom_finding(path: str, evidence: PhantomEvidence, steps: int, rate: float) -> Finding:

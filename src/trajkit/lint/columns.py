@@ -10,8 +10,9 @@
   normaliser over a fixed start makes them alike, so they are compared only where a
   recording declares the vector wrappers (none that changes observations), and weighed at
   the rate at which two envs' rows on one row are alike, if larger (envs in lockstep
-  start alike too). A fixed reset (every start alike) is never evidence, nor is one
-  shared start among few.
+  start alike too), where any pair of rows can be judged (envs alike on every row whose
+  starts vary are in lockstep by their seeds). A fixed reset (every start alike) is never
+  evidence, nor is one shared start among few.
 - TK112, one column copied into another (the loop stores `obs[0]` for every env): two env
   columns whose observations are equal on every row of a file, while their actions,
   rewards or `dones` differ somewhere (envs that do the same thing are a deterministic
@@ -180,7 +181,9 @@ def shared_starts(
     (`declared` false) they are not compared; with one, they are weighed at the rate at
     which the envs' rows on one row are alike, `lockstep` (alike, pairs;
     `lockstep_pairs`), if it is larger (a deterministic env and policy move every env
-    alike, starts too).
+    alike, starts too); where no pair of rows can be judged (the envs are alike on every
+    row), at the rate p: only alike seeds keep envs whose starts vary in lockstep, where no
+    normaliser moves a fixed start, and a fixed start is alike out of order too.
 
     Examples:
         >>> s = [Start("a", b, 10 * k + b, f"{k}") for k in range(6) for b in (0, 1)]
@@ -211,8 +214,9 @@ def shared_starts(
     n = len(starts)
     equal = sum(c * (c - 1) // 2 for c in Counter(s.digest for s in starts).values())
     p = rate_bound(equal - alike, n * (n - 1) // 2 - aligned)  # from the pairs not aligned
-    # Starts on one row are alike as often as the envs' rows on one row are, if more often.
-    q = max(p, rate_bound(*lockstep))
+    # Starts on one row are alike as often as the envs' rows on one row are, if more often
+    # (with no row to judge, envs alike on every row: as often as starts out of order).
+    q = max(p, rate_bound(*lockstep)) if lockstep[1] else p
     # The j-th env's start repeats one of j - 1 earlier ones at most at the sum of their
     # rates: as many repeats are no likelier than at the mean rate per trial (Hoeffding).
     if binomial_tail(trials, min(1.0, (p * apart + q * together) / trials), repeats) > CHANCE:

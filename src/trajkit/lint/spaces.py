@@ -11,10 +11,10 @@ reported at the first row (then env) where it shows, with the count of such rows
 - TK116: an observation (a row, or a `final_obses` entry) outside the recording's
   observation space, leaf by leaf for Dict and Tuple spaces: an observation normalised or
   rescaled in place while the recording names the raw space. Discrete, MultiDiscrete and
-  MultiBinary values are checked exactly; Box values farther past a finite bound than the
-  box is wide (`BOX_MARGIN` times the bounds' range; of the bound itself, at least 1, where
-  the other side is unbounded), in a feature whose values in the file leave its box so on
-  both sides where it has two bounds: real envs' Box bounds are soft, and an env's own
+  MultiBinary values are checked exactly; Box values past a finite bound, in a feature
+  whose values in the file leave its box on both sides where it has two bounds (by any
+  amount), and farther past its one bound than `BOX_MARGIN` times that bound (at least 1)
+  where the other side is unbounded: real envs' Box bounds are soft, and an env's own
   state runs past one of them (LunarLander's lander flies as high as it likes above its
   declared y of 2.5), while values rescaled around another centre leave on both. Not
   checked where the recording names a vector wrapper that changes observations (its space
@@ -49,7 +49,8 @@ __all__ = [
 ]
 
 BOX_MARGIN = 1.0
-"""TK116: how far past a Box bound an observation is reported, as a part of the range."""
+"""TK116: how far past a Box's one finite bound (the other infinite) an observation is
+reported, as a part of that bound's magnitude (at least 1)."""
 
 
 def box_bound(value: Any, shape: tuple[int, ...], infinite: float) -> AnyArray:
@@ -94,18 +95,19 @@ def space_name(space: Mapping[str, Any]) -> str:
 
 
 def _slack(low: AnyArray, high: AnyArray, margin: float) -> AnyArray:
-    """How far past Box bounds a value is still inside: `margin` times the range.
+    """How far past Box bounds a value is still inside.
 
     Where one bound is infinite, `margin` times the finite one's magnitude (at least 1); 0
-    where neither is finite.
+    where both are finite (a value past both is what counts there, see `_escapes`) and where
+    neither is.
 
     Examples:
         >>> _slack(np.array([-2.5, 0.0, -np.inf]), np.array([2.5, np.inf, np.inf]), 0.5).tolist()
-        [2.5, 0.5, 0.0]
+        [0.0, 0.5, 0.0]
     """
     finite_low = np.isfinite(low)
     one = np.where(finite_low, low, high)
-    scale = np.where(finite_low & np.isfinite(high), high - low, np.maximum(1.0, np.abs(one)))
+    scale = np.where(finite_low & np.isfinite(high), 0.0, np.maximum(1.0, np.abs(one)))
     out: AnyArray = margin * np.where(np.isfinite(scale), scale, 0.0)
     return out
 
@@ -113,7 +115,7 @@ def _slack(low: AnyArray, high: AnyArray, margin: float) -> AnyArray:
 def _outside(values: AnyArray, space: Mapping[str, Any], margin: float = 0.0) -> BoolArray | None:
     """`[N, ...]` values (N leading rows) against one leaf space: where each is outside.
 
-    Box values count as outside past `margin` times the range (see `BOX_MARGIN`). Returns a
+    Box values count as outside past the `_slack` of `margin` (see `BOX_MARGIN`). Returns a
     `[N, K]` mask (K the flattened element count), or `None` for a space this module cannot
     read.
     """
