@@ -14,6 +14,8 @@ from trajkit.lint.alignment import (
     MIN_TELLING_LOGP,
     ActionFit,
     RewardShift,
+    _apart,
+    _decoys,
     _fits,
     action_fit,
     misaligned_actions,
@@ -21,7 +23,7 @@ from trajkit.lint.alignment import (
     shift_wins,
     shifted_rewards,
 )
-from trajkit.lint.policy import log_softmax
+from trajkit.lint.policy import LOGP_TOL, log_softmax
 
 # ------------------------------------------------------------------------------ TK102
 
@@ -378,3 +380,33 @@ def test_action_fit_by_the_greedy_action_where_it_moves() -> None:
     assert still is not None
     # where the next row's greedy action is this row's, its action fits both: no telling row
     assert still.counts["late"][0] == 0
+
+
+# ------------------------------------------------------- TK103's tolerance, on both sides
+
+
+def test_apart_beyond_the_relative_tolerance_on_both_sides() -> None:
+    """Two log-probabilities differ past LOGP_TOL * (1 + |x|); a missing reading always does."""
+    tol = LOGP_TOL
+    x = np.array([0.0, 0.0, -3.0, -3.0])
+    y = x + np.array([tol, 1.5 * tol, 3 * tol, 4.5 * tol])  # (1 + |x|) is 1, 1, 4, 4
+    assert np.asarray(_apart(x, y)).tolist() == [False, True, False, True]
+    assert _apart(None, y) is True
+    assert _apart(x, None) is True
+
+
+def _decoy_table(stored: float, offsets: tuple[float, float]) -> Any:
+    """Three rows, three Discrete actions; row 1's log-probabilities of actions 1 and 2 lie
+    `offsets` (in tolerances at `stored`) from its stored log-probability."""
+    scale = LOGP_TOL * (1 + abs(stored))
+    p = np.exp([stored + offsets[0] * scale, stored + offsets[1] * scale])
+    row = np.log([1 - p.sum(), *p])
+    actor = np.tile(row, (3, 1, 1))
+    return actor, np.full((3, 1), stored)
+
+
+def test_decoys_fit_within_the_relative_tolerance_and_not_past_it() -> None:
+    actor, logp = _decoy_table(np.log(0.3), (0.9, 1.1))
+    actions = np.zeros((3, 1), np.int64)  # row 1's candidates: action 0 only
+    r = rollout(np.zeros(3), outs={"actor": actor, "actions": actions, "log_probs": logp})
+    assert _decoys(r) == (2, 1)  # actions 1 and 2; 1 fits (0.9 of the tolerance), 2 not
