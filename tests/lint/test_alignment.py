@@ -410,3 +410,19 @@ def test_decoys_fit_within_the_relative_tolerance_and_not_past_it() -> None:
     actions = np.zeros((3, 1), np.int64)  # row 1's candidates: action 0 only
     r = rollout(np.zeros(3), outs={"actor": actor, "actions": actions, "log_probs": logp})
     assert _decoys(r) == (2, 1)  # actions 1 and 2; 1 fits (0.9 of the tolerance), 2 not
+
+
+@pytest.mark.parametrize(("roll", "name"), [(1, "late"), (-1, "early")])
+def test_action_fit_counts_the_rows_only_one_shift_explains(roll: int, name: str) -> None:
+    """A cycle of three greedy actions, stored one row late or early: on rows 1 to 5 the two
+    neighbours' actions differ (a, a+1, a+2 of the cycle) and their log-probabilities too, so
+    each of those rows tells the shifts apart, and all five fit the true shift."""
+    greedy = np.array([0, 1, 2, 0, 1, 2, 0])
+    actor = np.eye(3)[greedy][:, None, :] * 5.0
+    chosen = np.take_along_axis(log_softmax(actor), greedy[:, None, None], -1)[..., 0]
+    outs = {"actor": actor, "actions": np.roll(greedy, roll)[:, None], "log_probs": chosen}
+    fit = action_fit(rollout(np.zeros(7), outs=outs))
+    assert fit is not None
+    other = "early" if name == "late" else "late"
+    assert fit.counts == {name: (5, 0, 5, (1, 0), 5, 5), other: (0, 0, 0, None, 0, 0)}
+    assert fit.decoys == (1, 0)
