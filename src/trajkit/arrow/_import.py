@@ -141,12 +141,17 @@ def iter_file(
 
 def _widths(layout: dict[str, Any]) -> dict[str, int]:
     """The compact leaves' columns (bytes, a cell a row) and their cells' sizes."""
-    items = [leaf for f in TREE_FIELDS for leaf in layout["fields"][f]["leaves"]]
     return {
         item["column"]: cell_bytes(item)
-        for item in [*items, *layout["model_outs"]]
+        for item in _items(layout)
         if item.get("binary") and item["column"] is not None
     }
+
+
+def _items(layout: dict[str, Any]) -> list[dict[str, Any]]:
+    """The layout's leaves of every tree field, then its model outputs."""
+    leaves = [leaf for f in TREE_FIELDS for leaf in layout["fields"][f]["leaves"]]
+    return [*leaves, *layout["model_outs"]]
 
 
 class _Rollouts:
@@ -352,8 +357,7 @@ def _slices(table: Any, rows: int) -> Iterator[tuple[int, Any]]:
 
 def _batch_rows(layout: dict[str, Any]) -> int:
     """Rows a batch of the second pass holds: about `BATCH_BYTES` of cells."""
-    items = [leaf for f in TREE_FIELDS for leaf in layout["fields"][f]["leaves"]]
-    row = 64 + sum(2 * cell_bytes(item) for item in [*items, *layout["model_outs"]])
+    row = 64 + sum(2 * cell_bytes(item) for item in _items(layout))
     return max(1, BATCH_BYTES // row)
 
 
