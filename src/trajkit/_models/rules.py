@@ -503,7 +503,7 @@ def conform_into(
     if rule.finite:
         check_finite(array, name, axes)
     converted = lossless(array, dtype, name, axes=axes)
-    if rule.flag:
+    if rule.flag and array.dtype != np.bool_:  # (booleans are 0 and 1 in any dtype)
         check_binary(converted, name, axes)
     return converted
 
