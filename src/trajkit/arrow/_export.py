@@ -198,12 +198,16 @@ class RolloutIds:
             counted = self._before_last[1]
         else:
             counted = np.count_nonzero(self._new(0, t0), axis=0).astype(np.int64)
-        counts = counted + np.cumsum(self._new(t0, t1), axis=0)
+        counts: AnyArray = np.cumsum(self._new(t0, t1), axis=0, dtype=np.int64)
+        counts += counted
         if t1 > t0:
-            self._before_last = (t1 - 1, counts[-2] if t1 - t0 > 1 else counted)
-            self._at = (t1, counts[-1])
-        ids: AnyArray = np.where(counts > 0, self.base + counts, self.previous)
-        return ids
+            self._before_last = (t1 - 1, counts[-2].copy() if t1 - t0 > 1 else counted)
+            self._at = (t1, counts[-1].copy())
+        if (self.carried & (counted == 0)).any():  # a carried id may still run here
+            ids: AnyArray = np.where(counts > 0, self.base + counts, self.previous)
+            return ids
+        counts += self.base  # (every env has had a new id: no carried one left)
+        return counts
 
     def rows(self, r0: int, r1: int) -> AnyArray:
         """The ids of rows r0 to r1 (row `t * B + b`), flat."""
