@@ -86,6 +86,68 @@ def test_a_refusal_names_the_position_in_the_rollout_not_in_the_batch() -> None:
         )
 
 
+def _with_nan(table: Any, column: str, row: int, item: int) -> Any:
+    """A compact table with cell `item` of `column`'s row `row` (float32 bytes) made NaN."""
+    cells = [
+        bytearray(cell) if cell is not None else None for cell in table.column(column).to_pylist()
+    ]
+    cell = cells[row]
+    assert cell is not None
+    np.frombuffer(cell, np.float32)[item] = np.nan
+    i = table.column_names.index(column)
+    values = [bytes(c) if c is not None else None for c in cells]
+    return table.set_column(i, column, pa.array(values, table.schema.field(column).type))
+
+
+def _refused_both_ways(table: Any, tmp_path: Path, match: str) -> None:
+    """`table` refused with `match`, by pyarrow's batches and by its pages read into place."""
+    path = tmp_path / "refused.parquet"
+    pq.write_table(table, path, compression="none", use_dictionary=False)
+    with pytest.raises(ValueError, match=match):
+        ta.from_arrow(table)
+    with pytest.raises(ValueError, match=match):
+        ta.read_parquet(path)
+
+
+@pytest.mark.parametrize("batch_bytes", [1, 1 << 20])
+def test_a_non_finite_value_is_named_by_its_column_and_step(
+    tmp_path: Path, batch_bytes: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Leaves are checked for finiteness once, by the rollout's constructor; the message
+    # still names the column and the step, as every other check of an import does.
+    monkeypatch.setattr(reader, "BATCH_BYTES", batch_bytes)
+    r = example_rollout(num_steps=5, num_envs=3, seed=2)
+    table = ta.to_arrow(r, layout="compact")
+    expected = r"^obses \(column 'obs'\) must be finite, got nan at \(t=4, b=1, 2\)$"
+    _refused_both_ways(_with_nan(table, "obs", 13, 2), tmp_path, expected)
+    last = table.num_rows - 2  # the bootstrap row: env 1's next_obs on the last step
+    bootstrap = r"^obses \(column 'obs'\) must be finite, got nan at \(t=5, b=1, 0\)$"
+    _refused_both_ways(_with_nan(table, "next_obs", last, 0), tmp_path, bootstrap)
+
+
+@pytest.mark.usefixtures("tiny_batches")
+def test_a_non_finite_value_read_before_another_refusal_is_the_one_reported(
+    tmp_path: Path,
+) -> None:
+    r = example_rollout(num_steps=5, num_envs=3, seed=2)
+    table = _with_nan(ta.to_arrow(r, layout="compact"), "obs", 4, 0)  # step 1, env 1
+    ids = table.column("episode_id").to_pylist()
+    later = ids[:]
+    later[13] += 100  # step 4, env 1: a wrong id, read after the NaN
+    i = table.column_names.index("episode_id")
+    both = table.set_column(i, "episode_id", pa.array(later, pa.int64()))
+    expected = r"^obses \(column 'obs'\) must be finite, got nan at \(t=1, b=1, 0\)$"
+    _refused_both_ways(both, tmp_path, expected)
+    earlier = ids[:]
+    earlier[1] += 100  # step 0, env 1: a wrong id, read before the NaN (in a file, whose ids
+    first = table.set_column(i, "episode_id", pa.array(earlier, pa.int64()))  # are checked
+    pq.write_table(first, tmp_path / "first.parquet", compression="none")  # as they come)
+    with pytest.raises(
+        ValueError, match=r"^column .episode_id. of rollout 0 holds 103 at step 0, env 1,"
+    ):
+        ta.read_parquet(tmp_path / "first.parquet")
+
+
 def _outcome(table: Any) -> trajkit.Rollout | None:
     try:
         return ta.from_arrow(table)

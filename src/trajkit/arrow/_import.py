@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -46,6 +47,7 @@ from trajkit.arrow._layout import (
 from trajkit.arrow._leaves import Checks, Grid, Leaf, make_leaf
 from trajkit.arrow._pages import PageColumn, plain_columns
 from trajkit.arrow._plan import (
+    PLAN_COLUMNS,
     SMALL_COLUMNS,
     Plan,
     check_episodes,
@@ -127,7 +129,7 @@ def iter_file(
     if index.runs is None:  # rollouts out of order, or one's rows apart: read whole
         yield from _whole(pa, file, layout, names)
         return
-    small = _Cut(file_batches(reopen(file.metadata), list(SMALL_COLUMNS), _SMALL_BATCH_ROWS))
+    small = _Cut(file_batches(reopen(file.metadata), list(PLAN_COLUMNS), _SMALL_BATCH_ROWS))
     direct = {} if fd is None else plain_columns(file, names, _widths(layout), fd)
     rest = [name for name in names if name not in direct]
     with Batches(file, reopen, rest, _batch_rows(layout)) as batches:
@@ -170,7 +172,7 @@ class _Rollouts:
         direct: dict[str, PageColumn],
     ) -> None:
         self.pa, self.layout, self.small, self.rest = pa, layout, small, rest
-        self.fields = pa.schema([schema.field(name) for name in SMALL_COLUMNS])
+        self.fields = pa.schema([schema.field(name) for name in PLAN_COLUMNS])
         skipped = (*SMALL_COLUMNS, LAYOUT_COLUMN, *direct)
         others = [name for name in schema.names if name not in skipped]
         self.others = pa.schema([schema.field(name) for name in others])
@@ -403,6 +405,13 @@ class Assembly:
 
     def feed(self, batch: Any, start: int) -> None:
         """The rows `start` to `start + batch.num_rows` (a record batch of the columns)."""
+        try:
+            self._feed(batch, start)
+        except ValueError:
+            self._name_column()
+            raise
+
+    def _feed(self, batch: Any, start: int) -> None:
         stop = start + batch.num_rows
         if stop == start:
             return
@@ -439,6 +448,13 @@ class Assembly:
 
     def finish(self) -> Rollout:
         """The rollout, once every row is in; its last checks run here."""
+        try:
+            return self._finish()
+        except ValueError:
+            self._name_column()
+            raise
+
+    def _finish(self) -> Rollout:
         plan, T, B = self.plan, self.plan.T, self.plan.B
         if self.filled != T * B:
             raise ValueError("the file's columns hold fewer rows than its index columns")
@@ -460,6 +476,20 @@ class Assembly:
             copy=False,
         )
 
+    def _name_column(self) -> None:
+        """Raise the first value a leaf's field refuses among the rows read, by its column.
+
+        A leaf's values are checked once by its field's whole rule, by the rollout's
+        constructor (`Checks.named`). Where a check fails (that one, or another on the way),
+        the rows read so far are looked at again here, so that the message names the column
+        and row, and that a value refused earlier in the file is the one reported, as if
+        every batch had been checked as it came.
+        """
+        B = self.plan.B
+        for leaf in [*self.leaves["obses"], *self.leaves["states"]]:
+            if leaf.written and leaf.checks.named is not None:
+                positioned(leaf.checks.named, leaf.values()[: leaf.written], 0, B)
+
     def _tree(self, field: str, part: Callable[[Leaf], AnyArray]) -> Any:
         """A field's leaves (`part` of each) as the layout nests them."""
         pairs = [(tuple(leaf.item["path"]), part(leaf)) for leaf in self.leaves[field]]
@@ -474,12 +504,16 @@ def _field_checks(field: str, leaf: dict[str, Any], finals: bool) -> Checks:
     path = leaf["path"]
     name = f"{_tree.format_path(field, path)} (column {leaf['column']!r})"
     rule = FIELD_RULES[field]
+    converted = replace(rule, finite=False)  # (the rollout's constructor checks finiteness)
 
     def values(v: AnyArray) -> AnyArray:
-        return exactly(conform_into(rule, dtype, v, name), v, name)
+        return exactly(conform_into(converted, dtype, v, name), v, name)
+
+    def named(v: AnyArray) -> AnyArray:
+        return conform_into(rule, dtype, v, name)
 
     if not finals:
-        return Checks(values, name)
+        return Checks(values, name, named=named)
     finals_rule = FIELD_RULES["final_obses"]
     finals_name = f"{_tree.format_path('final_obses', path)} (column {leaf['next']!r})"
 
@@ -487,7 +521,7 @@ def _field_checks(field: str, leaf: dict[str, Any], finals: bool) -> Checks:
         converted = conform_into(finals_rule, dtype, v, finals_name, axes="e")
         return exactly(converted, v, finals_name)
 
-    return Checks(values, name, final_values)
+    return Checks(values, name, final_values, named)
 
 
 def _output_checks(item: dict[str, Any]) -> Checks:

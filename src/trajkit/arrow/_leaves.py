@@ -81,11 +81,15 @@ class Checks:
         values: Its values (to its dtype, under its rules).
         name: Its name in messages (`obses['image'] (column 'obs.image')`).
         finals: Its final observations' (an observation leaf under `final_obs`), or `None`.
+        named: Its field's whole rule, where `values` leaves a part of it to the rollout's
+            constructor: run again only to name the column of a value the constructor
+            refuses.
     """
 
     values: Convert
     name: str
     finals: Convert | None = None
+    named: Convert | None = None
 
 
 def make_leaf(grid: Grid, item: dict[str, Any], checks: Checks) -> Leaf:
@@ -107,6 +111,7 @@ class Leaf:
         if checks.finals is not None:
             self.finals = _Finals(checks.finals, int(grid.ends.sum()), self.dtype, self.shape)
         self._values: AnyArray | None = None  # [(T+1) * B, *shape], made on the first batch
+        self.written = 0  # its rows in `values()` so far
         self.last = _LastStep(grid.B, self.shape, self.dtype)  # the bootstrap row, as it comes
 
     def values(self) -> AnyArray:
@@ -128,6 +133,7 @@ class Leaf:
             if self.dtype == np.bool_:
                 bool_bytes(name, target, grid.rows(start))
             positioned(self.checks.values, target, start, grid.B)
+            self.written = stop
             self.feed_after(columns, start, stop)
             return
         no_nulls(name, column, grid.rows(start))
@@ -138,6 +144,7 @@ class Leaf:
             positioned(self.checks.values, target, start, grid.B)
         else:
             target[...] = positioned(self.checks.values, values, start, grid.B)
+        self.written = stop
         self.feed_after(columns, start, stop)
 
     def feed_after(self, columns: dict[str, Any], start: int, stop: int) -> None:
@@ -150,6 +157,7 @@ class Leaf:
             return np.zeros((T + 1, B, *self.shape), self.dtype)
         values = self.values()
         values[T * B :] = positioned(self.checks.values, self.bootstrap(), T * B, B)
+        self.written = len(values)
         return values.reshape(T + 1, B, *self.shape)
 
     def bootstrap(self) -> AnyArray:

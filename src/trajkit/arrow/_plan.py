@@ -20,7 +20,10 @@ from trajkit._models.rules import FIELD_RULES, Rule, conform_into, episode_ends
 from trajkit.arrow._buffers import from_numpy, to_numpy
 from trajkit.arrow._export import EpisodeIds, RolloutIds, new_episodes
 
-SMALL_COLUMNS = ("rollout", "step", "env", "is_first", "terminated", "truncated")
+PLAN_COLUMNS = ("step", "env", "is_first", "terminated", "truncated")
+"""The columns a rollout's plan is made of (`plan_rollout`)."""
+
+SMALL_COLUMNS = ("rollout", *PLAN_COLUMNS)
 """The columns the first pass reads (with the layout column)."""
 
 
