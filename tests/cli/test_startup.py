@@ -81,6 +81,38 @@ def small_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+_PLUGINS = """
+import contextlib, io, json, runpy, sys
+sys.argv = ["trajkit", "validate", sys.argv[1]]
+with contextlib.redirect_stdout(io.StringIO()):
+    try:
+        runpy.run_module("trajkit", run_name="__main__", alter_sys=True)
+    except SystemExit:
+        pass
+from pydantic.plugin import _loader
+print(json.dumps(_loader._plugins is not None))
+"""
+
+
+@pytest.mark.parametrize(("given", "scanned"), [(None, False), ("", True), ("__all__", False)])
+def test_the_command_looks_for_no_pydantic_plugins_unless_the_user_says(
+    small_file: Path, given: str | None, scanned: bool
+) -> None:
+    # Finding plugins reads every installed package's metadata; the user's setting wins.
+    env = {k: v for k, v in os.environ.items() if k != "PYDANTIC_DISABLE_PLUGINS"}
+    if given is not None:
+        env["PYDANTIC_DISABLE_PLUGINS"] = given
+    done = subprocess.run(
+        [sys.executable, "-c", _PLUGINS, str(small_file)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+        env=env,
+    )
+    assert json.loads(done.stdout) is scanned
+
+
 def test_import_trajkit_loads_no_numpy_no_pydantic() -> None:
     code = "import json, sys, trajkit; print(json.dumps(sorted(sys.modules)))"
     done = subprocess.run(
