@@ -777,3 +777,70 @@ def test_every_field_of_the_rule_table_is_saved_and_loaded(tmp_path: Path) -> No
     stored = {m.field for m in read_metadata(tmp_path / "all.npz").arrays()}
     assert stored - {"model_outs"} == set(FIELD_RULES)
     assert load(tmp_path / "all.npz") == r
+
+
+# ---------------------------------------------------------------------------- staged writes
+
+
+def test_staged_writes_replace_their_targets_together_or_not_at_all(tmp_path: Path) -> None:
+    old = tmp_path / "a.txt"
+    old.write_bytes(b"old")
+    old.chmod(0o640)
+    targets = [old, tmp_path / "b.txt"]
+
+    def interrupted() -> None:
+        with atomic.StagedWrites() as staged:
+            for target in targets:
+                staged.add(target, lambda file: file.write(b"new"))
+            raise KeyboardInterrupt  # before the commit: nothing replaced, nothing left
+
+    with pytest.raises(KeyboardInterrupt):
+        interrupted()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.txt"]
+    assert old.read_bytes() == b"old"
+    with atomic.StagedWrites() as staged:
+        for target in targets:
+            staged.add(target, lambda file: file.write(b"new"))
+        assert old.read_bytes() == b"old"  # written, not yet in place
+        staged.commit()
+    assert [t.read_bytes() for t in targets] == [b"new", b"new"]
+    assert old.stat().st_mode & 0o777 == 0o640  # a replaced file keeps its permissions
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.txt", "b.txt"]
+
+
+def test_staged_writes_refuse_an_input_or_a_folder_before_writing(tmp_path: Path) -> None:
+    source = tmp_path / "in.parquet"
+    source.write_bytes(b"input")
+    with atomic.StagedWrites() as staged:
+        with pytest.raises(ValueError, match=r"cannot write to .*in\.parquet: it is also an input"):
+            staged.add(source, lambda file: file.write(b"x"), inputs=[source])
+        with pytest.raises(IsADirectoryError, match="cannot write over a folder"):
+            staged.add(tmp_path, lambda file: file.write(b"x"))
+    assert source.read_bytes() == b"input"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.parquet"]
+
+
+def test_a_failed_commit_removes_what_it_did_not_rename(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real, calls = os.replace, []
+
+    def replace(src: str, dst: Any) -> None:
+        calls.append(dst)
+        if len(calls) == 2:
+            raise OSError(28, "No space left on device")
+        real(src, dst)
+
+    monkeypatch.setattr(os, "replace", replace)
+    targets = [tmp_path / name for name in ("a", "b", "c")]
+
+    def commit() -> None:
+        with atomic.StagedWrites() as staged:
+            for target in targets:
+                staged.add(target, lambda file: file.write(b"new"))
+            staged.commit()
+
+    with pytest.raises(OSError, match="No space"):
+        commit()
+    monkeypatch.undo()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a"]  # no temporary file left

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 from collections.abc import Iterator
@@ -20,7 +21,7 @@ from trajkit._cli.common import (
 )
 from trajkit._io.discovery import SUFFIX, discover
 from trajkit._io.filecheck import FileCheck
-from trajkit._io.files import load, save
+from trajkit._io.files import load
 from trajkit._io.reader import _check_regular as check_regular
 from trajkit._models.rollout import Rollout
 
@@ -75,25 +76,64 @@ class _RefusedFileError(Exception):
 
 
 def import_command(args: argparse.Namespace) -> int:
+    """Each rollout of a Parquet file to its own file, all of them or none.
+
+    The rollouts are read one at a time (`iter_parquet`), each written to a temporary file
+    next to its output; once the last is read, they are renamed over the outputs together
+    (`StagedWrites`). A file refused midway writes nothing, and memory holds one rollout.
+    """
     import trajkit.arrow as arrow
+    from trajkit._io.atomic import StagedWrites
+    from trajkit._io.writer import file_writer
 
     check_folder(args.out)
     try:
         _check_input(args.path)  # before pyarrow opens it: opening a FIFO would block
-        rollouts = arrow.read_parquet(args.path)
-    except RolloutFileError as exc:
-        print(printable(f"{args.path}: invalid: {one_line(exc.reason)}"), file=sys.stderr)
-        return 1
     except (ValueError, OSError) as exc:
-        print(printable(f"{args.path}: invalid: {one_line(str(exc))}"), file=sys.stderr)
-        return 1
-    targets = [os.path.join(args.out, f"rollout-{i:05d}{SUFFIX}") for i in range(len(rollouts))]
-    check_outputs(targets, [args.path])
-    make_folder(args.out)
-    for rollout, target in zip(rollouts, targets, strict=True):
-        try:
-            save(rollout, target)
-        except (ValueError, OSError) as exc:
-            fail(f"trajkit import: error: {one_line(str(exc))}")
+        return _invalid(args.path, exc)
+    rollouts, made = arrow.iter_parquet(args.path), not os.path.lexists(args.out)
+    targets: list[str] = []
+    try:
+        with StagedWrites() as staged:
+            while (rollout := _next(rollouts, args.path)) is not None:
+                target = os.path.join(args.out, f"rollout-{len(targets):05d}{SUFFIX}")
+                check_outputs([target], [args.path])
+                if not targets:
+                    make_folder(args.out)
+                try:
+                    staged.add(target, file_writer(rollout), inputs=[args.path])
+                except (ValueError, OSError) as exc:
+                    fail(f"trajkit import: error: {one_line(str(exc))}")
+                targets.append(target)
+            staged.commit()
+    except BaseException as exc:
+        if made:  # the folder this command made, left empty
+            with contextlib.suppress(OSError):
+                os.rmdir(args.out)
+        if isinstance(exc, _InvalidInputError):
+            return _invalid(args.path, exc.error)
+        raise
+    for target in targets:
         print(printable(target))
     return 0
+
+
+class _InvalidInputError(Exception):
+    """The Parquet file was refused while its rollouts were read (`error`)."""
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+
+def _next(rollouts: Iterator[Rollout], path: str) -> Rollout | None:
+    """The next rollout of the file, `None` after the last; a refusal as `_InvalidInputError`."""
+    try:
+        return next(rollouts, None)
+    except (ValueError, OSError) as exc:  # RolloutFileError included
+        raise _InvalidInputError(exc) from None
+
+
+def _invalid(path: str, exc: Exception) -> int:
+    reason = exc.reason if isinstance(exc, RolloutFileError) else str(exc)
+    print(printable(f"{path}: invalid: {one_line(reason)}"), file=sys.stderr)
+    return 1

@@ -24,6 +24,7 @@ __all__ = [
     "TEMP_PREFIX",
     "TEMP_SUFFIX",
     "PathLike",
+    "StagedWrites",
     "atomic_write",
     "fsync_path",
     "output_target",
@@ -139,7 +140,7 @@ def output_target(path: PathLike, *, verb: str = "save", by: str = "save()") -> 
 
 def atomic_write(
     target: PathLike,
-    write: Callable[[IO[bytes]], None],
+    write: Callable[[IO[bytes]], object],
     *,
     inputs: Iterable[PathLike] = (),
     verb: str = "save",
@@ -192,22 +193,100 @@ def atomic_write(
     _write_replace(resolved, write)
 
 
-def _write_replace(target: Path, write: Callable[[IO[bytes]], None]) -> None:
+def _write_replace(target: Path, write: Callable[[IO[bytes]], object]) -> None:
     """Write a temporary file next to `target` (resolved already), fsync it, rename it over."""
-    directory = target.parent
-    mode = _new_file_mode(target)
-    fd, temp_name = tempfile.mkstemp(dir=directory, prefix=TEMP_PREFIX, suffix=TEMP_SUFFIX)
+    temp_name = _write_temp(target, write)
     try:
-        with open(fd, "wb") as file, _WritebackThread(file.fileno()):
-            write(file)
-            file.flush()
-        os.chmod(temp_name, mode)
         os.replace(temp_name, target)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(temp_name)
         raise
-    fsync_path(directory, folder=True)
+    fsync_path(target.parent, folder=True)
+
+
+def _write_temp(target: Path, write: Callable[[IO[bytes]], object]) -> str:
+    """A temporary file next to `target`, written, fsynced, with the target's permissions."""
+    mode = _new_file_mode(target)
+    fd, temp_name = tempfile.mkstemp(dir=target.parent, prefix=TEMP_PREFIX, suffix=TEMP_SUFFIX)
+    try:
+        with open(fd, "wb") as file, _WritebackThread(file.fileno()):
+            write(file)
+            file.flush()
+        os.chmod(temp_name, mode)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temp_name)
+        raise
+    return temp_name
+
+
+class StagedWrites:
+    """Several outputs written each to a temporary file, then renamed over their targets together.
+
+    `add` writes one output as [`atomic_write`][trajkit._io.atomic.atomic_write] does (the
+    target checked up front, a temporary file next to it, fsynced), but leaves it there;
+    `commit` renames every one over its target, in the order added, and fsyncs their folders.
+    Leaving the `with` block before `commit` (an error, Ctrl-C) removes the temporary files:
+    no target is touched, so a command that writes many files from one input writes all of
+    them or none, while holding one in memory at a time.
+
+    Examples:
+        >>> import os, tempfile
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     paths = [os.path.join(tmp, name) for name in ("a.txt", "b.txt")]
+        ...     with StagedWrites() as staged:
+        ...         for path in paths:
+        ...             staged.add(path, lambda file: file.write(b"x"))
+        ...         print([os.path.exists(path) for path in paths])
+        ...         staged.commit()
+        ...     print(sorted(os.listdir(tmp)))
+        [False, False]
+        ['a.txt', 'b.txt']
+    """
+
+    def __init__(self) -> None:
+        self._staged: list[tuple[str, Path]] = []
+
+    def add(
+        self,
+        target: PathLike,
+        write: Callable[[IO[bytes]], object],
+        *,
+        inputs: Iterable[PathLike] = (),
+        verb: str = "write",
+        by: str = "trajkit",
+    ) -> None:
+        """Write `target`'s contents into a temporary file next to it (see `atomic_write`)."""
+        resolved = output_target(target, verb=verb, by=by)
+        for source in inputs:
+            if same_file(resolved, source):
+                raise ValueError(
+                    f"cannot {verb} to {path_str(target)}: it is also an input "
+                    f"({path_str(source)}); write to another path"
+                )
+        self._staged.append((_write_temp(resolved, write), resolved))
+
+    def commit(self) -> None:
+        """Rename every staged file over its target, in order, and fsync their folders."""
+        staged, self._staged = self._staged, []
+        for i, (temp_name, target) in enumerate(staged):
+            try:
+                os.replace(temp_name, target)
+            except BaseException:
+                self._staged = staged[i:]  # removed on leaving the `with` block
+                raise
+        for folder in dict.fromkeys(target.parent for _, target in staged):
+            fsync_path(folder, folder=True)
+
+    def __enter__(self) -> StagedWrites:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for temp_name, _ in self._staged:
+            with contextlib.suppress(OSError):
+                os.unlink(temp_name)
+        self._staged = []
 
 
 def _sync_data(fd: int) -> None:

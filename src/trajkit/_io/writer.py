@@ -7,7 +7,7 @@ outputs stacked per key), and `infos.json`. The specification is `docs/file-form
 from __future__ import annotations
 
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import IO, Any, NoReturn
 
 import numpy as np
@@ -32,7 +32,7 @@ from trajkit._models.rollout import Rollout, given_infos
 from trajkit._models.rules import FIELD_RULES, stray_bool_byte
 from trajkit._models.spec import SUPPORTED_DTYPES, dtype_name
 
-__all__ = ["save"]
+__all__ = ["file_writer", "save"]
 
 _WRITE_CHUNK = 1 << 20  # bytes per write (CRC then write, from the cache); measured best
 
@@ -95,9 +95,26 @@ def save(
         ...     trajkit.load(path) == r
         True
     """
+    target = output_target(path)
+    atomic_write(
+        target, file_writer(rollout, compress=compress, max_bytes=max_bytes, recording=recording)
+    )
+
+
+def file_writer(
+    rollout: Rollout,
+    *,
+    compress: bool = False,
+    max_bytes: int | None = DEFAULT_MAX_BYTES,
+    recording: Recording | Mapping[str, Any] | None = None,
+) -> Callable[[IO[bytes]], None]:
+    """What `save` writes, checked: a function writing the file into an open binary file.
+
+    Everything `save` refuses before writing is refused here (the arguments are `save`'s);
+    the function then writes the whole file, for `atomic_write` or `StagedWrites`.
+    """
     if not isinstance(rollout, Rollout):
         raise TypeError(f"save() needs a trajkit.Rollout, got {type(rollout).__name__}")
-    target = output_target(path)
     recorded = (
         recording
         if recording is None or isinstance(recording, Recording)
@@ -138,7 +155,7 @@ def save(
                 _write_npy(archive, file, member.name, array, compress=compress)
             _write_bytes(archive, INFOS_MEMBER, infos, compress=compress)
 
-    atomic_write(target, write)
+    return write
 
 
 def _check_limits(
