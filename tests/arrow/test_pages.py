@@ -8,6 +8,7 @@ damaged file, never read as other values.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -100,6 +101,31 @@ def test_plain_pages_read_the_same_rollouts(
         direct, through, _ = _both(path)
     assert direct == rs
     assert through == rs
+
+
+def test_cells_read_into_place_take_no_room_in_a_batch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A batch holds about BATCH_BYTES of the cells pyarrow decodes; a leaf read from its
+    # pages into the rollout takes none, so such a file is read in fewer, larger batches.
+    rows: list[int] = []
+    real = reader.Batches
+
+    def batches(file: Any, reopen: Any, names: list[str], count: int) -> Any:
+        rows.append(count)
+        return real(file, reopen, names, count)
+
+    monkeypatch.setattr(reader, "Batches", batches)
+    rs = [image_rollout(num_steps=6, seed=s) for s in range(2)]
+    for compression in ("zstd", "none"):
+        ta.write_parquet(rs, tmp_path / f"{compression}.parquet", compression=compression)
+        assert ta.read_parquet(tmp_path / f"{compression}.parquet") == rs
+    layout = json.loads(
+        pq.read_table(tmp_path / "none.parquet").column("trajkit_layout")[0].as_py()
+    )
+    direct = ["obs.image", "obs.vector", "out.actor", "state"]
+    assert rows == [reader._batch_rows(layout), reader._batch_rows(layout, direct)]
+    assert rows[1] > 4 * rows[0]
 
 
 @pytest.mark.parametrize("version", ["1.0", "2.0"])
