@@ -24,6 +24,7 @@ pq = pytest.importorskip("pyarrow.parquet")
 
 import trajkit  # noqa: E402
 import trajkit.arrow as ta  # noqa: E402
+import trajkit.arrow._ahead as _ahead  # noqa: E402
 import trajkit.arrow._import as reader  # noqa: E402
 from tests.arrow.helpers import image_rollout  # noqa: E402
 from trajkit.arrow import _pages  # noqa: E402
@@ -109,7 +110,7 @@ def test_cells_read_into_place_take_no_room_in_a_batch(
     # A batch holds about BATCH_BYTES of the cells pyarrow decodes; a leaf read from its
     # pages into the rollout takes none, so such a file is read in fewer, larger batches.
     rows: list[int] = []
-    real = reader.Batches
+    real = _ahead.Batches
 
     def batches(file: Any, reopen: Any, names: list[str], count: int) -> Any:
         rows.append(count)
