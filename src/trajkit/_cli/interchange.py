@@ -95,13 +95,13 @@ def import_command(args: argparse.Namespace) -> int:
     targets: list[str] = []
     try:
         with StagedWrites() as staged:
-            while (rollout := _next(rollouts, args.path)) is not None:
+            while (rollout := _next(rollouts)) is not None:
                 target = os.path.join(args.out, f"rollout-{len(targets):05d}{SUFFIX}")
                 check_outputs([target], [args.path])
                 if not targets:
                     make_folder(args.out)
                 try:
-                    staged.add(target, file_writer(rollout), inputs=[args.path])
+                    staged.add(target, file_writer(rollout))
                 except (ValueError, OSError) as exc:
                     fail(f"trajkit import: error: {one_line(str(exc))}")
                 targets.append(target)
@@ -125,7 +125,7 @@ class _InvalidInputError(Exception):
         self.error = error
 
 
-def _next(rollouts: Iterator[Rollout], path: str) -> Rollout | None:
+def _next(rollouts: Iterator[Rollout]) -> Rollout | None:
     """The next rollout of the file, `None` after the last; a refusal as `_InvalidInputError`."""
     try:
         return next(rollouts, None)

@@ -248,23 +248,14 @@ class StagedWrites:
     def __init__(self) -> None:
         self._staged: list[tuple[str, Path]] = []
 
-    def add(
-        self,
-        target: PathLike,
-        write: Callable[[IO[bytes]], object],
-        *,
-        inputs: Iterable[PathLike] = (),
-        verb: str = "write",
-        by: str = "trajkit",
-    ) -> None:
-        """Write `target`'s contents into a temporary file next to it (see `atomic_write`)."""
-        resolved = output_target(target, verb=verb, by=by)
-        for source in inputs:
-            if same_file(resolved, source):
-                raise ValueError(
-                    f"cannot {verb} to {path_str(target)}: it is also an input "
-                    f"({path_str(source)}); write to another path"
-                )
+    def add(self, target: PathLike, write: Callable[[IO[bytes]], object]) -> None:
+        """Write `target`'s contents into a temporary file next to it (see `atomic_write`).
+
+        Raises:
+            ValueError: If the path holds a NUL byte.
+            OSError: If the target is a folder, FIFO, device or socket, or writing fails.
+        """
+        resolved = output_target(target, verb="write", by="trajkit")
         self._staged.append((_write_temp(resolved, write), resolved))
 
     def commit(self) -> None:
