@@ -8,6 +8,7 @@ expect before it opens any array. See `docs/file-format.md` for the specificatio
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Annotated, ClassVar, Final, Literal
 
@@ -34,6 +35,8 @@ __all__ = [
     "ArrayMember",
     "Recording",
     "RolloutFileMetadata",
+    "data_bytes",
+    "member_names",
 ]
 
 FORMAT_NAME: Final = "trajkit.rollout"
@@ -394,7 +397,7 @@ class RolloutFileMetadata(BaseModel):
             >>> RolloutFileMetadata.from_rollout(example_rollout(keys=())).members()
             ['metadata.json', 'states.npy', 'obses.npy', 'rews.npy', 'dones.npy', 'infos.json']
         """
-        return [METADATA_MEMBER, *(m.name for m in self.arrays()), INFOS_MEMBER]
+        return member_names(self.arrays())
 
     def data_bytes(self) -> int:
         """The total size of the array data the metadata declares, in bytes.
@@ -407,7 +410,20 @@ class RolloutFileMetadata(BaseModel):
             >>> RolloutFileMetadata.from_rollout(example_rollout(keys=())).data_bytes()
             312
         """
-        return sum(m.nbytes for m in self.arrays())
+        return data_bytes(self.arrays())
+
+
+def member_names(arrays: Iterable[ArrayMember]) -> list[str]:
+    """The names of a file's members, its `.npy` members `arrays` among them, in saved order.
+
+    What `RolloutFileMetadata.members` gives, for a reader that has listed `arrays` already.
+    """
+    return [METADATA_MEMBER, *(m.name for m in arrays), INFOS_MEMBER]
+
+
+def data_bytes(arrays: Iterable[ArrayMember]) -> int:
+    """The bytes of array data of `.npy` members `arrays` (`RolloutFileMetadata.data_bytes`)."""
+    return sum(m.nbytes for m in arrays)
 
 
 def _field_members(

@@ -44,6 +44,8 @@ from trajkit._io.metadata import (
     SPARSE_INFOS_VERSION,
     ArrayMember,
     RolloutFileMetadata,
+    data_bytes,
+    member_names,
 )
 from trajkit._io.npy import MAX_NPY_HEADER, holds_objects, read_npy_header
 from trajkit._io.stream import IO_CHUNK, MemberStream
@@ -454,7 +456,7 @@ class _Reader:
         return metadata
 
     def _check_members(self, metadata: RolloutFileMetadata) -> None:
-        expected = metadata.members()
+        expected = member_names(self.arrays)
         expected_set = set(expected)
         actual = self._by_name
         missing = [name for name in expected if name not in actual]
@@ -467,7 +469,7 @@ class _Reader:
                 unexpected[0],
             )
         limit = self.max_bytes
-        declared = metadata.data_bytes()
+        declared = data_bytes(self.arrays)
         if limit is not None and declared > limit:
             self.fail(
                 f"the metadata declares {declared} bytes of array data (T={metadata.num_steps}, "

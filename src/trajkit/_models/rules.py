@@ -94,6 +94,10 @@ _F32_MAX = float(np.finfo(np.float32).max)
 _F32_EXACT = 1 << 24  # the largest integer magnitude float32 holds with every integer below
 
 
+_STORED_DTYPES = {"float32": ("float32",), "action": (INT_ACTIONS.name, "float32")}
+"""What each declared `dtype` of a rule is stored as (`Rule.stored_dtypes`); others are kept."""
+
+
 @dataclass(frozen=True)
 class Rule:
     """The rules of one field or model output.
@@ -128,8 +132,7 @@ class Rule:
             >>> OUTPUT_RULES["actions"].stored_dtypes, FIELD_RULES["obses"].stored_dtypes
             (('int32', 'float32'), None)
         """
-        stored = {"float32": ("float32",), "action": (INT_ACTIONS.name, "float32")}
-        return stored.get(self.dtype)
+        return _STORED_DTYPES.get(self.dtype)
 
     @property
     def file_dtype(self) -> str | None:
