@@ -91,10 +91,13 @@ def import_command(args: argparse.Namespace) -> int:
         _check_input(args.path)  # before pyarrow opens it: opening a FIFO would block
     except (ValueError, OSError) as exc:
         return _invalid(args.path, exc)
-    rollouts, made = arrow.iter_parquet(args.path), not os.path.lexists(args.out)
+    made = not os.path.lexists(args.out)
     targets: list[str] = []
     try:
-        with StagedWrites() as staged:
+        with (
+            contextlib.closing(arrow.iter_parquet(args.path)) as rollouts,
+            StagedWrites() as staged,
+        ):
             while (rollout := _next(rollouts)) is not None:
                 target = os.path.join(args.out, f"rollout-{len(targets):05d}{SUFFIX}")
                 check_outputs([target], [args.path])
