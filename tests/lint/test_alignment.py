@@ -426,3 +426,10 @@ def test_action_fit_counts_the_rows_only_one_shift_explains(roll: int, name: str
     other = "early" if name == "late" else "late"
     assert fit.counts == {name: (5, 0, 5, (1, 0), 5, 5), other: (0, 0, 0, None, 0, 0)}
     assert fit.decoys == (1, 0)
+
+
+def test_tk103_a_file_with_actions_on_the_next_row_is_left_out_of_tk110() -> None:
+    """Its log-probabilities misfit the actions because the actions are a row off: TK103
+    says so, and TK110 (log-probabilities of another policy) does not judge the file."""
+    r = rollout(np.zeros((25, 2)), outs=_policy(24, 1, log_probs=True))
+    assert [f.code for f in codes(r, "TK1")] == ["TK103"]
