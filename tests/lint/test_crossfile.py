@@ -622,3 +622,15 @@ def test_a_file_of_no_steps_is_summarised_quietly() -> None:
         warnings.simplefilter("error")
         summary = summarize(rollout(np.zeros(1)), "a.npz").rewards
     assert (summary.count, summary.typical, summary.values) == (0, 0.0, ())
+
+
+def test_tk203_a_copy_saved_with_and_without_a_recording() -> None:
+    """A deterministic cycle (row T is row 0) saved twice, once with a recording: not the
+    repeat of one recording, nor a file without one continuing the one before."""
+    cycle = np.tile(np.eye(3, dtype=np.float32), (3, 1))[:7, None, :]
+    r = rollout(dones_for([3, 3], 6), obses=cycle, rews=np.ones(6))
+    rec = {"id": "r", "index": 0, "num_envs": 1}
+    for recordings in ([rec, None], [None, rec]):
+        found = lint_rollouts([r, r.copy()], "TK203", recordings)
+        assert [(f.code, f.path) for f in found] == [("TK203", "r1.npz")]
+    assert lint_rollouts([r, r.copy()], "TK203") == []  # no recording: it continues r0
