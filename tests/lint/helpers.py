@@ -65,14 +65,15 @@ def rollout(
 
 
 def lint_rollouts(
-    rollouts: Sequence[Rollout],
+    rollouts: Sequence[Rollout | None],
     select: str = "TK",
     recordings: Sequence[Mapping[str, Any] | None] | None = None,
     **settings: Any,
 ) -> list[Finding]:
     """Every stage of `trajkit lint` on in-memory rollouts, named `r0.npz`, `r1.npz`, ...
 
-    The checks whose codes start with `select` run; `settings` go to `LintOptions`.
+    The checks whose codes start with `select` run; `settings` go to `LintOptions`. `None`
+    stands for a file that lint could not read (as `LintFold` folds it: its episodes join none).
     """
     options = LintOptions(frozenset(c for c in CHECKS if c.startswith(select)), **settings)
     across = CrossFileChecks(options)
@@ -80,6 +81,9 @@ def lint_rollouts(
     found: list[Finding] = []
     for i, r in enumerate(rollouts):
         path = f"r{i}.npz"
+        if r is None:
+            joiner.add(None)
+            continue
         recording = dict(recordings[i] or {}) if recordings is not None else {}
         found += check_rollout(r, options, path=path, recording=recording)
         found += joiner.add(episode_edges(r, path, recording, options.max_episode_steps))

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from tests.lint.helpers import Array, codes, dones_for, lint_rollouts, rollout
+from trajkit import Rollout
 from trajkit.lint.alignment import (
     MIN_SHIFTED,
     MIN_TELLING,
@@ -426,3 +427,36 @@ def test_action_fit_counts_the_rows_only_one_shift_explains(roll: int, name: str
     other = "early" if name == "late" else "late"
     assert fit.counts == {name: (5, 0, 5, (1, 0), 5, 5), other: (0, 0, 0, None, 0, 0)}
     assert fit.decoys == (1, 0)
+
+
+def _gaussian(T: int, shift: int, seed: int) -> Rollout:
+    """Gaussian actions with their log-probabilities, the actions rolled `shift` rows."""
+    rng = np.random.default_rng(seed)
+    mean = rng.normal(size=(T + 1, 2, 1))
+    std = np.full_like(mean, 0.5)
+    actions = mean + std * rng.normal(size=mean.shape)
+    logp = (-0.5 * ((actions - mean) / std) ** 2 - np.log(std) - 0.5 * np.log(2 * np.pi))[..., 0]
+    outs = {"mean": mean, "std": std, "log_probs": logp, "actions": np.roll(actions, shift, 0)}
+    return rollout(np.zeros((T + 1, 2)), outs=outs, seed=seed)
+
+
+def test_tk103_a_file_with_actions_on_the_next_row_is_left_out_of_tk110() -> None:
+    """In a dataset whose other file fits its log-probabilities, a file whose actions are a
+    row late misfits its own: TK103 says why, and TK110 (another policy's log-probabilities)
+    does not judge that file."""
+    files = [_gaussian(8, 0, seed=0), _gaussian(40, 1, seed=1)]
+    assert [(f.code, f.path) for f in lint_rollouts(files, "TK1")] == [("TK103", "r1.npz")]
+
+
+@pytest.mark.parametrize(("index", "hit"), [(0, True), (1, False)])
+def test_tk102_the_recording_s_first_file_has_first_steps_to_compare(index: int, hit: bool) -> None:
+    """3 envs, 8 terminations: the 5 next first steps pay 2, every other step 0. In the
+    recording's first file, row 0's 3 first steps (paying 0) are controls too: steps stand
+    out at a rate of at most 3 / (8 + 3 + 3), and 5 of 5 is a chance of 4.5e-4, reported; in
+    a later file, row 0 continues earlier episodes: 3 / 11, 1.5e-3, not reported."""
+    dones = np.stack([dones_for([5, 5, 5], 15)] * 2 + [dones_for([10, 5], 15)], axis=1)
+    rews = np.zeros((15, 3))
+    rews[[5, 10, 5, 10, 10], [0, 0, 1, 1, 2]] = 2.0
+    recording = {"id": "a", "index": index, "num_envs": 3}
+    found = lint_rollouts([rollout(dones, rews=rews)], "TK102", [recording])
+    assert [(f.code, f.env, f.step) for f in found] == ([("TK102", 0, 5)] if hit else [])

@@ -511,3 +511,9 @@ def test_tk114_message_and_every_file() -> None:
         "autoreset stored as the final one, or the final one stored as the next row?"
     )
     assert final_is_reset([]) == []
+
+
+def test_tk108_a_file_with_phantom_steps_is_left_out_of_tk102_and_tk109() -> None:
+    """The phantom's reward 0 and the jump onto the flagged row are the phantom's, not a
+    shifted reward (TK102) nor a misplaced start (TK109)."""
+    assert [f.code for f in codes(_phantom(120), "TK1")] == ["TK108"]

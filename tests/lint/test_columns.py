@@ -365,3 +365,13 @@ def test_tk115_a_frozen_file_whose_policy_saw_other_observations(disagree: int, 
             "policy's outputs change on 2 of its steps: rows appended from one reused buffer "
             "(copy the observation before storing it)?"
         )
+
+
+def test_tk112_a_copied_column_under_a_running_normaliser_needs_its_outputs() -> None:
+    """A recording that names an observation normaliser: equal observations move together
+    by design, so only disagreeing policy outputs could tell a copy."""
+    r = rollout(np.zeros((13, 3)))
+    r.obses[:, 2] = r.obses[:, 0]
+    rec = {"id": "a", "index": 0, "num_envs": 3, "wrappers": ["NormalizeObservation"]}
+    assert codes(r, "TK112", recording=rec) == []
+    assert [f.code for f in codes(r, "TK112", recording={**rec, "wrappers": []})] == ["TK112"]

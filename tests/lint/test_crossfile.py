@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections import Counter
 from pathlib import Path
 
@@ -23,8 +24,10 @@ from trajkit.lint.crossfile import (
     MIN_REWARDS,
     Rewards,
     _judged,
+    _Others,
     _Pool,
     _scale_jump,
+    summarize,
 )
 from trajkit.lint.evidence import CHANCE, rate_bound
 
@@ -407,3 +410,227 @@ def test_tk202_each_file_against_the_others_as_a_pass_over_them_would(
         expected = _reference_tk202(file, others, ratio)
         assert _judged(file, pool.without(file), ratio) == expected
         assert _scale_jump(file, others, ratio) == expected
+
+
+# --------------------------------------------- what a file's summary holds, end to end
+
+
+def test_a_file_s_rewards_summary() -> None:
+    """30 distinct nonzero rewards (too many to list), taken twice and once in turn, and
+    zeros: the 16 most common are the 15 taken twice and, of those taken once, the smallest
+    (ties in value order, the same on every machine)."""
+    values = np.arange(1.0, 31.0)
+    taken = np.concatenate([np.repeat(values, np.where(np.arange(30) % 2, 2, 1)), np.zeros(15)])
+    r = _rewards(len(taken), 1, taken[:, None], seed=0)
+    summary = summarize(r, "a.npz").rewards
+    assert (summary.count, summary.nonzero, summary.typical) == (60, 45, 10.5)
+    assert (summary.values, summary.counts) == (None, ())
+    assert summary.common == (2.0, 4.0, 6.0, 8.0, 10.0, 12.0, 14.0, 16.0, 18.0, 20.0, 22.0,
+                              24.0, 26.0, 28.0, 30.0, 1.0)  # fmt: skip
+
+
+@pytest.mark.parametrize("distinct", [FEW_VALUES, FEW_VALUES + 1])
+def test_a_file_s_reward_values_are_listed_up_to_few_values(distinct: int) -> None:
+    rews = np.repeat(np.arange(1.0, distinct + 1), 3)[:, None] * [1.0, 1.0]
+    summary = summarize(_rewards(len(rews), 2, rews, seed=0), "a.npz").rewards
+    listed = distinct <= FEW_VALUES
+    assert summary.values == (tuple(float(v) for v in range(1, distinct + 1)) if listed else None)
+    assert summary.counts == ((6,) * distinct if listed else ())
+
+
+def test_tk202_a_file_of_zero_rewards_is_not_compared() -> None:
+    files = [_rewards(20, 2, v, seed=i) for i, v in enumerate([1.0, 1.0, 0.01, 0.0])]
+    [found] = lint_rollouts(files, "TK202")
+    assert found.path == "r2.npz"
+    assert found.message.startswith("rewards take the values 0.01 where the other 2 files take 1")
+
+
+@pytest.mark.parametrize(("taken", "hit"), [(2997, True), (2996, False)])
+def test_tk202_a_new_value_at_exactly_the_chance(taken: int, hit: bool) -> None:
+    """The others took 1, `taken` times, none once: a new value has a rate of 3 / (taken + 3);
+    one new reward is reported where that is at most `CHANCE`, 3 / 3000 = 1e-3 exactly."""
+    others = [_few((1.0,), taken // 2), _few((1.0,), taken - taken // 2)]
+    own = Rewards(40, 40.0, 1.0, (5.0,), nonzero=1, counts=(1,))
+    assert (_scale_jump(own, others, 10.0) is not None) is hit
+
+
+@given(st.lists(_file_rewards(), min_size=MIN_FILES, max_size=9))
+def test_a_pool_less_one_file_is_the_pool_of_the_others(files: list[Rewards]) -> None:
+    """What `_Pool.without` gives of a file is what the others' own numbers are."""
+    pool = _Pool.of(files)
+    for i, file in enumerate(files):
+        others = files[:i] + files[i + 1 :]
+        pooled: Counter[float] = Counter()
+        for o in others:
+            pooled.update(dict(zip(o.values or (), o.counts, strict=True)))
+        union = sorted({v for o in others for v in o.values or ()})
+        assert pool.without(file) == _Others(
+            count=len(others),
+            median=float(np.median([o.scale for o in others])),
+            top=max(o.typical for o in others),
+            unlisted=sum(o.values is None for o in others),
+            union=union,
+            taken=sum(o.nonzero for o in others),
+            once=sum(c == 1 for c in pooled.values()),
+        )
+
+
+# ------------------------------------------------------------ TK201 against a space's bounds
+
+
+def _scalar(value: int) -> Rollout:
+    """`_constant`'s episodes, with scalar observations (a Discrete space's), all `value`."""
+    r = _constant(MIN_OBSERVATIONS, MIN_EPISODES)
+    return r.replace(obses=np.full((MIN_OBSERVATIONS, 1), value, dtype=np.int64))
+
+
+@pytest.mark.parametrize(
+    ("space", "value", "hit"),
+    [
+        ({"type": "Discrete", "n": 8}, 0, False),  # its start
+        ({"type": "Discrete", "n": 8}, 7, False),  # its last value
+        ({"type": "Discrete", "n": 8}, 3, True),
+        ({"type": "Discrete", "n": 8, "start": 2}, 9, False),
+        ({"type": "Discrete", "n": 8, "start": 2}, 0, True),
+    ],
+)
+def test_tk201_a_discrete_observation_at_a_bound(
+    space: dict[str, object], value: int, hit: bool
+) -> None:
+    rec = {"id": "a", "index": 0, "num_envs": 1, "observation_space": space}
+    found = lint_rollouts([_scalar(value)], "TK201", [rec])
+    assert [f.message for f in found] == (
+        [
+            f"1 of 1 feature(s) of obses never change over {MIN_OBSERVATIONS} observations, "
+            f"{MIN_EPISODES} episode starts and 1 file(s): obses = {value}"
+        ]
+        if hit
+        else []
+    )
+
+
+@pytest.mark.parametrize("value", [0.0, 1.0])
+def test_tk201_a_multibinary_flag_that_never_changes_is_at_its_bound(value: float) -> None:
+    r = _constant(MIN_OBSERVATIONS, MIN_EPISODES)
+    r.obses[:] = np.random.default_rng(0).integers(0, 2, size=r.obses.shape)
+    r.obses[:, :, 1] = value
+    space = {"type": "MultiBinary", "n": 3}
+    rec = {"id": "a", "index": 0, "num_envs": 1, "observation_space": space}
+    assert lint_rollouts([r], "TK201", [rec]) == []
+    assert [f.code for f in lint_rollouts([r], "TK201")] == ["TK201"]  # no space: reported
+
+
+@pytest.mark.parametrize(
+    "space",
+    [
+        {"type": "Box", "low": [None, None, None], "high": [9.0, 7.0, 9.0], "shape": [3]},
+        {"type": "Box", "low": [-9.0, 7.0, -9.0], "high": [None, None, None], "shape": [3]},
+    ],
+    ids=["unbounded-below", "unbounded-above"],
+)
+def test_tk201_a_box_unbounded_on_one_side_still_has_the_other(space: dict[str, object]) -> None:
+    rec = {"id": "a", "index": 0, "num_envs": 1, "observation_space": space}
+    assert lint_rollouts([_constant(MIN_OBSERVATIONS, MIN_EPISODES)], "TK201", [rec]) == []
+
+
+def test_tk201_counts_every_file_and_judges_every_leaf() -> None:
+    """Two files: the observations, episode starts and files counted over both. Leaf "b"'s
+    feature 1 never changes; leaf "a", listed first, has no constant feature."""
+    rows = MIN_OBSERVATIONS // 2
+    files = []
+    for seed in (0, 1):
+        r = _constant(rows, MIN_EPISODES // 2)
+        rng = np.random.default_rng(seed)
+        b = rng.normal(size=(rows, 1, 3)).astype(np.float32)
+        b[:, :, 1] = 7.0
+        files.append(r.replace(obses={"a": rng.normal(size=(rows, 1, 2)), "b": b}))
+    [found] = lint_rollouts(files, "TK201")
+    assert found.message == (
+        f"1 of 3 feature(s) of obses['b'] never change over {2 * rows} observations, "
+        f"{MIN_EPISODES} episode starts and 2 file(s): obses['b'][..., 1] = 7"
+    )
+
+
+def test_tk201_a_leaf_whose_shape_differs_between_files_is_not_judged() -> None:
+    """Leaf "a" has 3 features, then 4, then 3 again (all 0): it is not one feature; leaf
+    "b" is judged over every file, and changes in the third."""
+    rows = MIN_OBSERVATIONS // 3 + 1
+    files = []
+    for width, b in [(3, 7.0), (4, 7.0), (3, 8.0)]:
+        r = _constant(rows, MIN_EPISODES // 3 + 1)
+        files.append(r.replace(obses={"a": np.zeros((rows, 1, width)), "b": np.full((rows, 1), b)}))
+    assert lint_rollouts(files, "TK201") == []
+
+
+@pytest.mark.parametrize(
+    ("constant", "shown"),
+    [
+        (5, "obses[..., 0] = 7, obses[..., 1] = 7, obses[..., 2] = 7, obses[..., 3] = 7, "
+            "obses[..., 4] = 7"),
+        (6, "obses[..., 0] = 7, obses[..., 1] = 7, obses[..., 2] = 7, obses[..., 3] = 7, "
+            "obses[..., 4] = 7 (+1 more)"),
+    ],
+)  # fmt: skip
+def test_tk201_names_five_features_and_counts_the_others(constant: int, shown: str) -> None:
+    r = _constant(MIN_OBSERVATIONS, MIN_EPISODES)
+    obses = np.random.default_rng(0).normal(size=(MIN_OBSERVATIONS, 1, 8))
+    obses[:, :, :constant] = 7.0
+    [found] = lint_rollouts([r.replace(obses=obses)], "TK201")
+    assert found.message == (
+        f"{constant} of 8 feature(s) of obses never change over {MIN_OBSERVATIONS} "
+        f"observations, {MIN_EPISODES} episode starts and 1 file(s): {shown}"
+    )
+
+
+def test_tk201_a_feature_of_a_matrix_observation_is_named_by_its_indices() -> None:
+    r = _constant(MIN_OBSERVATIONS, MIN_EPISODES)
+    obses = np.random.default_rng(0).normal(size=(MIN_OBSERVATIONS, 1, 2, 3))
+    obses[:, :, 1, 2] = 7.0
+    [found] = lint_rollouts([r.replace(obses=obses)], "TK201")
+    assert found.message.startswith("1 of 6 feature(s) of obses never change")
+    assert found.message.endswith(": obses[..., 1, 2] = 7")
+
+
+def test_tk201_two_still_channels_of_an_image() -> None:
+    r = _frames(MIN_OBSERVATIONS, MIN_EPISODES, (12, 10, 4))
+    r.obses[..., 2] = 0
+    r.obses[..., 3] = 255
+    [found] = lint_rollouts([r], "TK201")
+    assert found.message.endswith(": obses[..., :, :, 2] = 0, obses[..., :, :, 3] = 255")
+    assert found.message.startswith("2 of 4 channel(s) of obses (an image, hwc)")
+
+
+# ------------------------------------------------------------------------ TK204, in memory
+
+
+def test_tk204_only_where_one_index_of_one_recording_is_claimed_twice() -> None:
+    files = [rollout(dones_for([6], 6), seed=s) for s in range(3)]
+    recordings = [{"id": "r", "index": i, "num_envs": 1} for i in (0, 1, 1)]
+    [found] = lint_rollouts(files, "TK204", recordings)
+    assert (found.code, found.path) == ("TK204", "r2.npz")
+    assert found.message == (
+        "r1.npz is index 1 of recording r too, with other arrays: a recording captured once "
+        "and saved with every file? (save each rollout with the recorder's recording of the "
+        "moment)"
+    )
+    assert lint_rollouts(files[:2], "TK204", recordings[:2]) == []  # indices 0 and 1
+
+
+def test_a_file_of_no_steps_is_summarised_quietly() -> None:
+    """T = 0: no reward, no typical magnitude to take the median of (and no warning)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        summary = summarize(rollout(np.zeros(1)), "a.npz").rewards
+    assert (summary.count, summary.typical, summary.values) == (0, 0.0, ())
+
+
+def test_tk203_a_copy_saved_with_and_without_a_recording() -> None:
+    """A deterministic cycle (row T is row 0) saved twice, once with a recording: not the
+    repeat of one recording, nor a file without one continuing the one before."""
+    cycle = np.tile(np.eye(3, dtype=np.float32), (3, 1))[:7, None, :]
+    r = rollout(dones_for([3, 3], 6), obses=cycle, rews=np.ones(6))
+    rec = {"id": "r", "index": 0, "num_envs": 1}
+    for recordings in ([rec, None], [None, rec]):
+        found = lint_rollouts([r, r.copy()], "TK203", recordings)
+        assert [(f.code, f.path) for f in found] == [("TK203", "r1.npz")]
+    assert lint_rollouts([r, r.copy()], "TK203") == []  # no recording: it continues r0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -11,10 +12,13 @@ import numpy as np
 import pytest
 
 import trajkit
-from tests.lint.helpers import dones_for, rollout
+from tests.lint.helpers import Array, dones_for, lint_rollouts, rollout
+from trajkit import Rollout
 from trajkit._io import engine
 from trajkit.cli import main
-from trajkit.lint import lint
+from trajkit.lint import Finding, lint
+from trajkit.lint.config import LintOptions
+from trajkit.lint.join import EpisodeJoiner, episode_edges
 
 gym = pytest.importorskip("gymnasium")
 from trajkit.gym import RolloutRecorder  # noqa: E402
@@ -291,3 +295,227 @@ def test_tk113_on_a_joined_episode(tmp_path: Path, length: int, hit: bool) -> No
     assert [(Path(f.path or "").name, f.step) for f in found] == (
         [("p1.npz", length - 6)] if hit else []
     )
+
+
+# ------------------------------------------- in memory: what a chain of files carries, L = 10
+
+
+def _env(
+    rows: int, lengths: list[int], *, cut: bool = False, lead: int = 0, lead_cut: bool = False
+) -> tuple[Array, Array]:
+    """One env's `dones` `[rows+1]` and `truncated` `[rows]`: row 0 starts an episode
+    (`lead` = 0) or continues one begun before it that ends after `lead` steps (truncated if
+    `lead_cut`; never, if `lead` > `rows`); then episodes of `lengths`, truncated if `cut`."""
+    dones, truncated = np.zeros(rows + 1), np.zeros(rows)
+    ends = [(lead, lead_cut)] if lead else []
+    dones[0] = not lead
+    row = lead
+    for length in lengths:
+        row += length
+        ends.append((row, cut))
+    for end, flag in ends:
+        if end <= rows:
+            dones[end], truncated[end - 1] = 1, flag
+    return dones, truncated
+
+
+def _chain(
+    envs: list[tuple[Array, Array]], cuts: list[int], obses: Array | None = None
+) -> list[Rollout]:
+    """The envs' rollout cut into files at the rows `cuts` (each file's row 0 repeats the row
+    T of the one before, as a recorder writes them); random observations by default."""
+    dones = np.stack([d for d, _ in envs], axis=1)
+    truncated = np.stack([t for _, t in envs], axis=1)
+    rows, B = truncated.shape
+    if obses is None:
+        obses = np.random.default_rng(1).normal(size=(rows + 1, B, 3)).astype(np.float32)
+    edges = [0, *cuts, rows]
+    return [
+        rollout(dones[a : b + 1], obses=obses[a : b + 1], truncated=truncated[a:b], seed=i)
+        for i, (a, b) in enumerate(itertools.pairwise(edges))
+    ]
+
+
+def _tk101(
+    files: Sequence[Rollout | None], limit: int | None = L, select: str = "TK101"
+) -> list[str]:
+    return [f.format() for f in lint_rollouts(files, select, max_episode_steps=limit)]
+
+
+def _message(count: int, files: int, limit: int, rate: str) -> str:
+    return (
+        f"{count} distinct episodes in {files} file{'s' * (files != 1)} end at exactly the time "
+        f"limit of {limit} steps with truncated = 0, in envs that flag no such end as a "
+        f"truncation, where a step terminates an episode {rate} of the time: record them as "
+        "truncations (truncated = 1 and their final_values)"
+    )
+
+
+@pytest.mark.parametrize(("eights", "rate"), [(False, "0.019"), (True, "0.048")])
+def test_tk101_counts_terminations_and_steps_across_the_chain(eights: bool, rate: str) -> None:
+    """TK101's rate h is the larger of the chain's rate per step and its rate just before L,
+    each `(events + 3) / (trials + 3)` over every file of the chain.
+
+    40 rows, files cut at rows 13 and 27. Env 0: 4 distinct episodes of L steps, unflagged.
+    Env 1 and env 2 continue episodes begun before row 0 that terminate after 3 and 5 steps
+    (their starts are unseen, their terminations count), then 7 episodes of 5 steps each:
+    16 terminations. Env 3 continues one that never ends, env 4 one that ends truncated after
+    6 steps: no termination. Env 4, then 20 envs more, cut 3 and 4 episodes at L, flagged.
+    Per step: 16 terminations in 25 * 40 steps, h = 19 / 1003. Just before L (steps 8 and 9):
+    no termination among 2 chances of each of the 87 episodes that reach L, and one at L of
+    each of the 83 flagged: 3 / 260.
+    With 2 envs more of 5 episodes of 8 steps each (terminated at step 8, in the window): per
+    step 29 / 1083, and just before L 13 / 270, the larger.
+    """
+    rows = 40
+    envs = [
+        _env(rows, [L] * 4),
+        _env(rows, [5] * 7, lead=3),
+        _env(rows, [5] * 7, lead=5),
+        _env(rows, [], lead=rows + 1),
+        _env(rows, [L] * 3, cut=True, lead=6, lead_cut=True),
+        *[_env(rows, [L] * 4, cut=True)] * 20,
+        *[_env(rows, [8] * 5)] * (2 * eights),
+    ]
+    assert _tk101(_chain(envs, [13, 27])) == [
+        f"r0.npz: env 0, step 9: TK101 [warning] {_message(4, 3, L, rate)}"
+    ]
+
+
+def test_tk101_distinct_episodes_by_their_first_and_last_observations() -> None:
+    """Four episodes of L steps, unflagged, across two files: envs 0 and 1 start alike and end
+    apart, envs 2 and 3 start apart and end alike (one goal state): four distinct
+    episodes. An episode that starts and ends as another does is a replay, not more evidence.
+    40 envs more cut theirs at L, flagged: h = 3 / (3 * 40 + 2 * 4 + 3)."""
+    envs = [*[_env(L, [L])] * 4, *[_env(L, [L], cut=True)] * 40]
+    obses = np.random.default_rng(2).normal(size=(L + 1, 44, 3)).astype(np.float32)
+    obses[0, 1] = obses[0, 0]
+    obses[L - 1, 3] = obses[L - 1, 2]
+    [found] = _tk101(_chain(envs, [4], obses))
+    assert found == f"r1.npz: env 0, step 5: TK101 [warning] {_message(4, 1, L, '0.023')}"
+    obses[L - 1, 1] = obses[L - 1, 0]  # env 1 replays env 0's episode
+    [found] = _tk101(_chain(envs, [4], obses))
+    assert _message(3, 1, L, "0.023") in found
+
+
+def test_tk101_when_the_chance_is_exactly_the_threshold() -> None:
+    """L = 2: env 0 ends one episode at L, unflagged; m envs end theirs at L, flagged. Just
+    before L (step 1) no episode of 1 + 2 m chances (each reaches step 1, and a flagged one
+    step L too) terminated: h = 3 / (1 + 2 m + 3), h^1 = 1e-3 exactly at m = 1498, reported
+    there (at most `CHANCE`), not at m = 1497."""
+    for m, hit in [(1498, True), (1497, False)]:
+        envs = [_env(2, [2]), *[_env(2, [2], cut=True)] * m]
+        found = _tk101(_chain(envs, []), limit=2)
+        assert found == (
+            [f"r0.npz: env 0, step 1: TK101 [warning] {_message(1, 1, 2, '0.001')}"] if hit else []
+        )
+
+
+def test_tk101_a_one_step_limit_is_no_evidence() -> None:
+    """L = 1 (a bandit): every episode ends at its first step, at the limit; none has a step
+    before L where it could have terminated, so 40 unflagged ends are no evidence."""
+    assert _tk101(_chain([_env(40, [1] * 40)], []), limit=1) == []
+
+
+def test_tk101_without_a_limit_no_length_is_a_cut() -> None:
+    """No time limit: episodes of one step, unflagged in env 0 and flagged in 20 envs, are
+    no evidence of a limit of one step."""
+    envs = [_env(30, [1] * 30), *[_env(30, [1] * 30, cut=True)] * 20]
+    assert _tk101(_chain(envs, [10]), limit=None) == []
+
+
+def test_tk101_not_selected_is_not_reported() -> None:
+    envs = [_env(L, [L]), _env(L, [L]), *[_env(L, [L], cut=True)] * 40]
+    assert len(_tk101(_chain(envs, [4]))) == 1
+    assert _tk101(_chain(envs, [4]), select="TK105") == []
+
+
+def _evidence(seed: int) -> list[Rollout]:
+    """A file whose env 0 ends 2 distinct episodes at L unflagged, 40 envs theirs flagged."""
+    envs = [_env(2 * L, [L, L]), *[_env(2 * L, [L, L], cut=True)] * 40]
+    obses = np.random.default_rng(seed).normal(size=(2 * L + 1, 41, 3)).astype(np.float32)
+    return _chain(envs, [], obses)
+
+
+_REC = {"id": "rec", "num_envs": 41}
+
+
+@pytest.mark.parametrize(
+    ("unreadable", "recordings"),
+    [
+        (True, None),
+        (False, [None, {**_REC, "index": 0}]),
+        (False, [{**_REC, "index": 0}, {**_REC, "index": 2}]),
+        (False, None),
+    ],
+    ids=["an-unreadable-file-between", "a-recording-next", "an-index-missing", "not-row-T"],
+)
+def test_a_chain_that_ends_reports_its_evidence(
+    unreadable: bool, recordings: list[dict[str, Any] | None] | None
+) -> None:
+    """A chain ends where the next file does not continue it: after an unreadable file, at a
+    file of a recording (after files without one), at the index after next, or at a file
+    whose row 0 is not the row T before. Its TK101 is reported, and the next file's too."""
+    files: list[Rollout | None] = [*_evidence(0), *([None] * unreadable), *_evidence(1)]
+    found = lint_rollouts(files, "TK101", recordings, max_episode_steps=L)
+    last = f"r{len(files) - 1}.npz"
+    assert [(f.code, f.path) for f in found] == [("TK101", "r0.npz"), ("TK101", last)]
+
+
+def test_files_join_only_where_row_0_repeats_the_row_t_before() -> None:
+    """Two files without a recording, B alike: env 0's episode runs through both (16 steps,
+    L = 12) only if the second file's row 0 is the first's row T."""
+    files = _chain([_env(16, [])], [8])
+    assert [f.path for f in lint_rollouts(files, "TK105", max_episode_steps=12)] == ["r1.npz"]
+    moved = files[1].replace(obses=files[1].obses + 1.0)
+    assert lint_rollouts([files[0], moved], "TK105", max_episode_steps=12) == []
+
+
+def test_finish_forgets_the_chains() -> None:
+    """After `finish`, a file that continues the last one starts a chain of its own."""
+    first, second = _chain([_env(16, [])], [8])
+    joiner = EpisodeJoiner(LintOptions(frozenset({"TK105"})))
+    assert joiner.add(episode_edges(first, "a.npz", None, 12)) == []
+    assert joiner.finish() == []
+    assert joiner.add(episode_edges(second, "b.npz", None, 12)) == []  # 8 steps, not 16
+    assert joiner.finish() == []
+
+
+# ------------------------------------------------ TK112: starts joined across a recording
+
+
+def _seeded(alike_rows: str) -> list[Rollout]:
+    """Two envs of a recording, 9 episodes of 4 steps each, starting on the same rows with
+    the same observation (seeded alike); files cut at row 27. Between the starts, env 1's
+    observations are random (`"random"`) or env 0's on every other row (`"lockstep"`)."""
+    envs = [_env(36, [4] * 9)] * 2
+    obses = np.random.default_rng(3).normal(size=(37, 2, 3)).astype(np.float32)
+    obses[::4, 1] = obses[::4, 0]
+    if alike_rows == "lockstep":
+        obses[::2, 1] = obses[::2, 0]
+    return _chain(envs, [27], obses)
+
+
+def _recorded(files: list[Rollout]) -> list[Finding]:
+    recordings = [
+        {"id": "rec", "index": i, "num_envs": 2, "wrappers": []} for i in range(len(files))
+    ]
+    return lint_rollouts(files, "TK112", recordings)
+
+
+def test_tk112_seeded_alike_across_the_files_of_a_recording() -> None:
+    """Every start of env 1 repeats env 0's on the same row, in either file; the envs' rows
+    between starts are never alike (0 of 18 pairs judged in both files): reported, with the
+    starts of both files."""
+    [found] = _recorded(_seeded("random"))
+    assert (found.code, found.path, found.env, found.step) == ("TK112", "r0.npz", 1, 0)
+    assert found.message.startswith(
+        "envs 0 and 1 start alike: 9 of 9 episode starts repeat another env's start of the "
+        "same order (r0.npz row 0 and r0.npz row 0), where two starts out of order are alike "
+    )
+
+
+def test_tk112_envs_in_lockstep_across_the_files_of_a_recording() -> None:
+    """The envs come to one observation by themselves on every other row (a deterministic
+    env and policy, in each file): their alike starts on one row are no evidence."""
+    assert _recorded(_seeded("lockstep")) == []

@@ -211,3 +211,21 @@ def test_tk110_messages_name_the_place_and_the_reason() -> None:
         "their own on 0: log_probs stored in another env order than the actions?"
     )
     assert mismatch_findings([]) == []
+
+
+def test_tk110_the_action_space_of_the_recording() -> None:
+    """The recording's action space, where no option names one, tells the clipped actions."""
+    rng = np.random.default_rng(0)
+    mean = rng.normal(size=(21, 2, 1)) * 1.5
+    std = np.full_like(mean, 0.5)
+    sample = mean + std * rng.normal(size=mean.shape)
+    logp = (-0.5 * ((sample - mean) / std) ** 2 - np.log(std) - 0.5 * np.log(2 * np.pi))[..., 0]
+    outs = {"actions": np.clip(sample, -2.0, 2.0), "mean": mean, "std": std, "log_probs": logp}
+    space = {"type": "Box", "low": -2.0, "high": 2.0, "shape": [1]}
+    r = rollout(np.zeros((21, 2)), outs=outs)
+    recording = {"id": "a", "index": 0, "num_envs": 2, "action_space": space}
+    clipped = int((np.abs(outs["actions"]) == 2.0).sum())
+    [found] = codes(r, "TK110", recording=recording)
+    assert f"({clipped} of 42 rows, {clipped} of them with an action on a bound" in found.message
+    [unbounded] = codes(r, "TK110")  # no space: a mismatch, the bounds unknown
+    assert "on a bound" not in unbounded.message
