@@ -54,15 +54,24 @@ def test_tk110_log_probs_in_another_env_order() -> None:
     assert found.message.startswith("log_probs of env 0 fit the policy outputs of env 2 on 7 rows")
 
 
-def test_tk110_the_unclipped_sample_beside_the_clipped_action() -> None:
+_BOX = {"type": "Box", "low": -2.0, "high": 2.0, "shape": [1]}
+
+
+def _clipped_gaussian() -> tuple[dict[str, Array], Array, int]:
+    """A Gaussian policy's outputs whose actions were clipped to `_BOX` after the log-prob was
+    taken of the unclipped sample; the sample, and how many actions the clip moved to a bound."""
     rng = np.random.default_rng(0)
     mean = rng.normal(size=(21, 2, 1)) * 1.5
     std = np.full_like(mean, 0.5)
     sample = mean + std * rng.normal(size=mean.shape)
     logp = (-0.5 * ((sample - mean) / std) ** 2 - np.log(std) - 0.5 * np.log(2 * np.pi))[..., 0]
     outs = {"actions": np.clip(sample, -2.0, 2.0), "mean": mean, "std": std, "log_probs": logp}
-    space = {"type": "Box", "low": -2.0, "high": 2.0, "shape": [1]}
-    clipped = int((np.abs(outs["actions"]) == 2.0).sum())
+    return outs, sample, int((np.abs(outs["actions"]) == 2.0).sum())
+
+
+def test_tk110_the_unclipped_sample_beside_the_clipped_action() -> None:
+    outs, sample, clipped = _clipped_gaussian()
+    space = _BOX
     [found] = codes(rollout(np.zeros((21, 2)), outs=outs), "TK110", action_space=space)
     assert f"({clipped} of 42 rows, {clipped} of them with an action on a bound" in found.message
     outs["actions"] = sample
@@ -215,16 +224,9 @@ def test_tk110_messages_name_the_place_and_the_reason() -> None:
 
 def test_tk110_the_action_space_of_the_recording() -> None:
     """The recording's action space, where no option names one, tells the clipped actions."""
-    rng = np.random.default_rng(0)
-    mean = rng.normal(size=(21, 2, 1)) * 1.5
-    std = np.full_like(mean, 0.5)
-    sample = mean + std * rng.normal(size=mean.shape)
-    logp = (-0.5 * ((sample - mean) / std) ** 2 - np.log(std) - 0.5 * np.log(2 * np.pi))[..., 0]
-    outs = {"actions": np.clip(sample, -2.0, 2.0), "mean": mean, "std": std, "log_probs": logp}
-    space = {"type": "Box", "low": -2.0, "high": 2.0, "shape": [1]}
+    outs, _, clipped = _clipped_gaussian()
     r = rollout(np.zeros((21, 2)), outs=outs)
-    recording = {"id": "a", "index": 0, "num_envs": 2, "action_space": space}
-    clipped = int((np.abs(outs["actions"]) == 2.0).sum())
+    recording = {"id": "a", "index": 0, "num_envs": 2, "action_space": _BOX}
     [found] = codes(r, "TK110", recording=recording)
     assert f"({clipped} of 42 rows, {clipped} of them with an action on a bound" in found.message
     [unbounded] = codes(r, "TK110")  # no space: a mismatch, the bounds unknown
