@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import compileall
 import os
 import re
 import shutil
@@ -34,12 +33,13 @@ import tempfile
 import time
 from pathlib import Path
 
+from _timing import SRC, compiled
+
 import trajkit
 from trajkit.testing import example_rollout
 
 ROUNDS = 10
 GOALS = {"--help": 0.15, "--version": 0.15, "validate": 0.3, "lint": 0.3}
-SRC = Path(trajkit.__file__).resolve().parents[1]
 
 
 def commands(file: str) -> dict[str, list[str]]:
@@ -139,8 +139,7 @@ def main() -> None:
     parser.add_argument("--against", type=Path, metavar="SRC", help="another checkout's src")
     parser.add_argument("--importtime", action="store_true", help="also python -X importtime")
     args, _ = parser.parse_known_args()  # `benchmarks/run.py startup` passes its own
-    for src in [SRC, *([args.against] if args.against else [])]:
-        compileall.compile_dir(src / "trajkit", quiet=1)
+    compiled(SRC, *([args.against] if args.against else []))
     print(f"load average at the start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}\n")
     with tempfile.TemporaryDirectory(prefix="trajkit-bench-") as tmp:
         file = str(Path(tmp) / "run.npz")
