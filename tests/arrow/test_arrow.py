@@ -6,6 +6,7 @@ import itertools
 import sys
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -17,6 +18,7 @@ pq = pytest.importorskip("pyarrow.parquet")
 
 import trajkit  # noqa: E402
 import trajkit.arrow as ta  # noqa: E402
+from trajkit.arrow import _export  # noqa: E402
 from trajkit.arrow._export import EpisodeIds, episode_ids  # noqa: E402
 from trajkit.testing import ACTION_KINDS, example_rollout, rollouts  # noqa: E402
 
@@ -153,18 +155,25 @@ def _dones_and_splits(draw: st.DrawFn) -> tuple[list[Any], list[list[int]]]:
     return all_dones, splits
 
 
+@pytest.mark.parametrize("in_32", [_export.COUNT_IN_32, 1], ids=["32 bits", "64 bits"])
 @settings(max_examples=200, deadline=None)
 @given(_dones_and_splits())
 def test_episode_ids_in_blocks_of_rows_are_the_reference_numbering(
-    case: tuple[list[Any], list[list[int]]],
+    in_32: int, case: tuple[list[Any], list[list[int]]]
 ) -> None:
+    # Blocks of more than `in_32` steps count their new ids in 64 bits: both sides agree.
     all_dones, splits = case
     numbering = EpisodeIds()
-    for dones, bounds, expected in zip(all_dones, splits, reference_ids(all_dones), strict=True):
-        ids = numbering.next(dones)
-        got = [ids.rows(a, b) for a, b in itertools.pairwise(bounds)]
-        np.testing.assert_array_equal(np.concatenate(got), expected.reshape(-1))
-        np.testing.assert_array_equal(ids.steps(0, dones.shape[0] - 1), expected)  # again
+    with mock.patch.object(_export, "COUNT_IN_32", in_32):
+        for dones, bounds, expected in zip(
+            all_dones, splits, reference_ids(all_dones), strict=True
+        ):
+            ids = numbering.next(dones)
+            got = [ids.rows(a, b) for a, b in itertools.pairwise(bounds)]
+            np.testing.assert_array_equal(np.concatenate(got), expected.reshape(-1))
+            again = ids.steps(0, dones.shape[0] - 1)
+            np.testing.assert_array_equal(again, expected)
+            assert again.dtype == np.int64
 
 
 def test_infos_are_json_strings_and_absent_infos_are_nulls() -> None:

@@ -32,6 +32,9 @@ _FIELDS: dict[str, tuple[str, str]] = {
     name: (STEP_COLUMNS[name], "next_" + STEP_COLUMNS[name]) for name in TREE_FIELDS
 }
 """The columns of each tree field's leaves: `obs...` and `next_obs...`."""
+COUNT_IN_32 = int(np.iinfo(np.int32).max)
+"""The most steps whose new episode ids `RolloutIds.steps` counts in 32 bits (faster)."""
+
 _STORED = {name: np.dtype(FIELD_RULES[name].file_dtype) for name in ("rews", "final_values")}
 """The column dtypes of the per-step values, as the rule table declares them."""
 
@@ -198,8 +201,11 @@ class RolloutIds:
             counted = self._before_last[1]
         else:
             counted = np.count_nonzero(self._new(0, t0), axis=0).astype(np.int64)
-        counts: AnyArray = np.cumsum(self._new(t0, t1), axis=0, dtype=np.int64)
-        counts += counted
+        # New ids counted in 32 bits within the steps asked for (a third of the time in 64),
+        # then added to the counts before them, in 64.
+        within = np.int32 if t1 - t0 <= COUNT_IN_32 else np.int64
+        within_counts: AnyArray = np.cumsum(self._new(t0, t1), axis=0, dtype=within)
+        counts: AnyArray = within_counts + counted
         if t1 > t0:
             self._before_last = (t1 - 1, counts[-2].copy() if t1 - t0 > 1 else counted)
             self._at = (t1, counts[-1].copy())
