@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,12 @@ import trajkit.arrow._ahead as _ahead  # noqa: E402
 import trajkit.arrow._import as reader  # noqa: E402
 from tests.arrow.helpers import image_rollout  # noqa: E402
 from trajkit.arrow import _pages  # noqa: E402
-from trajkit.arrow._pages import DamagedPageError, PageColumn, plain_columns  # noqa: E402
+from trajkit.arrow._pages import (  # noqa: E402
+    DamagedPageError,
+    PageColumn,
+    Prefetch,
+    plain_columns,
+)
 from trajkit.testing import ACTION_KINDS, rollouts  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "preadv"), reason="no os.preadv here")
@@ -842,3 +848,218 @@ def test_structs_inside_a_wanted_struct_count_towards_the_nesting_limit(pages: A
     assert _pages._header(pages(nested(_pages._MAX_DEPTH))._fd, 0, 1000)[0][1] == 0
     with pytest.raises(DamagedPageError, match=r"does not parse \(nested too deeply\)"):
         _pages._header(pages(nested(_pages._MAX_DEPTH + 1))._fd, 0, 1000)
+
+
+# ------------------------------------------------------------------- pages read ahead
+# `Prefetch`: a thread reads a rollout's plain columns while its plan is made. The rows
+# come out as `PageColumn.take` gives them, and a refusal at the same take.
+
+
+def _pieces(take: Callable[[Any, Any], None], rows: int, piece: int) -> tuple[list[int], str]:
+    """Rows taken `piece` at a time until all are in or one is refused: those got, and why."""
+    got: list[int] = []
+    for start in range(0, rows, piece):
+        cells = np.empty((min(piece, rows - start), 4), np.uint8)
+        try:
+            take(cells, lambda i, first=start: f"row {first + i}")
+        except ValueError as exc:
+            return got, str(exc)
+        got += cells.reshape(-1).view(np.int32).tolist()
+    return got, ""
+
+
+def _prefetch(columns: dict[str, PageColumn], rows: int, step: int, spare: int = 0) -> Prefetch:
+    ahead = Prefetch(columns, rows, spare, step)
+    ahead.name_rows(lambda row: f"row {row}")
+    return ahead
+
+
+_NULL_AT_7 = bytes([7 << 1, 1, 1 << 1, 0, 12 << 1, 1])  # 7 present, a null, 12 present
+_THIRD_PAGES = {
+    "none": _page(_cells(20, 40), 20, ONES),
+    "crc": _page(_cells(20, 40), 20, ONES, crc=12345),
+    "null": _page(_cells(19, 40), 20, _NULL_AT_7),
+    "header": _page(_cells(20, 40), 20, ONES, kind=2),
+}
+
+
+@pytest.mark.parametrize("defect", list(_THIRD_PAGES))
+@pytest.mark.parametrize("piece", [1, 7, 20, 60])
+@pytest.mark.parametrize("step", [1, 13, 60])
+def test_rows_read_ahead_come_and_are_refused_as_read_in_order(
+    pages: Any, defect: str, piece: int, step: int
+) -> None:
+    data = _page(_cells(20), 20, ONES) + _page(_cells(20, 20), 20, ONES) + _THIRD_PAGES[defect]
+    expected = _pieces(pages(data, 60).take, 60, piece)
+    with _prefetch({"x": pages(data, 60)}, 60, step) as ahead:
+        assert _pieces(ahead.columns["x"].take, 60, piece) == expected
+    why = {
+        "none": "",
+        "crc": _damaged_text(data, "CRC checksum verification failed"),
+        "null": "column 'x' is null at row 47; a rollout has a value at every step",
+        "header": _damaged_text(data, "a page of type 2, not a data page of plain values"),
+    }
+    assert expected[1] == why[defect]
+    # Refused at the row reading in order reaches it: the page's last row for its checksum,
+    # the null's own row, its first row for its header. The pieces before it were handed out.
+    refused_at = {"none": 60, "crc": 59, "null": 47, "header": 40}[defect]
+    assert len(expected[0]) == (60 if defect == "none" else refused_at // piece * piece)
+
+
+def _damaged_text(data: bytes, why: str) -> str:
+    third = len(_page(_cells(20), 20, ONES)) * 2
+    return f"not a readable Parquet file: column 'x', the page at byte {third}: {why}"
+
+
+def test_a_column_goes_on_where_the_thread_stopped_at_another_columns_refusal(
+    pages: Any,
+) -> None:
+    fine = _page(_cells(30), 30, ONES) + _page(_cells(30, 30), 30, ONES)
+    damaged = _page(_cells(20), 20, ONES, crc=12345) + _page(_cells(40, 20), 40, ONES)
+    with _prefetch({"y": pages(damaged, 60), "x": pages(fine, 60)}, 60, 10) as ahead:
+        x, y = ahead.columns["x"], ahead.columns["y"]
+        assert _pieces(y.take, 10, 10) == (list(range(10)), "")  # before the page's end
+        # The thread stops at y's refusal (row 19), having read 10 rows of x: the other 50
+        # are read here, in order.
+        assert _pieces(x.take, 60, 25) == (list(range(60)), "")
+        assert _pieces(y.take, 10, 10)[1].endswith("CRC checksum verification failed")
+
+
+def test_a_buffer_of_the_leafs_size_becomes_its_array(pages: Any) -> None:
+    data = _page(_cells(20), 20, ONES) + _page(_cells(20, 20), 20, ONES)
+    with _prefetch({"x": pages(data)}, 40, 7, spare=3) as ahead:
+        column = ahead.columns["x"]
+        assert column.storage(42) is None  # another size
+        buffer = column.storage(43)
+        assert buffer is not None
+        values = buffer.view(np.int32)
+        column.take(values[:25].reshape(25, 1).view(np.uint8), _rows)  # read into place
+        assert values[:25].tolist() == list(range(25))
+        assert column.storage(43) is None  # no longer whole
+        rest = np.empty((15, 4), np.uint8)
+        column.take(rest, _rows)
+        assert rest.reshape(-1).view(np.int32).tolist() == list(range(25, 40))
+        with pytest.raises(ValueError, match="C-contiguous"):
+            column.take(np.empty((4, 8), np.uint8)[:, :4], _rows)
+
+
+def test_closing_ends_the_thread_even_before_rows_are_named(pages: Any) -> None:
+    """A null met before the plan said how to name rows: closing lets the thread end."""
+    ahead = Prefetch({"x": pages(_page(_cells(19), 20, _NULL_AT_7), 20)}, 20, 0, 20)
+    ahead.close()
+    assert not [t for t in threading.enumerate() if t.name == "trajkit-parquet-pages"]
+    assert ahead.columns["x"].error is not None or ahead.columns["x"].done == 20
+    with Prefetch({}, 20, 0, 20) as idle:  # no columns: no thread
+        assert idle.columns == {}
+
+
+def _damage_values(path: Path, column: str, group: int) -> None:
+    """Flip a byte of `column`'s values near the end of row group `group`: a checksum fails."""
+    metadata = pq.ParquetFile(path).metadata
+    names = [metadata.schema.column(j).path for j in range(metadata.num_columns)]
+    chunk = metadata.row_group(group).column(names.index(column))
+    at = chunk.data_page_offset + chunk.total_compressed_size - 100  # in its last page's values
+    data = bytearray(path.read_bytes())
+    data[at] ^= 0x01
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("damaged_first", [True, False])
+def test_a_page_read_ahead_is_refused_in_its_place_among_the_files_refusals(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spy: Spy, damaged_first: bool
+) -> None:
+    # The thread meets the damaged page first, whatever its place; a wrong episode id in an
+    # earlier row is still the refusal reported, and one in a later row is not.
+    monkeypatch.setattr(reader, "BATCH_BYTES", 3_000)
+    table = ta.to_arrow(image_rollout(num_steps=12), layout="compact")
+    ids = table.column("episode_id").to_pylist()
+    ids[table.num_rows - 1 if damaged_first else 1] += 100
+    edited = table.set_column(
+        table.column_names.index("episode_id"), "episode_id", pa.array(ids, pa.int64())
+    )
+    path = tmp_path / "both.parquet"
+    pq.write_table(
+        edited,
+        path,
+        compression="none",
+        use_dictionary=False,
+        write_page_checksum=True,
+        row_group_size=table.num_rows // 4,
+    )
+    groups = pq.ParquetFile(path).metadata.num_row_groups
+    _damage_values(path, "obs.image", 0 if damaged_first else groups - 1)
+    if damaged_first:
+        match = r"^not a readable Parquet file: column 'obs.image', the page at byte \d+: CRC"
+    else:
+        match = r"^column 'episode_id' of rollout 0 holds \d+ at step 0, env 1,"
+    with pytest.raises(ValueError, match=match):
+        ta.read_parquet(path)
+    assert "obs.image" in spy.direct[0]
+    assert not _page_threads()
+
+
+def _page_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "trajkit-parquet-pages"]
+
+
+def test_plain_columns_are_read_into_the_rollouts_own_arrays(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Read ahead into buffers of a leaf's size (the plan's B guessed from the first rows):
+    # those buffers are the rollout's arrays, no copy made.
+    given: list[Any] = []
+    real = _pages.Prefetched.storage
+
+    def storage(self: _pages.Prefetched, rows: int) -> Any:
+        buffer = real(self, rows)
+        given.append(buffer)
+        return buffer
+
+    monkeypatch.setattr(_pages.Prefetched, "storage", storage)
+    rs = [image_rollout(num_steps=6, seed=s) for s in range(2)]
+    path = tmp_path / "runs.parquet"
+    ta.write_parquet(rs, path, compression="none")
+    got = ta.read_parquet(path)
+    assert got == rs
+    assert len(given) == 2 * 4  # each leaf of each rollout
+    assert all(buffer is not None for buffer in given)
+    for r in got:
+        assert isinstance(r.obses, dict)
+        assert any(np.shares_memory(r.obses["image"], buffer) for buffer in given)
+
+
+@pytest.mark.parametrize("guess", [0, 1, 3, 4], ids=["none", "fewer", "right", "more"])
+def test_a_wrong_guess_of_the_envs_only_costs_a_copy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, guess: int
+) -> None:
+    monkeypatch.setattr(reader, "_envs", lambda first: guess)
+    rs = [image_rollout(num_steps=6, num_envs=3, seed=s) for s in range(2)]
+    path = tmp_path / "runs.parquet"
+    ta.write_parquet(rs, path, compression="none")
+    assert ta.read_parquet(path) == rs
+
+
+def test_the_envs_are_guessed_from_the_first_step(tmp_path: Path) -> None:
+    table = ta.to_arrow(image_rollout(num_steps=3, num_envs=5), layout="compact")
+    assert reader._envs(table.to_batches()[0]) == 5
+    assert reader._envs(table.slice(0, 4).to_batches()[0]) == 0  # not a whole step in it
+    nulled = pa.table({"step": pa.array([0, None, 1], pa.int32())})
+    assert reader._envs(nulled.to_batches()[0]) == 0
+
+
+def test_no_thread_is_left_when_a_read_stops(tmp_path: Path) -> None:
+    rs = [image_rollout(num_steps=4, seed=s) for s in range(3)]
+    path = tmp_path / "runs.parquet"
+    ta.write_parquet(rs, path, compression="none")
+    for r in ta.iter_parquet(path):
+        assert r == rs[0]
+        break
+    assert not _page_threads()
+    table = pq.read_table(path)
+    steps = table.column("step").to_numpy().copy()
+    steps[5] = 7  # the plan refuses the first rollout, its pages being read meanwhile
+    broken = table.set_column(table.column_names.index("step"), "step", pa.array(steps))
+    pq.write_table(broken, path, compression="none", use_dictionary=False)
+    with pytest.raises(ValueError, match="not a full grid"):
+        ta.read_parquet(path)
+    assert not _page_threads()

@@ -45,7 +45,7 @@ from trajkit.arrow._layout import (
     read_layout,
 )
 from trajkit.arrow._leaves import Checks, Grid, Leaf, make_leaf
-from trajkit.arrow._pages import PageColumn, plain_columns
+from trajkit.arrow._pages import PageColumn, Prefetch, Prefetched, plain_columns
 from trajkit.arrow._plan import (
     PLAN_COLUMNS,
     SMALL_COLUMNS,
@@ -177,29 +177,52 @@ class _Rollouts:
         others = [name for name in schema.names if name not in skipped]
         self.others = pa.schema([schema.field(name) for name in others])
         self.direct = direct  # columns whose pages are read into place
+        self.step = BATCH_BYTES // max(1, sum(column.width for column in direct.values()))
         self.numbering = EpisodeIds()
 
     def read(self, k: int, rows: range) -> Rollout:
-        """Rollout `k` (of the file's rows `rows`), the next in the file."""
+        """Rollout `k` (of the file's rows `rows`), the next in the file.
+
+        Its plain columns' pages are read by a thread (`Prefetch`) while its plan is made.
+        """
         pa, layout = self.pa, self.layout
-        part = pa.Table.from_batches(list(self.small.take(len(rows))), schema=self.fields)
-        plan = plan_rollout(pa, part, layout, rows)
-        del part  # (its rows' small columns: a tenth of a vector rollout, not kept meanwhile)
-        plan.ids = self.numbering.next(plan.dones)
-        if plan.order is None:
-            assembly = Assembly(pa, layout, plan, k, self.direct)
-            for batch in self.rest.take(len(rows)):
-                assembly.feed(batch, assembly.filled)
-        else:  # its rows in another order: taken in order, a rollout's worth
-            assembly = Assembly(pa, layout, plan, k)
-            taken = pa.Table.from_batches(list(self.rest.take(len(rows))), schema=self.others)
-            for name, column in self.direct.items():
-                taken = taken.append_column(name, _as_arrow(pa, column, rows))
-            _feed(assembly, taken.take(from_numpy(pa, plan.order)), layout)
-        return assembly.finish()
+        small = self.small.take(len(rows))
+        first = next(small)  # (a rollout has a row at least)
+        with Prefetch(self.direct, len(rows), _envs(first), self.step) as ahead:
+            part = pa.Table.from_batches([first, *small], schema=self.fields)
+            plan = plan_rollout(pa, part, layout, rows)
+            del part, first  # (its rows' small columns: a tenth of a vector rollout)
+            plan.ids = self.numbering.next(plan.dones)
+            if plan.order is None:
+                ahead.name_rows(plan.where)
+                assembly = Assembly(pa, layout, plan, k, ahead.columns)
+                for batch in self.rest.take(len(rows)):
+                    assembly.feed(batch, assembly.filled)
+            else:  # its rows in another order: taken in order, a rollout's worth
+                ahead.name_rows(lambda i: f"row {rows.start + i} of the file")
+                assembly = Assembly(pa, layout, plan, k)
+                taken = pa.Table.from_batches(list(self.rest.take(len(rows))), schema=self.others)
+                for name, column in ahead.columns.items():
+                    taken = taken.append_column(name, _as_arrow(pa, column, rows))
+                _feed(assembly, taken.take(from_numpy(pa, plan.order)), layout)
+            return assembly.finish()
 
 
-def _as_arrow(pa: Any, column: PageColumn, rows: range) -> Any:
+def _envs(first: Any) -> int:
+    """A guess of a rollout's envs from its first rows: the rows of its first step.
+
+    0 where those rows do not show them. The plan checks the guess: `Prefetch` reads the
+    plain columns into arrays of a leaf's size for this many envs, and copies them if wrong.
+    """
+    column = first.column("step")
+    if column.null_count or not len(column):
+        return 0
+    steps = to_numpy(column)
+    later = steps != steps[0]
+    return int(np.argmax(later)) if later.any() else 0
+
+
+def _as_arrow(pa: Any, column: PageColumn | Prefetched, rows: range) -> Any:
     """A plain column's next `rows` (the file's rows), as the Arrow array pyarrow would give."""
     cells = np.empty((len(rows), column.width), np.uint8)
     column.take(cells, lambda i: f"row {rows.start + i} of the file")
@@ -385,7 +408,7 @@ class Assembly:
         layout: dict[str, Any],
         plan: Plan,
         number: int = 0,
-        direct: dict[str, PageColumn] | None = None,
+        direct: dict[str, PageColumn] | dict[str, Prefetched] | None = None,
     ) -> None:
         self.layout, self.plan, self.number = layout, plan, number
         self.direct = direct or {}  # columns whose next rows are read into place

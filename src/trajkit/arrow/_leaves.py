@@ -28,7 +28,7 @@ from trajkit.arrow._cells import (
     positioned,
 )
 from trajkit.arrow._layout import reset_column
-from trajkit.arrow._pages import PageColumn
+from trajkit.arrow._pages import PageColumn, Prefetched
 
 Convert = Callable[[AnyArray], AnyArray]
 """Converts a leaf's values to its dtype, refusing what its rules refuse (naming positions)."""
@@ -127,7 +127,9 @@ class Leaf:
             return
         grid, name = self.grid, self.item["column"]
         column = columns[name]
-        if isinstance(column, PageColumn):  # its bytes read from the file into place
+        if isinstance(column, (PageColumn, Prefetched)):  # its bytes read from the file
+            if self._values is None and isinstance(column, Prefetched):
+                self._adopt(column)
             target = self.values()[start:stop]
             column.take(target, grid.rows(start))
             if self.dtype == np.bool_:
@@ -146,6 +148,13 @@ class Leaf:
             target[...] = positioned(self.checks.values, values, start, grid.B)
         self.written = stop
         self.feed_after(columns, start, stop)
+
+    def _adopt(self, column: Prefetched) -> None:
+        """Make the column's buffer the leaf's values where it is their size (read into place)."""
+        rows = (self.grid.T + 1) * self.grid.B
+        buffer = column.storage(rows)
+        if buffer is not None:
+            self._values = buffer.view(self.dtype).reshape(rows, *self.shape)
 
     def feed_after(self, columns: dict[str, Any], start: int, stop: int) -> None:
         """The `next_` (and `reset_`) columns of rows `start` to `stop`."""

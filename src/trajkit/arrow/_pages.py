@@ -8,6 +8,11 @@ copies into the rollout: here the values are read from the file into the rollout
 directly (`os.preadv`), one copy as the native `load` makes, and each page's CRC-32 is
 checked on them (zlib-ng's when installed) before the rollout is handed out.
 
+The pages of a rollout's plain columns are read by a thread (`Prefetch`) while the reader
+makes the rollout's plan from its small columns, into buffers that become the rollout's
+arrays (when the first rows tell its envs); a refusal the thread meets is raised where
+reading the rows in order would have raised it.
+
 Only what such a column can hold is read here: data pages (v1 or v2) of PLAIN values whose
 definition levels say no row is null, in row groups with no dictionary. Anything else (a
 column a tool rewrote with compression or a dictionary, a file read from a URL) is decoded
@@ -20,6 +25,7 @@ disagree with its values, or one whose checksum does not match is refused as a d
 from __future__ import annotations
 
 import os
+import threading
 from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -29,7 +35,7 @@ import numpy as np
 from trajkit._base.types import AnyArray
 from trajkit._io.crc import crc32
 
-__all__ = ["PageColumn", "plain_columns"]
+__all__ = ["PageColumn", "Prefetch", "Prefetched", "plain_columns"]
 
 _PLAIN_ENCODINGS = frozenset({"PLAIN", "RLE", "BIT_PACKED"})
 _MAX_HEADER = 16 << 20  # pyarrow's own limit on a page header's size
@@ -116,35 +122,51 @@ class PageColumn:
         self._want: int | None = None  # its checksum, when it has one
         self._page = 0  # where its header starts (named in messages)
         self._null: int | None = None  # a null among its values left (index among them)
+        self.taken = 0  # rows taken so far
+        self.refused_at = 0  # the row (counted as `taken`) of the last refusal
 
     def take(self, into: AnyArray, rows: Where) -> None:
         """Fill `into` (`[n, *shape]`, C-contiguous, `width` bytes a row) with the next rows.
 
-        `rows(i)` names row i of `into` in messages.
+        `rows(i)` names row i of `into` in messages. A refusal is at a row (`refused_at`):
+        reading the rows in any other pieces refuses them at that row too (where the pieces
+        reach it).
         """
         if not into.flags.c_contiguous:  # (its reshape would be a copy, filled in vain)
             raise ValueError("rows are read into a C-contiguous array only")
         target = into.reshape(-1).view(np.uint8).data
         count, done, width = len(into), 0, self.width
-        while done < count:
-            if not self._left:
-                self._next_page()
-            n = min(self._left, count - done)
-            if self._null is not None and self._null < n:
-                raise ValueError(
-                    f"column {self.name!r} is null at {rows(done + self._null)}; a rollout "
-                    "has a value at every step"
-                )
-            part = target[done * width : (done + n) * width]
-            self._read(part)
-            self._crc = crc32(part, self._crc)
-            self._pos += len(part)
-            self._left -= n
-            done += n
-            if self._null is not None:
-                self._null -= n
-            if not self._left:
-                self._check_crc()
+        at = 0  # the row a refusal now would be at: a page's first, a null, a page's last
+        try:
+            while done < count:
+                at = done
+                if not self._left:
+                    self._next_page()
+                n = min(self._left, count - done)
+                if self._null is not None and self._null < n:
+                    if self._null:  # the rows before the null are read first
+                        n = self._null
+                    else:
+                        raise ValueError(
+                            f"column {self.name!r} is null at {rows(done)}; a rollout has a "
+                            "value at every step"
+                        )
+                part = target[done * width : (done + n) * width]
+                self._read(part)
+                self._crc = crc32(part, self._crc)
+                self._pos += len(part)
+                self._left -= n
+                done += n
+                if self._null is not None:
+                    self._null -= n
+                if not self._left:
+                    at = done - 1
+                    self._check_crc()
+        except ValueError:
+            self.refused_at = self.taken + at
+            raise
+        finally:
+            self.taken += done
 
     def end(self) -> None:
         """Refuse pages or row groups left once every row was taken."""
@@ -238,6 +260,141 @@ class PageColumn:
             f"not a readable Parquet file: column {self.name!r}, the page at byte "
             f"{self._page}: {why}"
         )
+
+
+class Prefetch:
+    """The next `count` rows of plain columns, read by a thread while the caller plans them.
+
+    A rollout's plan (its T and B, the order of its rows) comes from its small columns,
+    read first; its plain columns' pages need none of it. So a thread reads them meanwhile,
+    `step` rows of each column in turn, each into a buffer of its own: `count + spare` rows,
+    so that with `spare` = B a buffer is a leaf's whole array, `[(T+1) * B, *shape]` with its
+    bootstrap row last (`Prefetched.storage`), and its rows are read straight into place.
+
+    `columns[name].take` hands the rows out in order as `PageColumn.take` does, and refuses
+    them at the same row: a refusal the thread met waits until the rows taken reach it. Rows
+    are copied unless they are taken into their own buffer. Where the thread stopped early
+    (a refusal in another column), the rest is read in the caller's thread. Rows are named
+    in messages by `name_rows`, set once the plan is known (the thread waits for it to name
+    one). `close` stops the thread and waits for it: leave a `with` block, or call it.
+    """
+
+    def __init__(self, columns: dict[str, PageColumn], count: int, spare: int, step: int):
+        self.count, self._step = count, max(1, step)
+        self._shared = _Shared(ended=not columns)  # (no thread without columns)
+        self.columns = {
+            name: Prefetched(self._shared, c, count + spare) for name, c in columns.items()
+        }
+        self._thread: threading.Thread | None = None
+        if self.columns:
+            self._thread = threading.Thread(
+                target=self._run, name="trajkit-parquet-pages", daemon=True
+            )
+            self._thread.start()
+
+    def name_rows(self, where: Where) -> None:
+        """How row i (of the `count` rows) is named in messages."""
+        self._shared.where = where
+        self._shared.named.set()
+
+    def _run(self) -> None:
+        shared = self._shared
+        try:
+            for start in range(0, self.count, self._step):
+                stop = min(self.count, start + self._step)
+                for column in self.columns.values():
+                    if shared.stop or not column.read_ahead(stop):
+                        return
+                    with shared.moved:
+                        shared.moved.notify_all()
+        finally:
+            with shared.moved:
+                shared.ended = True
+                shared.moved.notify_all()
+
+    def close(self) -> None:
+        """Stop the thread (after the rows it is reading) and wait for it."""
+        self._shared.stop = True
+        self._shared.named.set()  # (a refusal it is naming is named by row)
+        if self._thread is not None:
+            self._thread.join()
+
+    def __enter__(self) -> Prefetch:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class _Shared:
+    """What a `Prefetch`'s thread and its columns share.
+
+    Nothing here refers back to the `Prefetch`: no reference cycle holds its buffers, which
+    are a rollout's arrays, once the rollout is let go.
+    """
+
+    def __init__(self, ended: bool) -> None:
+        self.where: Where | None = None
+        self.named = threading.Event()
+        self.moved = threading.Condition()
+        self.stop, self.ended = False, ended
+
+    def name(self, row: int) -> str:
+        """Row `row` in a message (from the thread: once `name_rows` has said how)."""
+        self.named.wait()
+        return f"row {row}" if self.where is None else self.where(row)
+
+    def wait(self, column: Prefetched, rows: int) -> None:
+        """Until the thread has read `rows` rows of `column`, or has stopped."""
+        with self.moved:
+            while column.done < rows and column.error is None and not self.ended:
+                self.moved.wait()
+
+
+class Prefetched:
+    """One column of a `Prefetch`: its buffer, and its rows handed out in order (`take`)."""
+
+    def __init__(self, shared: _Shared, column: PageColumn, rows: int) -> None:
+        self.name, self.width = column.name, column.width
+        self.buffer: AnyArray = np.empty(rows * column.width, np.uint8)
+        self._shared, self._column, self._first = shared, column, column.taken
+        self.done = 0  # rows in the buffer (written by the thread)
+        self.given = 0  # rows handed out
+        self.error: BaseException | None = None  # the thread's refusal, at row `done`
+
+    def read_ahead(self, stop: int) -> bool:
+        """(The thread) read rows up to `stop` into the buffer; False once refused."""
+        start, width = self.done, self.width
+        cells = self.buffer[start * width : stop * width].reshape(stop - start, width)
+        try:
+            self._column.take(cells, lambda i: self._shared.name(start + i))
+        except BaseException as exc:  # raised where the rows taken reach it
+            at = self._column.refused_at if isinstance(exc, ValueError) else self._column.taken
+            self.done, self.error = at - self._first, exc
+            return False
+        self.done = stop
+        return True
+
+    def storage(self, rows: int) -> AnyArray | None:
+        """The buffer, to hold a leaf's `rows` rows, if that is its size and none was taken."""
+        return self.buffer if not self.given and len(self.buffer) == rows * self.width else None
+
+    def take(self, into: AnyArray, rows: Where) -> None:
+        """Fill `into` with the next rows, as `PageColumn.take` does (`rows` names them)."""
+        if not into.flags.c_contiguous:  # (its reshape would be a copy, filled in vain)
+            raise ValueError("rows are read into a C-contiguous array only")
+        start, stop, width = self.given, self.given + len(into), self.width
+        self._shared.wait(self, stop)
+        if self.error is not None and stop > self.done:
+            raise self.error
+        ready = min(self.done, stop)
+        flat = into.reshape(-1).view(np.uint8)
+        if ready > start and flat.ctypes.data != self.buffer.ctypes.data + start * width:
+            flat[: (ready - start) * width] = self.buffer[start * width : ready * width]
+        if ready < stop:  # the thread stopped before them: read here
+            self._column.take(into[ready - start :], lambda i: rows(ready - start + i))
+            self.done = stop
+        self.given = stop
 
 
 def _int(fields: dict[int, Any], key: int, damaged: Callable[[str], DamagedPageError]) -> int:
