@@ -30,7 +30,7 @@ import numpy as np
 from trajkit._models.rollout import Rollout
 from trajkit.lint.columns import Start, lockstep_pairs, shared_starts
 from trajkit.lint.config import LintOptions
-from trajkit.lint.episodes import changes_observations, float_leaves, row_digest
+from trajkit.lint.episodes import changes_observations, row_digest
 from trajkit.lint.evidence import CHANCE
 from trajkit.lint.registry import Finding
 from trajkit.lint.timelimit import (
@@ -71,11 +71,9 @@ class EpisodeEdges:
 
     Attributes:
         path: The file.
-        num_steps: T.
         head: A hash of row 0 (observations and dones); `tail` of row T.
         recording: `(id, index, B)` of its recording, if it has one.
         limit: Its time limit (the recording's, else the option), if known.
-        float_obs: Whether an observation leaf holds floats.
         obs_wrapped: Whether its recording names a vector wrapper that changes observations
             (their starts are then not compared: a running normaliser makes them alike).
         lockstep: Pairs of envs alike on one row, of pairs (`columns.lockstep_pairs`).
@@ -83,12 +81,10 @@ class EpisodeEdges:
     """
 
     path: str
-    num_steps: int
     head: str
     tail: str
     recording: tuple[str, int, int] | None
     limit: int | None
-    float_obs: bool
     pieces: tuple[tuple[Piece, ...], ...]
     obs_wrapped: bool = False
     lockstep: tuple[int, int] = (0, 0)
@@ -142,12 +138,10 @@ def episode_edges(
         identity = (str(recording["id"]), int(recording["index"]), int(recording["num_envs"]))  # type: ignore[call-overload]
     return EpisodeEdges(
         path=path,
-        num_steps=rollout.num_steps,
         head=row_digest(rollout, 0),
         tail=row_digest(rollout, rollout.num_steps),
         recording=identity,
         limit=int(limit) if limit else None,  # type: ignore[call-overload]
-        float_obs=float_leaves(rollout),
         pieces=tuple(_pieces(rollout, b) for b in range(rollout.batch_size)),
         obs_wrapped=changes_observations(recording),
         lockstep=lockstep_pairs(rollout),
@@ -175,7 +169,6 @@ class _Chain:
     starts: list[Start] = field(default_factory=list)
     lockstep: tuple[int, int] = (0, 0)
     declared: bool = True  # its files have recordings, which name their vector wrappers
-    float_obs: bool = False
     obs_wrapped: bool = False
     files: list[str] = field(default_factory=list)
     limit: int = 0
@@ -266,7 +259,6 @@ class EpisodeJoiner:
     def _judge(self, chain: _Chain, edges: EpisodeEdges) -> list[Finding]:
         """Extend the chain's open episodes by this file; the file's TK105 and TK113."""
         chain.files.append(edges.path)
-        chain.float_obs = chain.float_obs or edges.float_obs
         chain.obs_wrapped = chain.obs_wrapped or edges.obs_wrapped
         chain.lockstep = (
             chain.lockstep[0] + edges.lockstep[0],
