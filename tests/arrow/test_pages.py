@@ -37,7 +37,10 @@ from trajkit.arrow._pages import (  # noqa: E402
 )
 from trajkit.testing import ACTION_KINDS, rollouts  # noqa: E402
 
-pytestmark = pytest.mark.skipif(not hasattr(os, "preadv"), reason="no os.preadv here")
+pytestmark = [
+    pytest.mark.skipif(not hasattr(os, "preadv"), reason="no os.preadv here"),
+    pytest.mark.usefixtures("read_ahead"),
+]
 
 
 class Spy:
@@ -1016,6 +1019,7 @@ def test_plain_columns_are_read_into_the_rollouts_own_arrays(
         return buffer
 
     monkeypatch.setattr(_pages.Prefetched, "storage", storage)
+    monkeypatch.setattr(reader, "PREFETCH_BYTES", 0)
     rs = [image_rollout(num_steps=6, seed=s) for s in range(2)]
     path = tmp_path / "runs.parquet"
     ta.write_parquet(rs, path, compression="none")
@@ -1033,6 +1037,7 @@ def test_a_wrong_guess_of_the_envs_only_costs_a_copy(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, guess: int
 ) -> None:
     monkeypatch.setattr(reader, "_envs", lambda first: guess)
+    monkeypatch.setattr(reader, "PREFETCH_BYTES", 0)
     rs = [image_rollout(num_steps=6, num_envs=3, seed=s) for s in range(2)]
     path = tmp_path / "runs.parquet"
     ta.write_parquet(rs, path, compression="none")
@@ -1063,3 +1068,24 @@ def test_no_thread_is_left_when_a_read_stops(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="not a full grid"):
         ta.read_parquet(path)
     assert not _page_threads()
+
+
+@pytest.mark.parametrize("more", [0, 1])
+def test_rollouts_from_prefetch_bytes_of_plain_cells_are_read_ahead(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, more: int
+) -> None:
+    threads: list[int] = []
+
+    def prefetch(columns: dict[str, PageColumn], *args: Any) -> Prefetch:
+        threads.append(len(columns))
+        return Prefetch(columns, *args)
+
+    monkeypatch.setattr(reader, "Prefetch", prefetch)
+    r = image_rollout(num_steps=6)  # plain cells: obs.image, obs.vector, out.actor, state
+    path = tmp_path / "run.parquet"
+    ta.write_parquet([r], path, compression="none")
+    layout = json.loads(pq.read_table(path).column("trajkit_layout")[0].as_py())
+    cells = sum(reader._widths(layout).values())  # bytes of a row
+    monkeypatch.setattr(reader, "PREFETCH_BYTES", r.num_steps * r.batch_size * cells + more)
+    assert ta.read_parquet(path) == [r]
+    assert threads == [4 if not more else 0]

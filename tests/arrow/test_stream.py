@@ -27,6 +27,8 @@ from tests.arrow.helpers import image_rollout, mutations  # noqa: E402
 from trajkit.arrow._ahead import Ahead  # noqa: E402
 from trajkit.testing import ACTION_KINDS, example_rollout, rollouts  # noqa: E402
 
+pytestmark = pytest.mark.usefixtures("read_ahead")
+
 # ------------------------------------------------------------------------- any batch size
 
 

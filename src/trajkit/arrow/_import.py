@@ -61,6 +61,10 @@ from trajkit.arrow._plan import (
 BATCH_BYTES = 8 << 20
 """About how many bytes of cells the second pass of an import reads at a time."""
 
+PREFETCH_BYTES = 1 << 20
+"""A rollout's plain columns are read ahead (`Prefetch`) from this many bytes: below, the
+thread would cost about what it saves."""
+
 _SMALL_BATCH_ROWS = 1 << 20
 
 # `{` and `[` allowed in the `info` column besides its info objects: this many, plus one per
@@ -177,32 +181,37 @@ class _Rollouts:
         others = [name for name in schema.names if name not in skipped]
         self.others = pa.schema([schema.field(name) for name in others])
         self.direct = direct  # columns whose pages are read into place
-        self.step = BATCH_BYTES // max(1, sum(column.width for column in direct.values()))
+        self.row_bytes = sum(column.width for column in direct.values())
+        self.step = BATCH_BYTES // max(1, self.row_bytes)
         self.numbering = EpisodeIds()
 
     def read(self, k: int, rows: range) -> Rollout:
         """Rollout `k` (of the file's rows `rows`), the next in the file.
 
-        Its plain columns' pages are read by a thread (`Prefetch`) while its plan is made.
+        Its plain columns' pages are read by a thread (`Prefetch`) while its plan is made,
+        where they hold `PREFETCH_BYTES` or more (a smaller rollout's are read as it is built).
         """
         pa, layout = self.pa, self.layout
         small = self.small.take(len(rows))
         first = next(small)  # (a rollout has a row at least)
-        with Prefetch(self.direct, len(rows), _envs(first), self.step) as ahead:
+        ahead = len(rows) * self.row_bytes >= PREFETCH_BYTES
+        spare = _envs(first) if ahead else 0
+        with Prefetch(self.direct if ahead else {}, len(rows), spare, self.step) as prefetch:
+            direct = prefetch.columns if ahead else self.direct
             part = pa.Table.from_batches([first, *small], schema=self.fields)
             plan = plan_rollout(pa, part, layout, rows)
             del part, first  # (its rows' small columns: a tenth of a vector rollout)
             plan.ids = self.numbering.next(plan.dones)
             if plan.order is None:
-                ahead.name_rows(plan.where)
-                assembly = Assembly(pa, layout, plan, k, ahead.columns)
+                prefetch.name_rows(plan.where)
+                assembly = Assembly(pa, layout, plan, k, direct)
                 for batch in self.rest.take(len(rows)):
                     assembly.feed(batch, assembly.filled)
             else:  # its rows in another order: taken in order, a rollout's worth
-                ahead.name_rows(lambda i: f"row {rows.start + i} of the file")
+                prefetch.name_rows(lambda i: f"row {rows.start + i} of the file")
                 assembly = Assembly(pa, layout, plan, k)
                 taken = pa.Table.from_batches(list(self.rest.take(len(rows))), schema=self.others)
-                for name, column in ahead.columns.items():
+                for name, column in direct.items():
                     taken = taken.append_column(name, _as_arrow(pa, column, rows))
                 _feed(assembly, taken.take(from_numpy(pa, plan.order)), layout)
             return assembly.finish()
