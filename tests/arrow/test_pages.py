@@ -1032,16 +1032,20 @@ def test_plain_columns_are_read_into_the_rollouts_own_arrays(
         assert any(np.shares_memory(r.obses["image"], buffer) for buffer in given)
 
 
-@pytest.mark.parametrize("guess", [0, 1, 3, 4], ids=["none", "fewer", "right", "more"])
+@pytest.mark.parametrize("guess", [0, 1, 3, 4], ids=["unknown", "fewer", "right", "more"])
 def test_a_wrong_guess_of_the_envs_only_costs_a_copy(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, guess: int
 ) -> None:
+    # Unknown envs (no step ends in the first rows): read in turn, as a buffer of the
+    # wrong size could only be copied.
     monkeypatch.setattr(reader, "_envs", lambda first: guess)
     monkeypatch.setattr(reader, "PREFETCH_BYTES", 0)
+    threads = _spy_prefetch(monkeypatch)
     rs = [image_rollout(num_steps=6, num_envs=3, seed=s) for s in range(2)]
     path = tmp_path / "runs.parquet"
     ta.write_parquet(rs, path, compression="none")
     assert ta.read_parquet(path) == rs
+    assert threads == [0, 0] if not guess else [4, 4]
 
 
 def test_the_envs_are_guessed_from_the_first_step(tmp_path: Path) -> None:
@@ -1074,13 +1078,7 @@ def test_no_thread_is_left_when_a_read_stops(tmp_path: Path) -> None:
 def test_rollouts_from_prefetch_bytes_of_plain_cells_are_read_ahead(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, more: int
 ) -> None:
-    threads: list[int] = []
-
-    def prefetch(columns: dict[str, PageColumn], *args: Any) -> Prefetch:
-        threads.append(len(columns))
-        return Prefetch(columns, *args)
-
-    monkeypatch.setattr(reader, "Prefetch", prefetch)
+    threads = _spy_prefetch(monkeypatch)
     r = image_rollout(num_steps=6)  # plain cells: obs.image, obs.vector, out.actor, state
     path = tmp_path / "run.parquet"
     ta.write_parquet([r], path, compression="none")
@@ -1089,3 +1087,15 @@ def test_rollouts_from_prefetch_bytes_of_plain_cells_are_read_ahead(
     monkeypatch.setattr(reader, "PREFETCH_BYTES", r.num_steps * r.batch_size * cells + more)
     assert ta.read_parquet(path) == [r]
     assert threads == [4 if not more else 0]
+
+
+def _spy_prefetch(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The columns each rollout's `Prefetch` was given (0: read in turn), as they come."""
+    threads: list[int] = []
+
+    def prefetch(columns: dict[str, PageColumn], *args: Any) -> Prefetch:
+        threads.append(len(columns))
+        return Prefetch(columns, *args)
+
+    monkeypatch.setattr(reader, "Prefetch", prefetch)
+    return threads

@@ -189,13 +189,14 @@ class _Rollouts:
         """Rollout `k` (of the file's rows `rows`), the next in the file.
 
         Its plain columns' pages are read by a thread (`Prefetch`) while its plan is made,
-        where they hold `PREFETCH_BYTES` or more (a smaller rollout's are read as it is built).
+        where they hold `PREFETCH_BYTES` or more and its first rows give its envs; else (a
+        small rollout, or a first step longer than the first batch) as it is built.
         """
         pa, layout = self.pa, self.layout
         small = self.small.take(len(rows))
         first = next(small)  # (a rollout has a row at least)
-        ahead = len(rows) * self.row_bytes >= PREFETCH_BYTES
-        spare = _envs(first) if ahead else 0
+        spare = _envs(first) if len(rows) * self.row_bytes >= PREFETCH_BYTES else 0
+        ahead = spare > 0  # (unknown envs: its arrays could not be read into, only copied)
         with Prefetch(self.direct if ahead else {}, len(rows), spare, self.step) as prefetch:
             direct = prefetch.columns if ahead else self.direct
             part = pa.Table.from_batches([first, *small], schema=self.fields)
