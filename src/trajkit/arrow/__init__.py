@@ -391,7 +391,9 @@ def iter_parquet(
     Two threads decode the row groups in turn, a batch ahead of the checks (8 MiB of values
     each). A compact leaf's column written uncompressed without a dictionary
     (`write_parquet(..., compression="none")`) is read from a local file straight into the
-    rollout's arrays instead, page by page, each page's checksum checked on the values. A
+    rollout's arrays instead, page by page, each page's checksum checked on the values; a
+    rollout of 1 MiB of such cells or more has them read by a thread while its small columns
+    are read and checked (a damaged page is still refused where its rows come). A
     file that polars, DuckDB or HF `datasets` rewrote (without the schema metadata) reads
     back the same, through its `trajkit_layout` column.
 
