@@ -942,7 +942,7 @@ def test_a_buffer_of_the_leafs_size_becomes_its_array(pages: Any) -> None:
         rest = np.empty((15, 4), np.uint8)
         column.take(rest, _rows)
         assert rest.reshape(-1).view(np.int32).tolist() == list(range(25, 40))
-        with pytest.raises(ValueError, match="C-contiguous"):
+        with pytest.raises(ValueError, match=r"^rows are read into a C-contiguous array only$"):
             column.take(np.empty((4, 8), np.uint8)[:, :4], _rows)
 
 
@@ -1099,3 +1099,144 @@ def _spy_prefetch(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
     monkeypatch.setattr(reader, "Prefetch", prefetch)
     return threads
+
+
+_NULL_AT_47 = _page(_cells(20), 20, ONES) + _page(_cells(20, 20), 20, ONES) + _THIRD_PAGES["null"]
+
+
+def test_a_refusal_met_before_the_rows_are_named_waits_for_their_names(pages: Any) -> None:
+    # The thread meets the null (row 47) before the plan says how rows are named: the rows
+    # before it are handed out meanwhile, and the refusal names its row as the plan says.
+    ahead = Prefetch({"x": pages(_NULL_AT_47, 60)}, 60, 0, 10)
+    with ahead:
+        x = ahead.columns["x"]
+        got = np.empty((47, 4), np.uint8)
+        x.take(got[:40], _rows)  # the thread is held at row 47, naming it
+        assert [t.daemon for t in _page_threads()] == [True]
+        ahead.name_rows(lambda row: f"step {row}")
+        x.take(got[40:], _rows)
+        assert got.reshape(-1).view(np.int32).tolist() == list(range(47))
+        with pytest.raises(ValueError, match=r"^column 'x' is null at step 47; a rollout"):
+            x.take(np.empty((1, 4), np.uint8), _rows)
+
+
+def _recorded(column: PageColumn, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
+    """Each `take` of `column`: the thread that made it, and its rows."""
+    calls: list[tuple[str, int]] = []
+    real = column.take
+
+    def take(into: Any, rows: Any) -> None:
+        calls.append((threading.current_thread().name, len(into)))
+        real(into, rows)
+
+    monkeypatch.setattr(column, "take", take)
+    return calls
+
+
+def test_rows_the_thread_did_not_reach_are_read_here_and_named_by_the_take(
+    pages: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    damaged = _page(_cells(20), 20, ONES, crc=12345) + _page(_cells(40, 20), 40, ONES)
+    x = pages(_NULL_AT_47, 60)
+    calls = _recorded(x, monkeypatch)
+    with _prefetch({"y": pages(damaged, 60), "x": x}, 60, 10) as ahead:
+        got = np.empty((47, 4), np.uint8)
+        ahead.columns["x"].take(got[:5], _rows)  # read by the thread
+        with pytest.raises(ValueError, match=r"^column 'x' is null at row 47; a rollout"):
+            ahead.columns["x"].take(np.empty((55, 4), np.uint8), lambda i: f"row {5 + i}")
+    # The thread stopped at y's refusal (row 19), after x's first 10 rows: the rest, here.
+    assert calls == [("trajkit-parquet-pages", 10), ("MainThread", 50)]
+
+
+def test_the_thread_reads_step_rows_at_a_time_and_stops_when_closed(
+    pages: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    column = pages(_page(_cells(40), 40, ONES))
+    calls: list[int] = []
+    box: list[Prefetch] = []
+    real, made, held = column.take, threading.Event(), threading.Event()
+
+    def take(into: Any, rows: Any) -> None:
+        calls.append(len(into))
+        if len(calls) == 2:  # held until closed (nothing else names rows)
+            held.set()
+            made.wait()
+            box[0]._shared.named.wait()
+        real(into, rows)
+
+    monkeypatch.setattr(column, "take", take)
+    box.append(Prefetch({"x": column}, 40, 0, 10))
+    made.set()
+    held.wait()
+    box[0].close()
+    assert calls == [10, 10]  # the rows it was reading when closed, then none
+    assert box[0].columns["x"].done == 20
+    assert not _page_threads()
+    one_at_a_time = pages(_page(_cells(40), 40, ONES))
+    calls2 = _recorded(one_at_a_time, monkeypatch)
+    with _prefetch({"x": one_at_a_time}, 3, 0) as ahead:  # a step of 0 reads a row at a time
+        ahead.columns["x"].take(np.empty((3, 4), np.uint8), _rows)
+    assert calls2 == [("trajkit-parquet-pages", 1)] * 3
+
+
+def test_a_column_read_ahead_after_rows_taken_is_refused_at_the_same_row(pages: Any) -> None:
+    data = _page(_cells(20), 20, ONES) * 2 + _THIRD_PAGES["crc"]
+    in_order = pages(data, 60)
+    in_order.take(np.empty((20, 4), np.uint8), _rows)
+    expected = _pieces(in_order.take, 40, 1)
+    column = pages(data, 60)
+    column.take(np.empty((20, 4), np.uint8), _rows)  # an earlier rollout's rows
+    with _prefetch({"x": column}, 40, 40) as ahead:
+        assert _pieces(ahead.columns["x"].take, 40, 1) == expected
+    assert len(expected[0]) == 39
+
+
+def test_a_failed_read_ahead_is_raised_where_its_rows_are_taken(
+    pages: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = _page(_cells(20), 20, ONES) + _page(_cells(20, 20), 20, ONES) + _THIRD_PAGES["none"]
+    third, real = 2 * len(_page(_cells(20), 20, ONES)), os.preadv
+
+    def failing(fd: int, buffers: list[memoryview], offset: int) -> int:
+        if offset >= third:
+            raise OSError("the disk is gone")
+        return real(fd, buffers, offset)
+
+    monkeypatch.setattr(os, "preadv", failing)
+    with _prefetch({"x": pages(data, 60)}, 60, 60) as ahead:
+        got = np.empty((40, 4), np.uint8)
+        ahead.columns["x"].take(got, _rows)  # the rows before the failed read
+        assert got.reshape(-1).view(np.int32).tolist() == list(range(40))
+        with pytest.raises(OSError, match="the disk is gone"):
+            ahead.columns["x"].take(np.empty((1, 4), np.uint8), _rows)
+
+
+def test_a_refusal_met_while_closing_is_named_by_its_row(
+    pages: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    column = pages(_page(_cells(19), 20, _NULL_AT_7), 20)
+    real, held = column.take, threading.Event()
+
+    def take(into: Any, rows: Any) -> None:
+        held.set()
+        real(into, rows)
+
+    monkeypatch.setattr(column, "take", take)
+    ahead = Prefetch({"x": column}, 20, 0, 20)
+    held.wait()
+    ahead.close()  # before a plan named the rows: named by their number
+    x = ahead.columns["x"]
+    assert (x.done, str(x.error)) == (
+        7,
+        "column 'x' is null at row 7; a rollout has a value at every step",
+    )
+
+
+def test_rows_taken_into_their_buffer_elsewhere_are_copied_there(pages: Any) -> None:
+    data = _page(_cells(20), 20, ONES) + _page(_cells(20, 20), 20, ONES)
+    with _prefetch({"x": pages(data)}, 40, 40) as ahead:
+        column = ahead.columns["x"]
+        column.take(np.empty((8, 4), np.uint8), _rows)
+        elsewhere = column.buffer[2:18].reshape(4, 4)  # (at byte 2: 8 rows / 4 bytes a row)
+        column.take(elsewhere, _rows)
+        assert elsewhere.reshape(-1).view(np.int32).tolist() == list(range(8, 12))
