@@ -1240,3 +1240,22 @@ def test_rows_taken_into_their_buffer_elsewhere_are_copied_there(pages: Any) -> 
         elsewhere = column.buffer[2:18].reshape(4, 4)  # (at byte 2: 8 rows / 4 bytes a row)
         column.take(elsewhere, _rows)
         assert elsewhere.reshape(-1).view(np.int32).tolist() == list(range(8, 12))
+
+
+def test_cells_to_take_rows_into_are_the_buffers_own_until_rows_are_taken(pages: Any) -> None:
+    # (A rollout whose rows are in another order takes its plain rows whole, as cells.)
+    data = _page(_cells(20), 20, ONES) + _page(_cells(20, 20), 20, ONES)
+    with _prefetch({"x": pages(data)}, 40, 40, spare=2) as ahead:
+        column = ahead.columns["x"]
+        cells = column.cells(30)
+        assert cells.shape == (30, 4)
+        assert np.shares_memory(cells, column.buffer)
+        column.take(cells, _rows)
+        assert cells.reshape(-1).view(np.int32).tolist() == list(range(30))
+        rest = column.cells(10)
+        assert rest.shape == (10, 4)
+        assert not np.shares_memory(rest, column.buffer)  # rows were taken: new ones
+        column.take(rest, _rows)
+        assert rest.reshape(-1).view(np.int32).tolist() == list(range(30, 40))
+    plain = pages(data)
+    assert plain.cells(3).shape == (3, 4)

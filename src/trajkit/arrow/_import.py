@@ -234,7 +234,7 @@ def _envs(first: Any) -> int:
 
 def _as_arrow(pa: Any, column: PageColumn | Prefetched, rows: range) -> Any:
     """A plain column's next `rows` (the file's rows), as the Arrow array pyarrow would give."""
-    cells = np.empty((len(rows), column.width), np.uint8)
+    cells = column.cells(len(rows))
     column.take(cells, lambda i: f"row {rows.start + i} of the file")
     data = pa.py_buffer(cells)
     return pa.Array.from_buffers(pa.binary(column.width), len(rows), [None, data])

@@ -132,9 +132,7 @@ class PageColumn:
         reading the rows in any other pieces refuses them at that row too (where the pieces
         reach it).
         """
-        if not into.flags.c_contiguous:  # (its reshape would be a copy, filled in vain)
-            raise ValueError("rows are read into a C-contiguous array only")
-        target = into.reshape(-1).view(np.uint8).data
+        target = _flat(into).data
         count, done, width = len(into), 0, self.width
         at = 0  # the row a refusal now would be at: a page's first, a null, a page's last
         try:
@@ -167,6 +165,10 @@ class PageColumn:
             raise
         finally:
             self.taken += done
+
+    def cells(self, rows: int) -> AnyArray:
+        """`[rows, width]` bytes to take the next `rows` rows into."""
+        return np.empty((rows, self.width), np.uint8)
 
     def end(self) -> None:
         """Refuse pages or row groups left once every row was taken."""
@@ -375,26 +377,42 @@ class Prefetched:
         self.done = stop
         return True
 
+    def cells(self, rows: int) -> AnyArray:
+        """`[rows, width]` bytes to take the next `rows` rows into.
+
+        The buffer's own where none was taken yet (the rows are then read into place, not
+        copied), else new ones.
+        """
+        if self.given:
+            return np.empty((rows, self.width), np.uint8)
+        return self.buffer[: rows * self.width].reshape(rows, self.width)
+
     def storage(self, rows: int) -> AnyArray | None:
         """The buffer, to hold a leaf's `rows` rows, if that is its size and none was taken."""
         return self.buffer if not self.given and len(self.buffer) == rows * self.width else None
 
     def take(self, into: AnyArray, rows: Where) -> None:
         """Fill `into` with the next rows, as `PageColumn.take` does (`rows` names them)."""
-        if not into.flags.c_contiguous:  # (its reshape would be a copy, filled in vain)
-            raise ValueError("rows are read into a C-contiguous array only")
+        flat = _flat(into)
         start, stop, width = self.given, self.given + len(into), self.width
         self._shared.wait(self, stop)
         if self.error is not None and stop > self.done:
             raise self.error
         ready = min(self.done, stop)
-        flat = into.reshape(-1).view(np.uint8)
         if ready > start and flat.ctypes.data != self.buffer.ctypes.data + start * width:
             flat[: (ready - start) * width] = self.buffer[start * width : ready * width]
         if ready < stop:  # the thread stopped before them: read here
             self._column.take(into[ready - start :], lambda i: rows(ready - start + i))
             self.done = stop
         self.given = stop
+
+
+def _flat(into: AnyArray) -> AnyArray:
+    """`into`'s bytes, flat: a view, so that what is written there lands in `into`."""
+    if not into.flags.c_contiguous:  # (its reshape would be a copy, filled in vain)
+        raise ValueError("rows are read into a C-contiguous array only")
+    flat: AnyArray = into.reshape(-1).view(np.uint8)
+    return flat
 
 
 def _int(fields: dict[int, Any], key: int, damaged: Callable[[str], DamagedPageError]) -> int:
