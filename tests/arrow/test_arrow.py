@@ -176,6 +176,32 @@ def test_episode_ids_in_blocks_of_rows_are_the_reference_numbering(
             assert again.dtype == np.int64
 
 
+@settings(max_examples=200, deadline=None)
+@given(_dones_and_splits())
+def test_ids_settle_into_the_id_a_step_before_plus_each_new_episode(
+    case: tuple[list[Any], list[list[int]]],
+) -> None:
+    # From `settled()` on, an env's id is its id a step before plus 1 where `dones` starts
+    # an episode (what the reader checks there).
+    all_dones, _ = case
+    numbering = EpisodeIds()
+    for dones, expected in zip(all_dones, reference_ids(all_dones), strict=True):
+        settled = numbering.next(dones).settled()
+        T = dones.shape[0] - 1
+        following = expected[1:] == expected[:-1] + (dones[1:T] == 1)
+        assert 1 <= settled <= max(1, T)
+        assert following[settled - 1 :].all()
+
+
+def test_a_carried_id_settles_after_its_envs_first_new_episode() -> None:
+    numbering = EpisodeIds()
+    numbering.next(np.zeros((3, 2), np.float32))  # two episodes going on
+    dones = np.zeros((6, 2), np.float32)
+    dones[4, 1] = 1  # env 1's carried episode ends at step 3: a new id at step 4
+    assert numbering.next(dones).settled() == 5
+    assert numbering.next(np.zeros((6, 2), np.float32)).settled() == 1  # none starts one
+
+
 def test_infos_are_json_strings_and_absent_infos_are_nulls() -> None:
     r = example_rollout(num_steps=2, num_envs=2)
     table = ta.to_arrow(r)

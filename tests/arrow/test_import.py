@@ -11,10 +11,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
@@ -30,6 +32,7 @@ from tests.arrow.helpers import (  # noqa: E402
     with_column,
     with_layout,
 )
+from trajkit.arrow import _import  # noqa: E402
 from trajkit.testing import example_rollout  # noqa: E402
 
 
@@ -329,6 +332,46 @@ def test_read_parquet_checks_ids_across_rollouts(tmp_path: Path) -> None:
     pq.write_table(with_column(table, "episode_id", pa.array(ids)), path)
     with pytest.raises(ValueError, match=r"^column 'episode_id' of rollout 1 holds 10\d at step 0"):
         ta.read_parquet(path)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(st.lists(st.booleans(), min_size=3 * 4, max_size=10 * 4), min_size=1, max_size=3),
+    st.integers(1, 12),
+    st.data(),
+)
+def test_ids_read_in_batches_of_any_size_are_checked_at_every_row(
+    tmp_path_factory: pytest.TempPathFactory, flags: list[list[bool]], batch: int, data: Any
+) -> None:
+    # Rollouts of 2 envs going on from one to the next (ids carried), read `batch` rows at a
+    # time: the ids as written are read back, and one id changed anywhere is refused with
+    # the id write_parquet gives there, by the numbering (early rows) or by the row a step
+    # before (the rest).
+    rollouts = []
+    for i, cells in enumerate(flags):
+        dones = np.array(cells[: len(cells) // 2 * 2], np.float32).reshape(-1, 2)
+        r = example_rollout(num_steps=len(dones) - 1, num_envs=2, seed=i)
+        rollouts.append(r.replace(dones=dones, infos=None))
+    path = tmp_path_factory.mktemp("ids") / "ids.parquet"
+    ta.write_parquet(rollouts, path, compression="none")
+    table = pq.read_table(path)
+    row_bytes = 64 + sum(2 * c for c in (4, 4))  # (`_batch_rows` of these leaves, roughly)
+    with mock.patch.object(_import, "BATCH_BYTES", batch * row_bytes):
+        assert ta.read_parquet(path) == rollouts
+        ids = table.column("episode_id").to_numpy().copy()
+        row = data.draw(st.integers(0, len(ids) - 1))
+        written = int(ids[row])
+        ids[row] += data.draw(st.sampled_from([1, -1, 7]))
+        pq.write_table(with_column(table, "episode_id", pa.array(ids)), path)
+        rollout = int(table.column("rollout")[row].as_py())
+        first = int(np.flatnonzero(table.column("rollout").to_numpy() == rollout)[0])
+        t, b = divmod(row - first, 2)
+        with pytest.raises(
+            ValueError,
+            match=rf"^column 'episode_id' of rollout {rollout} holds {int(ids[row])} at step "
+            rf"{t}, env {b}, where write_parquet numbers that episode {written} ",
+        ):
+            ta.read_parquet(path)
 
 
 def _steps(r: trajkit.Rollout, start: int, stop: int) -> trajkit.Rollout:

@@ -215,6 +215,19 @@ class RolloutIds:
         counts += self.base  # (every env has had a new id: no carried one left)
         return counts
 
+    def settled(self) -> int:
+        """The first step from which an env's id is its id a step before, plus 1 at a new one.
+
+        That holds after step 0, except at a carried env's first new id (`base[b] + 1`, not
+        its carried id plus 1): from the step after the last of those on.
+        """
+        T = self.dones.shape[0] - 1
+        starts = self.dones[1:T, self.carried] == 1  # (a copy of the carried envs' columns)
+        started = starts.any(axis=0)
+        if not started.any():
+            return 1
+        return int(np.argmax(starts, axis=0)[started].max()) + 2
+
     def rows(self, r0: int, r1: int) -> AnyArray:
         """The ids of rows r0 to r1 (row `t * B + b`), flat."""
         B = self.dones.shape[1]

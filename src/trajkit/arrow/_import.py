@@ -428,6 +428,10 @@ class Assembly:
         fields = ("rews", "final_values") if layout["truncation"] else ("rews",)
         self.scalars = [_Scalar(field, T * B) for field in fields]
         self.ids: AnyArray | None = None  # a table's own episode ids, checked at the end
+        # Episode ids: rows before `settled` are checked against the numbering, the others
+        # against the ids of the row a step before (`tail`: the B rows before the next batch).
+        self.settled = B * plan.ids.settled() if plan.ids is not None else 0
+        self.tail: AnyArray = np.empty(0, np.int64)
         finals = bool(layout.get("final_obs"))
         self.leaves = {
             field: [
@@ -473,8 +477,20 @@ class Assembly:
                 self.ids = np.empty(self.plan.T * self.plan.B, got.dtype)
             self.ids[start : start + len(got)] = got
             return
-        expected = numbering.rows(start, start + len(got))
-        if not np.array_equal(got, expected):
+        B, count = self.plan.B, len(got)
+        if start < self.settled:
+            expected = numbering.rows(start, start + count)
+            same = np.array_equal(got, expected)
+        else:  # each id is the one a step before, plus 1 where an episode starts
+            head = min(B, count)
+            new = self.grid.ends[start - B : start + count - B]  # (`dones[t] == 1`, flat)
+            before = np.add(self.tail[:head], new[:head], dtype=np.int64)
+            after = np.add(got[: count - head], new[head:], dtype=np.int64)
+            same = np.array_equal(got[:head], before) and np.array_equal(got[head:], after)
+            if not same:
+                expected = np.concatenate([before, after])
+        self.tail = got[-B:].copy() if count >= B else np.concatenate([self.tail, got])[-B:]
+        if not same:
             i = int(np.argmax(got != expected))
             t, b = divmod(start + i, self.plan.B)
             raise ValueError(
