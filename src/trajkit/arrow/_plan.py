@@ -113,18 +113,29 @@ def plan_rollout(pa: Any, table: Any, layout: dict[str, Any], rows: AnyArray | r
             )
         return to_numpy(column).reshape(T, B)
 
+    def flags(name: str, rule: Rule, label: str) -> AnyArray:
+        """A flag column as bools: a boolean column as it is, any other under `rule`."""
+        values = cells(name)
+        if values.dtype == np.bool_:  # (0 or 1 by its type: the rule holds)
+            return values
+        is_set: AnyArray = conform_into(rule, stored(rule), values, label) == 1
+        return is_set
+
     flag, dones_rule = FIELD_RULES["truncated"], FIELD_RULES["dones"]
-    starts = conform_into(dones_rule, stored(dones_rule), cells("is_first"), "is_first")
-    terminated = conform_into(flag, stored(flag), cells("terminated"), "column 'terminated'")
-    cut = conform_into(flag, stored(flag), cells("truncated"), "column 'truncated'")
-    dones = np.concatenate([starts, _ends(starts, terminated, cut)[None]])
-    if not layout["truncation"] and (cut == 1).any():
-        t, b = first_true(cut == 1)
+    starts = flags("is_first", dones_rule, "is_first")
+    terminated = flags("terminated", flag, "column 'terminated'")
+    cut = flags("truncated", flag, "column 'truncated'")
+    dones = np.empty((T + 1, B), stored(dones_rule))
+    dones[:T] = starts
+    dones[T] = _ends(starts, terminated, cut)
+    if not layout["truncation"] and cut.any():
+        t, b = first_true(cut)
         raise ValueError(
             f"column 'truncated' is true at step {t}, env {b}, but the table's layout says "
             "the rollout has no truncations ('truncation': false)"
         )
-    return Plan(rows, T, B, order, dones, cut if layout["truncation"] else None)
+    truncated = cut.astype(stored(flag)) if layout["truncation"] else None
+    return Plan(rows, T, B, order, dones, truncated)
 
 
 def _grid(table: Any) -> tuple[int, int, AnyArray | None]:
@@ -162,25 +173,26 @@ def _grid(table: Any) -> tuple[int, int, AnyArray | None]:
 
 def _in_order(steps: AnyArray, envs: AnyArray) -> bool:
     """Whether `[T, B]` steps and envs are each (step, env) once, in order, as written."""
-    T, B = steps.shape
-    return bool((envs == np.arange(B)).all() and (steps == np.arange(T)[:, None]).all())
+    T, B = steps.shape  # (aranges of the columns' dtype: compared without a cast)
+    in_order = (envs == np.arange(B, dtype=envs.dtype)).all()
+    return bool(in_order and (steps == np.arange(T, dtype=steps.dtype)[:, None]).all())
 
 
 def _ends(starts: AnyArray, terminated: AnyArray, cut: AnyArray) -> AnyArray:
-    """`dones[T]` from the flags of the last step, with the flags checked against `is_first`."""
-    both = (terminated == 1) & (cut == 1)
+    """`dones[T]` from the flags of the last step (`[T, B]` bools), checked against `is_first`."""
+    both = terminated & cut
     if both.any():
         t, b = first_true(both)
         raise ValueError(
             f"columns 'terminated' and 'truncated' are both true at step {t}, env {b}; an "
             "episode ends one way"
         )
-    flagged = (terminated == 1) | (cut == 1)
+    flagged = terminated | cut
     following = episode_ends(starts)
     if not np.array_equal(flagged[:-1], following):
         t, b = first_true(flagged[:-1] != following)
         if flagged[t, b]:
-            which = "terminated" if terminated[t, b] == 1 else "truncated"
+            which = "terminated" if terminated[t, b] else "truncated"
             raise ValueError(
                 f"column {which!r} contradicts column 'is_first': it is true at step {t}, "
                 f"env {b}, but 'is_first' is false at step {t + 1} (an episode that ended "
