@@ -8,6 +8,7 @@ damaged file, never read as other values.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import threading
@@ -30,11 +31,14 @@ import trajkit.arrow._import as reader  # noqa: E402
 from tests.arrow.helpers import image_rollout  # noqa: E402
 from trajkit.arrow import _pages  # noqa: E402
 from trajkit.arrow._pages import (  # noqa: E402
+    BitColumn,
     DamagedPageError,
     PageColumn,
     Prefetch,
+    number_columns,
     plain_columns,
 )
+from trajkit.arrow._plan import PLAN_COLUMNS  # noqa: E402
 from trajkit.testing import ACTION_KINDS, rollouts  # noqa: E402
 
 pytestmark = [
@@ -1259,3 +1263,216 @@ def test_cells_to_take_rows_into_are_the_buffers_own_until_rows_are_taken(pages:
         assert rest.reshape(-1).view(np.int32).tolist() == list(range(30, 40))
     plain = pages(data)
     assert plain.cells(3).shape == (3, 4)
+
+
+# ------------------------------------------------------------- number and boolean columns
+
+NUMBERS = {
+    "i": pa.int32(),
+    "l": pa.int64(),
+    "f": pa.float32(),
+    "d": pa.float64(),
+    "b": pa.bool_(),
+}
+
+
+def _numbers_file(tmp_path: Path, rows: int, nullable: bool, **options: Any) -> tuple[Path, Any]:
+    """A file of one column of each type `number_columns` reads, and its table."""
+    rng = np.random.default_rng(rows)
+    values = {
+        "i": rng.integers(-(2**31), 2**31, rows, dtype=np.int32),
+        "l": rng.integers(-(2**63), 2**63 - 1, rows, dtype=np.int64),
+        "f": rng.standard_normal(rows).astype(np.float32),
+        "d": rng.standard_normal(rows),
+        "b": rng.random(rows) < 0.4,
+    }
+    fields = [pa.field(name, kind, nullable=nullable) for name, kind in NUMBERS.items()]
+    table = pa.table(list(values.values()), schema=pa.schema(fields))
+    path = tmp_path / "numbers.parquet"
+    base = {"compression": "none", "use_dictionary": False, "write_page_checksum": True}
+    pq.write_table(table, path, **{**base, **options})
+    return path, table
+
+
+def _number_columns(path: Path, fds: list[int]) -> dict[str, PageColumn]:
+    fds.append(os.open(path, os.O_RDONLY))
+    file = pq.ParquetFile(path)
+    return number_columns(file, file.schema_arrow.names, fds[-1])
+
+
+@pytest.fixture
+def fds() -> Iterator[list[int]]:
+    """File descriptors to close after the test."""
+    opened: list[int] = []
+    yield opened
+    for fd in opened:
+        os.close(fd)
+
+
+@pytest.mark.parametrize("version", ["1.0", "2.0"])  # (v2 stores booleans RLE-encoded)
+@pytest.mark.parametrize("nullable", [True, False], ids=["nullable", "required"])
+def test_number_columns_read_what_pyarrow_reads_in_any_pieces(
+    tmp_path: Path, fds: list[int], version: str, nullable: bool
+) -> None:
+    path, table = _numbers_file(
+        tmp_path, 40, nullable, data_page_version=version, data_page_size=20, row_group_size=13
+    )
+    columns = _number_columns(path, fds)
+    assert sorted(columns) == sorted(NUMBERS)
+    assert isinstance(columns["b"], BitColumn)
+    for name, column in columns.items():
+        got = np.empty(40, table.schema.field(name).type.to_pandas_dtype())
+        for a, b in [(0, 1), (1, 9), (9, 30), (30, 40)]:
+            column.take(got[a:b], _rows)
+        column.end()
+        np.testing.assert_array_equal(got, table.column(name).to_numpy())
+
+
+def test_only_numbers_read_as_they_are_counting_no_nulls_qualify(
+    tmp_path: Path, fds: list[int]
+) -> None:
+    rows = 6
+    table = pa.table(
+        {
+            "i": pa.array(range(rows), pa.int32()),
+            "narrow": pa.array(range(rows), pa.int8()),  # stored as INT32, read as int8
+            "date": pa.array(range(rows), pa.date32()),  # stored as INT32, read as dates
+            "null": pa.array([1, None, 3, 4, 5, 6], pa.int32()),  # counts a null
+            "text": pa.array(["a"] * rows),
+            "fixed": pa.array([b"abcd"] * rows, pa.binary(4)),
+            "list": pa.array([[1, 2]] * rows, pa.list_(pa.int32(), 2)),
+        }
+    )
+    path = tmp_path / "kinds.parquet"
+    pq.write_table(table, path, compression="none", use_dictionary=False)
+    assert sorted(_number_columns(path, fds)) == ["i"]
+    pq.write_table(table, path, compression="none", use_dictionary=["i"])
+    assert sorted(_number_columns(path, fds)) == []
+    pq.write_table(table, path, compression="snappy", use_dictionary=False)
+    assert sorted(_number_columns(path, fds)) == []
+    pq.write_table(table, path, compression="none", use_dictionary=False, write_statistics=False)
+    assert sorted(_number_columns(path, fds)) == []  # (nulls not counted)
+
+
+def _rollout_file(tmp_path: Path, nulls: bool) -> tuple[Path, Any]:
+    """A compact rollout written plain, `is_first` null at row 5 where `nulls`; its table."""
+    r = trajkit.testing.example_rollout(num_steps=3, num_envs=2)
+    path = tmp_path / "rollout.parquet"
+    ta.write_parquet(r, path, layout="compact", compression="none")
+    table = pq.read_table(path)
+    if nulls:
+        flags = table.column("is_first").to_pylist()
+        flags[5] = None
+        i = table.column_names.index("is_first")
+        table = table.set_column(i, "is_first", pa.array(flags, pa.bool_()))
+        pq.write_table(table, path, compression="none", use_dictionary=False)
+    return path, table
+
+
+def test_a_rollouts_plan_is_read_from_its_pages_where_they_count_no_nulls(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    read: list[list[str]] = []
+    real = _pages.number_columns
+
+    def spy(*args: Any) -> dict[str, PageColumn]:
+        found = real(*args)
+        read.append(sorted(found))
+        return found
+
+    monkeypatch.setattr(reader, "number_columns", spy)
+    path, _ = _rollout_file(tmp_path, nulls=False)
+    ta.read_parquet(path)
+    assert read == [sorted(PLAN_COLUMNS)]
+    path, _ = _rollout_file(tmp_path, nulls=True)  # counted: pyarrow reads them, as before
+    with pytest.raises(ValueError, match=r"^column 'is_first' is null at step 2, env 1 \(row 5\);"):
+        ta.read_parquet(path)
+    assert read[-1] == sorted(set(PLAN_COLUMNS) - {"is_first"})
+
+
+def test_a_null_the_statistics_do_not_count_is_refused_at_its_row(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path, _ = _rollout_file(tmp_path, nulls=True)
+    monkeypatch.setattr(_pages, "_no_nulls", lambda statistics: True)  # (statistics that lie)
+    with pytest.raises(
+        ValueError,
+        match=r"^column 'is_first' is null at row 5 of the file; a rollout has a value at every",
+    ):
+        ta.read_parquet(path)
+
+
+@pytest.fixture
+def bits(tmp_path: Path) -> Iterator[Any]:
+    """`bits(data, levels)`: a `BitColumn` of 40 booleans over `data`."""
+    fds: list[int] = []
+
+    def make(data: bytes, levels: int = 1) -> BitColumn:
+        path = tmp_path / f"bits{len(fds)}.bin"
+        path.write_bytes(data)
+        fds.append(os.open(path, os.O_RDONLY))
+        return BitColumn(fds[-1], "x", [(0, len(data), 40)], 1, levels)
+
+    yield make
+    for fd in fds:
+        os.close(fd)
+
+
+FLAGS = [i % 3 == 0 for i in range(40)]
+PACKED = np.packbits(FLAGS, bitorder="little").tobytes()  # 5 bytes
+
+
+def _hybrid_of(flags: list[bool]) -> bytes:
+    """`flags` RLE-encoded as a data page v2 stores booleans: a 4-byte length, then groups."""
+    groups = bytes([(5 << 1) | 1]) + np.packbits(flags, bitorder="little").tobytes()
+    return len(groups).to_bytes(4, "little") + groups
+
+
+def _read_bits(column: BitColumn, pieces: tuple[int, ...] = (0, 7, 8, 40)) -> list[bool]:
+    got = np.empty(40, np.bool_)
+    for a, b in itertools.pairwise(pieces):
+        column.take(got[a:b], _rows)
+    column.end()
+    return got.tolist()
+
+
+def test_hand_made_boolean_pages_read_back(bits: Any) -> None:
+    assert _read_bits(bits(_page(PACKED, 40, ONES))) == FLAGS
+    assert _read_bits(bits(_page(PACKED, 40, None), levels=0)) == FLAGS
+    assert _read_bits(bits(_page(_hybrid_of(FLAGS), 40, ONES, v2={4: 3}))) == FLAGS
+    assert _read_bits(bits(_page(_hybrid_of(FLAGS), 40, ONES, encoding=3))) == FLAGS
+    runs = bytes([20 << 1, 1, 20 << 1, 0])  # 20 trues, 20 falses
+    page = _page(len(runs).to_bytes(4, "little") + runs, 40, ONES, v2={4: 3})
+    assert _read_bits(bits(page)) == [True] * 20 + [False] * 20
+    halves = _page(PACKED[:2], 16, bytes([16 << 1, 1])) + _page(
+        np.packbits(FLAGS[16:], bitorder="little").tobytes(), 24, bytes([24 << 1, 1])
+    )
+    assert _read_bits(bits(halves), (0, 15, 17, 40)) == FLAGS  # pieces across pages
+
+
+@pytest.mark.parametrize(
+    ("page", "why"),
+    [
+        (_page(PACKED + b"\x00", 40, ONES), "its 40 values do not fill its 12 bytes"),
+        (_page(PACKED, 40, ONES, crc=1), "CRC checksum verification failed"),
+        (_page(PACKED, 40, ONES, encoding=2), "its values are not plain"),
+        (_page((9).to_bytes(4, "little") + PACKED, 40, ONES, v2={4: 3}), "its values do not"),
+        (_page(bytes(4), 40, ONES, v2={4: 3}), "its values do not parse"),  # no groups
+        (_page(_hybrid_of(FLAGS)[:-1], 40, ONES, v2={4: 3}), "its values do not parse"),
+        (_page(b"\x02\x00\x00\x00" + bytes([40 << 1, 2]), 40, ONES, v2={4: 3}), "its values do"),
+    ],
+    ids=["size", "crc", "encoding", "length", "empty", "cut", "run-of-2"],
+)
+def test_a_damaged_boolean_page_is_refused(bits: Any, page: bytes, why: str) -> None:
+    with pytest.raises(DamagedPageError, match=_damaged(why)):
+        _read_bits(bits(page))
+
+
+def test_a_null_among_booleans_is_refused_at_its_row(bits: Any) -> None:
+    levels = bytes([10 << 1, 1, 1 << 1, 0, 29 << 1, 1])  # the value at row 10 is null
+    column = bits(_page(np.packbits(FLAGS[:39], bitorder="little").tobytes(), 40, levels))
+    got = np.empty(40, np.bool_)
+    column.take(got[:4], _rows)
+    with pytest.raises(ValueError, match=r"^column 'x' is null at row 6; a rollout"):
+        column.take(got[4:], _rows)
+    assert got[:4].tolist() == FLAGS[:4]

@@ -13,6 +13,12 @@ makes the rollout's plan from its small columns, into buffers that become the ro
 arrays (when the first rows tell its envs); a refusal the thread meets is raised where
 reading the rows in order would have raised it.
 
+A rollout's plan is made from its small columns (`step`, `env` and its flags): written
+plain, their values are integers or bits as NumPy holds them, and are read so too
+(`number_columns`, `BitColumn`), at about ten times pyarrow's speed for such columns, where
+every column chunk's statistics say it holds no null (a null is then named by its row of
+the file, not by its step and env as the plan would: files with nulls go through pyarrow).
+
 Only what such a column can hold is read here: data pages (v1 or v2) of PLAIN values whose
 definition levels say no row is null, in row groups with no dictionary. Anything else (a
 column a tool rewrote with compression or a dictionary, a file read from a URL) is decoded
@@ -27,7 +33,7 @@ from __future__ import annotations
 import os
 import threading
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import numpy as np
@@ -35,7 +41,7 @@ import numpy as np
 from trajkit._base.types import AnyArray
 from trajkit._io.crc import crc32
 
-__all__ = ["PageColumn", "Prefetch", "Prefetched", "plain_columns"]
+__all__ = ["BitColumn", "PageColumn", "Prefetch", "Prefetched", "number_columns", "plain_columns"]
 
 _PLAIN_ENCODINGS = frozenset({"PLAIN", "RLE", "BIT_PACKED"})
 _MAX_HEADER = 16 << 20  # pyarrow's own limit on a page header's size
@@ -69,28 +75,70 @@ def plain_columns(
     `FIXED_LEN_BYTE_ARRAY` of that width, never repeated, and every row group holds it
     uncompressed, without a dictionary, in plain values; `fd` reads the file.
     """
-    metadata, schema = file.metadata, file.schema
     found: dict[str, PageColumn] = {}
-    for j in range(metadata.num_columns):
-        column = schema.column(j)
+    for column, chunks in _plain(file, names, counted=False):
         name = column.path
-        if name not in widths or name not in names:
-            continue
-        if (
-            column.physical_type != "FIXED_LEN_BYTE_ARRAY"
-            or column.length != widths[name]
-            or column.max_repetition_level != 0
-            or column.max_definition_level > 1
-        ):
-            continue
-        chunks = _chunks(metadata, j)
-        if chunks is not None:
+        if column.physical_type == "FIXED_LEN_BYTE_ARRAY" and column.length == widths.get(name):
             found[name] = PageColumn(fd, name, chunks, widths[name], column.max_definition_level)
     return found
 
 
-def _chunks(metadata: Any, j: int) -> list[tuple[int, int, int]] | None:
-    """Column `j`'s chunks as `(start, end, values)`, or `None` if one is not plain."""
+def number_columns(file: Any, names: Iterable[str], fd: int) -> dict[str, PageColumn]:
+    """The columns among `names` of plain numbers (or booleans) that count no nulls.
+
+    As `plain_columns`, for columns of 32- or 64-bit integers or floats, or booleans, whose
+    Arrow type is the one their values have (not a narrower integer, a date, ...), and
+    whose every column chunk declares, in its statistics, that it holds no null. Their
+    values are read into NumPy arrays of that type (`take`; booleans unpacked from bits).
+    """
+    arrow = file.schema_arrow
+    found: dict[str, PageColumn] = {}
+    for column, chunks in _plain(file, names, counted=True):
+        name, kind = column.path, column.physical_type
+        if kind in _NUMBERS and str(arrow.field(name).type) == _NUMBERS[kind][0]:
+            dtype, levels = _NUMBERS[kind][1], column.max_definition_level
+            make = BitColumn if dtype == np.bool_ else PageColumn
+            found[name] = make(fd, name, chunks, dtype.itemsize, levels)
+    return found
+
+
+_NUMBERS: dict[str, tuple[str, np.dtype[Any]]] = {
+    "INT32": ("int32", np.dtype(np.int32)),
+    "INT64": ("int64", np.dtype(np.int64)),
+    "FLOAT": ("float", np.dtype(np.float32)),
+    "DOUBLE": ("double", np.dtype(np.float64)),
+    "BOOLEAN": ("bool", np.dtype(np.bool_)),
+}
+"""Parquet's physical types of numbers: the Arrow type read as is, and its values' dtype."""
+
+
+def _plain(
+    file: Any, names: Iterable[str], counted: bool
+) -> Iterator[tuple[Any, list[tuple[int, int, int]]]]:
+    """The top-level columns among `names`, never repeated, plain in every row group.
+
+    Each with its schema and its chunks (`_chunks`). `counted`: only those whose every
+    chunk's statistics count its nulls, none.
+    """
+    metadata, schema, wanted = file.metadata, file.schema, set(names)
+    for j in range(metadata.num_columns):
+        column = schema.column(j)
+        if (
+            column.path not in wanted
+            or column.max_repetition_level != 0
+            or column.max_definition_level > 1
+        ):
+            continue
+        chunks = _chunks(metadata, j, counted)
+        if chunks is not None:
+            yield column, chunks
+
+
+def _chunks(metadata: Any, j: int, counted: bool = False) -> list[tuple[int, int, int]] | None:
+    """Column `j`'s chunks as `(start, end, values)`, or `None` if one is not plain.
+
+    `counted`: `None` also where a chunk's statistics do not say it holds no null.
+    """
     chunks = []
     for g in range(metadata.num_row_groups):
         chunk = metadata.row_group(g).column(j)
@@ -98,6 +146,7 @@ def _chunks(metadata: Any, j: int) -> list[tuple[int, int, int]] | None:
             chunk.compression != "UNCOMPRESSED"
             or chunk.has_dictionary_page
             or not set(chunk.encodings) <= _PLAIN_ENCODINGS
+            or (counted and not _no_nulls(chunk.statistics))
         ):
             return None
         start = chunk.data_page_offset
@@ -105,8 +154,15 @@ def _chunks(metadata: Any, j: int) -> list[tuple[int, int, int]] | None:
     return chunks
 
 
+def _no_nulls(statistics: Any) -> bool:
+    """Whether a column chunk's statistics say it holds no null."""
+    return statistics is not None and statistics.has_null_count and statistics.null_count == 0
+
+
 class PageColumn:
     """One plain column of a file, its rows read in order into the arrays given (`take`)."""
+
+    _ENCODINGS: tuple[int, ...] = (_PLAIN,)  # of its values
 
     def __init__(
         self, fd: int, name: str, chunks: list[tuple[int, int, int]], width: int, levels: int
@@ -121,6 +177,7 @@ class PageColumn:
         self._crc = 0  # of the current page so far
         self._want: int | None = None  # its checksum, when it has one
         self._page = 0  # where its header starts (named in messages)
+        self._encoding: Any = _PLAIN  # of its values
         self._null: int | None = None  # a null among its values left (index among them)
         self.taken = 0  # rows taken so far
         self.refused_at = 0  # the row (counted as `taken`) of the last refusal
@@ -133,7 +190,7 @@ class PageColumn:
         reach it).
         """
         target = _flat(into).data
-        count, done, width = len(into), 0, self.width
+        count, done = len(into), 0
         at = 0  # the row a refusal now would be at: a page's first, a null, a page's last
         try:
             while done < count:
@@ -149,10 +206,7 @@ class PageColumn:
                             f"column {self.name!r} is null at {rows(done)}; a rollout has a "
                             "value at every step"
                         )
-                part = target[done * width : (done + n) * width]
-                self._read(part)
-                self._crc = crc32(part, self._crc)
-                self._pos += len(part)
+                self._values(target, done, n)
                 self._left -= n
                 done += n
                 if self._null is not None:
@@ -165,6 +219,13 @@ class PageColumn:
             raise
         finally:
             self.taken += done
+
+    def _values(self, target: memoryview, done: int, n: int) -> None:
+        """Read the next `n` values of the page into `target` (flat bytes), from row `done`."""
+        part = target[done * self.width : (done + n) * self.width]
+        self._read(part)
+        self._crc = crc32(part, self._crc)
+        self._pos += len(part)
 
     def cells(self, rows: int) -> AnyArray:
         """`[rows, width]` bytes to take the next `rows` rows into."""
@@ -208,17 +269,27 @@ class PageColumn:
             values, levels = self._v2(header[8], body)
         else:
             raise self._damaged(f"a page of type {kind}, not a data page of plain values")
-        if values > self._expected or (
-            self._null is None and values * self.width != self._at - body - levels
-        ):  # (a page with nulls stores fewer values: refused at its first null)
+        if values > self._expected or not self._fits(values, self._at - body - levels):
             raise self._damaged(f"its {values} values do not fill its {self._at - body} bytes")
         self._expected -= values
         self._left, self._pos = values, body + levels
+        self._page_read(values)
+
+    def _fits(self, values: int, size: int) -> bool:
+        """Whether `values` values fill `size` bytes.
+
+        A page with nulls stores fewer values: it is refused at its first null instead.
+        """
+        return self._null is not None or values * self.width == size
+
+    def _page_read(self, values: int) -> None:
+        """A page's header and levels were read: its values are read by `take`."""
 
     def _v1(self, page: dict[int, Any], body: int) -> tuple[int, int]:
         """A v1 data page's values and the bytes of its levels (length-prefixed), checked."""
         values = _int(page, 1, self._damaged)
-        if page.get(2) != _PLAIN or page.get(4) not in (_RLE, 4):
+        self._encoding = page.get(2)
+        if self._encoding not in self._ENCODINGS or page.get(4) not in (_RLE, 4):
             raise self._damaged("its values are not plain")
         if not self.levels:
             self._crc, self._null = 0, None
@@ -236,7 +307,8 @@ class PageColumn:
         """A v2 data page's values and the bytes of its levels, checked."""
         values = _int(page, 1, self._damaged)
         length, repeated = _int(page, 5, self._damaged), _int(page, 6, self._damaged)
-        if page.get(4) != _PLAIN or repeated or (length and not self.levels):
+        self._encoding = page.get(4)
+        if self._encoding not in self._ENCODINGS or repeated or (length and not self.levels):
             raise self._damaged("its values are not plain")
         levels = self._bytes(body, length)
         self._crc = crc32(levels)
@@ -262,6 +334,42 @@ class PageColumn:
             f"not a readable Parquet file: column {self.name!r}, the page at byte "
             f"{self._page}: {why}"
         )
+
+
+class BitColumn(PageColumn):
+    """A column of booleans: plain (bits, 8 to a byte, the first the lowest) or RLE.
+
+    Each page's values are read whole when its header is (a page holds a row group's
+    booleans in a few KB), checked, and unpacked; `take` hands them out as bools. Data
+    pages v2 store booleans RLE-encoded (a 4-byte length, then runs and bit-packed groups).
+    """
+
+    _ENCODINGS = (_PLAIN, _RLE)
+    _bits: AnyArray
+
+    def _fits(self, values: int, size: int) -> bool:
+        return self._null is not None or self._encoding == _RLE or -(-values // 8) == size
+
+    def _page_read(self, values: int) -> None:
+        stored = values if self._null is None else self._null  # (refused at the null)
+        data = self._bytes(self._pos, self._at - self._pos)
+        self._crc = crc32(data, self._crc)
+        try:
+            if self._encoding == _RLE:
+                length = int.from_bytes(data[:4], "little")
+                if 4 + length > len(data):
+                    raise ValueError
+                self._bits = _hybrid(data[4 : 4 + length], stored)
+            else:
+                packed = np.frombuffer(data, np.uint8)
+                self._bits = np.unpackbits(packed, bitorder="little", count=stored)
+        except (IndexError, ValueError):
+            raise self._damaged("its values do not parse") from None
+        self._used = 0
+
+    def _values(self, target: memoryview, done: int, n: int) -> None:
+        target[done : done + n] = self._bits[self._used : self._used + n].data
+        self._used += n
 
 
 class Prefetch:
@@ -434,25 +542,34 @@ def _first_null(
 
 
 def _scan_levels(levels: bytes, values: int) -> int | None:
+    decoded = _hybrid(levels, values)
+    return None if decoded.all() else int(np.argmin(decoded))
+
+
+def _hybrid(data: bytes, values: int) -> AnyArray:
+    """`values` values of bit width 1 (0 or 1), RLE/bit-packed hybrid encoded, as bytes.
+
+    Raises `ValueError` or `IndexError` where `data` is not such an encoding.
+    """
+    decoded = np.empty(values, np.uint8)
     pos = seen = 0
     while seen < values:
-        head, pos = _varint(levels, pos)
+        head, pos = _varint(data, pos)
         count = head >> 1
-        if head & 1:  # bit-packed: `count` groups of 8 levels, a byte each
+        if head & 1:  # bit-packed: `count` groups of 8 values, a byte each
             if not count:
                 raise ValueError
-            packed = np.frombuffer(levels, np.uint8, count, pos)  # ValueError past the end
+            packed = np.frombuffer(data, np.uint8, count, pos)  # ValueError past the end
             bits = np.unpackbits(packed, bitorder="little")[: values - seen]
-            if not bits.all():
-                return seen + int(np.argmin(bits))
-            pos, seen = pos + count, seen + 8 * count
-        else:  # a run of `count` times one level, in a byte
-            if not count or levels[pos] > 1:
+            decoded[seen : seen + len(bits)] = bits
+            pos, seen = pos + count, seen + len(bits)
+        else:  # a run of `count` times one value, in a byte
+            if not count or data[pos] > 1:
                 raise ValueError
-            if not levels[pos]:
-                return seen
-            pos, seen = pos + 1, seen + count
-    return None
+            run = min(count, values - seen)
+            decoded[seen : seen + run] = data[pos]
+            pos, seen = pos + 1, seen + run
+    return decoded
 
 
 # ------------------------------------------------------------------ Thrift compact protocol
