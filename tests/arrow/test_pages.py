@@ -1476,3 +1476,52 @@ def test_a_null_among_booleans_is_refused_at_its_row(bits: Any) -> None:
     with pytest.raises(ValueError, match=r"^column 'x' is null at row 6; a rollout"):
         column.take(got[4:], _rows)
     assert got[:4].tolist() == FLAGS[:4]
+
+
+def _page_count(path: Path, name: str) -> int:
+    """The data pages of column `name` in the file's first row group, by their headers."""
+    file = pq.ParquetFile(path)
+    j = file.schema_arrow.names.index(name)
+    chunk = file.metadata.row_group(0).column(j)
+    at = chunk.dictionary_page_offset if chunk.has_dictionary_page else chunk.data_page_offset
+    end, pages = at + chunk.total_compressed_size, 0
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        while at < end:
+            header, size = _pages._header(fd, at, end - at)
+            at, pages = at + size + header[3], pages + (header[1] != 2)  # (2: a dictionary)
+    finally:
+        os.close(fd)
+    return pages
+
+
+def test_pages_are_cut_by_their_size_not_at_20000_rows(tmp_path: Path) -> None:
+    if not ta._page_rows():
+        pytest.skip("this pyarrow's ParquetWriter has no max_rows_per_page")
+    r = trajkit.testing.example_rollout(num_steps=2499, num_envs=20)  # 50,000 rows
+    path = tmp_path / "pages.parquet"
+    for layout in ("compact", "readable"):
+        ta.write_parquet(r, path, layout=layout, compression="none")
+        assert _page_count(path, "step") == 1  # 200 KB: one page
+        assert _page_count(path, "is_first") == 1
+    ta.write_parquet(r, path, layout="compact", compression="none", max_rows_per_page=20000)
+    assert _page_count(path, "step") == 3  # (the caller's option first)
+    assert ta.read_parquet(path) == [r]
+
+
+def test_pages_keep_pyarrows_rows_where_it_cannot_be_told_otherwise(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    class Writer:
+        def __init__(self, where: str, schema: Any, *, compression: str = "snappy") -> None:
+            pass
+
+    parquet = type("parquet", (), {"ParquetWriter": Writer})
+    ta._page_rows.cache_clear()
+    try:
+        with monkeypatch.context() as patched:
+            patched.setattr(ta, "require", lambda *args: parquet)
+            assert ta._page_rows() == {}
+    finally:
+        ta._page_rows.cache_clear()
+    assert ta._page_rows() == {"max_rows_per_page": 1 << 20}
