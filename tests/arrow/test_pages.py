@@ -33,8 +33,10 @@ from trajkit.arrow import _pages  # noqa: E402
 from trajkit.arrow._pages import (  # noqa: E402
     BitColumn,
     DamagedPageError,
+    NullColumn,
     PageColumn,
     Prefetch,
+    null_columns,
     number_columns,
     plain_columns,
 )
@@ -125,9 +127,9 @@ def test_cells_read_into_place_take_no_room_in_a_batch(
     rows: list[int] = []
     real = _ahead.Batches
 
-    def batches(file: Any, reopen: Any, names: list[str], count: int) -> Any:
+    def batches(file: Any, reopen: Any, names: list[str], count: int, merging: Any) -> Any:
         rows.append(count)
-        return real(file, reopen, names, count)
+        return real(file, reopen, names, count, merging)
 
     monkeypatch.setattr(reader, "Batches", batches)
     rs = [image_rollout(num_steps=6, seed=s) for s in range(2)]
@@ -1372,12 +1374,13 @@ def _rollout_file(tmp_path: Path, nulls: bool) -> tuple[Path, Any]:
 def test_a_rollouts_plan_is_read_from_its_pages_where_they_count_no_nulls(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    read: list[list[str]] = []
+    read: list[list[str]] = []  # the plan's columns found, at each read
     real = _pages.number_columns
 
-    def spy(*args: Any) -> dict[str, PageColumn]:
-        found = real(*args)
-        read.append(sorted(found))
+    def spy(file: Any, names: Any, fd: int) -> dict[str, PageColumn]:
+        found = real(file, names, fd)
+        if names == PLAN_COLUMNS:
+            read.append(sorted(found))
         return found
 
     monkeypatch.setattr(reader, "number_columns", spy)
@@ -1394,7 +1397,8 @@ def test_a_null_the_statistics_do_not_count_is_refused_at_its_row(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path, _ = _rollout_file(tmp_path, nulls=True)
-    monkeypatch.setattr(_pages, "_no_nulls", lambda statistics: True)  # (statistics that lie)
+    real = _pages._counted  # statistics that say no column holds a null:
+    monkeypatch.setattr(_pages, "_counted", lambda c, nulls: nulls == "none" or real(c, nulls))
     with pytest.raises(
         ValueError,
         match=r"^column 'is_first' is null at row 5 of the file; a rollout has a value at every",
@@ -1525,3 +1529,88 @@ def test_pages_keep_pyarrows_rows_where_it_cannot_be_told_otherwise(
     finally:
         ta._page_rows.cache_clear()
     assert ta._page_rows() == {"max_rows_per_page": 1 << 20}
+
+
+def test_only_columns_counting_only_nulls_qualify_as_null_columns(
+    tmp_path: Path, fds: list[int]
+) -> None:
+    rows = 6
+    table = pa.table(
+        {
+            "text": pa.nulls(rows, pa.string()),
+            "bytes": pa.nulls(rows, pa.binary()),
+            "number": pa.nulls(rows, pa.float32()),
+            "some": pa.array([None, "a", None, None, None, None]),  # one value
+            "none": pa.array(["a"] * rows),
+            "list": pa.nulls(rows, pa.list_(pa.int32())),  # nested: its levels go deeper
+        }
+    )
+    path = tmp_path / "nulls.parquet"
+    pq.write_table(table, path, compression="none", use_dictionary=False)
+    fds.append(os.open(path, os.O_RDONLY))
+    file = pq.ParquetFile(path)
+    found = null_columns(file, file.schema_arrow.names, fds[-1])
+    assert sorted(found) == ["bytes", "number", "text"]
+    for column in found.values():
+        column.skip(2)
+        column.skip(4)
+        column.end()
+    pq.write_table(table, path, compression="none", use_dictionary=False, write_statistics=False)
+    assert null_columns(pq.ParquetFile(path), ["text"], fds[-1]) == {}
+
+
+@pytest.fixture
+def nulls(tmp_path: Path) -> Iterator[Any]:
+    """`nulls(data)`: a `NullColumn` of 40 rows over `data`."""
+    fds: list[int] = []
+
+    def make(data: bytes) -> NullColumn:
+        path = tmp_path / f"nulls{len(fds)}.bin"
+        path.write_bytes(data)
+        fds.append(os.open(path, os.O_RDONLY))
+        return NullColumn(fds[-1], "x", [(0, len(data), 40)], 0, 1)
+
+    yield make
+    for fd in fds:
+        os.close(fd)
+
+
+ABSENT = bytes([40 << 1, 0])  # an RLE run of 40 nulls
+
+
+def test_hand_made_pages_of_nulls_are_gone_over_and_checked(nulls: Any) -> None:
+    column = nulls(_page(b"", 40, ABSENT))
+    column.skip(40)
+    column.end()
+    halves = nulls(_page(b"", 25, bytes([25 << 1, 0]), v2={2: 25}) + _page(b"", 15, bytes([30, 0])))
+    halves.skip(10)
+    halves.skip(30)
+    halves.end()
+    with pytest.raises(DamagedPageError, match=_damaged("its statistics count only nulls, its")):
+        nulls(_page(_cells(1), 40, bytes([(5 << 1) | 1]) + b"\x00" * 4 + b"\x01")).skip(40)
+    with pytest.raises(DamagedPageError, match=_damaged("its 40 values do not fill its 10 bytes")):
+        nulls(_page(b"\x00" * 4, 40, ABSENT)).skip(40)
+    with pytest.raises(DamagedPageError, match=_damaged("its definition levels do not parse")):
+        nulls(_page(b"", 40, bytes([40 << 1, 2]))).skip(40)
+    with pytest.raises(DamagedPageError, match=_damaged("CRC checksum verification failed")):
+        nulls(_page(b"", 40, ABSENT, crc=7)).skip(40)
+
+
+def test_a_null_among_numbers_the_statistics_do_not_count_is_refused_at_its_row(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    r = trajkit.testing.example_rollout(num_steps=3, num_envs=2)
+    path = tmp_path / "rollout.parquet"
+    ta.write_parquet(r, path, layout="compact", compression="none")
+    table = pq.read_table(path)
+    rewards = table.column("reward").to_pylist()
+    rewards[3] = None
+    i = table.column_names.index("reward")
+    table = table.set_column(i, "reward", pa.array(rewards, pa.float32()))
+    pq.write_table(table, path, compression="none", use_dictionary=False)
+    with pytest.raises(ValueError, match=r"^column 'reward' is null at step 1, env 1 \(row 3\)"):
+        ta.read_parquet(path)  # counted: read by pyarrow, named by the rollout's grid
+    real = _pages._counted  # statistics that say no column holds a null:
+    monkeypatch.setattr(_pages, "_counted", lambda c, nulls: nulls == "none" or real(c, nulls))
+    with pytest.raises(ValueError, match=r"^column 'reward' is null at row 3 of the file; a"):
+        ta.read_parquet(path)

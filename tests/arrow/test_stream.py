@@ -344,3 +344,51 @@ def test_a_refusal_in_the_first_row_group_ends_the_reading_threads(tmp_path: Pat
     with pytest.raises(ValueError, match=r"^rews must be finite, got nan at \(t=1, b=1\)$"):
         ta.read_parquet(tmp_path / "bad.parquet")
     assert not _reader_threads()
+
+
+class _Tagged:
+    """A `Merge` that adds each batch's first row of the file, and refuses at its end."""
+
+    def __init__(self, k: int, n: int, log: list[tuple[int, int]], refuse: bool) -> None:
+        self.k, self.log, self.refuse = k, log, refuse
+
+    def __call__(self, row: int, batch: Any) -> Any:
+        self.log.append((self.k, row))
+        return batch
+
+    def end(self) -> None:
+        if self.refuse:
+            raise ValueError(f"thread {self.k} has rows left")
+
+
+@pytest.mark.parametrize("readers", [1, 2, 3])
+def test_each_thread_merges_its_batches_and_ends_its_merge(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, readers: int
+) -> None:
+    monkeypatch.setattr(_ahead, "READERS", readers)
+    table = pa.table({"x": np.arange(100, dtype=np.int32)})
+    pq.write_table(table, tmp_path / "x.parquet", row_group_size=30)  # 4 row groups
+    file = pq.ParquetFile(tmp_path / "x.parquet")
+
+    def reopen(metadata: Any) -> Any:
+        return pq.ParquetFile(tmp_path / "x.parquet", metadata=metadata)
+
+    log: list[tuple[int, int]] = []
+    with _ahead.Batches(file, reopen, ["x"], 20, lambda k, n: _Tagged(k, n, log, False)) as got:
+        assert [b.column(0).to_pylist() for b in got] == [
+            list(range(a, min(b, 100)))
+            for a, b in [(0, 20), (20, 30), (30, 50), (50, 60), (60, 80), (80, 90), (90, 100)]
+        ]
+    assert sorted(log) == sorted(
+        (g % readers, row)
+        for g, rows in enumerate([(0, 20), (30, 50), (60, 80), (90,)])
+        for row in rows
+    )
+    taken: list[int] = []
+    with (
+        pytest.raises(ValueError, match=r"^thread 0 has rows left$"),
+        _ahead.Batches(file, reopen, ["x"], 20, lambda k, n: _Tagged(k, n, [], k == 0)) as b,
+    ):
+        taken.extend(batch.num_rows for batch in b)
+    assert sum(taken) == 100  # every row first: refused at the end, where thread 0 ends
+    assert not _reader_threads()

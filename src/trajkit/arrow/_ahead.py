@@ -14,7 +14,7 @@ import queue
 import threading
 from collections.abc import Callable, Iterator
 from types import TracebackType
-from typing import Any
+from typing import Any, Protocol
 
 READERS = 2
 """Threads that decode a file's row groups in turn, besides the caller's."""
@@ -103,29 +103,64 @@ def file_batches(file: Any, names: list[str], rows: int) -> Iterator[Any]:
         yield from file.iter_batches(batch_size=rows, row_groups=[group], columns=names)
 
 
-def _groups(file: Any, names: list[str], rows: int, first: int, step: int) -> Iterator[Any]:
-    """`file_batches` of the row groups `first`, `first + step`, ..., each followed by a mark."""
-    for group in range(first, file.metadata.num_row_groups, step):
-        yield from file.iter_batches(batch_size=rows, row_groups=[group], columns=names)
+class Merge(Protocol):
+    """What a reading thread merges into each batch it decodes (its own, not shared)."""
+
+    def __call__(self, row: int, batch: Any) -> Any:
+        """`batch` (of the file's rows from `row` on) with what the thread adds."""
+
+    def end(self) -> None:
+        """Once the thread's last row group is read (raise what is left over)."""
+
+
+def _groups(
+    file: Any, names: list[str], rows: int, first: int, step: int, merge: Merge | None
+) -> Iterator[Any]:
+    """`file_batches` of the row groups `first`, `first + step`, ..., each followed by a mark.
+
+    Each batch `merge`d where given (in this thread, the batches in the file's order).
+    """
+    metadata = file.metadata
+    starts = [0]
+    for group in range(metadata.num_row_groups):
+        starts.append(starts[-1] + metadata.row_group(group).num_rows)
+    for group in range(first, metadata.num_row_groups, step):
+        row = starts[group]
+        for batch in file.iter_batches(batch_size=rows, row_groups=[group], columns=names):
+            yield batch if merge is None else merge(row, batch)
+            row += batch.num_rows
         yield _GROUP_END
+    if merge is not None:
+        merge.end()
 
 
 class Batches:
     """A file's batches in order, decoded ahead by `READERS` threads (see the module).
 
     `reopen(metadata)` gives another reader of the same open file (the same bytes, whatever
-    happens to its path meanwhile), one per thread.
+    happens to its path meanwhile), one per thread. `merging(k, n)`, where given, makes
+    what thread k of n merges into each batch it decodes (`Merge`).
     """
 
     def __init__(
-        self, file: Any, reopen: Callable[[Any], Any], names: list[str], rows: int
+        self,
+        file: Any,
+        reopen: Callable[[Any], Any],
+        names: list[str],
+        rows: int,
+        merging: Callable[[int, int], Merge] | None = None,
     ) -> None:
         count = file.metadata.num_row_groups
         readers = max(1, min(READERS, count))
         files = [file] + [reopen(file.metadata) for _ in range(readers - 1)]
         self._count = count
         self._workers = [
-            Ahead(_groups(each, names, rows, k, readers)) for k, each in enumerate(files)
+            Ahead(
+                _groups(
+                    each, names, rows, k, readers, None if merging is None else merging(k, readers)
+                )
+            )
+            for k, each in enumerate(files)
         ]
 
     def __iter__(self) -> Iterator[Any]:
@@ -134,6 +169,9 @@ class Batches:
                 if batch is _GROUP_END:
                     break
                 yield batch
+        for worker in self._workers:  # each to its end: what its merge refuses there is raised
+            for _ in worker:
+                pass
 
     def close(self) -> None:
         for worker in self._workers:

@@ -46,9 +46,11 @@ from trajkit.arrow._layout import (
 )
 from trajkit.arrow._leaves import Checks, Grid, Leaf, make_leaf
 from trajkit.arrow._pages import (
+    NullColumn,
     PageColumn,
     Prefetch,
     Prefetched,
+    null_columns,
     number_columns,
     plain_columns,
 )
@@ -72,6 +74,9 @@ PREFETCH_BYTES = 1 << 20
 thread would cost about what it saves."""
 
 _SMALL_BATCH_ROWS = 1 << 20
+
+FIRST_ROWS = 1 << 16
+"""The rows of a rollout's plan columns read from their pages first (`_Pages.take`)."""
 
 # `{` and `[` allowed in the `info` column besides its info objects: this many, plus one per
 # 16 bytes (each text is decoded on its own, so the JSON budget of `load` does not apply).
@@ -139,22 +144,28 @@ def iter_file(
     if index.runs is None:  # rollouts out of order, or one's rows apart: read whole
         yield from _whole(pa, file, layout, names)
         return
-    pages = {} if fd is None else number_columns(file, PLAN_COLUMNS, fd)
     small: _Cut | _Pages
-    if len(pages) == len(PLAN_COLUMNS):  # each read from its pages
-        small = _Pages(pa, pages, [schema.field(name) for name in PLAN_COLUMNS])
+    plan = {} if fd is None else number_columns(file, PLAN_COLUMNS, fd)
+    if len(plan) == len(PLAN_COLUMNS):  # each read from its pages
+        small = _Pages(pa, [schema.field(name) for name in PLAN_COLUMNS], plan)
     else:
-        pages = {}
         small = _Cut(file_batches(reopen(file.metadata), list(PLAN_COLUMNS), _SMALL_BATCH_ROWS))
     direct = {} if fd is None else plain_columns(file, names, _widths(layout), fd)
-    rest = [name for name in names if name not in direct]
-    with Batches(file, reopen, rest, _batch_rows(layout, direct)) as batches:
+    others = [name for name in names if name not in direct]
+    numbers = {} if fd is None else number_columns(file, others, fd)
+    nulls = {} if fd is None else null_columns(file, set(others) - set(numbers), fd)
+    pages = _Pages(pa, [schema.field(name) for name in others], numbers, nulls)
+    rest = [name for name in others if name not in numbers and name not in nulls]
+    merging = pages.part if numbers or nulls else None  # (read by the threads that decode)
+    with Batches(file, reopen, rest, _batch_rows(layout, direct), merging) as batches:
         rollouts = _Rollouts(pa, schema, layout, small, _Cut(batches), direct)
         for k, rows in enumerate(index.runs):
             yield rollouts.read(k, rows)  # nothing of it stays here once the caller lets go
         rollouts.rest.end()
-        for column in [*direct.values(), *pages.values()]:
+        for column in direct.values():
             column.end()
+        if isinstance(small, _Pages):
+            small.end()
 
 
 def _widths(layout: dict[str, Any]) -> dict[str, int]:
@@ -340,26 +351,69 @@ class _Cut:
 
 
 class _Pages:
-    """The small columns' rows read from their pages (`number_columns`), as `_Cut` gives them.
+    """Columns of a file read from their pages, in batches as pyarrow would give them.
 
-    Each column's next rows are read into a NumPy array, handed on as an Arrow array of it
-    (zero-copy; booleans packed into bits): pyarrow would decode them at about a tenth of
-    the speed, where they are most of what a rollout's plan waits for.
+    Numbers (`number_columns`) are read into NumPy arrays, handed on as Arrow arrays of
+    them (zero-copy; booleans packed into bits); columns of nulls (`null_columns`) have
+    their levels checked and become arrays of nulls. pyarrow decodes such columns at about
+    a tenth of that speed. The rows of the file are taken in order (`batch`), and a null
+    in a column of numbers is named by its row of the file.
     """
 
-    def __init__(self, pa: Any, columns: dict[str, PageColumn], fields: list[Any]) -> None:
-        self.pa, self.columns, self.fields = pa, columns, fields
+    def __init__(
+        self,
+        pa: Any,
+        fields: list[Any],
+        numbers: dict[str, PageColumn],
+        nulls: dict[str, NullColumn] | None = None,
+    ) -> None:
+        self.pa, self.fields, self.numbers, self.nulls = pa, fields, numbers, nulls or {}
+        self.schema = pa.schema(fields)
         self.start = 0  # the file's row of the next row
 
-    def take(self, rows: int) -> Iterator[Any]:
-        """The next `rows` rows, as one record batch."""
+    def batch(self, rows: int, given: Any = None) -> Any:
+        """The next `rows` rows, as a record batch; other columns from `given` (a batch)."""
         start, arrays = self.start, []
         for field in self.fields:
-            values = np.empty(rows, field.type.to_pandas_dtype())
-            self.columns[field.name].take(values, lambda i: f"row {start + i} of the file")
-            arrays.append(from_numpy(self.pa, values))
+            name = field.name
+            if name in self.numbers:
+                values = np.empty(rows, field.type.to_pandas_dtype())
+                self.numbers[name].take(values, lambda i: f"row {start + i} of the file")
+                arrays.append(from_numpy(self.pa, values))
+            elif name in self.nulls:
+                self.nulls[name].skip(rows)
+                arrays.append(self.pa.nulls(rows, field.type))
+            else:
+                arrays.append(given.column(name))
         self.start += rows
-        yield self.pa.RecordBatch.from_arrays(arrays, schema=self.pa.schema(self.fields))
+        return self.pa.RecordBatch.from_arrays(arrays, schema=self.schema)
+
+    def take(self, rows: int) -> Iterator[Any]:
+        """The next `rows` rows, as `_Cut.take` gives them: a first batch, then the rest.
+
+        The first holds `FIRST_ROWS` rows at most: enough to tell a rollout's envs (`_envs`)
+        and start reading its leaves (`Prefetch`) before the rest of its plan is read.
+        """
+        first = min(rows, FIRST_ROWS)
+        yield self.batch(first)
+        if rows > first:
+            yield self.batch(rows - first)
+
+    def __call__(self, row: int, batch: Any) -> Any:
+        """`batch` (the other columns of the file's rows from `row` on) with these columns."""
+        self.start = row
+        return self.batch(batch.num_rows, batch)
+
+    def part(self, k: int, n: int) -> _Pages:
+        """These columns' row groups k, k + n, ..., for thread k of n (`Batches`)."""
+        numbers = {name: column.part(k, n) for name, column in self.numbers.items()}
+        nulls = {name: column.part(k, n) for name, column in self.nulls.items()}
+        return _Pages(self.pa, self.fields, numbers, nulls)
+
+    def end(self) -> None:
+        """Refuse pages or row groups left once every row was taken."""
+        for column in [*self.numbers.values(), *self.nulls.values()]:
+            column.end()
 
 
 def _whole(pa: Any, file: Any, layout: dict[str, Any], names: list[str]) -> Iterator[Rollout]:

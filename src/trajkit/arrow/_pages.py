@@ -34,14 +34,24 @@ import os
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
+from typing_extensions import Self
 
 from trajkit._base.types import AnyArray
 from trajkit._io.crc import crc32
 
-__all__ = ["BitColumn", "PageColumn", "Prefetch", "Prefetched", "number_columns", "plain_columns"]
+__all__ = [
+    "BitColumn",
+    "NullColumn",
+    "PageColumn",
+    "Prefetch",
+    "Prefetched",
+    "null_columns",
+    "number_columns",
+    "plain_columns",
+]
 
 _PLAIN_ENCODINGS = frozenset({"PLAIN", "RLE", "BIT_PACKED"})
 _MAX_HEADER = 16 << 20  # pyarrow's own limit on a page header's size
@@ -76,7 +86,7 @@ def plain_columns(
     uncompressed, without a dictionary, in plain values; `fd` reads the file.
     """
     found: dict[str, PageColumn] = {}
-    for column, chunks in _plain(file, names, counted=False):
+    for column, chunks in _plain(file, names, "any"):
         name = column.path
         if column.physical_type == "FIXED_LEN_BYTE_ARRAY" and column.length == widths.get(name):
             found[name] = PageColumn(fd, name, chunks, widths[name], column.max_definition_level)
@@ -93,12 +103,25 @@ def number_columns(file: Any, names: Iterable[str], fd: int) -> dict[str, PageCo
     """
     arrow = file.schema_arrow
     found: dict[str, PageColumn] = {}
-    for column, chunks in _plain(file, names, counted=True):
+    for column, chunks in _plain(file, names, "none"):
         name, kind = column.path, column.physical_type
         if kind in _NUMBERS and str(arrow.field(name).type) == _NUMBERS[kind][0]:
             dtype, levels = _NUMBERS[kind][1], column.max_definition_level
             make = BitColumn if dtype == np.bool_ else PageColumn
             found[name] = make(fd, name, chunks, dtype.itemsize, levels)
+    return found
+
+
+def null_columns(file: Any, names: Iterable[str], fd: int) -> dict[str, NullColumn]:
+    """The columns among `names`, of any type, whose every chunk counts only nulls.
+
+    As `plain_columns`, where each column chunk's statistics say all its values are null
+    (a rollout's `info` without infos, its `next_obs` without final observations): their
+    pages' definition levels are read, and checked to say so (`NullColumn`).
+    """
+    found: dict[str, NullColumn] = {}
+    for column, chunks in _plain(file, names, "all"):
+        found[column.path] = NullColumn(fd, column.path, chunks, 0, 1)
     return found
 
 
@@ -111,14 +134,17 @@ _NUMBERS: dict[str, tuple[str, np.dtype[Any]]] = {
 }
 """Parquet's physical types of numbers: the Arrow type read as is, and its values' dtype."""
 
+Nulls = Literal["any", "none", "all"]
+"""What each chunk's statistics must say of a column's nulls: anything, none, all values."""
+
 
 def _plain(
-    file: Any, names: Iterable[str], counted: bool
+    file: Any, names: Iterable[str], nulls: Nulls
 ) -> Iterator[tuple[Any, list[tuple[int, int, int]]]]:
     """The top-level columns among `names`, never repeated, plain in every row group.
 
-    Each with its schema and its chunks (`_chunks`). `counted`: only those whose every
-    chunk's statistics count its nulls, none.
+    Each with its schema and its chunks (`_chunks`), where each chunk's statistics count
+    its `nulls`.
     """
     metadata, schema, wanted = file.metadata, file.schema, set(names)
     for j in range(metadata.num_columns):
@@ -127,26 +153,30 @@ def _plain(
             column.path not in wanted
             or column.max_repetition_level != 0
             or column.max_definition_level > 1
+            or (nulls == "all" and column.max_definition_level != 1)
         ):
             continue
-        chunks = _chunks(metadata, j, counted)
+        chunks = _chunks(metadata, j, nulls)
         if chunks is not None:
             yield column, chunks
 
 
-def _chunks(metadata: Any, j: int, counted: bool = False) -> list[tuple[int, int, int]] | None:
+def _chunks(metadata: Any, j: int, nulls: Nulls = "any") -> list[tuple[int, int, int]] | None:
     """Column `j`'s chunks as `(start, end, values)`, or `None` if one is not plain.
 
-    `counted`: `None` also where a chunk's statistics do not say it holds no null.
+    `None` also where a chunk's statistics do not count its `nulls`, or where it holds
+    another number of values than its row group has rows (pyarrow would refuse it).
     """
     chunks = []
     for g in range(metadata.num_row_groups):
-        chunk = metadata.row_group(g).column(j)
+        group = metadata.row_group(g)
+        chunk = group.column(j)
         if (
             chunk.compression != "UNCOMPRESSED"
             or chunk.has_dictionary_page
             or not set(chunk.encodings) <= _PLAIN_ENCODINGS
-            or (counted and not _no_nulls(chunk.statistics))
+            or chunk.num_values != group.num_rows
+            or not _counted(chunk, nulls)
         ):
             return None
         start = chunk.data_page_offset
@@ -154,9 +184,14 @@ def _chunks(metadata: Any, j: int, counted: bool = False) -> list[tuple[int, int
     return chunks
 
 
-def _no_nulls(statistics: Any) -> bool:
-    """Whether a column chunk's statistics say it holds no null."""
-    return statistics is not None and statistics.has_null_count and statistics.null_count == 0
+def _counted(chunk: Any, nulls: Nulls) -> bool:
+    """Whether a column chunk's statistics count its `nulls` (anything for `"any"`)."""
+    if nulls == "any":
+        return True
+    statistics = chunk.statistics
+    if statistics is None or not statistics.has_null_count:
+        return False
+    return bool(statistics.null_count == (0 if nulls == "none" else chunk.num_values))
 
 
 class PageColumn:
@@ -181,6 +216,10 @@ class PageColumn:
         self._null: int | None = None  # a null among its values left (index among them)
         self.taken = 0  # rows taken so far
         self.refused_at = 0  # the row (counted as `taken`) of the last refusal
+
+    def part(self, k: int, n: int) -> Self:
+        """The same column, of its row groups k, k + n, ... only (none read yet)."""
+        return type(self)(self._fd, self.name, list(self._chunks)[k::n], self.width, self.levels)
 
     def take(self, into: AnyArray, rows: Where) -> None:
         """Fill `into` (`[n, *shape]`, C-contiguous, `width` bytes a row) with the next rows.
@@ -300,7 +339,7 @@ class PageColumn:
         length = int.from_bytes(prefix, "little")
         levels = self._bytes(body + 4, length)
         self._crc = crc32(levels, crc32(prefix))
-        self._null = _first_null(levels, values, self._damaged)
+        self._null = self._first_null(levels, values)
         return values, 4 + length
 
     def _v2(self, page: dict[int, Any], body: int) -> tuple[int, int]:
@@ -312,10 +351,14 @@ class PageColumn:
             raise self._damaged("its values are not plain")
         levels = self._bytes(body, length)
         self._crc = crc32(levels)
-        self._null = _first_null(levels, values, self._damaged) if length else None
+        self._null = self._first_null(levels, values) if length else None
         if _int(page, 2, self._damaged) and self._null is None:
             raise self._damaged("it counts nulls its levels do not have")
         return values, length
+
+    def _first_null(self, levels: bytes, values: int) -> int | None:
+        """The first null among a page's `values` (by its definition levels), if any."""
+        return _first_null(levels, values, self._damaged)
 
     def _bytes(self, at: int, count: int) -> bytes:
         if at + count > self._at:
@@ -370,6 +413,40 @@ class BitColumn(PageColumn):
     def _values(self, target: memoryview, done: int, n: int) -> None:
         target[done : done + n] = self._bits[self._used : self._used + n].data
         self._used += n
+
+
+class NullColumn(PageColumn):
+    """A column whose statistics say it holds only nulls: its levels are read to check it.
+
+    `skip` goes over its next rows (pyarrow would decode each row group's pages into an
+    array of nulls, at about 0.4 ms a row group); a level that says a value is there, or a
+    page that stores values, is refused as a damaged file.
+    """
+
+    def skip(self, count: int) -> None:
+        """Go over the next `count` rows, each null (checked)."""
+        done = 0
+        while done < count:
+            if not self._left:
+                self._next_page()
+            n = min(self._left, count - done)
+            self._left -= n
+            done += n
+            if not self._left:
+                self._check_crc()
+        self.taken += done
+
+    def _fits(self, values: int, size: int) -> bool:
+        return size == 0
+
+    def _first_null(self, levels: bytes, values: int) -> int | None:
+        try:
+            present = _hybrid(levels, values).any()
+        except (IndexError, ValueError):
+            raise self._damaged("its definition levels do not parse") from None
+        if present:
+            raise self._damaged("its statistics count only nulls, its levels hold a value")
+        return 0
 
 
 class Prefetch:
