@@ -229,3 +229,24 @@ def test_cut_takes_rows_across_batches_and_refuses_too_few_or_too_many() -> None
     cut = reader._Cut(batches)
     assert sum(b.num_rows for b in cut.take(7)) == 7
     cut.end()  # nothing left: no refusal
+
+
+@pytest.mark.parametrize("order", ["as written", "shuffled within"])
+@pytest.mark.parametrize("final_obs", [False, True], ids=["bootstrap", "final obs"])
+def test_rollouts_sharing_a_row_group_read_back_with_their_rows_out_of_order(
+    tmp_path: Path, final_obs: bool, order: str
+) -> None:
+    # A leaf of shape [2, 1] is a fixed-size list of fixed-size lists in the readable layout:
+    # pyarrow took such rows of a slice (the second rollout's rows of a shared row group) as
+    # zeros.
+    rs = [
+        example_rollout(num_steps=3, num_envs=2, seed=s, obs_shape=(2, 1), final_obs=final_obs)
+        for s in range(2)
+    ]
+    ta.write_parquet(rs, tmp_path / "runs.parquet")
+    table = pq.read_table(tmp_path / "runs.parquet")
+    odd = _reordered(table, order, [6, 6], np.random.default_rng(0))
+    pq.write_table(odd, tmp_path / "odd.parquet", row_group_size=12)
+    assert list(ta.iter_parquet(tmp_path / "odd.parquet")) == rs
+    sliced = odd.slice(6)  # the second rollout alone, its rows out of order
+    assert ta.from_arrow(sliced) == rs[1]

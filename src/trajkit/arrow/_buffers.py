@@ -83,3 +83,48 @@ def to_numpy(array: Any) -> AnyArray:
         return np.zeros(0, dtype)
     values: AnyArray = np.frombuffer(buffer, dtype, count=n, offset=offset * dtype.itemsize)
     return values
+
+
+def take_rows(pa: Any, data: Any, indices: AnyArray) -> Any:
+    """`data.take(indices)` (a table, an array or a chunked array; `indices` NumPy ints).
+
+    pyarrow's `take` and `filter` of a fixed-size list of fixed-size lists that is a slice
+    (an offset at any of its levels) return zeros, or bytes from past the slice (pyarrow
+    26.0.1): such columns are copied whole first (`_unsliced`). A readable rollout with a
+    leaf of shape `[2, 1]` whose rows are out of order, read from a row group it shares
+    with another rollout, came back with zeros in that leaf.
+    """
+    return _unsliced(pa, data).take(from_numpy(pa, indices))
+
+
+def filter_rows(pa: Any, column: Any, mask: AnyArray) -> Any:
+    """`column.filter(mask)` (an array or chunked array; `mask` NumPy bools), as `take_rows`."""
+    return _unsliced(pa, column).filter(from_numpy(pa, mask))
+
+
+def _unsliced(pa: Any, data: Any) -> Any:
+    """`data` with each nested fixed-size list column that is a slice copied into one array."""
+    if isinstance(data, pa.Table):
+        for i, column in enumerate(data.columns):
+            copied = _unsliced(pa, column)
+            if copied is not column:
+                data = data.set_column(i, data.schema.field(i), copied)
+        return data
+    chunks = data.chunks if hasattr(data, "chunks") else [data]
+    if not any(_nested_slice(pa, chunk) for chunk in chunks):
+        return data
+    joined = pa.concat_arrays(chunks)  # (fresh buffers: every offset 0)
+    return pa.chunked_array([joined], data.type) if hasattr(data, "chunks") else joined
+
+
+def _nested_slice(pa: Any, array: Any) -> bool:
+    """Whether `array` is a fixed-size list of fixed-size lists with an offset at any level.
+
+    Its values' offset too, where pyarrow has not been seen to fail: a copy costs little.
+    """
+    levels, offset = 0, False
+    storage = array.storage if isinstance(array, pa.ExtensionArray) else array
+    while pa.types.is_fixed_size_list(storage.type):
+        levels, offset = levels + 1, offset or storage.offset != 0
+        storage = storage.values
+    return levels > 1 and (offset or storage.offset != 0)

@@ -33,7 +33,7 @@ from trajkit._models.rules import (
     lossless,
 )
 from trajkit.arrow._ahead import Batches, file_batches
-from trajkit.arrow._buffers import from_numpy, to_numpy
+from trajkit.arrow._buffers import from_numpy, take_rows, to_numpy
 from trajkit.arrow._cells import Where, exactly, no_nulls, positioned
 from trajkit.arrow._export import EpisodeIds
 from trajkit.arrow._layout import (
@@ -108,7 +108,7 @@ def read_table(table: Any, max_rows: int | None) -> Rollout:
         )
     plan = plan_rollout(pa, table, layout, range(rows))
     if plan.order is not None:
-        table = table.take(from_numpy(pa, plan.order))
+        table = take_rows(pa, table, plan.order)
     assembly = Assembly(pa, layout, plan)
     _feed(assembly, table, layout)
     return assembly.finish()
@@ -237,7 +237,7 @@ class _Rollouts:
                 taken = pa.Table.from_batches(list(self.rest.take(len(rows))), schema=self.others)
                 for name, column in direct.items():
                     taken = taken.append_column(name, _as_arrow(pa, column, rows))
-                _feed(assembly, taken.take(from_numpy(pa, plan.order)), layout)
+                _feed(assembly, take_rows(pa, taken, plan.order), layout)
             return assembly.finish()
 
 
@@ -434,7 +434,7 @@ def _taken(pa: Any, table: Any, layout: dict[str, Any], plan: Plan, number: int)
     rows = np.asarray(plan.rows)
     assembly = Assembly(pa, layout, plan, number)
     taken = rows if plan.order is None else rows[plan.order]
-    _feed(assembly, table.take(from_numpy(pa, taken)), layout)
+    _feed(assembly, take_rows(pa, table, taken), layout)
     return assembly.finish()
 
 

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from trajkit._base.types import AnyArray
-from trajkit.arrow._buffers import from_numpy, to_numpy
+from trajkit.arrow._buffers import filter_rows, to_numpy
 from trajkit.arrow._cells import (
     Where,
     bool_bytes,
@@ -302,7 +302,7 @@ class ByteLeaf(Leaf):
         def rows(i: int) -> str:
             return grid.where(start + int(picked[i]))
 
-        kept = column.filter(from_numpy(grid.pa, wanted_here))
+        kept = filter_rows(grid.pa, column, wanted_here)
         return start + picked, cells(grid.pa, name, kept, self.item, rows)
 
     def bootstrap(self) -> AnyArray:
@@ -439,7 +439,7 @@ class _Reset:
             def rows(i: int) -> str:
                 return grid.where(start + int(picked[i]))
 
-            valid = column.filter(from_numpy(grid.pa, ~nulls))
+            valid = filter_rows(grid.pa, column, ~nulls)
             self.after.add_rows(start + picked, cells(grid.pa, self.name, valid, leaf.item, rows))
         self.after.check(leaf.values(), stop)
 
