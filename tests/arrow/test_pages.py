@@ -1614,3 +1614,56 @@ def test_a_null_among_numbers_the_statistics_do_not_count_is_refused_at_its_row(
     monkeypatch.setattr(_pages, "_counted", lambda c, nulls: nulls == "none" or real(c, nulls))
     with pytest.raises(ValueError, match=r"^column 'reward' is null at row 3 of the file; a"):
         ta.read_parquet(path)
+
+
+def test_the_rollout_column_is_read_from_its_pages_where_it_counts_no_nulls(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    asked: list[list[str]] = []
+    real = _pages.number_columns
+
+    def spy(file: Any, names: Any, fd: int) -> dict[str, PageColumn]:
+        found = real(file, names, fd)
+        asked.append(sorted(found) if list(names) == ["rollout"] else [])
+        return found
+
+    monkeypatch.setattr(reader, "number_columns", spy)
+    rs = [trajkit.testing.example_rollout(num_steps=3, num_envs=2, seed=s) for s in range(3)]
+    path = tmp_path / "runs.parquet"
+    ta.write_parquet(rs, path, layout="compact", compression="none", row_group_bytes=100)
+    assert ta.read_parquet(path) == rs
+    assert ["rollout"] in asked
+    table = pq.read_table(path)
+    ids = table.column("rollout").to_pylist()
+    ids[7] = None
+    i = table.column_names.index("rollout")
+    table = table.set_column(i, "rollout", pa.array(ids, pa.int32()))
+    pq.write_table(table, path, compression="none", use_dictionary=False, row_group_size=5)
+    with pytest.raises(ValueError, match=r"^column 'rollout' is null at row 7$"):
+        ta.read_parquet(path)  # counted: pyarrow's, as before
+    real_counted = _pages._counted  # statistics that say no column holds a null:
+    monkeypatch.setattr(
+        _pages, "_counted", lambda c, nulls: nulls == "none" or real_counted(c, nulls)
+    )
+    with pytest.raises(ValueError, match=r"^column 'rollout' is null at row 7 of the file; a"):
+        ta.read_parquet(path)
+    extra = table.append_column("obs.extra", pa.array(np.zeros(table.num_rows)))
+    pq.write_table(extra, path, compression="none", use_dictionary=False, row_group_size=5)
+    with pytest.raises(ValueError, match=r"^the table has a column 'obs.extra'"):
+        ta.read_parquet(path)  # (the columns are checked before the null is refused)
+
+
+def test_a_damaged_page_of_the_rollout_column_is_refused_at_once(tmp_path: Path) -> None:
+    r = trajkit.testing.example_rollout(num_steps=3, num_envs=2)
+    path = tmp_path / "runs.parquet"
+    ta.write_parquet(r, path, layout="compact", compression="none")
+    table = pq.read_table(path).append_column("obs.extra", pa.array(np.zeros(6)))
+    pq.write_table(table, path, compression="none", use_dictionary=False, write_page_checksum=True)
+    chunk = pq.ParquetFile(path).metadata.row_group(0).column(0)  # `rollout`
+    data = bytearray(path.read_bytes())
+    data[chunk.data_page_offset + chunk.total_compressed_size - 1] ^= 1  # a value's bit
+    path.write_bytes(bytes(data))
+    with pytest.raises(
+        DamagedPageError, match=r"^not a readable Parquet file: column 'rollout', the page at"
+    ):
+        ta.read_parquet(path)  # before the extra column is refused

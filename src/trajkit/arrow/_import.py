@@ -46,6 +46,7 @@ from trajkit.arrow._layout import (
 )
 from trajkit.arrow._leaves import Checks, Grid, Leaf, make_leaf
 from trajkit.arrow._pages import (
+    DamagedPageError,
     NullColumn,
     PageColumn,
     Prefetch,
@@ -133,7 +134,7 @@ def iter_file(
             "pass a larger max_rows (or None) to read it"
         )
     schema = file.schema_arrow
-    index = _Index(pa, file, max_rows)
+    index = _Index(pa, file, max_rows, fd)
     layout = read_layout(pa, index.layouts)
     check_columns(pa, schema, layout)
     if index.problem is not None:
@@ -278,23 +279,46 @@ class _Index:
             once the columns are checked.
     """
 
-    def __init__(self, pa: Any, file: Any, max_rows: int | None) -> None:
+    def __init__(self, pa: Any, file: Any, max_rows: int | None, fd: int | None = None) -> None:
         schema = file.schema_arrow
         names = [name for name in ("rollout", LAYOUT_COLUMN) if name in schema.names]
         self.runs: list[range] | None = [] if "rollout" in names else None
         self.problem: ValueError | None = None
         self._last: int | None = None
+        # `rollout` read from its pages where it can be (`number_columns`), the rest by pyarrow
+        paged = {} if fd is None else number_columns(file, ["rollout"], fd)
+        decoded = [name for name in names if name not in paged]
+        dtype = schema.field("rollout").type.to_pandas_dtype() if paged else None
         texts, start = [], 0
-        for batch in _counted(file, names, max_rows) if names else ():
+        for batch in _counted(file, decoded, max_rows) if names else ():
             if LAYOUT_COLUMN in names:
                 texts.append(load_compute().unique(batch.column(LAYOUT_COLUMN).drop_null()))
-            self._runs(pa, batch, start)
-            start += batch.num_rows
+            rows = batch.num_rows
+            ids = self._paged(pa, paged["rollout"], dtype, rows, start) if paged else batch
+            self._runs(pa, ids, start)
+            start += rows
+        if paged and self.problem is None:
+            paged["rollout"].end()
         fields = [schema.field(LAYOUT_COLUMN)] if LAYOUT_COLUMN in names else []
         columns = [pa.chunked_array(texts, fields[0].type)] if fields else []
         self.layouts = pa.Table.from_arrays(
             columns, schema=pa.schema(fields, metadata=schema.metadata)
         )
+
+    def _paged(self, pa: Any, column: PageColumn, dtype: Any, rows: int, start: int) -> Any:
+        """The next `rows` rows of `rollout` (the file's from `start`), read from its pages.
+
+        As a record batch; none are read once a problem is found (it is refused first).
+        """
+        values = np.empty(0 if self.problem is not None else rows, dtype)
+        if len(values):
+            try:
+                column.take(values, lambda i: f"row {start + i} of the file")
+            except DamagedPageError:  # (as pyarrow refuses a damaged page: at once)
+                raise
+            except ValueError as exc:  # a null: refused once the columns are checked
+                self.problem = exc
+        return pa.RecordBatch.from_arrays([from_numpy(pa, values)], names=["rollout"])
 
     def _runs(self, pa: Any, batch: Any, start: int) -> None:
         """Extend the runs by a batch of the `rollout` column (its first row: `start`)."""
