@@ -406,7 +406,10 @@ def iter_parquet(
     (`write_parquet(..., compression="none")`) is read from a local file straight into the
     rollout's arrays instead, page by page, each page's checksum checked on the values; a
     rollout of 1 MiB of such cells or more has them read by a thread while its small columns
-    are read and checked (a damaged page is still refused where its rows come). A
+    are read and checked (a damaged page is still refused where its rows come). Columns of
+    numbers and flags written so are read from their pages into NumPy arrays too, where
+    their statistics say they hold no null (and columns of only nulls have their levels
+    checked): pyarrow decodes them at about a tenth of that speed. A
     file that polars, DuckDB or HF `datasets` rewrote (without the schema metadata) reads
     back the same, through its `trajkit_layout` column.
 
