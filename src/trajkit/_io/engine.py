@@ -68,6 +68,7 @@ __all__ = [
     "IN_PROCESS_FILES",
     "LOADAVG",
     "SERVER_FACTOR",
+    "WARM_BYTES",
     "Item",
     "Submit",
     "Work",
@@ -96,6 +97,11 @@ IN_PROCESS_BYTES = 8 << 20
 SERVER_FACTOR = 6
 """How many times the in-process limits grow when workers come from a fork server or are
 spawned: each then imports trajkit before it works (about 0.3 s of a core)."""
+
+WARM_BYTES = 1 << 20
+"""Before forking workers, the first file is worked through alone (its result dropped) where
+it holds at most this many bytes, so that what the work builds once the workers inherit;
+else the whole first chunk is worked through here, as the first of the results."""
 
 _WINDOW_PER_JOB = 4  # chunks in flight per worker: enough to keep every worker busy
 
@@ -400,9 +406,16 @@ def _shared(
     pending: deque[_Chunk[R]] = deque()
     more = True
     if forked:  # milliseconds, while no other thread runs
-        # The first chunk is worked through here first (its results held): what it builds
-        # once, such as pydantic's validators, the workers then inherit.
-        more = _add(pending, next(stream, None), work, None)
+        # What the work builds once, such as pydantic's validators, is built here first and
+        # the workers inherit it: on the first file alone where it is small (its result
+        # dropped; the first chunk is then shared out as any other), else on the whole first
+        # chunk (its results held). The workers start 32 small files sooner.
+        first = next(stream, None)
+        if first is not None and len(first) > 1 and first[0].nbytes <= WARM_BYTES:
+            work(first[:1])
+            stream = chain([first], stream)
+        else:
+            more = _add(pending, first, work, None)
         _fork_workers(pool, workers)
     else:
         starting = threading.Thread(target=_start_workers, args=(pool, workers), daemon=True)
