@@ -1667,3 +1667,60 @@ def test_a_damaged_page_of_the_rollout_column_is_refused_at_once(tmp_path: Path)
         DamagedPageError, match=r"^not a readable Parquet file: column 'rollout', the page at"
     ):
         ta.read_parquet(path)  # before the extra column is refused
+
+
+def test_a_null_among_rle_booleans_is_refused_at_its_row(bits: Any) -> None:
+    levels = bytes([10 << 1, 1, 1 << 1, 0, 29 << 1, 1])  # the value at row 10 is null
+    column = bits(_page(_hybrid_of(FLAGS[:39]), 40, levels, v2={2: 1, 4: 3}))
+    got = np.empty(40, np.bool_)
+    with pytest.raises(ValueError, match=r"^column 'x' is null at row 10; a rollout"):
+        column.take(got, _rows)
+    assert got[:10].tolist() == FLAGS[:10]
+
+
+def test_statistics_that_do_not_count_nulls_count_as_unknown() -> None:
+    def chunk(has: bool, nulls: int, values: int = 5) -> Any:
+        statistics = type("S", (), {"has_null_count": has, "null_count": nulls})()
+        return type("C", (), {"statistics": statistics, "num_values": values})()
+
+    assert _pages._counted(chunk(True, 0), "none")
+    assert not _pages._counted(chunk(False, 0), "none")
+    assert _pages._counted(chunk(True, 5), "all")
+    assert not _pages._counted(chunk(False, 5), "all")
+    assert not _pages._counted(chunk(True, 4), "all")
+    assert not _pages._counted(type("C", (), {"statistics": None, "num_values": 5})(), "none")
+    assert _pages._counted(chunk(False, 0), "any")
+
+
+def test_the_plan_reads_its_first_rows_first(
+    tmp_path: Path, fds: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path, table = _numbers_file(tmp_path, 40, nullable=True)
+    columns = _number_columns(path, fds)
+    monkeypatch.setattr(reader, "FIRST_ROWS", 16)
+    pages = reader._Pages(pa, [table.schema.field(name) for name in columns], columns)
+    assert [batch.num_rows for batch in pages.take(40)] == [16, 24]
+    columns = _number_columns(path, fds)
+    pages = reader._Pages(pa, [table.schema.field(name) for name in columns], columns)
+    assert [batch.num_rows for batch in pages.take(16)] == [16]
+    assert [batch.num_rows for batch in pages.take(24)] == [16, 8]
+
+
+def test_a_hidden_null_in_a_later_row_group_is_named_by_its_row_of_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The other columns' numbers are read by the threads that decode the rest, each its own
+    # row groups: a row is named by where its row group starts.
+    r = trajkit.testing.example_rollout(num_steps=9, num_envs=2)
+    path = tmp_path / "rollout.parquet"
+    ta.write_parquet(r, path, layout="compact", compression="none")
+    table = pq.read_table(path)
+    rewards = table.column("reward").to_pylist()
+    rewards[13] = None
+    i = table.column_names.index("reward")
+    table = table.set_column(i, "reward", pa.array(rewards, pa.float32()))
+    pq.write_table(table, path, compression="none", use_dictionary=False, row_group_size=5)
+    real = _pages._counted  # statistics that say no column holds a null:
+    monkeypatch.setattr(_pages, "_counted", lambda c, nulls: nulls == "none" or real(c, nulls))
+    with pytest.raises(ValueError, match=r"^column 'reward' is null at row 13 of the file; a"):
+        ta.read_parquet(path)

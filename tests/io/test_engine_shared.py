@@ -42,7 +42,9 @@ def _logged(items: Sequence[engine.Item]) -> list[tuple[str, int]]:
     return _where(items)
 
 
-@pytest.mark.parametrize("first_bytes", [10, engine.WARM_BYTES + 1], ids=["small", "large"])
+@pytest.mark.parametrize(
+    "first_bytes", [engine.WARM_BYTES, engine.WARM_BYTES + 1], ids=["small", "large"]
+)
 def test_before_forking_the_first_small_file_alone_is_worked_through_here(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, first_bytes: int
 ) -> None:

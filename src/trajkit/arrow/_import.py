@@ -297,8 +297,6 @@ class _Index:
             ids = self._paged(pa, paged["rollout"], dtype, rows, start) if paged else batch
             self._runs(pa, ids, start)
             start += rows
-        if paged and self.problem is None:
-            paged["rollout"].end()
         fields = [schema.field(LAYOUT_COLUMN)] if LAYOUT_COLUMN in names else []
         columns = [pa.chunked_array(texts, fields[0].type)] if fields else []
         self.layouts = pa.Table.from_arrays(

@@ -399,9 +399,7 @@ class BitColumn(PageColumn):
         self._crc = crc32(data, self._crc)
         try:
             if self._encoding == _RLE:
-                length = int.from_bytes(data[:4], "little")
-                if 4 + length > len(data):
-                    raise ValueError
+                length = int.from_bytes(data[:4], "little")  # (past the end: `_hybrid` fails)
                 self._bits = _hybrid(data[4 : 4 + length], stored)
             else:
                 packed = np.frombuffer(data, np.uint8)
