@@ -36,9 +36,11 @@ from trajkit.arrow._pages import (  # noqa: E402
     NullColumn,
     PageColumn,
     Prefetch,
+    TextColumn,
     null_columns,
     number_columns,
     plain_columns,
+    text_column,
 )
 from trajkit.arrow._plan import PLAN_COLUMNS  # noqa: E402
 from trajkit.testing import ACTION_KINDS, rollouts  # noqa: E402
@@ -1725,3 +1727,115 @@ def test_a_hidden_null_in_a_later_row_group_is_named_by_its_row_of_the_file(
     monkeypatch.setattr(_pages, "_counted", lambda c, nulls: nulls == "none" or real(c, nulls))
     with pytest.raises(ValueError, match=r"^column 'reward' is null at row 13 of the file; a"):
         ta.read_parquet(path)
+
+
+# -------------------------------------------------------------------------- columns of text
+
+
+def _text_values(*texts: bytes) -> bytes:
+    """Plain BYTE_ARRAY values: each a 4-byte length, then its bytes."""
+    return b"".join(len(t).to_bytes(4, "little") + t for t in texts)
+
+
+@pytest.fixture
+def text(tmp_path: Path) -> Iterator[Any]:
+    """`text(data, rows)`: a `TextColumn` of `rows` rows over `data`."""
+    fds: list[int] = []
+
+    def make(data: bytes, rows: int = 40, levels: int = 1) -> TextColumn:
+        path = tmp_path / f"text{len(fds)}.bin"
+        path.write_bytes(data)
+        fds.append(os.open(path, os.O_RDONLY))
+        return TextColumn(fds[-1], "x", [(0, len(data), rows)], 0, levels)
+
+    yield make
+    for fd in fds:
+        os.close(fd)
+
+
+FIRST_ONLY = bytes([(1 << 1) | 1, 0b00000001, 32 << 1, 0])  # row 0 holds a value, 39 nulls
+
+
+def test_hand_made_pages_of_text_read_back_in_any_pieces(text: Any) -> None:
+    column = text(_page(_text_values(b"layout"), 40, FIRST_ONLY))
+    assert column.texts(1) == [b"layout"]
+    assert column.texts(39) == []
+    column.end()
+    two = _page(_text_values(b"a"), 20, bytes([(1 << 1) | 1, 1, 12 << 1, 0]))
+    two += _page(_text_values(b"b", b"c"), 20, bytes([(1 << 1) | 1, 0b101, 12 << 1, 0]), v2={})
+    column = text(two)
+    assert column.texts(19) == [b"a"]
+    assert column.texts(3) == [b"b"]  # rows 19-21: the second page's first value at row 20
+    assert column.texts(18) == [b"c"]
+    column.end()
+    required = text(_page(_text_values(b"a", b"", b"bc"), 3, None), 3, levels=0)
+    assert required.texts(2) == [b"a", b""]
+    assert required.texts(1) == [b"bc"]
+
+
+@pytest.mark.parametrize(
+    ("page", "why"),
+    [
+        (_page(_text_values(b"layout") + b"x", 40, FIRST_ONLY), "its values do not fill its 11"),
+        (_page(_text_values(b"layout")[:-1], 40, FIRST_ONLY), "its values do not fill its 9"),
+        (_page(b"", 40, FIRST_ONLY), "its values do not fill its 0 bytes"),
+        (_page(_text_values(b"layout"), 40, bytes([40 << 1, 2])), "its definition levels do"),
+        (_page(_text_values(b"layout"), 40, FIRST_ONLY, crc=3), "CRC checksum verification"),
+    ],
+    ids=["long", "short", "none", "levels", "crc"],
+)
+def test_a_damaged_page_of_text_is_refused(text: Any, page: bytes, why: str) -> None:
+    with pytest.raises(DamagedPageError, match=_damaged(why)):
+        text(page).texts(40)
+
+
+def test_only_plain_strings_qualify_as_text(tmp_path: Path, fds: list[int]) -> None:
+    table = pa.table(
+        {
+            "s": pa.array(["a", None, None]),
+            "b": pa.array([b"a", None, None]),
+            "n": pa.array([1, 2, 3], pa.int32()),
+        }
+    )
+    path = tmp_path / "text.parquet"
+    pq.write_table(table, path, compression="none", use_dictionary=False)
+    fds.append(os.open(path, os.O_RDONLY))
+    file = pq.ParquetFile(path)
+    assert isinstance(text_column(file, "s", fds[-1]), TextColumn)
+    assert text_column(file, "b", fds[-1]) is None  # bytes, not text
+    assert text_column(file, "n", fds[-1]) is None
+    pq.write_table(table, path, compression="none", use_dictionary=True)
+    assert text_column(pq.ParquetFile(path), "s", fds[-1]) is None
+
+
+def test_the_layout_column_is_read_from_its_pages_and_its_text_checked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    made: list[str] = []
+    real = _pages.text_column
+
+    def spy(file: Any, name: str, fd: int) -> Any:
+        column = real(file, name, fd)
+        made.append(type(column).__name__)
+        return column
+
+    monkeypatch.setattr(reader, "text_column", spy)
+    rs = [trajkit.testing.example_rollout(num_steps=3, num_envs=2, seed=s) for s in range(3)]
+    path = tmp_path / "runs.parquet"
+    ta.write_parquet(rs, path, layout="compact", compression="none", row_group_bytes=100)
+    assert ta.read_parquet(path) == rs
+    assert made == ["TextColumn"]
+    table = pq.read_table(path)  # the first row's layout rewritten, its first byte not UTF-8
+    layouts = table.column("trajkit_layout").to_pylist()
+    layouts[0] = "\udcff" + layouts[0][1:]
+    i = table.column_names.index("trajkit_layout")
+    bad = pa.array([None if t is None else t.encode("utf-8", "surrogateescape") for t in layouts])
+    pq.write_table(
+        table.set_column(i, "trajkit_layout", bad.cast(pa.binary()).view(pa.string())),
+        path,
+        compression="none",
+        use_dictionary=False,
+    )
+    with pytest.raises(ValueError, match=r"^not a readable Parquet file: .*(UTF-?8|utf-?8)"):
+        ta.read_parquet(path)
+    assert made[-1] == "TextColumn"

@@ -47,7 +47,15 @@ def strings(pa: Any, rows: int, entries: Sequence[tuple[int, str]]) -> Any:
 
     Built from the entries alone (rows ascending), so a column of mostly nulls costs little.
     """
-    encoded = [text.encode() for _, text in entries]
+    return binaries(pa, rows, [(row, text.encode()) for row, text in entries], pa.string())
+
+
+def binaries(pa: Any, rows: int, entries: Sequence[tuple[int, bytes]], kind: Any) -> Any:
+    """As `strings`, of bytes, as an Arrow array of type `kind` (`binary` or `string`).
+
+    The bytes are not checked to be UTF-8: cast a `binary` array to `string` for that.
+    """
+    encoded = [data for _, data in entries]
     where = np.fromiter((row for row, _ in entries), np.int64, len(entries))
     lengths = np.zeros(rows, np.int32)
     lengths[where] = [len(e) for e in encoded]
@@ -57,7 +65,7 @@ def strings(pa: Any, rows: int, entries: Sequence[tuple[int, str]]) -> Any:
     valid[where] = True
     bitmap = validity(pa, None if valid.all() else valid)
     data = pa.py_buffer(b"".join(encoded))
-    return pa.Array.from_buffers(pa.string(), rows, [bitmap, pa.py_buffer(offsets), data])
+    return pa.Array.from_buffers(kind, rows, [bitmap, pa.py_buffer(offsets), data])
 
 
 def to_numpy(array: Any) -> AnyArray:

@@ -33,7 +33,7 @@ from trajkit._models.rules import (
     lossless,
 )
 from trajkit.arrow._ahead import Batches, file_batches
-from trajkit.arrow._buffers import from_numpy, take_rows, to_numpy
+from trajkit.arrow._buffers import binaries, from_numpy, take_rows, to_numpy
 from trajkit.arrow._cells import Where, exactly, no_nulls, positioned
 from trajkit.arrow._export import EpisodeIds
 from trajkit.arrow._layout import (
@@ -54,6 +54,7 @@ from trajkit.arrow._pages import (
     null_columns,
     number_columns,
     plain_columns,
+    text_column,
 )
 from trajkit.arrow._plan import (
     PLAN_COLUMNS,
@@ -285,13 +286,24 @@ class _Index:
         self.runs: list[range] | None = [] if "rollout" in names else None
         self.problem: ValueError | None = None
         self._last: int | None = None
-        # `rollout` read from its pages where it can be (`number_columns`), the rest by pyarrow
+        # `rollout` and the layouts read from their pages where they can be, else by pyarrow
         paged = {} if fd is None else number_columns(file, ["rollout"], fd)
-        decoded = [name for name in names if name not in paged]
+        text = (
+            None
+            if fd is None or LAYOUT_COLUMN not in names
+            else text_column(file, LAYOUT_COLUMN, fd)
+        )
+        decoded = [
+            name for name in names if name not in paged and (text is None or name != LAYOUT_COLUMN)
+        ]
         dtype = schema.field("rollout").type.to_pandas_dtype() if paged else None
         texts, start = [], 0
         for batch in _counted(file, decoded, max_rows) if names else ():
-            if LAYOUT_COLUMN in names:
+            if text is not None:
+                distinct = sorted(set(text.texts(batch.num_rows)))
+                values = binaries(pa, len(distinct), list(enumerate(distinct)), pa.binary())
+                texts.append(values.cast(schema.field(LAYOUT_COLUMN).type))  # (UTF-8 checked)
+            elif LAYOUT_COLUMN in names:
                 texts.append(load_compute().unique(batch.column(LAYOUT_COLUMN).drop_null()))
             rows = batch.num_rows
             ids = self._paged(pa, paged["rollout"], dtype, rows, start) if paged else batch

@@ -19,6 +19,9 @@ plain, their values are integers or bits as NumPy holds them, and are read so to
 every column chunk's statistics say it holds no null (a null is then named by its row of
 the file, not by its step and env as the plan would: files with nulls go through pyarrow).
 
+The first pass reads the `rollout` column so, and the layout column, strings most of whose
+rows are null (`TextColumn`: each page's levels and values read whole).
+
 Only what such a column can hold is read here: data pages (v1 or v2) of PLAIN values whose
 definition levels say no row is null, in row groups with no dictionary. Anything else (a
 column a tool rewrote with compression or a dictionary, a file read from a URL) is decoded
@@ -48,9 +51,11 @@ __all__ = [
     "PageColumn",
     "Prefetch",
     "Prefetched",
+    "TextColumn",
     "null_columns",
     "number_columns",
     "plain_columns",
+    "text_column",
 ]
 
 _PLAIN_ENCODINGS = frozenset({"PLAIN", "RLE", "BIT_PACKED"})
@@ -123,6 +128,17 @@ def null_columns(file: Any, names: Iterable[str], fd: int) -> dict[str, NullColu
     for column, chunks in _plain(file, names, "all"):
         found[column.path] = NullColumn(fd, column.path, chunks, 0, 1)
     return found
+
+
+def text_column(file: Any, name: str, fd: int) -> TextColumn | None:
+    """Column `name` where it is plain strings (at most one level of nulls), else `None`."""
+    for column, chunks in _plain(file, [name], "any"):
+        if column.physical_type == "BYTE_ARRAY" and str(file.schema_arrow.field(name).type) in (
+            "string",
+            "large_string",
+        ):
+            return TextColumn(fd, name, chunks, 0, column.max_definition_level)
+    return None
 
 
 _NUMBERS: dict[str, tuple[str, np.dtype[Any]]] = {
@@ -445,6 +461,62 @@ class NullColumn(PageColumn):
         if present:
             raise self._damaged("its statistics count only nulls, its levels hold a value")
         return 0
+
+
+class TextColumn(PageColumn):
+    """A column of strings, most of its rows null (the layout column): its values as bytes.
+
+    Each page's levels and values (a 4-byte length, then the bytes, for each value that is
+    not null) are read whole when its header is; `texts` gives the values of the next rows.
+    """
+
+    _present: AnyArray | None = None  # the current page's levels, as they are read
+    _rows: AnyArray  # the current page's rows that hold a value (1) or are null (0)
+    _held: list[bytes]  # its values
+    _row = _value = 0  # its next row, and the value of the first that holds one
+
+    def texts(self, count: int) -> list[bytes]:
+        """The values of the next `count` rows that are not null, in order."""
+        got: list[bytes] = []
+        done = 0
+        while done < count:
+            if not self._left:
+                self._next_page()
+            n = min(self._left, count - done)
+            held = int(np.count_nonzero(self._rows[self._row : self._row + n]))
+            got += self._held[self._value : self._value + held]
+            self._row, self._value = self._row + n, self._value + held
+            self._left -= n
+            done += n
+            if not self._left:
+                self._check_crc()
+        self.taken += done
+        return got
+
+    def _fits(self, values: int, size: int) -> bool:
+        return True  # (checked as its values are parsed)
+
+    def _first_null(self, levels: bytes, values: int) -> int | None:
+        try:
+            self._present = _hybrid(levels, values)
+        except (IndexError, ValueError):
+            raise self._damaged("its definition levels do not parse") from None
+        return None if self._present.all() else int(np.argmin(self._present))
+
+    def _page_read(self, values: int) -> None:
+        present = self._present  # (`None` for a required column: no levels)
+        self._rows = np.ones(values, np.uint8) if present is None else present
+        data = self._bytes(self._pos, self._at - self._pos)
+        self._crc = crc32(data, self._crc)
+        self._held, pos = [], 0
+        for _ in range(int(np.count_nonzero(self._rows))):
+            length = int.from_bytes(data[pos : pos + 4], "little")
+            self._held.append(data[pos + 4 : pos + 4 + length])
+            pos += 4 + length  # (past the end: refused below)
+        if pos != len(data):
+            raise self._damaged(f"its values do not fill its {len(data)} bytes")
+        self._row = self._value = 0
+        self._present = None
 
 
 class Prefetch:
