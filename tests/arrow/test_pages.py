@@ -1358,19 +1358,36 @@ def test_only_numbers_read_as_they_are_counting_no_nulls_qualify(
     assert sorted(_number_columns(path, fds)) == []  # (nulls not counted)
 
 
-def _rollout_file(tmp_path: Path, nulls: bool) -> tuple[Path, Any]:
-    """A compact rollout written plain, `is_first` null at row 5 where `nulls`; its table."""
-    r = trajkit.testing.example_rollout(num_steps=3, num_envs=2)
+def _rollout_file(
+    tmp_path: Path,
+    nulls: bool,
+    column: str = "is_first",
+    row: int = 5,
+    steps: int = 3,
+    **options: Any,
+) -> tuple[Path, Any]:
+    """A compact rollout of 2 envs written plain, `column` null at `row` where `nulls`.
+
+    Rewritten by pyarrow with `options` where `nulls`. Returns its path and its table.
+    """
+    r = trajkit.testing.example_rollout(num_steps=steps, num_envs=2)
     path = tmp_path / "rollout.parquet"
     ta.write_parquet(r, path, layout="compact", compression="none")
     table = pq.read_table(path)
     if nulls:
-        flags = table.column("is_first").to_pylist()
-        flags[5] = None
-        i = table.column_names.index("is_first")
-        table = table.set_column(i, "is_first", pa.array(flags, pa.bool_()))
-        pq.write_table(table, path, compression="none", use_dictionary=False)
+        values = table.column(column).to_pylist()
+        values[row] = None
+        i = table.column_names.index(column)
+        kind = table.schema.field(column).type
+        table = table.set_column(i, column, pa.array(values, kind))
+        pq.write_table(table, path, compression="none", use_dictionary=False, **options)
     return path, table
+
+
+def _hide_nulls(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make every column chunk's statistics say it holds no null (statistics that lie)."""
+    real = _pages._counted
+    monkeypatch.setattr(_pages, "_counted", lambda c, nulls: nulls == "none" or real(c, nulls))
 
 
 def test_a_rollouts_plan_is_read_from_its_pages_where_they_count_no_nulls(
@@ -1399,8 +1416,7 @@ def test_a_null_the_statistics_do_not_count_is_refused_at_its_row(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path, _ = _rollout_file(tmp_path, nulls=True)
-    real = _pages._counted  # statistics that say no column holds a null:
-    monkeypatch.setattr(_pages, "_counted", lambda c, nulls: nulls == "none" or real(c, nulls))
+    _hide_nulls(monkeypatch)
     with pytest.raises(
         ValueError,
         match=r"^column 'is_first' is null at row 5 of the file; a rollout has a value at every",
@@ -1601,19 +1617,10 @@ def test_hand_made_pages_of_nulls_are_gone_over_and_checked(nulls: Any) -> None:
 def test_a_null_among_numbers_the_statistics_do_not_count_is_refused_at_its_row(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    r = trajkit.testing.example_rollout(num_steps=3, num_envs=2)
-    path = tmp_path / "rollout.parquet"
-    ta.write_parquet(r, path, layout="compact", compression="none")
-    table = pq.read_table(path)
-    rewards = table.column("reward").to_pylist()
-    rewards[3] = None
-    i = table.column_names.index("reward")
-    table = table.set_column(i, "reward", pa.array(rewards, pa.float32()))
-    pq.write_table(table, path, compression="none", use_dictionary=False)
+    path, _ = _rollout_file(tmp_path, True, "reward", 3)
     with pytest.raises(ValueError, match=r"^column 'reward' is null at step 1, env 1 \(row 3\)"):
         ta.read_parquet(path)  # counted: read by pyarrow, named by the rollout's grid
-    real = _pages._counted  # statistics that say no column holds a null:
-    monkeypatch.setattr(_pages, "_counted", lambda c, nulls: nulls == "none" or real(c, nulls))
+    _hide_nulls(monkeypatch)
     with pytest.raises(ValueError, match=r"^column 'reward' is null at row 3 of the file; a"):
         ta.read_parquet(path)
 
@@ -1643,10 +1650,7 @@ def test_the_rollout_column_is_read_from_its_pages_where_it_counts_no_nulls(
     pq.write_table(table, path, compression="none", use_dictionary=False, row_group_size=5)
     with pytest.raises(ValueError, match=r"^column 'rollout' is null at row 7$"):
         ta.read_parquet(path)  # counted: pyarrow's, as before
-    real_counted = _pages._counted  # statistics that say no column holds a null:
-    monkeypatch.setattr(
-        _pages, "_counted", lambda c, nulls: nulls == "none" or real_counted(c, nulls)
-    )
+    _hide_nulls(monkeypatch)
     with pytest.raises(ValueError, match=r"^column 'rollout' is null at row 7 of the file; a"):
         ta.read_parquet(path)
     extra = table.append_column("obs.extra", pa.array(np.zeros(table.num_rows)))
@@ -1714,17 +1718,8 @@ def test_a_hidden_null_in_a_later_row_group_is_named_by_its_row_of_the_file(
 ) -> None:
     # The other columns' numbers are read by the threads that decode the rest, each its own
     # row groups: a row is named by where its row group starts.
-    r = trajkit.testing.example_rollout(num_steps=9, num_envs=2)
-    path = tmp_path / "rollout.parquet"
-    ta.write_parquet(r, path, layout="compact", compression="none")
-    table = pq.read_table(path)
-    rewards = table.column("reward").to_pylist()
-    rewards[13] = None
-    i = table.column_names.index("reward")
-    table = table.set_column(i, "reward", pa.array(rewards, pa.float32()))
-    pq.write_table(table, path, compression="none", use_dictionary=False, row_group_size=5)
-    real = _pages._counted  # statistics that say no column holds a null:
-    monkeypatch.setattr(_pages, "_counted", lambda c, nulls: nulls == "none" or real(c, nulls))
+    path, _ = _rollout_file(tmp_path, True, "reward", 13, steps=9, row_group_size=5)
+    _hide_nulls(monkeypatch)
     with pytest.raises(ValueError, match=r"^column 'reward' is null at row 13 of the file; a"):
         ta.read_parquet(path)
 
