@@ -1390,26 +1390,42 @@ def _hide_nulls(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_pages, "_counted", lambda c, nulls: nulls == "none" or real(c, nulls))
 
 
+def _calls(monkeypatch: pytest.MonkeyPatch, name: str) -> list[tuple[tuple[Any, ...], Any]]:
+    """Each call of the reader's `name` (a function of `_pages`): its arguments, its result."""
+    calls: list[tuple[tuple[Any, ...], Any]] = []
+    real = getattr(_pages, name)
+
+    def spy(*args: Any) -> Any:
+        calls.append((args, real(*args)))
+        return calls[-1][1]
+
+    monkeypatch.setattr(reader, name, spy)
+    return calls
+
+
+def _runs_file(tmp_path: Path) -> tuple[Path, list[trajkit.Rollout]]:
+    """Three compact rollouts written plain, a row group or more each; and the rollouts."""
+    rs = [trajkit.testing.example_rollout(num_steps=3, num_envs=2, seed=s) for s in range(3)]
+    path = tmp_path / "runs.parquet"
+    ta.write_parquet(rs, path, layout="compact", compression="none", row_group_bytes=100)
+    return path, rs
+
+
 def test_a_rollouts_plan_is_read_from_its_pages_where_they_count_no_nulls(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    read: list[list[str]] = []  # the plan's columns found, at each read
-    real = _pages.number_columns
+    calls = _calls(monkeypatch, "number_columns")
 
-    def spy(file: Any, names: Any, fd: int) -> dict[str, PageColumn]:
-        found = real(file, names, fd)
-        if names == PLAN_COLUMNS:
-            read.append(sorted(found))
-        return found
+    def read() -> list[list[str]]:  # the plan's columns found, at each read
+        return [sorted(found) for (_, names, _), found in calls if names == PLAN_COLUMNS]
 
-    monkeypatch.setattr(reader, "number_columns", spy)
     path, _ = _rollout_file(tmp_path, nulls=False)
     ta.read_parquet(path)
-    assert read == [sorted(PLAN_COLUMNS)]
+    assert read() == [sorted(PLAN_COLUMNS)]
     path, _ = _rollout_file(tmp_path, nulls=True)  # counted: pyarrow reads them, as before
     with pytest.raises(ValueError, match=r"^column 'is_first' is null at step 2, env 1 \(row 5\);"):
         ta.read_parquet(path)
-    assert read[-1] == sorted(set(PLAN_COLUMNS) - {"is_first"})
+    assert read()[-1] == sorted(set(PLAN_COLUMNS) - {"is_first"})
 
 
 def test_a_null_the_statistics_do_not_count_is_refused_at_its_row(
@@ -1625,23 +1641,20 @@ def test_a_null_among_numbers_the_statistics_do_not_count_is_refused_at_its_row(
         ta.read_parquet(path)
 
 
-def test_the_rollout_column_is_read_from_its_pages_where_it_counts_no_nulls(
+def test_the_first_pass_reads_the_rollout_and_layout_columns_from_their_pages(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    asked: list[list[str]] = []
-    real = _pages.number_columns
-
-    def spy(file: Any, names: Any, fd: int) -> dict[str, PageColumn]:
-        found = real(file, names, fd)
-        asked.append(sorted(found) if list(names) == ["rollout"] else [])
-        return found
-
-    monkeypatch.setattr(reader, "number_columns", spy)
-    rs = [trajkit.testing.example_rollout(num_steps=3, num_envs=2, seed=s) for s in range(3)]
-    path = tmp_path / "runs.parquet"
-    ta.write_parquet(rs, path, layout="compact", compression="none", row_group_bytes=100)
+    numbers, texts = _calls(monkeypatch, "number_columns"), _calls(monkeypatch, "text_column")
+    path, rs = _runs_file(tmp_path)
     assert ta.read_parquet(path) == rs
-    assert ["rollout"] in asked
+    assert (["rollout"], ["rollout"]) in [(list(args[1]), list(found)) for args, found in numbers]
+    assert [type(column) for _, column in texts] == [TextColumn]
+
+
+def test_a_null_in_the_rollout_column_is_refused_once_the_columns_are_checked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path, _ = _runs_file(tmp_path)
     table = pq.read_table(path)
     ids = table.column("rollout").to_pylist()
     ids[7] = None
@@ -1803,23 +1816,11 @@ def test_only_plain_strings_qualify_as_text(tmp_path: Path, fds: list[int]) -> N
     assert text_column(pq.ParquetFile(path), "s", fds[-1]) is None
 
 
-def test_the_layout_column_is_read_from_its_pages_and_its_text_checked(
+def test_a_layout_read_from_its_pages_is_checked_to_be_utf8(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    made: list[str] = []
-    real = _pages.text_column
-
-    def spy(file: Any, name: str, fd: int) -> Any:
-        column = real(file, name, fd)
-        made.append(type(column).__name__)
-        return column
-
-    monkeypatch.setattr(reader, "text_column", spy)
-    rs = [trajkit.testing.example_rollout(num_steps=3, num_envs=2, seed=s) for s in range(3)]
-    path = tmp_path / "runs.parquet"
-    ta.write_parquet(rs, path, layout="compact", compression="none", row_group_bytes=100)
-    assert ta.read_parquet(path) == rs
-    assert made == ["TextColumn"]
+    calls = _calls(monkeypatch, "text_column")
+    path, _ = _runs_file(tmp_path)
     table = pq.read_table(path)  # the first row's layout rewritten, its first byte not UTF-8
     layouts = table.column("trajkit_layout").to_pylist()
     layouts[0] = "\udcff" + layouts[0][1:]
@@ -1833,4 +1834,4 @@ def test_the_layout_column_is_read_from_its_pages_and_its_text_checked(
     )
     with pytest.raises(ValueError, match=r"^not a readable Parquet file: .*(UTF-?8|utf-?8)"):
         ta.read_parquet(path)
-    assert made[-1] == "TextColumn"
+    assert type(calls[-1][1]) is TextColumn
