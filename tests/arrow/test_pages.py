@@ -430,7 +430,10 @@ def test_headers_that_do_not_parse_raise(data: bytes, error: type[Exception]) ->
 def test_definition_levels_say_where_the_first_null_is(
     levels: bytes, values: int, first: int | None
 ) -> None:
-    assert _pages._scan_levels(levels, values) == first
+    def damaged(why: str) -> DamagedPageError:
+        return DamagedPageError(why)
+
+    assert _pages._first_null(levels, values, damaged) == first
 
 
 @pytest.mark.parametrize(

@@ -296,7 +296,7 @@ class _Index:
         decoded = [
             name for name in names if name not in paged and (text is None or name != LAYOUT_COLUMN)
         ]
-        dtype = schema.field("rollout").type.to_pandas_dtype() if paged else None
+        pages = _Pages(pa, [schema.field("rollout")], paged) if paged else None
         texts, start = [], 0
         for batch in _counted(file, decoded, max_rows) if names else ():
             if text is not None:
@@ -306,8 +306,9 @@ class _Index:
             elif LAYOUT_COLUMN in names:
                 texts.append(load_compute().unique(batch.column(LAYOUT_COLUMN).drop_null()))
             rows = batch.num_rows
-            ids = self._paged(pa, paged["rollout"], dtype, rows, start) if paged else batch
-            self._runs(pa, ids, start)
+            if pages is not None and self.problem is None:  # (none read past a problem)
+                batch = self._paged(pages, rows)
+            self._runs(pa, batch, start)
             start += rows
         fields = [schema.field(LAYOUT_COLUMN)] if LAYOUT_COLUMN in names else []
         columns = [pa.chunked_array(texts, fields[0].type)] if fields else []
@@ -315,20 +316,19 @@ class _Index:
             columns, schema=pa.schema(fields, metadata=schema.metadata)
         )
 
-    def _paged(self, pa: Any, column: PageColumn, dtype: Any, rows: int, start: int) -> Any:
-        """The next `rows` rows of `rollout` (the file's from `start`), read from its pages.
+    def _paged(self, pages: _Pages, rows: int) -> Any:
+        """The next `rows` rows of `rollout`, read from its pages (a record batch).
 
-        As a record batch; none are read once a problem is found (it is refused first).
+        A damaged page is refused at once, as pyarrow refuses one; a null is kept as the
+        problem, refused once the columns are checked.
         """
-        values = np.empty(0 if self.problem is not None else rows, dtype)
-        if len(values):
-            try:
-                column.take(values, lambda i: f"row {start + i} of the file")
-            except DamagedPageError:  # (as pyarrow refuses a damaged page: at once)
-                raise
-            except ValueError as exc:  # a null: refused once the columns are checked
-                self.problem = exc
-        return pa.RecordBatch.from_arrays([from_numpy(pa, values)], names=["rollout"])
+        try:
+            return pages.batch(rows)
+        except DamagedPageError:
+            raise
+        except ValueError as exc:
+            self.problem = exc
+            return None
 
     def _runs(self, pa: Any, batch: Any, start: int) -> None:
         """Extend the runs by a batch of the `rollout` column (its first row: `start`)."""

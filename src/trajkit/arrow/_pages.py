@@ -454,11 +454,7 @@ class NullColumn(PageColumn):
         return size == 0
 
     def _first_null(self, levels: bytes, values: int) -> int | None:
-        try:
-            present = _hybrid(levels, values).any()
-        except (IndexError, ValueError):
-            raise self._damaged("its definition levels do not parse") from None
-        if present:
+        if _levels(levels, values, self._damaged).any():
             raise self._damaged("its statistics count only nulls, its levels hold a value")
         return 0
 
@@ -497,10 +493,7 @@ class TextColumn(PageColumn):
         return True  # (checked as its values are parsed)
 
     def _first_null(self, levels: bytes, values: int) -> int | None:
-        try:
-            self._present = _hybrid(levels, values)
-        except (IndexError, ValueError):
-            raise self._damaged("its definition levels do not parse") from None
+        self._present = _levels(levels, values, self._damaged)
         return None if self._present.all() else int(np.argmin(self._present))
 
     def _page_read(self, values: int) -> None:
@@ -682,15 +675,16 @@ def _first_null(
     levels: bytes, values: int, damaged: Callable[[str], DamagedPageError]
 ) -> int | None:
     """The first null among `values` definition levels (bit width 1, RLE/bit-packed hybrid)."""
+    decoded = _levels(levels, values, damaged)
+    return None if decoded.all() else int(np.argmin(decoded))
+
+
+def _levels(levels: bytes, values: int, damaged: Callable[[str], DamagedPageError]) -> AnyArray:
+    """`values` definition levels decoded (1: a value, 0: null), or refused as damaged."""
     try:
-        return _scan_levels(levels, values)
+        return _hybrid(levels, values)
     except (IndexError, ValueError):
         raise damaged("its definition levels do not parse") from None
-
-
-def _scan_levels(levels: bytes, values: int) -> int | None:
-    decoded = _hybrid(levels, values)
-    return None if decoded.all() else int(np.argmin(decoded))
 
 
 def _hybrid(data: bytes, values: int) -> AnyArray:
