@@ -396,3 +396,19 @@ def test_without_the_source_the_schema_has_no_descriptions(monkeypatch: pytest.M
     schema = trajkit.RolloutSpec.model_json_schema()
     assert "description" not in schema["properties"]["state_dtype"]
     assert schema["allOf"]  # the rest of the model's extra keys still apply
+
+
+def test_the_command_leaves_its_objects_to_the_exit(small_file: Path) -> None:
+    """Frozen before the exit: the interpreter's last collections skip them; `atexit` still runs."""
+    said = (
+        "import atexit, gc, sys; atexit.register(lambda: print(gc.get_freeze_count() > 0)); "
+        "from trajkit.cli import console_main; sys.argv[0] = 'trajkit'; console_main()"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", said, "validate", str(small_file)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    assert done.stdout.splitlines()[-1] == "True"
