@@ -1100,3 +1100,37 @@ def test_large_flags_are_checked_for_zeros_and_ones(dtype: type[np.floating[Any]
         ValueError, match=r"dones must hold only 0 and 1, got 0.5 at \(t=1000, b=60\)"
     ):
         Rollout(r.states, r.obses, r.rews, dones, None, {}, copy=False)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.uint8])
+@pytest.mark.parametrize("flat", [0, (1 << 16) - 1, 1 << 16, -1], ids=["first", "b0", "b1", "last"])
+def test_large_flags_are_checked_a_block_at_a_time(
+    monkeypatch: pytest.MonkeyPatch, dtype: type[np.number[Any]], flat: int
+) -> None:
+    # Without the compiled kernels, flags of `_FUSED_BYTES` or more are compared a block at
+    # a time (no boolean arrays as large); the first bad value is then named as before.
+    monkeypatch.setenv("TRAJKIT_BACKEND", "numpy")
+    blocks: list[bool] = []  # what each block-wise check answered
+    real = arrays._binary
+
+    def spy(flat: Any) -> bool:
+        blocks.append(real(flat))
+        return blocks[-1]
+
+    monkeypatch.setattr(arrays, "_binary", spy)
+    T, B = 4096, 512  # [T+1, B]: 2 MiB of uint8, over a block of any of these dtypes
+    dones = np.zeros((T + 1, B), dtype)
+    dones[::5] = 1
+    assert dones.nbytes >= arrays._FUSED_BYTES
+    arrays.check_binary(dones, "dones")
+    assert blocks == [True]
+    dones.flat[flat] = 2
+    t, b = divmod(flat % dones.size, B)
+    with pytest.raises(
+        ValueError, match=rf"^dones must hold only 0 and 1, got 2\S* at \(t={t}, b={b}\)$"
+    ):
+        arrays.check_binary(dones, "dones")
+    assert blocks == [True, False]
+    arrays.check_binary(np.zeros(arrays._FUSED_BYTES // 2 - 1, np.uint16), "dones")  # smaller
+    arrays.check_binary(np.zeros((T + 1, B), dtype).T, "dones")  # not C-contiguous: at once
+    assert blocks == [True, False]

@@ -238,6 +238,26 @@ def _converted(
     return out
 
 
+def _binary(flat: AnyArray) -> bool:
+    """Whether every value of `flat` is 0 or 1, checked `_BLOCK_BYTES` of it at a time.
+
+    Two boolean arrays as large as the array cost more than the comparisons: their fresh
+    pages fault in (the dones of a rollout of 8.9 M steps, 36 MB: about 20 ms at once, 3 ms
+    in blocks, whose two small boolean arrays stay in the cache).
+    """
+    size = max(1, _BLOCK_BYTES // flat.itemsize)
+    zero, one = np.empty(size, np.bool_), np.empty(size, np.bool_)
+    for start in range(0, len(flat), size):
+        block = flat[start : start + size]
+        ok, also = zero[: len(block)], one[: len(block)]
+        np.equal(block, 0, out=ok)
+        np.equal(block, 1, out=also)
+        np.logical_or(ok, also, out=ok)
+        if not np.logical_and.reduce(ok):
+            return False
+    return True
+
+
 def _may_overflow(array: AnyArray) -> bool:
     """Whether some finite values of `array`'s dtype become ±inf as float32 (wider floats)."""
     return array.dtype.kind == "f" and array.dtype.itemsize > 4
@@ -371,6 +391,8 @@ def check_binary(array: AnyArray, name: str, axes: str = "tb") -> None:
     if array.dtype == np.bool_ or (
         array.nbytes >= fused.MIN_BYTES and fused.passes(array, "binary")
     ):
+        return
+    if array.nbytes >= _FUSED_BYTES and array.flags.c_contiguous and _binary(array.reshape(-1)):
         return
     ok = (array == 0) | (array == 1)
     if not np.logical_and.reduce(ok, axis=None):
