@@ -1131,6 +1131,8 @@ def test_large_flags_are_checked_a_block_at_a_time(
     ):
         arrays.check_binary(dones, "dones")
     assert blocks == [True, False]
-    arrays.check_binary(np.zeros(arrays._FUSED_BYTES // 2 - 1, np.uint16), "dones")  # smaller
+    arrays.check_binary(np.zeros(arrays._FUSED_BYTES - 1, np.uint8), "dones")  # at once
     arrays.check_binary(np.zeros((T + 1, B), dtype).T, "dones")  # not C-contiguous: at once
     assert blocks == [True, False]
+    arrays.check_binary(np.zeros(arrays._FUSED_BYTES, np.uint8), "dones")
+    assert blocks == [True, False, True]
