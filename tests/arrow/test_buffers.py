@@ -7,6 +7,8 @@ columns first, and leave every other column as it is.
 
 from __future__ import annotations
 
+import gc
+import weakref
 from typing import Any
 
 import numpy as np
@@ -14,7 +16,7 @@ import pytest
 
 pa = pytest.importorskip("pyarrow", reason="trajkit.arrow needs pyarrow (trajkit[arrow])")
 
-from trajkit.arrow._buffers import _nested_slice, filter_rows, take_rows  # noqa: E402
+from trajkit.arrow._buffers import _nested_slice, filter_rows, take_rows, to_numpy  # noqa: E402
 
 CELLS = [[[0], [1]], [[2], [3]], [[4], [5]], [[6], [7]]]
 
@@ -58,3 +60,41 @@ def test_only_nested_lists_with_an_offset_are_copied() -> None:
     assert not _nested_slice(pa, tensor.slice(2))  # (one level: pyarrow takes it right)
     table = pa.table({"x": whole, "n": [1, 2, 3, 4]})
     assert take_rows(pa, table, np.array([3, 0])).column("x").to_pylist() == [CELLS[3], CELLS[0]]
+
+
+def test_chunks_that_follow_each_other_in_memory_are_one_array_without_a_copy() -> None:
+    values = np.arange(10, dtype=np.int32)
+    chunked = pa.chunked_array([pa.array(values[:4]), pa.array(values[4:7]), pa.array(values[7:])])
+    whole = to_numpy(chunked)
+    assert whole.tolist() == list(range(10))
+    assert np.shares_memory(whole, values)
+    assert not whole.flags.writeable
+    memory = weakref.ref(values)
+    del values, chunked
+    gc.collect()
+    assert memory() is not None  # the view holds the memory of its parts
+    assert whole.tolist() == list(range(10))
+
+
+@pytest.mark.parametrize(
+    "chunks",
+    [
+        lambda v: [v[:4], v[5:]],  # a gap
+        lambda v: [v[4:], v[:4]],  # in the other order
+        lambda v: [v[:4], v[4:].copy()],  # apart
+    ],
+    ids=["gap", "reversed", "apart"],
+)
+def test_other_chunks_are_copied_into_one(chunks: Any) -> None:
+    values = np.arange(10, dtype=np.int64)
+    parts = chunks(values)
+    whole = to_numpy(pa.chunked_array([pa.array(part) for part in parts]))
+    assert whole.tolist() == np.concatenate(parts).tolist()
+    assert not np.shares_memory(whole, values)
+
+
+def test_chunks_of_booleans_are_unpacked_into_one() -> None:
+    flags = np.array([True, False, True, True, False])
+    whole = to_numpy(pa.chunked_array([pa.array(flags[:2]), pa.array(flags[2:])]))
+    assert whole.dtype == np.bool_
+    assert whole.tolist() == flags.tolist()

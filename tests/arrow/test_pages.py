@@ -30,6 +30,7 @@ import trajkit.arrow._ahead as _ahead  # noqa: E402
 import trajkit.arrow._import as reader  # noqa: E402
 from tests.arrow.helpers import image_rollout  # noqa: E402
 from trajkit.arrow import _pages  # noqa: E402
+from trajkit.arrow._buffers import to_numpy  # noqa: E402
 from trajkit.arrow._pages import (  # noqa: E402
     BitColumn,
     DamagedPageError,
@@ -1722,7 +1723,15 @@ def test_the_plan_reads_its_first_rows_first(
     columns = _number_columns(path, fds)
     monkeypatch.setattr(reader, "FIRST_ROWS", 16)
     pages = reader._Pages(pa, [table.schema.field(name) for name in columns], columns)
-    assert [batch.num_rows for batch in pages.take(40)] == [16, 24]
+    batches = list(pages.take(40))
+    assert [batch.num_rows for batch in batches] == [16, 24]
+    joined = pa.Table.from_batches(batches)
+    for name in columns:  # each column of numbers one array, both batches slices of it
+        parts = [to_numpy(batch.column(name)) for batch in batches]
+        whole = to_numpy(joined.column(name))
+        assert whole.tolist() == np.concatenate(parts).tolist()
+        if whole.dtype != np.bool_:  # (booleans are packed into bits in between)
+            assert all(np.shares_memory(whole, part) for part in parts), name
     columns = _number_columns(path, fds)
     pages = reader._Pages(pa, [table.schema.field(name) for name in columns], columns)
     assert [batch.num_rows for batch in pages.take(16)] == [16]

@@ -8,6 +8,7 @@ memory (bit-packed for booleans and validity).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from typing import Any
 
@@ -71,14 +72,17 @@ def binaries(pa: Any, rows: int, entries: Sequence[tuple[int, bytes]], kind: Any
 def to_numpy(array: Any) -> AnyArray:
     """A numeric or boolean Arrow array (or chunked array) with no nulls as a 1-D NumPy array.
 
-    Zero-copy for one chunk of numbers; booleans are unpacked.
+    Zero-copy for numbers in one chunk, or in chunks that follow each other in memory (as
+    slices of one array do); booleans are unpacked.
     """
     if hasattr(array, "chunks"):
         if array.num_chunks == 1:
             return to_numpy(array.chunk(0))
         parts = [to_numpy(chunk) for chunk in array.chunks]
         dtype = np.dtype(array.type.to_pandas_dtype())
-        return np.concatenate(parts) if parts else np.zeros(0, dtype)
+        if not parts:
+            return np.zeros(0, dtype)
+        return _adjoining(parts) if _adjoin(parts) else np.concatenate(parts)
     buffer, n, offset = array.buffers()[1], len(array), array.offset
     if str(array.type) == "bool":
         if buffer is None:
@@ -91,6 +95,30 @@ def to_numpy(array: Any) -> AnyArray:
         return np.zeros(0, dtype)
     values: AnyArray = np.frombuffer(buffer, dtype, count=n, offset=offset * dtype.itemsize)
     return values
+
+
+def _adjoin(parts: list[AnyArray]) -> bool:
+    """Whether `parts` (1-D, C-contiguous, of one dtype) each start where the one before ends."""
+    return all(a.ctypes.data + a.nbytes == b.ctypes.data for a, b in itertools.pairwise(parts))
+
+
+class _Span:
+    """The memory of parts that follow each other (`_adjoin`), as one array; it holds them."""
+
+    def __init__(self, parts: list[AnyArray]) -> None:
+        self.parts = parts  # (their memory stays while the array made of this object lives)
+        self.__array_interface__ = {
+            "data": (parts[0].ctypes.data, True),  # read-only, as `frombuffer` views are
+            "shape": (sum(len(part) for part in parts),),
+            "typestr": parts[0].dtype.str,
+            "version": 3,
+        }
+
+
+def _adjoining(parts: list[AnyArray]) -> AnyArray:
+    """`np.concatenate(parts)` without the copy, for parts that `_adjoin`."""
+    whole: AnyArray = np.asarray(_Span(parts))
+    return whole
 
 
 def take_rows(pa: Any, data: Any, indices: AnyArray) -> Any:

@@ -405,13 +405,19 @@ class _Pages:
         self.schema = pa.schema(fields)
         self.start = 0  # the file's row of the next row
 
-    def batch(self, rows: int, given: Any = None) -> Any:
-        """The next `rows` rows, as a record batch; other columns from `given` (a batch)."""
+    def batch(self, rows: int, given: Any = None, into: dict[str, AnyArray] | None = None) -> Any:
+        """The next `rows` rows, as a record batch; other columns from `given` (a batch).
+
+        A column of numbers is read into `into[name]` where given (`rows` values), else into
+        an array of its own.
+        """
         start, arrays = self.start, []
         for field in self.fields:
             name = field.name
             if name in self.numbers:
-                values = np.empty(rows, field.type.to_pandas_dtype())
+                values = (
+                    np.empty(rows, field.type.to_pandas_dtype()) if into is None else into[name]
+                )
                 self.numbers[name].take(values, lambda i: f"row {start + i} of the file")
                 arrays.append(from_numpy(self.pa, values))
             elif name in self.nulls:
@@ -426,12 +432,20 @@ class _Pages:
         """The next `rows` rows, as `_Cut.take` gives them: a first batch, then the rest.
 
         The first holds `FIRST_ROWS` rows at most: enough to tell a rollout's envs (`_envs`)
-        and start reading its leaves (`Prefetch`) before the rest of its plan is read.
+        and start reading its leaves (`Prefetch`) before the rest of its plan is read. Each
+        column of numbers is read into one array, the two batches' slices of it, so that
+        the column of their table is one array again without a copy (`to_numpy`).
         """
         first = min(rows, FIRST_ROWS)
-        yield self.batch(first)
+        whole = {
+            field.name: np.empty(rows, field.type.to_pandas_dtype())
+            for field in self.fields
+            if field.name in self.numbers
+        }
+        yield self.batch(first, into={name: values[:first] for name, values in whole.items()})
         if rows > first:
-            yield self.batch(rows - first)
+            rest = {name: values[first:] for name, values in whole.items()}
+            yield self.batch(rows - first, into=rest)
 
     def __call__(self, row: int, batch: Any) -> Any:
         """`batch` (the other columns of the file's rows from `row` on) with these columns."""
