@@ -2,11 +2,13 @@
 
 Run `python benchmarks/bench_arrow.py` (or `make bench`); `TRAJKIT_BENCH_ARROW_MB` sets the
 size (default 100; issue 45's case is 927: T=2048 images by B=64),
-`TRAJKIT_BENCH_ARROW_METHODS` the methods (below; default all) and
-`TRAJKIT_BENCH_ARROW_CASES` the rollouts (`image,vector`). For an image rollout
-(uint8 84x84, int32 actions, float32 critic) and a vector rollout (17 float32 observations,
-6 float32 actions, critic), each of about MB megabytes, it measures in a fresh child process
-per operation (so that its peak resident memory, `ru_maxrss`, is its own):
+`TRAJKIT_BENCH_ARROW_METHODS` the methods (below; default all),
+`TRAJKIT_BENCH_ARROW_CASES` the rollouts (`image,vector`) and `TRAJKIT_BENCH_ARROW_ROUNDS`
+the children per operation (`ROUNDS`, default 3: more where fresh processes vary, as on a
+virtual machine whose memory is first touched). For an image rollout (uint8 84x84, int32
+actions, float32 critic) and a vector rollout (17 float32 observations, 6 float32 actions,
+critic), each of about MB megabytes, it measures in a fresh child process per operation
+(so that its peak resident memory, `ru_maxrss`, is its own):
 
 * `native`: `trajkit.save` / `trajkit.load` (the baseline of the compact layout);
 * `compact`, `readable`: `trajkit.arrow.write_parquet(..., layout=...)` / `read_parquet`
@@ -44,7 +46,7 @@ from typing import Any
 
 import numpy as np
 
-ROUNDS = 3
+ROUNDS = int(os.environ.get("TRAJKIT_BENCH_ARROW_ROUNDS", "3"))
 
 
 B = 64
