@@ -288,9 +288,10 @@ def test_truncated_steps_bootstrap_from_the_true_final_observation(
 def test_without_a_critic_truncations_are_flagged_with_zero_final_values(
     make_env: MakeEnv,
 ) -> None:
-    r = RolloutRecorder(make_env(AutoresetMode.SAME_STEP), lambda o: {"actions": choose(o)}).record(
-        50
-    )
+    # Seeded: from random starts, about one run in 200 has no truncation in 50 steps (CI met one).
+    r = RolloutRecorder(
+        make_env(AutoresetMode.SAME_STEP), lambda o: {"actions": choose(o)}, seed=5
+    ).record(50)
     assert r.model_outs.keys() == ("actions",)
     assert r.truncated is not None
     assert r.final_values is not None
