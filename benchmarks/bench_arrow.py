@@ -46,7 +46,7 @@ from typing import Any
 
 import numpy as np
 
-ROUNDS = int(os.environ.get("TRAJKIT_BENCH_ARROW_ROUNDS", "3"))
+ROUNDS = max(1, int(os.environ.get("TRAJKIT_BENCH_ARROW_ROUNDS", "3")))
 
 
 B = 64
